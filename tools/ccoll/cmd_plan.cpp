@@ -1,0 +1,9 @@
+// ccoll plan: placeholder until its issue lands; refuses to run rather than print made-up output.
+#include <cstdio>
+
+#include "commands.hpp"
+
+int ccoll::cli::cmd_plan(int, char**) {
+  std::fputs("ccoll plan: not built yet\n", stderr);
+  return 2;
+}
