@@ -6,6 +6,7 @@
 
 #include "ccoll/plan/chunking.hpp"
 #include "ccoll/plan/ring.hpp"
+#include "ccoll/plan/tree.hpp"
 #include "ccoll/plan/verifier.hpp"
 #include "ccoll/topology/ring.hpp"
 
@@ -41,4 +42,37 @@ TEST_CASE("ring plans verify for P = 1..64, several counts, chunks and channels"
           require_ok(plan, "P=" + std::to_string(p) + " count=" + std::to_string(count) +
                                " channels=" + std::to_string(ch) + " chunks=" + std::to_string(k));
         }
+}
+
+TEST_CASE("binary tree plans verify for P = 1..64, phased and overlapped") {
+  for (Rank p = 1; p <= 64; ++p)
+    for (bool overlap : {false, true})
+      for (std::uint64_t count : {0ull, 1ull, 13ull, 1000ull})
+        for (std::uint32_t ch : {1u, 2u})
+          for (std::uint32_t k : {0u, 1u, 4u}) {
+            PlanRequest req = request(p, count, ch, k);
+            req.overlap = overlap;
+            require_ok(build_tree(req),
+                       "tree P=" + std::to_string(p) + " overlap=" + std::to_string(overlap) +
+                           " count=" + std::to_string(count) + " k=" + std::to_string(k));
+          }
+}
+
+TEST_CASE("tree rounds: phased 2 floor(log2 P) + 2K, overlapped 2 floor(log2 P) + K") {
+  for (Rank p = 2; p <= 64; ++p)
+    for (std::uint32_t k : {1u, 2u, 5u, 16u}) {
+      int depth = 0;
+      while ((2 << depth) <= p) ++depth;  // floor(log2 p)
+      PlanRequest req = request(p, 4096, 1, k);
+      req.overlap = false;
+      const VerifyReport phased = verify(build_tree(req));
+      req.overlap = true;
+      const VerifyReport overlapped = verify(build_tree(req));
+      INFO("P=" << p << " K=" << k << " depth=" << depth);
+      REQUIRE(phased.ok);
+      REQUIRE(overlapped.ok);
+      CHECK(phased.rounds == static_cast<std::uint64_t>(2 * depth + 2 * k));
+      CHECK(overlapped.rounds == static_cast<std::uint64_t>(2 * depth + k));
+      if (k > 1) CHECK(overlapped.rounds < phased.rounds);
+    }
 }
