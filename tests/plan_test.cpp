@@ -5,10 +5,13 @@
 #include <vector>
 
 #include "ccoll/plan/chunking.hpp"
+#include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/ring.hpp"
 #include "ccoll/plan/tree.hpp"
 #include "ccoll/plan/verifier.hpp"
+#include "ccoll/topology/double_binary_tree.hpp"
 #include "ccoll/topology/ring.hpp"
+#include "ccoll/topology/tree.hpp"
 
 using namespace ccoll;
 using namespace ccoll::plan;
@@ -75,4 +78,41 @@ TEST_CASE("tree rounds: phased 2 floor(log2 P) + 2K, overlapped 2 floor(log2 P) 
       CHECK(overlapped.rounds == static_cast<std::uint64_t>(2 * depth + k));
       if (k > 1) CHECK(overlapped.rounds < phased.rounds);
     }
+}
+
+TEST_CASE("double binary tree: two trees, every rank a leaf in one of them") {
+  for (Rank p = 1; p <= 64; ++p) {
+    const auto [t1, t2] = double_binary_tree_parents(p);
+    std::vector<int> kids1(static_cast<std::size_t>(p), 0), kids2(static_cast<std::size_t>(p), 0);
+    int roots1 = 0, roots2 = 0;
+    for (Rank r = 0; r < p; ++r) {
+      const auto u = static_cast<std::size_t>(r);
+      if (t1[u] < 0)
+        ++roots1;
+      else
+        ++kids1[static_cast<std::size_t>(t1[u])];
+      if (t2[u] < 0)
+        ++roots2;
+      else
+        ++kids2[static_cast<std::size_t>(t2[u])];
+    }
+    CHECK(roots1 == 1);
+    CHECK(roots2 == 1);
+    int internal_in_both = 0;
+    for (Rank r = 0; r < p; ++r) {
+      const auto u = static_cast<std::size_t>(r);
+      CHECK(kids1[u] <= 2);
+      CHECK(kids2[u] <= 2);
+      if (kids1[u] > 0 && kids2[u] > 0) ++internal_in_both;
+    }
+    INFO("P=" << p);
+    CHECK(internal_in_both <= (p % 2 == 0 ? 0 : 1));
+    for (bool overlap : {false, true})
+      for (std::uint64_t count : {0ull, 1ull, 5ull, 777ull})
+        for (std::uint32_t ch : {1u, 3u}) {
+          PlanRequest req = request(p, count, ch, 3);
+          req.overlap = overlap;
+          require_ok(build_double_binary_tree(req), "dbtree P=" + std::to_string(p));
+        }
+  }
 }

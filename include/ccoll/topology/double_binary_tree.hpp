@@ -1,0 +1,21 @@
+// ccoll/topology/double_binary_tree.hpp: NCCL's double binary tree as a logical topology policy
+// (two complementary trees, each carrying half of the data); see plan/double_binary_tree.hpp.
+#pragma once
+
+#include <string_view>
+
+#include "ccoll/plan/double_binary_tree.hpp"
+#include "ccoll/topology/concepts.hpp"
+
+namespace ccoll::topology {
+
+struct DoubleBinaryTree {
+  static constexpr std::string_view name = "dbtree";
+  static plan::Plan build(const plan::PlanRequest& req) {
+    return plan::build_double_binary_tree(req);
+  }
+};
+
+static_assert(LogicalTopology<DoubleBinaryTree>);
+
+}  // namespace ccoll::topology
