@@ -1,6 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -115,4 +119,226 @@ TEST_CASE("double binary tree: two trees, every rank a leaf in one of them") {
           require_ok(build_double_binary_tree(req), "dbtree P=" + std::to_string(p));
         }
   }
+}
+
+TEST_CASE("ring: lock-step rounds are K (2P - 1), and every message fits a slot") {
+  for (Rank p = 2; p <= 16; ++p)
+    for (std::uint32_t k : {1u, 2u, 5u}) {
+      const VerifyReport r = verify(build_ring(request(p, 100000, 1, k)));
+      REQUIRE(r.ok);
+      CHECK(r.rounds == static_cast<std::uint64_t>(k) * static_cast<std::uint64_t>(2 * p - 1));
+      CHECK(r.steps == static_cast<std::uint64_t>(k) * static_cast<std::uint64_t>(p * (2 * p - 1)));
+    }
+  // A tiny slot forces more chunks than asked for; the verifier checks every message against it.
+  for (Rank p : {2, 5, 8}) {
+    PlanRequest req = request(p, 1000, 2, 1);
+    req.slot_bytes = 12;  // 3 floats
+    const Plan plan = build_ring(req);
+    CHECK(plan.slot_elems == 3);
+    require_ok(plan, "small slots");
+  }
+}
+
+TEST_CASE("ring: explicit ring orders, reversed odd channels, nslots >= 2") {
+  std::mt19937 rng(7);
+  for (Rank p = 1; p <= 24; ++p) {
+    std::vector<std::vector<Rank>> rings(3, std::vector<Rank>(static_cast<std::size_t>(p)));
+    for (auto& ring : rings) {
+      std::iota(ring.begin(), ring.end(), 0);
+      std::shuffle(ring.begin(), ring.end(), rng);
+    }
+    const Plan plan = build_ring(request(p, 517, 1, 2), rings);
+    CHECK(plan.channels.size() == 3);
+    require_ok(plan, "explicit rings P=" + std::to_string(p));
+    if (p > 1)  // channel c sends only to the successor in rings[c]
+      for (const Connection& c : plan.connections) {
+        const auto& ring = rings[c.channel];
+        const auto at = std::find(ring.begin(), ring.end(), c.from) - ring.begin();
+        CHECK(ring[static_cast<std::size_t>((at + 1) % p)] == c.to);
+      }
+  }
+  const Plan two = build_ring(request(4, 100, 2, 1));
+  for (const Connection& c : two.connections)
+    CHECK(c.to == (c.channel == 0 ? (c.from + 1) % 4 : (c.from + 3) % 4));
+  PlanRequest one_slot = request(4, 100);
+  one_slot.nslots = 1;
+  CHECK_THROWS_AS(build_ring(one_slot), ccoll::Error);
+  CHECK_THROWS_AS(build_ring(request(3, 10), {{0, 1, 1}}), ccoll::Error);
+}
+
+TEST_CASE("trees need no more than one slot per connection") {
+  for (Rank p : {2, 7, 16, 33})
+    for (bool overlap : {false, true}) {
+      PlanRequest req = request(p, 999, 1, 6);
+      req.nslots = 1;
+      req.overlap = overlap;
+      require_ok(build_tree(req), "tree nslots=1");
+      require_ok(build_double_binary_tree(req), "dbtree nslots=1");
+    }
+}
+
+namespace {
+
+// A random tree over the ranks with in_tree[r], rooted at `root`: each rank in a random order
+// hangs below a random earlier one (so some nodes get many children, some chains are long).
+std::vector<Rank> random_parents(const std::vector<bool>& in_tree, Rank root, std::mt19937& rng) {
+  std::vector<Rank> order;
+  for (std::size_t r = 0; r < in_tree.size(); ++r)
+    if (in_tree[r] && static_cast<Rank>(r) != root) order.push_back(static_cast<Rank>(r));
+  std::shuffle(order.begin(), order.end(), rng);
+  order.insert(order.begin(), root);
+  std::vector<Rank> parent(in_tree.size(), -1);
+  for (std::size_t i = 1; i < order.size(); ++i)
+    parent[static_cast<std::size_t>(order[i])] = order[rng() % i];
+  return parent;
+}
+
+// Random active set, relays, reduce and broadcast trees and shares over P ranks.
+std::vector<TreeSpec> random_forest(Rank p, bool overlap, std::mt19937& rng,
+                                    std::vector<bool>& active) {
+  active.assign(static_cast<std::size_t>(p), false);
+  for (auto&& a : active) a = rng() % 5 < 3;
+  active[rng() % static_cast<std::size_t>(p)] = true;
+  const int ntrees = 1 + static_cast<int>(rng() % 3);
+  std::vector<TreeSpec> trees(static_cast<std::size_t>(ntrees));
+  for (auto& t : trees) {
+    std::vector<bool> in_tree = active;
+    for (auto&& m : in_tree) m = m || rng() % 2 == 0;
+    do t.root = static_cast<Rank>(rng() % static_cast<std::size_t>(p));
+    while (!(overlap ? static_cast<bool>(in_tree[static_cast<std::size_t>(t.root)])
+                     : static_cast<bool>(active[static_cast<std::size_t>(t.root)])));
+    t.reduce_parent = random_parents(in_tree, t.root, rng);
+    if (rng() % 2) t.broadcast_parent = random_parents(in_tree, t.root, rng);
+    t.share = static_cast<double>(rng() % 4);
+  }
+  if (std::all_of(trees.begin(), trees.end(), [](const TreeSpec& t) { return t.share == 0; }))
+    trees[0].share = 1;
+  return trees;
+}
+
+}  // namespace
+
+TEST_CASE("random forests with relays and different reduce/broadcast trees verify") {
+  std::mt19937 rng(2024);
+  for (Rank p = 1; p <= 40; ++p)
+    for (int trial = 0; trial < 6; ++trial)
+      for (bool overlap : {false, true}) {
+        std::vector<bool> active;
+        const auto trees = random_forest(p, overlap, rng, active);
+        PlanRequest req = request(p, 1 + rng() % 3000, 1, static_cast<std::uint32_t>(rng() % 5));
+        req.overlap = overlap;
+        req.nslots = 1 + static_cast<std::uint32_t>(rng() % 3);
+        const Plan plan = build_trees(req, trees, active);
+        for (Rank r = 0; r < p; ++r)
+          if (!active[static_cast<std::size_t>(r)])
+            for (const auto& ch : plan.channels)
+              for (const Step& s : ch.programs[static_cast<std::size_t>(r)].steps) {
+                CHECK(s.src == Source::None);
+                CHECK(!s.write_output);
+              }
+        require_ok(plan, "forest P=" + std::to_string(p) + " trial " + std::to_string(trial));
+      }
+}
+
+TEST_CASE("build_trees: shares, nactive_hint and bad trees") {
+  const auto sizes = split_by_shares(10, {1, 1, 1});
+  CHECK(sizes == std::vector<std::uint64_t>{4, 3, 3});
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<double> shares(1 + rng() % 6);
+    for (auto& s : shares) s = static_cast<double>(rng() % 1000) / 7.0;
+    shares[0] += 0.5;
+    const std::uint64_t count = rng() % 100000;
+    const auto split = split_by_shares(count, shares);
+    const double sum = std::accumulate(shares.begin(), shares.end(), 0.0);
+    CHECK(std::accumulate(split.begin(), split.end(), std::uint64_t{0}) == count);
+    for (std::size_t i = 0; i < shares.size(); ++i)
+      CHECK(std::abs(static_cast<double>(split[i]) - static_cast<double>(count) * shares[i] / sum) <
+            1.0 + 1e-9);
+  }
+  // Ranks 0..3 are workers, 4 and 5 relays (a switch between two pairs).
+  TreeSpec t;
+  t.root = 0;
+  t.reduce_parent = {-1, 4, 5, 5, 0, 4};
+  PlanRequest req = request(6, 100, 1, 2);
+  const Plan plan = build_trees(req, {t}, 4);
+  CHECK(plan.nactive() == 4);
+  require_ok(plan, "nactive_hint");
+  TreeSpec cyclic = t;
+  cyclic.reduce_parent = {-1, 2, 1, 0, 0, 0};
+  CHECK_THROWS_AS(build_trees(req, {cyclic}), ccoll::Error);
+  TreeSpec missing = t;
+  missing.reduce_parent = {-1, 0, 0, -1, 0, 0};  // active rank 3 not in the tree
+  CHECK_THROWS_AS(build_trees(req, {missing}), ccoll::Error);
+  TreeSpec relay_root = t;  // rank 4 (a relay) as the root: fine overlapped, not phased
+  relay_root.root = 4;
+  relay_root.reduce_parent = {4, 4, 5, 5, -1, 4};
+  req.overlap = false;
+  CHECK_THROWS_AS(build_trees(req, {relay_root}, 4), ccoll::Error);
+  req.overlap = true;
+  require_ok(build_trees(req, {relay_root}, 4), "relay root overlapped");
+}
+
+TEST_CASE("overlapped tree: the root's reduce step finishes chunk k and sends it down") {
+  PlanRequest req = request(7, 700, 1, 7);
+  req.overlap = true;
+  const Plan plan = build_tree(req);
+  REQUIRE(plan.channels.size() == 2);
+  const auto& root = plan.channels[0].programs[0].steps;
+  REQUIRE(root.size() == 7);
+  for (const Step& s : root) {
+    CHECK(s.final);
+    CHECK(s.write_output);
+    CHECK(s.recv_count == 2);
+    REQUIRE(s.send_count == 2);
+    for (std::uint32_t i = 0; i < s.send_count; ++i)  // read by the broadcast channel
+      CHECK(plan.connections[plan.ports[s.send_begin + i].connection].channel == 1);
+  }
+  CHECK(plan.channels[1].programs[0].steps.empty());
+  req.overlap = false;
+  const Plan phased = build_tree(req);
+  REQUIRE(phased.channels.size() == 1);
+  const auto& proot = phased.channels[0].programs[0].steps;
+  REQUIRE(proot.size() == 14);
+  for (std::size_t i = 0; i < 7; ++i) CHECK((proot[i].final && proot[i].send_count == 0));
+  for (std::size_t i = 7; i < 14; ++i) CHECK(proot[i].src == Source::Output);
+}
+
+TEST_CASE("chunking: seed 004 Eq. 4 and the slot limit") {
+  // K_opt = sqrt(log2(P) beta N / alpha): P = 16, N = 64 MiB, alpha = 5 us, beta = 1/(10 GB/s).
+  const double k = std::sqrt(4.0 * 1e-10 * 67108864.0 / 5e-6);
+  CHECK(optimal_chunks(5e-6, 1e-10, 16, 67108864.0) == static_cast<std::uint32_t>(std::llround(k)));
+  CHECK(optimal_chunks(5e-6, 1e-10, 1, 1e9) == 1);
+  CHECK(optimal_chunks(5e-6, 1e-10, 16, 0) == 1);
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 100; ++trial) {  // the integer optimum of the pipeline model
+    const double alpha = 1e-6 * (1 + rng() % 50), beta = 1e-11 * (1 + rng() % 100);
+    const double fill = 1 + rng() % 20, per_chunk = 1 + rng() % 2;
+    const double bytes = static_cast<double>(1 + rng() % (1u << 28));
+    const std::uint32_t best = pipeline_optimal_chunks(alpha, beta, fill, per_chunk, bytes);
+    const double t_best = pipeline_time(alpha, beta, fill, per_chunk, bytes, best);
+    for (std::uint32_t other = 1; other < 2000; other += 1 + other / 16)
+      CHECK(t_best <= pipeline_time(alpha, beta, fill, per_chunk, bytes, other) * (1 + 1e-12));
+  }
+  CHECK(min_chunks_for_slots(0, 4, 10) == 1);
+  CHECK(min_chunks_for_slots(40, 4, 10) == 1);
+  CHECK(min_chunks_for_slots(41, 4, 10) == 2);
+  PlanRequest req = request(8, 1 << 20, 1, 1);
+  req.slot_bytes = 4096;  // 1024 floats: 1 Mi elements need 1024 chunks of one piece
+  CHECK(resolve_chunks(req, 1 << 20, 1, 6, 2) == 1024);
+  req.nchunks = 0;
+  req.count = 10;
+  CHECK(resolve_chunks(req, 10, 1, 6, 2) <= 10);
+}
+
+TEST_CASE("policies satisfy LogicalTopology and build what their builders build") {
+  static_assert(ccoll::topology::LogicalTopology<ccoll::topology::Ring>);
+  static_assert(ccoll::topology::LogicalTopology<ccoll::topology::Tree>);
+  static_assert(ccoll::topology::LogicalTopology<ccoll::topology::DoubleBinaryTree>);
+  const PlanRequest req = request(6, 1234, 2, 2);
+  CHECK(ccoll::topology::Ring::build(req).algorithm == "ring");
+  CHECK(ccoll::topology::Tree::build(req).algorithm == "tree-overlap");
+  CHECK(ccoll::topology::DoubleBinaryTree::build(req).algorithm == "dbtree-overlap");
+  CHECK(ccoll::topology::Ring::name == "ring");
+  require_ok(ccoll::topology::DoubleBinaryTree::build(req), "policy");
 }
