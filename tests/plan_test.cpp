@@ -342,3 +342,197 @@ TEST_CASE("policies satisfy LogicalTopology and build what their builders build"
   CHECK(ccoll::topology::Ring::name == "ring");
   require_ok(ccoll::topology::DoubleBinaryTree::build(req), "policy");
 }
+
+namespace {
+
+// A hand-made plan: P ranks, one channel, `count` elements, slots of 4 elements.
+Plan hand_plan(Rank p, std::uint64_t count = 4, std::uint32_t nchannels = 1) {
+  Plan plan;
+  plan.algorithm = "hand";
+  plan.count = count;
+  plan.slot_elems = 4;
+  plan.nslots = 2;
+  plan.reset(p, nchannels);
+  return plan;
+}
+
+std::string error_of(Plan plan, bool finalize = true) {
+  if (finalize) plan.finalize();
+  const VerifyReport r = verify(plan);
+  CHECK(!r.ok);
+  return r.error;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  INFO(text);
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("verifier accepts a correct hand-made two-rank allreduce") {
+  Plan plan = hand_plan(2);
+  plan.add_step(0, 0, 0, 4, Source::Input, {}, {1}, false, false);
+  plan.add_step(0, 1, 0, 4, Source::Input, {0}, {0}, true, true);
+  plan.add_step(0, 0, 0, 4, Source::None, {1}, {}, true, false);
+  plan.finalize();
+  const VerifyReport r = verify(plan);
+  CHECK(r.ok);
+  CHECK(r.rounds == 3);
+  CHECK(r.steps == 3);
+  CHECK_NOTHROW(verify_or_throw(plan));
+}
+
+TEST_CASE("verifier rejects double counting, missing inputs and bad finalization") {
+  {  // rank 0 adds its input again to the reduced value it gets back
+    Plan plan = hand_plan(2);
+    plan.add_step(0, 0, 0, 4, Source::Input, {}, {1}, false, false);
+    plan.add_step(0, 1, 0, 4, Source::Input, {0}, {0}, true, false);
+    plan.add_step(0, 0, 0, 4, Source::Input, {1}, {}, true, true);
+    CHECK(
+        contains(error_of(plan),
+                 "rank 0's input counted twice in element range [0,4) at rank 0 channel 0 step 1"));
+  }
+  {  // rank 2 never contributes: the root finalizes an incomplete sum
+    Plan plan = hand_plan(3);
+    plan.add_step(0, 1, 0, 4, Source::Input, {}, {0}, false, false);
+    plan.add_step(0, 0, 0, 4, Source::Input, {1}, {1, 2}, true, true);
+    plan.add_step(0, 1, 0, 4, Source::None, {0}, {}, true, false);
+    plan.add_step(0, 2, 0, 4, Source::None, {0}, {}, true, false);
+    CHECK(contains(error_of(plan),
+                   "finalizes element range [0,4) before it holds every active "
+                   "rank's input (misses rank 2's input)"));
+  }
+  {  // nobody finalizes
+    Plan plan = hand_plan(2);
+    plan.add_step(0, 0, 0, 4, Source::Input, {}, {1}, false, false);
+    plan.add_step(0, 1, 0, 4, Source::Input, {0}, {0}, true, false);
+    plan.add_step(0, 0, 0, 4, Source::None, {1}, {}, true, false);
+    CHECK(contains(error_of(plan), "rank 0's output element range [0,4) is never finalized"));
+  }
+  {  // part of the output is never written
+    Plan plan = hand_plan(2, 8);
+    plan.add_step(0, 0, 0, 4, Source::Input, {}, {1}, false, false);
+    plan.add_step(0, 1, 0, 4, Source::Input, {0}, {0}, true, true);
+    plan.add_step(0, 0, 0, 4, Source::None, {1}, {}, true, false);
+    CHECK(contains(error_of(plan), "rank 0's output element range [4,8) is never written"));
+  }
+  {  // a relay may not read input
+    Plan plan = hand_plan(2);
+    plan.active = {true, false};
+    plan.add_step(0, 1, 0, 4, Source::Input, {}, {0}, false, false);
+    plan.add_step(0, 0, 0, 4, Source::Input, {1}, {}, true, true);
+    CHECK(contains(error_of(plan), "rank 1 channel 0 step 0: relay reads its input"));
+  }
+  {  // two channels of one rank write the same output elements: a race
+    Plan plan = hand_plan(1, 4, 2);
+    plan.add_step(0, 0, 0, 4, Source::Input, {}, {}, true, true);
+    plan.add_step(1, 0, 0, 4, Source::Input, {}, {}, true, true);
+    CHECK(contains(error_of(plan), "channel 0 also writes (channels run concurrently: a race)"));
+  }
+}
+
+TEST_CASE("verifier rejects structural errors") {
+  {  // oversized message
+    Plan plan = hand_plan(2, 8);
+    plan.add_step(0, 0, 0, 8, Source::Input, {}, {1}, false, false);
+    plan.add_step(0, 1, 0, 8, Source::Input, {0}, {0}, true, true);
+    plan.add_step(0, 0, 0, 8, Source::None, {1}, {}, true, false);
+    CHECK(contains(error_of(plan),
+                   "rank 0 channel 0 step 0: message of 8 elements exceeds slot_elems 4"));
+  }
+  {  // the receiver expects a different chunk than the sender sent
+    Plan plan = hand_plan(2, 8);
+    plan.add_step(0, 0, 0, 4, Source::Input, {}, {1}, false, false);
+    plan.add_step(0, 1, 4, 4, Source::Input, {0}, {0}, true, true);
+    plan.add_step(0, 0, 4, 4, Source::None, {1}, {}, true, false);
+    CHECK(contains(error_of(plan),
+                   "receives [4,8) as message 0 on connection 0 (0->1, channel 0), "
+                   "but the sender sent [0,4)"));
+  }
+  {  // a send nobody receives
+    Plan plan = hand_plan(2);
+    plan.add_step(0, 0, 0, 4, Source::Input, {}, {1}, true, true);
+    plan.add_step(0, 1, 0, 4, Source::Input, {}, {}, true, true);
+    CHECK(contains(error_of(plan), "carries 1 sends but 0 receives"));
+  }
+  {  // chunk outside the buffer
+    Plan plan = hand_plan(1, 4);
+    plan.add_step(0, 0, 2, 4, Source::Input, {}, {}, true, true);
+    CHECK(contains(error_of(plan), "chunk [2,6) outside [0,4)"));
+  }
+  {  // stale message numbers (finalize() not called after editing)
+    Plan plan = hand_plan(2);
+    plan.add_step(0, 0, 0, 4, Source::Input, {}, {1}, false, false);
+    plan.add_step(0, 1, 0, 4, Source::Input, {0}, {0}, true, true);
+    plan.add_step(0, 0, 0, 4, Source::None, {1}, {}, true, false);
+    CHECK(contains(error_of(plan, false), "messages_per_call 0 but carries 1 messages"));
+  }
+  {  // a port on a connection that does not start at the sending rank
+    Plan plan = hand_plan(3);
+    plan.add_step(0, 0, 0, 4, Source::Input, {}, {1}, true, true);
+    plan.add_step(0, 1, 0, 4, Source::Input, {0}, {}, true, true);
+    plan.add_step(0, 2, 0, 4, Source::Input, {}, {}, true, true);
+    plan.finalize();
+    plan.channels[0].programs[2].steps[0].send_begin =
+        plan.channels[0].programs[0].steps[0].send_begin;
+    plan.channels[0].programs[2].steps[0].send_count = 1;
+    CHECK(contains(error_of(plan, false),
+                   "rank 2 channel 0 step 0: sends on connection 0 (0->1, "
+                   "channel 0), which does not start at this rank"));
+  }
+}
+
+TEST_CASE("verifier finds deadlocks and says who waits on whom") {
+  {  // both ranks receive before they send
+    Plan plan = hand_plan(2);
+    plan.add_step(0, 0, 0, 4, Source::Input, {1}, {}, true, true);
+    plan.add_step(0, 0, 0, 4, Source::Input, {}, {1}, false, false);
+    plan.add_step(0, 1, 0, 4, Source::Input, {0}, {}, true, true);
+    plan.add_step(0, 1, 0, 4, Source::Input, {}, {0}, false, false);
+    const std::string e = error_of(plan);
+    CHECK(contains(e, "deadlock"));
+    CHECK(contains(e, "rank 0 channel 0 step 0 waits for message 0 from rank 1"));
+    CHECK(contains(e, "rank 1 channel 0 step 0 waits for message 0 from rank 0"));
+  }
+  {  // a swapped order that only deadlocks once the FIFO is full: rank 0 sends 3 messages before
+     // it receives, rank 1 likewise, with 2 slots per connection
+    Plan plan = hand_plan(2, 12);
+    for (Rank me : {0, 1}) {
+      for (std::uint64_t c = 0; c < 3; ++c)
+        plan.add_step(0, me, 4 * c, 4, Source::Input, {}, {1 - me}, false, false);
+      for (std::uint64_t c = 0; c < 3; ++c)
+        plan.add_step(0, me, 4 * c, 4, Source::Input, {1 - me}, {}, true, true);
+    }
+    const std::string e = error_of(plan);
+    CHECK(contains(e, "deadlock (nslots 2)"));
+    CHECK(contains(e,
+                   "rank 0 channel 0 step 2 waits for a free slot on connection 0 (0->1, channel "
+                   "0) (all 2 slots full; rank 1 has consumed 0)"));
+    plan.finalize();
+    plan.nslots = 3;  // deep enough FIFOs: the same plan is fine
+    CHECK(verify(plan).ok);
+  }
+  {  // a ring whose every rank receives before it sends
+    Plan plan = hand_plan(3);
+    for (Rank r = 0; r < 3; ++r)
+      plan.add_step(0, r, 0, 4, Source::Input, {(r + 2) % 3}, {(r + 1) % 3}, true, true);
+    CHECK(contains(error_of(plan), "deadlock"));
+  }
+}
+
+TEST_CASE("verify_or_throw raises InvalidPlan") {
+  Plan plan = hand_plan(2);
+  plan.add_step(0, 0, 0, 4, Source::Input, {1}, {}, true, true);
+  plan.add_step(0, 0, 0, 4, Source::Input, {}, {1}, false, false);
+  plan.add_step(0, 1, 0, 4, Source::Input, {0}, {}, true, true);
+  plan.add_step(0, 1, 0, 4, Source::Input, {}, {0}, false, false);
+  plan.finalize();
+  try {
+    verify_or_throw(plan);
+    FAIL("expected an exception");
+  } catch (const ccoll::Error& e) {
+    CHECK(e.code() == ccoll::ErrorCode::InvalidPlan);
+    CHECK(contains(e.what(), "hand: deadlock"));
+  }
+}
