@@ -1,0 +1,228 @@
+// ccoll_perf/controls.cpp: barriers and cross-rank max/sum for threads, forked processes and MPI.
+#include "controls.hpp"
+
+#include <sched.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#if CCOLL_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace ccoll_perf {
+
+void polite_pause(int iteration) {
+  if (iteration < 64) return;
+  if (iteration < 2000) {
+    sched_yield();
+    return;
+  }
+  const timespec ts{0, 20000};  // 20 us
+  nanosleep(&ts, nullptr);
+}
+
+double ThreadsShared::max(int rank, double v) {
+  doubles_[static_cast<std::size_t>(rank)] = v;
+  barrier();
+  const double m = *std::max_element(doubles_.begin(), doubles_.end());
+  barrier();
+  return m;
+}
+
+long ThreadsShared::sum(int rank, long v) {
+  longs_[static_cast<std::size_t>(rank)] = v;
+  barrier();
+  long s = 0;
+  for (long x : longs_) s += x;
+  barrier();
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+constexpr int kMaxForkRanks = 1024;
+
+struct ForkShared {
+  std::atomic<int> arrived;
+  std::atomic<int> generation;
+  std::atomic<int> aborted;
+  double doubles[kMaxForkRanks];
+  long longs[kMaxForkRanks];
+};
+static_assert(std::atomic<int>::is_always_lock_free, "process-shared atomics must be lock-free");
+
+ForkControl::ForkControl(int nranks, std::chrono::milliseconds timeout)
+    : nranks_(nranks), timeout_(timeout) {
+  if (nranks < 1 || nranks > kMaxForkRanks) {
+    throw std::invalid_argument("-t/--nranks: expected 1.." + std::to_string(kMaxForkRanks) +
+                                " for --transport shm, got " + std::to_string(nranks));
+  }
+  void* p =
+      mmap(nullptr, sizeof(ForkShared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::runtime_error(std::string("mmap: ") + std::strerror(errno));
+  shared_ = new (p) ForkShared{};
+  shared_->arrived.store(0);
+  shared_->generation.store(0);
+  shared_->aborted.store(0);
+}
+
+ForkControl::~ForkControl() {
+  if (shared_ != nullptr) munmap(shared_, sizeof(ForkShared));
+}
+
+void ForkControl::abort() {
+  shared_->aborted.store(1, std::memory_order_release);
+}
+
+void ForkControl::barrier() {
+  const int gen = shared_->generation.load(std::memory_order_acquire);
+  if (shared_->arrived.fetch_add(1, std::memory_order_acq_rel) == nranks_ - 1) {
+    shared_->arrived.store(0, std::memory_order_relaxed);
+    shared_->generation.fetch_add(1, std::memory_order_acq_rel);
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (int i = 0; shared_->generation.load(std::memory_order_acquire) == gen; ++i) {
+    if (shared_->aborted.load(std::memory_order_acquire) != 0) {
+      throw std::runtime_error("rank " + std::to_string(rank_) +
+                               ": another rank failed (barrier aborted)");
+    }
+    if ((i & 255) == 255 && std::chrono::steady_clock::now() > deadline) {
+      throw std::runtime_error("rank " + std::to_string(rank_) + ": barrier timed out after " +
+                               std::to_string(timeout_.count()) + " ms (a rank died or hangs)");
+    }
+    polite_pause(i);
+  }
+}
+
+double ForkControl::max(double v) {
+  shared_->doubles[rank_] = v;
+  barrier();
+  double m = shared_->doubles[0];
+  for (int r = 1; r < nranks_; ++r) m = std::max(m, shared_->doubles[r]);
+  barrier();
+  return m;
+}
+
+long ForkControl::sum(long v) {
+  shared_->longs[rank_] = v;
+  barrier();
+  long s = 0;
+  for (int r = 0; r < nranks_; ++r) s += shared_->longs[r];
+  barrier();
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#if CCOLL_HAVE_MPI
+
+MpiControl::MpiControl() {
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks_);
+}
+
+void MpiControl::barrier() {
+  MPI_Request req;
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  int done = 0;
+  for (int i = 0;; ++i) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    polite_pause(i);
+  }
+}
+
+double MpiControl::max(double v) {
+  barrier();  // the blocking collective below then finds everyone there
+  double m = v;
+  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
+
+long MpiControl::sum(long v) {
+  barrier();
+  long s = v;
+  MPI_Allreduce(&v, &s, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  return s;
+}
+
+namespace {
+
+MPI_Datatype mpi_type(ccoll::DataType d) {
+  switch (d) {
+    case ccoll::DataType::f32:
+      return MPI_FLOAT;
+    case ccoll::DataType::f64:
+      return MPI_DOUBLE;
+    case ccoll::DataType::i32:
+      return MPI_INT32_T;
+    case ccoll::DataType::i64:
+      return MPI_INT64_T;
+    case ccoll::DataType::u8:
+      return MPI_UINT8_T;
+    case ccoll::DataType::f16:
+    case ccoll::DataType::bf16:
+      break;
+  }
+  throw std::invalid_argument("--peer mpi: MPI has no " + std::string(ccoll::to_string(d)) +
+                              " type");
+}
+
+MPI_Op mpi_op(ccoll::ReduceOp op) {
+  switch (op) {
+    case ccoll::ReduceOp::sum:
+    case ccoll::ReduceOp::avg:
+      return MPI_SUM;
+    case ccoll::ReduceOp::prod:
+      return MPI_PROD;
+    case ccoll::ReduceOp::min:
+      return MPI_MIN;
+    case ccoll::ReduceOp::max:
+      return MPI_MAX;
+  }
+  return MPI_SUM;
+}
+
+// avg = MPI_SUM, then a local division by P inside the timed call (MPI has no average).
+class MpiAllreduce final : public RankCollective {
+ public:
+  MpiAllreduce() { MPI_Comm_size(MPI_COMM_WORLD, &nranks_); }
+  void run(const void* send, void* recv, std::size_t count, ccoll::DataType d,
+           ccoll::ReduceOp op) override {
+    MPI_Allreduce(send, recv, static_cast<int>(count), mpi_type(d), mpi_op(op), MPI_COMM_WORLD);
+    if (op != ccoll::ReduceOp::avg) return;
+    ccoll::dispatch_data_type(d, [&](auto t) {
+      using T = decltype(t);
+      if constexpr (std::is_same_v<T, ccoll::Half> || std::is_same_v<T, ccoll::BFloat16>) {
+        throw std::invalid_argument("--peer mpi: no 16-bit float types");
+      } else {
+        T* out = static_cast<T*>(recv);
+        for (std::size_t i = 0; i < count; ++i)
+          out[i] = ccoll::finalize<ccoll::ReduceOp::avg>(out[i], nranks_);
+      }
+    });
+  }
+
+ private:
+  int nranks_ = 1;
+};
+
+}  // namespace
+
+bool mpi_supports(ccoll::DataType d) {
+  return d != ccoll::DataType::f16 && d != ccoll::DataType::bf16;
+}
+
+std::unique_ptr<RankCollective> make_mpi_allreduce() {
+  return std::make_unique<MpiAllreduce>();
+}
+
+#endif
+
+}  // namespace ccoll_perf

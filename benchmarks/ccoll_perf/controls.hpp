@@ -1,0 +1,98 @@
+// ccoll_perf/controls.hpp: the Control implementations (barrier, max, sum across ranks) for
+// threads, forked processes and MPI processes.
+#pragma once
+
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "runner.hpp"
+
+namespace ccoll_perf {
+
+// P threads of this process.
+class ThreadsShared {
+ public:
+  explicit ThreadsShared(int nranks)
+      : nranks_(nranks), barrier_(nranks), doubles_(nranks), longs_(nranks) {}
+  int nranks() const { return nranks_; }
+  void barrier() { barrier_.arrive_and_wait(); }
+  double max(int rank, double v);
+  long sum(int rank, long v);
+
+ private:
+  int nranks_;
+  std::barrier<> barrier_;
+  std::vector<double> doubles_;
+  std::vector<long> longs_;
+};
+
+class ThreadsControl final : public Control {
+ public:
+  ThreadsControl(ThreadsShared& shared, int rank) : shared_(shared), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int nranks() const override { return shared_.nranks(); }
+  void barrier() override { shared_.barrier(); }
+  double max(double v) override { return shared_.max(rank_, v); }
+  long sum(long v) override { return shared_.sum(rank_, v); }
+
+ private:
+  ThreadsShared& shared_;
+  int rank_;
+};
+
+// Processes that share an anonymous MAP_SHARED mapping made before fork(). The barrier spins
+// briefly, then yields and sleeps, so that ranks waiting in it leave the cores to the ranks still
+// timing on an oversubscribed host; it gives up after `timeout` (a dead rank cannot hang the run).
+struct ForkShared;
+class ForkControl final : public Control {
+ public:
+  // Call before fork(); every process then calls set_rank() with its own rank.
+  ForkControl(int nranks, std::chrono::milliseconds timeout);
+  ~ForkControl() override;
+  ForkControl(const ForkControl&) = delete;
+  ForkControl& operator=(const ForkControl&) = delete;
+  void set_rank(int rank) { rank_ = rank; }
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
+  void barrier() override;
+  double max(double v) override;
+  long sum(long v) override;
+  // Makes every rank's next (or current) barrier fail: a rank that failed calls this.
+  void abort();
+
+ private:
+  ForkShared* shared_ = nullptr;
+  int nranks_;
+  int rank_ = 0;
+  std::chrono::milliseconds timeout_;
+};
+
+#if CCOLL_HAVE_MPI
+// Processes started by mpirun. The barrier is MPI_Ibarrier polled with yields and short sleeps
+// (Open MPI's blocking barrier busy-polls, which would steal the cores from ranks still timing).
+class MpiControl final : public Control {
+ public:
+  MpiControl();
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
+  void barrier() override;
+  double max(double v) override;
+  long sum(long v) override;
+
+ private:
+  int rank_ = 0;
+  int nranks_ = 1;
+};
+
+// MPI_Allreduce as a RankCollective (the peer). Half and bfloat16 have no MPI type: throws.
+std::unique_ptr<RankCollective> make_mpi_allreduce();
+bool mpi_supports(ccoll::DataType d);
+#endif
+
+// Spin, then yield, then sleep: the wait policy of the process barriers.
+void polite_pause(int iteration);
+
+}  // namespace ccoll_perf

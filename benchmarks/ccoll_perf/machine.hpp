@@ -1,0 +1,21 @@
+// ccoll_perf/machine.hpp: what the header of a ccoll_perf run says about the machine, and the
+// STREAM-like memory bandwidth that the busbw bound of a shared-memory allreduce is computed from.
+#pragma once
+
+#include <cstddef>
+
+#include "perf_cli.hpp"
+
+namespace ccoll_perf {
+
+// CPU model (/proc/cpuinfo), online cores, host name, UTC date, load average.
+MachineInfo read_machine_info();
+
+// Current /proc/loadavg (three numbers).
+std::string read_load_average();
+
+// Copy (memcpy), scale and triad over arrays of `array_bytes` each (>> last-level cache), split
+// across `threads` threads that first-touch their own part; best of `reps` repetitions.
+MemoryBandwidth measure_memory_bandwidth(int threads, std::size_t array_bytes, int reps);
+
+}  // namespace ccoll_perf

@@ -1,0 +1,86 @@
+// ccoll_perf/runner.cpp: the per-rank measurement loop.
+#include "runner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "perf_data.hpp"
+
+namespace ccoll_perf {
+
+namespace {
+
+void* allocate(std::uint64_t bytes) {
+  const std::size_t rounded = static_cast<std::size_t>((bytes + 4095) / 4096 * 4096);
+  void* p = std::aligned_alloc(4096, rounded == 0 ? 4096 : rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+// Recognisable garbage written into the output before each size, so that an executor that skips
+// writing some elements is caught by the check (the inputs never produce this pattern except,
+// rarely, for uint8).
+constexpr unsigned char kPoison = 0x7b;
+
+}  // namespace
+
+RankBuffers::RankBuffers(std::uint64_t max_count, ccoll::DataType d, ccoll::ReduceOp op, int rank,
+                         int nranks, bool with_expected) {
+  const std::uint64_t bytes = max_count * ccoll::size_of(d);
+  send_ = allocate(bytes);
+  recv_ = allocate(bytes);
+  fill_input(send_, max_count, d, op, rank);
+  std::memset(recv_, kPoison, bytes);  // first touch by the owning rank
+  if (with_expected) {
+    expected_ = allocate(bytes);
+    fill_expected(expected_, max_count, d, op, nranks);
+  }
+}
+
+RankBuffers::~RankBuffers() {
+  std::free(send_);
+  std::free(recv_);
+  std::free(expected_);
+}
+
+std::uint64_t max_count(const std::vector<std::uint64_t>& sizes, ccoll::DataType d) {
+  std::uint64_t m = 0;
+  for (auto s : sizes) m = std::max(m, elements_for(s, d));
+  return m;
+}
+
+void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
+               const RankBuffers& buffers, const std::function<void(const Row&)>& on_row) {
+  const std::size_t elem = ccoll::size_of(spec.dtype);
+  for (const std::uint64_t size : spec.sizes) {
+    const std::uint64_t count = elements_for(size, spec.dtype);
+    if (count == 0) continue;
+    std::memset(buffers.recv(), kPoison, count * elem);
+    control.barrier();
+    for (int i = 0; i < spec.warmup; ++i) {
+      coll.run(buffers.send(), buffers.recv(), count, spec.dtype, spec.op);
+    }
+    control.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < spec.iters; ++i) {
+      coll.run(buffers.send(), buffers.recv(), count, spec.dtype, spec.op);
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    const double mean_s = std::chrono::duration<double>(t1 - t0).count() / spec.iters;
+    const double time_s = control.max(mean_s);
+    long wrong = -1;
+    if (spec.check) {
+      wrong =
+          control.sum(count_wrong(buffers.recv(), buffers.expected(), count, spec.dtype, spec.op));
+    }
+    if (control.rank() == 0) {
+      on_row(make_row(spec.transport, spec.algo, control.nranks(), count * elem, count, spec.dtype,
+                      spec.op, time_s, wrong));
+    }
+  }
+}
+
+}  // namespace ccoll_perf

@@ -1,0 +1,92 @@
+// ccoll_perf/runner.hpp: the per-rank measurement loop shared by every transport and by the MPI
+// peer, and the small interfaces it runs over.
+//
+// A rank sees one RankCollective (ccoll's Allreduce bound to this rank, or MPI_Allreduce) and one
+// Control (barrier, max and sum across the ranks: std::barrier for threads, a shared-memory barrier
+// for forked processes, MPI for processes started by mpirun). Timing follows nccl-tests: after a
+// barrier every rank times its own n back-to-back calls, and the reported time is the maximum over
+// ranks of the per-call mean.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "perf_cli.hpp"
+
+namespace ccoll_perf {
+
+class Control {
+ public:
+  virtual ~Control() = default;
+  virtual int rank() const = 0;
+  virtual int nranks() const = 0;
+  virtual void barrier() = 0;
+  virtual double max(double v) = 0;
+  virtual long sum(long v) = 0;
+};
+
+// One rank's view of an allreduce implementation.
+class RankCollective {
+ public:
+  virtual ~RankCollective() = default;
+  virtual void run(const void* send, void* recv, std::size_t count, ccoll::DataType d,
+                   ccoll::ReduceOp op) = 0;
+};
+
+// Buffers of one rank, sized for the largest message, with inputs and the reference result filled
+// once (the values of element i do not depend on the message size, so every size uses a prefix).
+class RankBuffers {
+ public:
+  RankBuffers(std::uint64_t max_count, ccoll::DataType d, ccoll::ReduceOp op, int rank, int nranks,
+              bool with_expected);
+  ~RankBuffers();
+  RankBuffers(const RankBuffers&) = delete;
+  RankBuffers& operator=(const RankBuffers&) = delete;
+  void* send() const { return send_; }
+  void* recv() const { return recv_; }
+  const void* expected() const { return expected_; }
+
+ private:
+  void* send_ = nullptr;
+  void* recv_ = nullptr;
+  void* expected_ = nullptr;
+};
+
+struct SweepSpec {
+  std::string transport;  // the row's transport column
+  std::string algo;       // the row's algo column
+  std::vector<std::uint64_t> sizes;
+  ccoll::DataType dtype = ccoll::DataType::f32;
+  ccoll::ReduceOp op = ccoll::ReduceOp::sum;
+  int iters = 20;
+  int warmup = 5;
+  bool check = true;
+};
+
+// Runs every size of `spec` on this rank; rank 0 gets each finished row through on_row (the other
+// ranks get nothing). `buffers` must hold the largest size.
+void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
+               const RankBuffers& buffers, const std::function<void(const Row&)>& on_row);
+
+// Largest element count of the sweep.
+std::uint64_t max_count(const std::vector<std::uint64_t>& sizes, ccoll::DataType d);
+
+// ccoll's Allreduce for each algorithm (ccoll_collectives.cpp).
+// HostThreads: one object shared by the threads; bind(rank) gives a rank's view.
+class ThreadsAllreduce {
+ public:
+  virtual ~ThreadsAllreduce() = default;
+  virtual std::unique_ptr<RankCollective> bind(int rank) = 0;
+};
+std::unique_ptr<ThreadsAllreduce> make_threads_allreduce(Algo algo, int nranks);
+// SharedMemory: one object per process; the processes meet in the segment named `session`.
+std::unique_ptr<RankCollective> make_shm_allreduce(Algo algo, int rank, int nranks,
+                                                   const std::string& session);
+// Whether this build has ccoll's runtime (include/ccoll/allreduce.hpp).
+bool have_ccoll_runtime();
+
+}  // namespace ccoll_perf

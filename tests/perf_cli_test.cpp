@@ -1,0 +1,302 @@
+// Tests of ccoll_perf's command line, size sweep, output formats and input/check data
+// (benchmarks/ccoll_perf/perf_cli.hpp, perf_data.hpp); no collective runs here.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../benchmarks/ccoll_perf/perf_cli.hpp"
+#include "../benchmarks/ccoll_perf/perf_data.hpp"
+
+#if __has_include(<nlohmann/json.hpp>)
+#include <nlohmann/json.hpp>
+#define PERF_TEST_HAVE_JSON 1
+#else
+#define PERF_TEST_HAVE_JSON 0
+#endif
+
+using namespace ccoll_perf;
+
+namespace {
+Options parse(std::vector<std::string> args) {
+  return parse_args(args);
+}
+}  // namespace
+
+TEST_CASE("parse_size accepts bytes and K/M/G suffixes") {
+  CHECK(parse_size("8") == 8u);
+  CHECK(parse_size("0") == 0u);
+  CHECK(parse_size("8K") == 8192u);
+  CHECK(parse_size("8k") == 8192u);
+  CHECK(parse_size("16M") == 16u << 20);
+  CHECK(parse_size("1G") == 1u << 30);
+  CHECK(parse_size("2KB") == 2048u);
+  CHECK(parse_size("4MiB") == 4u << 20);
+  CHECK(parse_size("64B") == 64u);
+  CHECK_FALSE(parse_size(""));
+  CHECK_FALSE(parse_size("M"));
+  CHECK_FALSE(parse_size("1X"));
+  CHECK_FALSE(parse_size("1MM"));
+  CHECK_FALSE(parse_size("-1"));
+  CHECK_FALSE(parse_size("99999999999999999999"));
+  CHECK_FALSE(parse_size("99999999999999G"));
+}
+
+TEST_CASE("defaults follow all_reduce_perf: 8 B..64 MiB by 2, 20 iterations, check on") {
+  const Options o = parse({});
+  CHECK(o.min_bytes == 8);
+  CHECK(o.max_bytes == 64u << 20);
+  CHECK(o.step_factor == 2.0);
+  CHECK(o.iters == 20);
+  CHECK(o.warmup == 5);
+  CHECK(o.check);
+  CHECK(o.nranks == 4);
+  CHECK(o.transport == Transport::threads);
+  CHECK(o.dtype == ccoll::DataType::f32);
+  CHECK(o.op == ccoll::ReduceOp::sum);
+  CHECK(o.algos.size() == 4);
+  CHECK_FALSE(o.peer_mpi);
+  CHECK_FALSE(o.help);
+}
+
+TEST_CASE("every flag, short and long") {
+  const Options o = parse({"-b",
+                           "1K",
+                           "--maxbytes",
+                           "4M",
+                           "-f",
+                           "4",
+                           "-n",
+                           "7",
+                           "--warmup_iters",
+                           "0",
+                           "-c",
+                           "0",
+                           "-t",
+                           "3",
+                           "-a",
+                           "tree,ring",
+                           "-d",
+                           "bf16",
+                           "-o",
+                           "max",
+                           "--transport",
+                           "shm",
+                           "--json",
+                           "out.json",
+                           "--csv=out.csv",
+                           "-m",
+                           "0"});
+  CHECK(o.min_bytes == 1024);
+  CHECK(o.max_bytes == 4u << 20);
+  CHECK(o.step_factor == 4.0);
+  CHECK(o.iters == 7);
+  CHECK(o.warmup == 0);
+  CHECK_FALSE(o.check);
+  CHECK(o.nranks == 3);
+  CHECK(o.nranks_given);
+  REQUIRE(o.algos.size() == 2);
+  CHECK(o.algos[0] == Algo::tree);
+  CHECK(o.algos[1] == Algo::ring);
+  CHECK(o.dtype == ccoll::DataType::bf16);
+  CHECK(o.op == ccoll::ReduceOp::max);
+  CHECK(o.transport == Transport::shm);
+  CHECK(o.json_path == "out.json");
+  CHECK(o.csv_path == "out.csv");
+  CHECK_FALSE(o.membw);
+
+  const Options p = parse({"--peer", "mpi", "-a", "none", "--datatype=double", "--op", "avg"});
+  CHECK(p.peer_mpi);
+  CHECK(p.algos.empty());
+  CHECK(p.dtype == ccoll::DataType::f64);
+  CHECK(p.op == ccoll::ReduceOp::avg);
+  CHECK(parse({"-h"}).help);
+  CHECK(parse({"--help"}).help);
+}
+
+TEST_CASE("algorithm lists: all, duplicates, the underscore spelling") {
+  CHECK(parse_algos("all").size() == 4);
+  CHECK(parse_algos("ring,ring,dbtree").size() == 2);
+  const auto v = parse_algos("tree_overlap,all");
+  REQUIRE(v.size() == 4);
+  CHECK(v[0] == Algo::tree_overlap);
+  CHECK(v[1] == Algo::ring);
+  CHECK_THROWS_AS(parse_algos("rings"), UsageError);
+  CHECK_THROWS_AS(parse_algos("ring,"), UsageError);
+}
+
+TEST_CASE("bad input names the flag") {
+  auto message = [](std::vector<std::string> args) {
+    try {
+      parse_args(args);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(message({"-b", "1X"}).find("-b") != std::string::npos);
+  CHECK(message({"-n", "0"}).find("-n") != std::string::npos);
+  CHECK(message({"-n", "abc"}).find("-n") != std::string::npos);
+  CHECK(message({"-t"}).find("-t: expected a value") != std::string::npos);
+  CHECK(message({"-t", "0"}).find("-t") != std::string::npos);
+  CHECK(message({"-c", "2"}).find("-c") != std::string::npos);
+  CHECK(message({"-f", "0.5"}).find("-f") != std::string::npos);
+  CHECK(message({"-f", "x"}).find("-f") != std::string::npos);
+  CHECK(message({"-d", "complex"}).find("-d") != std::string::npos);
+  CHECK(message({"-o", "xor"}).find("-o") != std::string::npos);
+  CHECK(message({"--transport", "tcp"}).find("--transport") != std::string::npos);
+  CHECK(message({"--peer", "nccl"}).find("--peer") != std::string::npos);
+  CHECK(message({"--bogus"}).find("--bogus") != std::string::npos);
+  CHECK(message({"-b", "2M", "-e", "1M"}).find("-b/--minbytes") != std::string::npos);
+  CHECK(message({"-f", "1", "-b", "1K", "-e", "2K"}).find("-f") != std::string::npos);
+  CHECK(message({"-a", "none"}).find("none") != std::string::npos);
+  CHECK(message({"-b", "1M", "-e", "1M", "-f", "1"}) == "no error");
+}
+
+TEST_CASE("size sweep: geometric, inclusive, rounded like nccl-tests") {
+  CHECK(size_sweep(8, 64, 2) == std::vector<std::uint64_t>{8, 16, 32, 64});
+  CHECK(size_sweep(16u << 20, 64u << 20, 4) == std::vector<std::uint64_t>{16u << 20, 64u << 20});
+  CHECK(size_sweep(1024, 1024, 1) == std::vector<std::uint64_t>{1024});
+  CHECK(size_sweep(1, 10, 3) == std::vector<std::uint64_t>{1, 3, 9});
+  CHECK(size_sweep(10, 20, 1.5) == std::vector<std::uint64_t>{10, 15});
+  CHECK(size_sweep(0, 2, 2) == std::vector<std::uint64_t>{1, 2});
+  // The default sweep: 8 B .. 64 MiB is 24 sizes.
+  const auto def = size_sweep(8, 64u << 20, 2);
+  CHECK(def.size() == 24);
+  CHECK(def.front() == 8);
+  CHECK(def.back() == 64u << 20);
+  for (std::size_t i = 1; i < def.size(); ++i) CHECK(def[i] == 2 * def[i - 1]);
+  CHECK(elements_for(8, ccoll::DataType::f64) == 1);
+  CHECK(elements_for(7, ccoll::DataType::f64) == 0);
+  CHECK(elements_for(10, ccoll::DataType::f16) == 5);
+}
+
+TEST_CASE("busbw and the memory bound") {
+  CHECK(bus_factor(1) == 0.0);
+  CHECK(bus_factor(2) == doctest::Approx(1.0));
+  CHECK(bus_factor(4) == doctest::Approx(1.5));
+  CHECK(bus_factor(8) == doctest::Approx(1.75));
+  const Row r = make_row("shm", "ring", 4, 1000000, 250000, ccoll::DataType::f32,
+                         ccoll::ReduceOp::sum, 0.001, 0);
+  CHECK(r.time_us == doctest::Approx(1000.0));
+  CHECK(r.algbw_GBps == doctest::Approx(1.0));
+  CHECK(r.busbw_GBps == doctest::Approx(1.5));
+  // busbw <= B(P-1)/P^2: P = 2 moves 2PN = 4N bytes for N of algbw, so B/4.
+  CHECK(memory_bound_busbw(10e9, 2) == doctest::Approx(2.5e9));
+  CHECK(memory_bound_busbw(16e9, 4) == doctest::Approx(3e9));
+  CHECK(memory_bound_busbw(10e9, 1) == 0.0);
+  // Consistency: at the bound, time = 2PN / B.
+  for (int p = 2; p <= 64; p *= 2) {
+    const double B = 12e9, N = 64e6;
+    const double t = 2.0 * p * N / B;
+    CHECK(N / t * bus_factor(p) == doctest::Approx(memory_bound_busbw(B, p)));
+  }
+}
+
+TEST_CASE("table rows line up under the header") {
+  Row r = make_row("shm", "ring", 2, 16u << 20, 4u << 20, ccoll::DataType::f32,
+                   ccoll::ReduceOp::sum, 0.01, 0);
+  r.bound_busbw_GBps = 3.0;
+  r.peer_busbw_GBps = 0.5;
+  const std::string header = format_table_header(true, true);
+  const std::string row = format_row(r, true, true);
+  const auto first_line = header.substr(0, header.find('\n'));
+  CHECK(row.size() - 1 == first_line.size());
+  CHECK(row.find("16777216") != std::string::npos);
+  CHECK(row.find("4194304") != std::string::npos);
+  CHECK(row.find("float") != std::string::npos);
+  CHECK(row.find("sum") != std::string::npos);
+  CHECK(row.find("1.68") != std::string::npos);   // algbw = busbw for P = 2
+  CHECK(row.find("55.9%") != std::string::npos);  // 1.678 / 3.0
+  CHECK(row.find("3.36x") != std::string::npos);  // 1.678 / 0.5
+  Row unchecked = r;
+  unchecked.wrong = -1;
+  CHECK(format_row(unchecked, false, false).find("N/A") != std::string::npos);
+  CHECK(format_table_header(false, false).find("#wrong") != std::string::npos);
+  CHECK(format_table_header(false, false).find("%mbound") == std::string::npos);
+}
+
+TEST_CASE("CSV and JSON carry every row") {
+  Report rep;
+  rep.command = "ccoll_perf -b \"8\"";
+  rep.machine.cpu_model = "Test CPU";
+  rep.machine.cores = 2;
+  rep.membw.push_back({2, 10.0, 11.0, 12.0});
+  rep.bound_membw_GBps = 11.0;
+  rep.rows.push_back(
+      make_row("shm", "ring", 2, 64, 16, ccoll::DataType::f32, ccoll::ReduceOp::sum, 1e-5, 0));
+  rep.rows.push_back(make_row("mpi", "MPI_Allreduce", 2, 64, 16, ccoll::DataType::f32,
+                              ccoll::ReduceOp::sum, 2e-5, 0));
+  rep.rows[0].peer_busbw_GBps = rep.rows[1].busbw_GBps;
+  rep.rows[0].bound_busbw_GBps = 2.75;
+
+  const std::string csv = csv_header() + csv_row(rep.rows[0]) + csv_row(rep.rows[1]);
+  int lines = 0;
+  for (char c : csv) lines += c == '\n';
+  CHECK(lines == 3);
+  CHECK(csv.find("shm,ring,2,64,16,float,sum,10,") != std::string::npos);
+  CHECK(csv_row(rep.rows[0]).find(",2,") != std::string::npos);  // ratio 2x
+
+  const std::string json = to_json(rep);
+  CHECK(json.find("\\\"8\\\"") != std::string::npos);  // the quotes of the command are escaped
+#if PERF_TEST_HAVE_JSON
+  const auto j = nlohmann::json::parse(json);
+  CHECK(j["machine"]["cpu"] == "Test CPU");
+  CHECK(j["memory_bandwidth"][0]["scale_GBps"] == doctest::Approx(11.0));
+  REQUIRE(j["results"].size() == 2);
+  CHECK(j["results"][0]["algo"] == "ring");
+  CHECK(j["results"][0]["size"] == 64);
+  CHECK(j["results"][0]["ratio_to_peer"].get<double>() == doctest::Approx(2.0));
+  CHECK(j["results"][1]["transport"] == "mpi");
+  CHECK_FALSE(j["results"][1].contains("ratio_to_peer"));
+#endif
+  CHECK(json_number(std::nan("")) == "null");
+  CHECK(command_line({"a", "b c", "it's"}) == "a 'b c' 'it'\\''s'");
+}
+
+TEST_CASE("inputs reduce exactly, and the check counts wrong elements") {
+  for (ccoll::DataType d : ccoll::kAllDataTypes) {
+    for (ccoll::ReduceOp op : ccoll::kAllReduceOps) {
+      for (int p : {1, 2, 3, 4, 7}) {
+        CAPTURE(ccoll::to_string(d));
+        CAPTURE(ccoll::to_string(op));
+        CAPTURE(p);
+        const std::uint64_t n = 257;
+        const std::size_t bytes = n * ccoll::size_of(d);
+        std::vector<unsigned char> expected(bytes), reversed(bytes), in(bytes);
+        fill_expected(expected.data(), n, d, op, p);
+        // The same reduction in the reverse rank order must give the same bits (the inputs make
+        // every order exact), so any correct algorithm passes the check.
+        ccoll::dispatch_data_type(d, [&](auto t) {
+          using T = decltype(t);
+          ccoll::dispatch_reduce_op(op, [&](auto o) {
+            constexpr ccoll::ReduceOp Op = decltype(o)::value;
+            T* out = reinterpret_cast<T*>(reversed.data());
+            for (std::uint64_t i = 0; i < n; ++i) {
+              T v = from_integer<T>(input_integer(Op, p - 1, i));
+              for (int r = p - 2; r >= 0; --r)
+                v = ccoll::combine<Op>(v, from_integer<T>(input_integer(Op, r, i)));
+              out[i] = ccoll::finalize<Op>(v, p);
+            }
+          });
+        });
+        CHECK(count_wrong(reversed.data(), expected.data(), n, d, op) == 0);
+        // A rank's raw input is not the result once p > 1 (for most elements).
+        fill_input(in.data(), n, d, op, 0);
+        if (p > 1 && op == ccoll::ReduceOp::sum) {
+          CHECK(count_wrong(in.data(), expected.data(), n, d, op) > 0);
+        }
+        // Corrupting elements is counted.
+        ccoll::dispatch_data_type(d, [&](auto t) {
+          using T = decltype(t);
+          T* out = reinterpret_cast<T*>(reversed.data());
+          out[3] = from_integer<T>(100);
+          out[200] = from_integer<T>(101);
+        });
+        CHECK(count_wrong(reversed.data(), expected.data(), n, d, op) == 2);
+      }
+    }
+  }
+}
