@@ -1,0 +1,32 @@
+// ccoll/exec/config.hpp: ccoll::Config, the settings of one Allreduce communicator.
+//
+// It lives apart from allreduce.hpp so that the executors (exec/host_threads.hpp,
+// exec/shared_memory.hpp) can use it without including the public facade; users get it from
+// <ccoll/allreduce.hpp>.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace ccoll {
+
+struct Config {
+  int nranks = 0;       // HostThreads: number of threads; SharedMemory: 0 = from the environment
+                        // (CCOLL_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE)
+  int rank = -1;        // SharedMemory: -1 = from the environment (CCOLL_RANK,
+                        // OMPI_COMM_WORLD_RANK, PMI_RANK); ignored by HostThreads
+  std::string session;  // SharedMemory: name of the segment the processes share
+                        // ("" = env CCOLL_SESSION, else "ccoll-default")
+  std::chrono::milliseconds timeout{60000};  // deadline of every wait of one call
+  std::uint64_t slot_bytes = 1u << 20;       // capacity of one FIFO slot of a connection
+  std::uint32_t nslots = 4;                  // FIFO depth of every connection
+  std::uint32_t nchannels = 0;               // 0 = automatic (1 on the host transports)
+  std::uint32_t nchunks = 0;                 // chunks per channel; 0 = the cost model's optimum
+  // Additions beyond the agreed interface:
+  bool verify_plans = true;  // run plan::verify on every plan before its first use (once per count)
+  double alpha_s = 2e-6;     // per-message latency the chunk-count model assumes (host handshake)
+  double beta_s_per_byte = 1.0 / 5e9;  // inverse copy bandwidth the chunk-count model assumes
+};
+
+}  // namespace ccoll

@@ -1,0 +1,67 @@
+// ccoll/sync/atomic.hpp: the one atomic word type of ccoll's synchronisation, for host and device.
+//
+// Counters live in memory that several threads, processes or GPU blocks share (a heap area, a
+// POSIX shared-memory segment, device memory). libcu++'s cuda::atomic_ref with system scope
+// serves all of them from the same code, host and device; without the CUDA toolkit, host code uses
+// std::atomic_ref (C++20). Only the operations a FIFO counter needs are exposed: acquire loads,
+// release stores, a release fetch_add and a compare-exchange for the abort record.
+#pragma once
+
+#include <cstdint>
+
+#include "ccoll/config.hpp"
+
+#if CCOLL_HAVE_LIBCUDACXX
+#include <cuda/atomic>
+#else
+#include <atomic>
+#endif
+
+namespace ccoll::sync {
+
+template <class T>
+class AtomicWord {
+#if CCOLL_HAVE_LIBCUDACXX
+  using Ref = cuda::atomic_ref<T, cuda::thread_scope_system>;
+  static constexpr auto kRelaxed = cuda::memory_order_relaxed;
+  static constexpr auto kAcquire = cuda::memory_order_acquire;
+  static constexpr auto kRelease = cuda::memory_order_release;
+  static constexpr auto kAcqRel = cuda::memory_order_acq_rel;
+#else
+  using Ref = std::atomic_ref<T>;
+  static constexpr auto kRelaxed = std::memory_order_relaxed;
+  static constexpr auto kAcquire = std::memory_order_acquire;
+  static constexpr auto kRelease = std::memory_order_release;
+  static constexpr auto kAcqRel = std::memory_order_acq_rel;
+#endif
+
+ public:
+  CCOLL_HD explicit AtomicWord(T* word) : word_(word) {}
+
+  CCOLL_HD T load_acquire() const {
+    return Ref(*word_).load(kAcquire);
+  }
+  CCOLL_HD T load_relaxed() const {
+    return Ref(*word_).load(kRelaxed);
+  }
+  CCOLL_HD void store_release(T v) const {
+    Ref(*word_).store(v, kRelease);
+  }
+  CCOLL_HD void store_relaxed(T v) const {
+    Ref(*word_).store(v, kRelaxed);
+  }
+  CCOLL_HD T fetch_add_release(T v) const {
+    return Ref(*word_).fetch_add(v, kRelease);
+  }
+  CCOLL_HD T fetch_add_acq_rel(T v) const {
+    return Ref(*word_).fetch_add(v, kAcqRel);
+  }
+  CCOLL_HD bool compare_exchange(T& expected, T desired) const {
+    return Ref(*word_).compare_exchange_strong(expected, desired, kAcqRel, kAcquire);
+  }
+
+ private:
+  T* word_;
+};
+
+}  // namespace ccoll::sync

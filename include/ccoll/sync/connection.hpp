@@ -1,0 +1,68 @@
+// ccoll/sync/connection.hpp: a connection u->v, the FIFO that carries a plan's messages.
+//
+// A connection is `nslots` slots of `slot_bytes` bytes in the receiver's memory plus two
+// counters: tail (messages written, posted by the sender) and head (messages consumed, posted by
+// the receiver). Message m (counted from the first call on this connection) lives in slot
+// m % nslots. The sender may write message m once head >= m + 1 - nslots (its slot is free); the
+// receiver may read it once tail >= m + 1. Both counters only grow, across calls.
+//
+// The counters sit on their own 128-byte lines (a GPU L2 line; two x86 lines, which also defeats
+// the adjacent-line prefetcher) so that a sender polling head does not steal the line the receiver
+// is writing, and vice versa.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ccoll/config.hpp"
+#include "ccoll/sync/counter.hpp"
+
+namespace ccoll::sync {
+
+inline constexpr std::size_t kCounterStride = 128;
+
+// The two counters of one connection as they lie in shared memory.
+struct alignas(kCounterStride) ConnectionCounters {
+  alignas(kCounterStride) std::uint64_t tail;
+  alignas(kCounterStride) std::uint64_t head;
+};
+static_assert(sizeof(ConnectionCounters) == 2 * kCounterStride);
+
+// Where a connection's memory is, as the interpreter sees it (plain pointers: valid on the host
+// and, for device memory, on the GPU).
+struct ConnectionRef {
+  std::byte* slots = nullptr;  // nslots * slot_bytes bytes
+  std::uint64_t* tail = nullptr;
+  std::uint64_t* head = nullptr;
+  std::uint64_t slot_bytes = 0;
+  std::uint32_t nslots = 1;
+  std::int32_t from = 0;  // ranks, for error messages
+  std::int32_t to = 0;
+
+  // Absolute message number m (base of this call + the port's sequence number).
+  CCOLL_HD std::byte* slot(std::uint64_t m) const { return slots + (m % nslots) * slot_bytes; }
+  // Sender side: may message m be written?
+  CCOLL_HD bool can_send(std::uint64_t m) const {
+    return Counter(head).check(m + 1 - nslots_min(m));
+  }
+  CCOLL_HD WaitResult wait_send(std::uint64_t m, const std::uint32_t* abort,
+                                std::uint64_t deadline_ns) const {
+    return Counter(head).wait(m + 1 - nslots_min(m), abort, deadline_ns);
+  }
+  CCOLL_HD void post_sent(std::uint64_t m) const { Counter(tail).post_value(m + 1); }
+  // Receiver side: has message m arrived?
+  CCOLL_HD bool can_recv(std::uint64_t m) const { return Counter(tail).check(m + 1); }
+  CCOLL_HD WaitResult wait_recv(std::uint64_t m, const std::uint32_t* abort,
+                                std::uint64_t deadline_ns) const {
+    return Counter(tail).wait(m + 1, abort, deadline_ns);
+  }
+  CCOLL_HD void post_received(std::uint64_t m) const { Counter(head).post_value(m + 1); }
+
+ private:
+  // min(nslots, m + 1): the first nslots messages need no free slot.
+  CCOLL_HD std::uint64_t nslots_min(std::uint64_t m) const {
+    return m + 1 < nslots ? m + 1 : nslots;
+  }
+};
+
+}  // namespace ccoll::sync

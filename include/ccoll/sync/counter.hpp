@@ -1,0 +1,71 @@
+// ccoll/sync/counter.hpp: monotonic counters with post, wait and check (seed 004, Fig. 11).
+//
+// Seed 004 builds its semaphores from a lock (atomicCAS + threadfence) around a count: post
+// increments it, wait blocks until it is non-zero and decrements it, check only reads it. ccoll
+// keeps the three operations but drops the lock: every counter has exactly one writer (a FIFO's
+// tail is written only by its sender, its head only by its receiver) and only grows, so
+//   - post is a release store (or a release fetch_add where several posts may race),
+//   - wait(target) is "acquire-load until value >= target": nothing is consumed, so a waiter
+//     never needs to write the counter and no lock is needed,
+//   - check(target) is one acquire load, for callers that interleave several waits themselves
+//     (seed 004 uses it for gradient queuing; ccoll's host executors use it to run several
+//     channels of a rank on one thread).
+// Counters never reset: a collective call adds its message count to a per-connection base, so a
+// stale post from an earlier call can never satisfy a later wait.
+//
+// A wait can fail: it gives up at a deadline (Timeout) or when a shared abort word becomes
+// non-zero because another rank failed (Aborted). It never hangs silently.
+#pragma once
+
+#include <cstdint>
+
+#include "ccoll/config.hpp"
+#include "ccoll/sync/atomic.hpp"
+#include "ccoll/sync/backoff.hpp"
+
+namespace ccoll::sync {
+
+enum class WaitResult : std::uint8_t { Ok, Timeout, Aborted };
+
+class Counter {
+ public:
+  CCOLL_HD explicit Counter(std::uint64_t* word) : word_(word) {}
+
+  CCOLL_HD std::uint64_t* word() const { return word_; }
+  CCOLL_HD std::uint64_t value() const { return AtomicWord<std::uint64_t>(word_).load_acquire(); }
+
+  // Single writer: publishes `value` and everything written before it.
+  CCOLL_HD void post_value(std::uint64_t v) const {
+    AtomicWord<std::uint64_t>(word_).store_release(v);
+  }
+  // Several writers: adds n.
+  CCOLL_HD void post(std::uint64_t n = 1) const {
+    AtomicWord<std::uint64_t>(word_).fetch_add_release(n);
+  }
+  // Non-blocking: has the counter reached target? (acquire: data posted before it is visible)
+  CCOLL_HD bool check(std::uint64_t target) const { return value() >= target; }
+
+  // Blocks until the counter reaches target, *abort != 0, or now_ns() >= deadline_ns (0: none).
+  CCOLL_HD WaitResult wait(std::uint64_t target, const std::uint32_t* abort,
+                           std::uint64_t deadline_ns) const {
+    Backoff backoff;
+    for (std::uint32_t polls = 0;; ++polls) {
+      if (check(target)) return WaitResult::Ok;
+      // The clock and the abort word are read only every few polls while spinning, every poll
+      // once the waiter sleeps.
+      if (backoff.past_spinning() || (polls & 15u) == 15u) {
+        if (abort != nullptr &&
+            AtomicWord<std::uint32_t>(const_cast<std::uint32_t*>(abort)).load_relaxed() != 0)
+          return WaitResult::Aborted;
+        if (deadline_ns != 0 && now_ns() >= deadline_ns)
+          return check(target) ? WaitResult::Ok : WaitResult::Timeout;
+      }
+      backoff.pause();
+    }
+  }
+
+ private:
+  std::uint64_t* word_;
+};
+
+}  // namespace ccoll::sync
