@@ -9,6 +9,9 @@
 
 #if __has_include(<ccoll/allreduce.hpp>)
 #include <ccoll/allreduce.hpp>
+#include <ccoll/topology/double_binary_tree.hpp>
+#include <ccoll/topology/ring.hpp>
+#include <ccoll/topology/tree.hpp>
 #define CCOLL_PERF_HAVE_RUNTIME 1
 #else
 #define CCOLL_PERF_HAVE_RUNTIME 0
