@@ -96,8 +96,10 @@ TEST_CASE("random forests sweep: relays, distinct reduce and broadcast trees, ma
         }
         t.share = 0.25 + static_cast<double>(rng() % 8);
       }
-      const PlanRequest req = request(p, rng() % 5000, 1, static_cast<std::uint32_t>(rng() % 6),
-                                      1 + static_cast<std::uint32_t>(rng() % 3), overlap);
+      const std::uint64_t count = rng() % 5000;  // (sequenced: the same draws on every compiler)
+      const auto nchunks = static_cast<std::uint32_t>(rng() % 6);
+      const auto nslots = 1 + static_cast<std::uint32_t>(rng() % 3);
+      const PlanRequest req = request(p, count, 1, nchunks, nslots, overlap);
       check(build_trees(req, trees, active), req);
     }
 }

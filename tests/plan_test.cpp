@@ -225,7 +225,10 @@ TEST_CASE("random forests with relays and different reduce/broadcast trees verif
       for (bool overlap : {false, true}) {
         std::vector<bool> active;
         const auto trees = random_forest(p, overlap, rng, active);
-        PlanRequest req = request(p, 1 + rng() % 3000, 1, static_cast<std::uint32_t>(rng() % 5));
+        const std::uint64_t count =
+            1 + rng() % 3000;  // (sequenced: the same draws on every compiler)
+        const auto nchunks = static_cast<std::uint32_t>(rng() % 5);
+        PlanRequest req = request(p, count, 1, nchunks);
         req.overlap = overlap;
         req.nslots = 1 + static_cast<std::uint32_t>(rng() % 3);
         const Plan plan = build_trees(req, trees, active);
