@@ -108,6 +108,7 @@ class SharedMemoryExecutor {
     try {
       rendezvous(deadline);
     } catch (...) {
+      if (config_.rank == 0) unlink_if_ours();  // a failed run must not leave its segment behind
       unmap();
       throw;
     }

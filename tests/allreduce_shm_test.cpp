@@ -1,0 +1,354 @@
+// Tests of ccoll::Allreduce on the shared-memory transport: P = 2..4 processes fork()ed by the
+// test, each reporting its outcome through a pipe. Results against a reference for every dtype and
+// op, in place and out of place, repeated calls; rank and size from the environment; mismatches;
+// a rank that never arrives; stale segments of crashed runs; cleanup of /dev/shm.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ccoll/allreduce.hpp"
+#include "ccoll/topology/double_binary_tree.hpp"
+#include "ccoll/topology/ring.hpp"
+#include "ccoll/topology/tree.hpp"
+
+using namespace ccoll;
+using namespace std::chrono_literals;
+
+namespace {
+
+using Overlapped = schedule::Pipelined<schedule::Overlap::ReduceBroadcast>;
+
+struct Outcome {
+  int exit_code = -1;   // 0: fine; 1: threw; 2: wrong results; -1: killed
+  std::string message;  // "OK", "ERR <code> <what>" or "WRONG <what>"
+};
+
+std::string unique_session(const char* tag) {
+  static int n = 0;
+  return std::string("test-") + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+}
+
+// Forks one process per rank; fn(rank) returns "" on success or a description of wrong results.
+// Children that outlive `limit` are killed (a hang is a failure, not a stuck test).
+std::vector<Outcome> on_processes(int p, const std::function<std::string(int)>& fn,
+                                  std::chrono::milliseconds limit = 20000ms) {
+  std::vector<pid_t> pids(static_cast<std::size_t>(p));
+  std::vector<int> fds(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    int pipefd[2];
+    REQUIRE(::pipe(pipefd) == 0);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::close(pipefd[0]);
+      std::string msg;
+      int code = 0;
+      try {
+        const std::string wrong = fn(r);
+        msg = wrong.empty() ? "OK" : "WRONG " + wrong;
+        code = wrong.empty() ? 0 : 2;
+      } catch (const Error& e) {
+        msg = "ERR " + std::to_string(static_cast<int>(e.code())) + " " + e.what();
+        code = 1;
+      } catch (const std::exception& e) {
+        msg = std::string("ERR -1 ") + e.what();
+        code = 1;
+      }
+      const ssize_t w = ::write(pipefd[1], msg.data(), msg.size());
+      (void)w;
+      ::_exit(code);
+    }
+    ::close(pipefd[1]);
+    pids[static_cast<std::size_t>(r)] = pid;
+    fds[static_cast<std::size_t>(r)] = pipefd[0];
+  }
+  std::vector<Outcome> out(static_cast<std::size_t>(p));
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (int r = 0; r < p; ++r) {
+    int status = 0;
+    for (;;) {
+      const pid_t w = ::waitpid(pids[static_cast<std::size_t>(r)], &status, WNOHANG);
+      if (w != 0) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pids[static_cast<std::size_t>(r)], SIGKILL);
+        ::waitpid(pids[static_cast<std::size_t>(r)], &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(2ms);
+    }
+    Outcome& o = out[static_cast<std::size_t>(r)];
+    o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    char buf[4096];
+    ssize_t k;
+    while ((k = ::read(fds[static_cast<std::size_t>(r)], buf, sizeof buf)) > 0)
+      o.message.append(buf, static_cast<std::size_t>(k));
+    ::close(fds[static_cast<std::size_t>(r)]);
+  }
+  return out;
+}
+
+int error_code_of(const Outcome& o) {
+  if (o.message.rfind("ERR ", 0) != 0) return -100;
+  return std::atoi(o.message.c_str() + 4);
+}
+
+template <class T>
+T value(ReduceOp op, int rank, int p, std::uint64_t i) {
+  int v;
+  if (op == ReduceOp::prod) {
+    const auto up = static_cast<std::uint64_t>(p), ur = static_cast<std::uint64_t>(rank);
+    v = ur == i % up ? 2 : ur == (i + 1) % up ? 3 : 1;
+  } else {
+    v = static_cast<int>((static_cast<std::uint64_t>(rank) * 5 + i * 3) % 13) + 1;
+  }
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    return T(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
+}
+
+// Runs every dtype x op on `ar` for the given counts; returns "" or what was wrong.
+template <class AR>
+std::string check_all(AR& ar, const std::vector<std::uint64_t>& counts, bool every_dtype) {
+  const int p = ar.nranks(), rank = ar.rank();
+  std::string wrong;
+  for (DataType d : kAllDataTypes) {
+    if (!every_dtype && d != DataType::f32 && d != DataType::bf16) continue;
+    for (ReduceOp op : kAllReduceOps)
+      for (bool in_place : {false, true})
+        for (std::uint64_t n : counts) {
+          dispatch_data_type(d, [&](auto t) {
+            using T = decltype(t);
+            dispatch_reduce_op(op, [&](auto o) {
+              constexpr ReduceOp kOp = decltype(o)::value;
+              std::vector<T> in(n), out(n);
+              for (std::uint64_t i = 0; i < n; ++i) in[i] = value<T>(op, rank, p, i);
+              if (in_place) out = in;
+              ar.run(in_place ? out.data() : in.data(), out.data(), n, d, op);
+              for (std::uint64_t i = 0; i < n && wrong.empty(); ++i) {
+                T ref = value<T>(op, 0, p, i);
+                for (int r = 1; r < p; ++r) ref = combine<kOp>(ref, value<T>(op, r, p, i));
+                ref = finalize<kOp>(ref, p);
+                if (std::memcmp(&ref, &out[i], sizeof(T)) != 0)
+                  wrong = "rank " + std::to_string(rank) + " " + std::string(to_string(d)) + " " +
+                          std::string(to_string(op)) + " n=" + std::to_string(n) + " element " +
+                          std::to_string(i);
+              }
+            });
+          });
+        }
+  }
+  return wrong;
+}
+
+Config shm_config(int p, int r, const std::string& session) {
+  Config c;
+  c.nranks = p;
+  c.rank = r;
+  c.session = session;
+  c.slot_bytes = 512;
+  c.nslots = 2;
+  c.timeout = 10s;
+  return c;
+}
+
+bool segment_exists(const std::string& session) {
+  const std::string name = exec::detail::shm_name(session);
+  const int fd = ::shm_open(name.c_str(), O_RDONLY, 0);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+void require_all_ok(const std::vector<Outcome>& out) {
+  for (std::size_t r = 0; r < out.size(); ++r) {
+    INFO("rank " << r << ": " << out[r].message);
+    CHECK(out[r].exit_code == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("shm ring: P = 2..4, every dtype and op, in place, repeated calls; no segment left") {
+  for (int p = 2; p <= 4; ++p) {
+    const std::string session = unique_session("ring");
+    auto out = on_processes(p, [&](int r) {
+      Allreduce<transport::SharedMemory, topology::Ring, Overlapped> ar(shm_config(p, r, session));
+      std::string wrong = check_all(ar, {1, 2, 131, 1000}, p != 3);
+      if (wrong.empty()) wrong = check_all(ar, {1000, 4099}, false);  // cached plans, new counts
+      return wrong;
+    });
+    require_all_ok(out);
+    CHECK_FALSE(segment_exists(session));
+  }
+}
+
+TEST_CASE("shm: trees, two channels, big slots") {
+  const std::string session = unique_session("trees");
+  auto out = on_processes(4, [&](int r) {
+    Config c = shm_config(4, r, session);
+    c.nchannels = 2;
+    Allreduce<transport::SharedMemory, topology::DoubleBinaryTree, Overlapped> dbt(c);
+    std::string wrong = check_all(dbt, {3, 777}, false);
+    c.session += "-b";
+    c.slot_bytes = 1 << 20;
+    Allreduce<transport::SharedMemory, topology::Tree, schedule::Phased> tree(c);
+    if (wrong.empty()) wrong = check_all(tree, {1, 300000}, false);
+    return wrong;
+  });
+  require_all_ok(out);
+}
+
+TEST_CASE("shm: rank and size from the environment") {
+  const std::string session = unique_session("env");
+  auto out = on_processes(3, [&](int r) {
+    if (r == 1) {
+      ::setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+      ::setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
+    } else {
+      ::setenv("CCOLL_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("CCOLL_SIZE", "3", 1);
+    }
+    ::setenv("CCOLL_SESSION", session.c_str(), 1);
+    Config c;
+    c.timeout = 10s;
+    Allreduce<transport::SharedMemory, topology::Ring, Overlapped> ar(c);
+    if (ar.rank() != r || ar.nranks() != 3) return std::string("wrong rank/size");
+    return check_all(ar, {10, 5000}, false);
+  });
+  require_all_ok(out);
+  auto bad = on_processes(1, [&](int) {
+    ::unsetenv("CCOLL_RANK");
+    ::unsetenv("CCOLL_SIZE");
+    ::unsetenv("OMPI_COMM_WORLD_RANK");
+    ::unsetenv("OMPI_COMM_WORLD_SIZE");
+    ::unsetenv("PMI_RANK");
+    ::unsetenv("PMI_SIZE");
+    Allreduce<transport::SharedMemory, topology::Ring, Overlapped> ar(Config{});
+    return std::string("constructed without a size");
+  });
+  CHECK(error_code_of(bad[0]) == static_cast<int>(ErrorCode::InvalidArgument));
+}
+
+TEST_CASE("shm: a count mismatch fails every rank, buffers untouched, communicator reusable") {
+  const std::string session = unique_session("mismatch");
+  auto out = on_processes(3, [&](int r) {
+    Allreduce<transport::SharedMemory, topology::Ring, Overlapped> ar(shm_config(3, r, session));
+    std::vector<float> in(64, 1.0f), res(64, -3.0f);
+    try {
+      ar.run(in.data(), res.data(), r == 1 ? 63 : 64, DataType::f32, ReduceOp::sum);
+      return std::string("no error");
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::Mismatch) throw;
+      const std::string w = e.what();
+      if (w.find("rank 1 has 63") == std::string::npos || w.find("64") == std::string::npos)
+        return "message lacks the ranks and values: " + w;
+    }
+    for (float x : res)
+      if (x != -3.0f) return std::string("output touched");
+    ar.run(in.data(), res.data(), 64, DataType::f32, ReduceOp::sum);
+    for (float x : res)
+      if (x != 3.0f) return std::string("wrong result after the mismatch");
+    return std::string();
+  });
+  require_all_ok(out);
+}
+
+TEST_CASE("shm: a rank that never calls makes the others time out within the deadline") {
+  const std::string session = unique_session("late");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto out = on_processes(3, [&](int r) {
+    Config c = shm_config(3, r, session);
+    c.timeout = 200ms;
+    Allreduce<transport::SharedMemory, topology::Ring, Overlapped> ar(c);
+    std::vector<float> in(10000, 1.0f), res(10000);
+    ar.run(in.data(), res.data(), res.size(), DataType::f32, ReduceOp::sum);
+    if (r == 2) {
+      std::this_thread::sleep_for(1500ms);  // alive but never calls again
+      return std::string();
+    }
+    ar.run(in.data(), res.data(), res.size(), DataType::f32, ReduceOp::sum);
+    return std::string("second call returned");
+  });
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  for (int r = 0; r < 2; ++r) {
+    INFO(out[static_cast<std::size_t>(r)].message);
+    CHECK(error_code_of(out[static_cast<std::size_t>(r)]) == static_cast<int>(ErrorCode::Timeout));
+    CHECK(out[static_cast<std::size_t>(r)].message.find("rank 2") != std::string::npos);
+  }
+  CHECK(out[2].exit_code == 0);
+}
+
+TEST_CASE("shm: a rank that never starts makes the others fail at the rendezvous") {
+  const std::string session = unique_session("absent");
+  auto out = on_processes(2, [&](int r) {
+    if (r == 1) return std::string();  // never constructs
+    Config c = shm_config(3, r, session);
+    c.timeout = 200ms;
+    Allreduce<transport::SharedMemory, topology::Ring, Overlapped> ar(c);
+    return std::string("constructed without all ranks");
+  });
+  CHECK(error_code_of(out[0]) == static_cast<int>(ErrorCode::Timeout));
+  CHECK(out[0].message.find("did not attach") != std::string::npos);
+  CHECK_FALSE(segment_exists(session));
+}
+
+TEST_CASE("shm: a stale segment of a crashed run does not capture a new run") {
+  const std::string session = unique_session("stale");
+  // A dead process's pid, to stand for the crashed creator.
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  {
+    // A complete, ready segment whose creator is gone and whose ranks all "attached".
+    Config c = shm_config(2, 0, session);
+    exec::Communicator comm(
+        c, 2, [](const plan::PlanRequest& req) { return topology::Ring::build(req); }, "stale");
+    const std::string name = exec::detail::shm_name(session);
+    const int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, static_cast<off_t>(comm.layout().total)) == 0);
+    void* m = ::mmap(nullptr, comm.layout().total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    REQUIRE(m != MAP_FAILED);
+    comm.init_area(static_cast<std::byte*>(m), 12345, dead);
+    auto* d = reinterpret_cast<exec::RankDescriptor*>(static_cast<std::byte*>(m) +
+                                                      comm.layout().descriptors);
+    d[0].attached_generation = d[1].attached_generation = 12345 | 1u;
+    ::munmap(m, comm.layout().total);
+    ::close(fd);
+  }
+  REQUIRE(segment_exists(session));
+  // Rank 1 starts well before rank 0.
+  auto out = on_processes(2, [&](int r) {
+    if (r == 0) std::this_thread::sleep_for(300ms);
+    Allreduce<transport::SharedMemory, topology::Ring, Overlapped> ar(shm_config(2, r, session));
+    return check_all(ar, {100}, false);
+  });
+  require_all_ok(out);
+  CHECK_FALSE(segment_exists(session));
+}
+
+TEST_CASE("shm: ranks configured differently refuse to run together") {
+  const std::string session = unique_session("config");
+  auto out = on_processes(2, [&](int r) {
+    Config c = shm_config(2, r, session);
+    c.timeout = 300ms;
+    if (r == 1) c.slot_bytes *= 2;
+    Allreduce<transport::SharedMemory, topology::Ring, Overlapped> ar(c);
+    return std::string("constructed");
+  });
+  CHECK(error_code_of(out[1]) == static_cast<int>(ErrorCode::Mismatch));
+  CHECK(error_code_of(out[0]) == static_cast<int>(ErrorCode::Timeout));
+}
