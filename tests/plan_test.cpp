@@ -311,6 +311,14 @@ TEST_CASE("chunking: seed 004 Eq. 4 and the slot limit") {
   // K_opt = sqrt(log2(P) beta N / alpha): P = 16, N = 64 MiB, alpha = 5 us, beta = 1/(10 GB/s).
   const double k = std::sqrt(4.0 * 1e-10 * 67108864.0 / 5e-6);
   CHECK(optimal_chunks(5e-6, 1e-10, 16, 67108864.0) == static_cast<std::uint32_t>(std::llround(k)));
+  // The builders apply it with the tree's depth: P = 16 (depth 4 = log2 16) phased gives Eq. 4's
+  // K = 73 chunks, overlapped sqrt(2) times more (104).
+  PlanRequest big = request(16, std::uint64_t{64} << 20, 1, 0);
+  big.elem_size = 1;
+  big.overlap = false;
+  CHECK(build_tree(big).channels[0].programs[0].steps.size() == 2 * 73);
+  big.overlap = true;
+  CHECK(build_tree(big).channels[0].programs[0].steps.size() == 104);
   CHECK(optimal_chunks(5e-6, 1e-10, 1, 1e9) == 1);
   CHECK(optimal_chunks(5e-6, 1e-10, 16, 0) == 1);
   std::mt19937 rng(11);
