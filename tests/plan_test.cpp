@@ -547,3 +547,29 @@ TEST_CASE("verify_or_throw raises InvalidPlan") {
     CHECK(contains(e.what(), "hand: deadlock"));
   }
 }
+
+TEST_CASE("more than 64 ranks: multi-word rank sets") {
+  for (Rank p : {65, 100, 130}) {
+    require_ok(build_ring(request(p, 1000, 2, 1)), "ring P=" + std::to_string(p));
+    PlanRequest req = request(p, 3000, 1, 3);
+    req.overlap = p % 2 == 0;
+    require_ok(build_double_binary_tree(req), "dbtree P=" + std::to_string(p));
+  }
+  // Rank 99's set bit lives in the second word: it adds its input again to the broadcast value.
+  PlanRequest req = request(100, 10, 1, 1);
+  req.overlap = false;
+  const Plan plan = build_tree(req);
+  require_ok(plan, "tree P=100");
+  Plan twice = plan;
+  REQUIRE(twice.channels[0].programs[99].steps.size() == 2);  // reduce send, broadcast recv
+  twice.channels[0].programs[99].steps[1].src = Source::Input;
+  CHECK(contains(
+      verify(twice).error,
+      "rank 99's input counted twice in element range [0,10) at rank 99 channel 0 step 1"));
+  Plan relay = plan;
+  relay.active[99] = false;
+  CHECK(contains(verify(relay).error, "rank 99 channel 0 step 0: relay reads its input"));
+  Plan dropped = plan;
+  dropped.channels[0].programs[0].steps[0].src = Source::None;  // the root forgets its own input
+  CHECK(contains(verify(dropped).error, "misses rank 0's input"));
+}

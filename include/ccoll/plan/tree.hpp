@@ -25,8 +25,12 @@
 //     connection's two ends are in different channels; Connection::channel is the receiver's).
 //     Rounds: H + D + K (2 log2 P + K for a complete binary tree).
 // Every program runs its chunks in order, which is the order of an ideal lock-step pipeline, so
-// no rank waits on a chunk that a peer will only produce after something that waits on it: the
-// verifier proves deadlock-freedom for any nslots >= 1.
+// the plan is deadlock-free for every nslots >= 1: a reduce step waits only on steps of the same or
+// an earlier chunk in the subtree below (which never wait on anything above them but free slots,
+// freed as the parent's reduce steps run in the same chunk order); a broadcast step waits only on
+// its parent's broadcast of that chunk; and in the phased schedule a rank's reduce steps all come
+// before its broadcast steps. The tests confirm it through the verifier (random trees, nslots 1-4).
+// req.nchannels is ignored here: each tree is its own channel (two when overlapping).
 #pragma once
 
 #include <algorithm>
