@@ -1,0 +1,381 @@
+// Tests of the step interpreter (exec/interpreter.hpp) on plans built by hand through
+// Plan::reset/add_step/finalize: rings, a tree with two receives and two sends, a relay, FIFOs of
+// depth one, the check form (all ranks interleaved on one thread) and the wait form (a thread per
+// rank), repeated calls over monotonic counters, and the error report of a plan that stalls.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ccoll/exec/communicator.hpp"
+#include "ccoll/exec/host_threads.hpp"
+#include "ccoll/exec/interpreter.hpp"
+#include "ccoll/plan/plan.hpp"
+#include "ccoll/plan/verifier.hpp"
+
+using namespace ccoll;
+using namespace ccoll::plan;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Connection memory for a plan, plus the per-call bases, as an executor would keep them.
+struct Harness {
+  Plan plan;
+  std::size_t elem_size;
+  std::vector<std::vector<std::byte>> slots;
+  std::vector<sync::ConnectionCounters> counters;
+  std::vector<sync::ConnectionRef> refs;
+  std::vector<std::uint64_t> base;
+  std::uint32_t abort = 0;
+
+  Harness(Plan p, std::size_t esize) : plan(std::move(p)), elem_size(esize) {
+    const std::size_t n = plan.connections.size();
+    slots.resize(n);
+    counters.resize(n);
+    refs.resize(n);
+    base.assign(n, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      slots[i].resize(plan.nslots * plan.slot_elems * elem_size);
+      counters[i].tail = counters[i].head = 0;
+      refs[i].slots = slots[i].data();
+      refs[i].tail = &counters[i].tail;
+      refs[i].head = &counters[i].head;
+      refs[i].slot_bytes = plan.slot_elems * elem_size;
+      refs[i].nslots = plan.nslots;
+      refs[i].from = plan.connections[i].from;
+      refs[i].to = plan.connections[i].to;
+    }
+  }
+
+  template <class T>
+  exec::ProgramContext<T> context(Rank r, std::uint32_t c, const T* in, T* out) const {
+    exec::ProgramContext<T> ctx;
+    const auto& steps = plan.channels[c].programs[static_cast<std::size_t>(r)].steps;
+    ctx.steps = steps.data();
+    ctx.nsteps = static_cast<std::uint32_t>(steps.size());
+    ctx.ports = plan.ports.data();
+    ctx.connections = refs.data();
+    ctx.base = base.data();
+    ctx.input = in;
+    ctx.output = out;
+    ctx.nactive = plan.nactive();
+    ctx.rank = r;
+    ctx.channel = c;
+    ctx.abort = &abort;
+    return ctx;
+  }
+
+  void end_call() {
+    for (std::size_t i = 0; i < base.size(); ++i) base[i] += plan.connections[i].messages_per_call;
+  }
+};
+
+// A ring reduce-scatter + all-gather over P ranks, one piece per rank, built step by step.
+Plan hand_ring(Rank p, std::uint64_t count, std::uint64_t slot_elems, std::uint32_t nslots) {
+  Plan plan;
+  plan.algorithm = "hand-ring";
+  plan.count = count;
+  plan.slot_elems = slot_elems;
+  plan.nslots = nslots;
+  plan.reset(p, 1);
+  auto piece_lo = [&](Rank k) { return count * static_cast<std::uint64_t>(k) / p; };
+  for (Rank r = 0; r < p; ++r) {
+    const Rank next = (r + 1) % p, prev = (r + p - 1) % p;
+    for (Rank s = 0; s < 2 * p - 1; ++s) {
+      const Rank piece = ((r - 1 - s) % p + 2 * p) % p;
+      const std::uint64_t lo = piece_lo(piece), n = piece_lo(piece + 1) - lo;
+      const bool recv = s > 0, send = s + 1 < 2 * p - 1, reduce = s < p, completes = s == p - 1;
+      std::vector<Rank> from, to;
+      if (recv) from.push_back(prev);
+      if (send) to.push_back(next);
+      plan.add_step(0, r, lo, n, reduce ? Source::Input : Source::None, from, to,
+                    !reduce || completes, completes);
+    }
+  }
+  plan.finalize();
+  return plan;
+}
+
+// Rank 0 is the root of leaves 1 and 2: value = in + recv1 + recv2 (final), written and sent to
+// both leaves in one step (2 receives, 2 sends). If `relay`, rank 3 is an inactive relay between
+// leaf 2 and the root in both directions.
+Plan hand_tree(std::uint64_t count, bool relay) {
+  Plan plan;
+  plan.algorithm = "hand-tree";
+  plan.count = count;
+  plan.slot_elems = count;
+  plan.nslots = 1;
+  plan.reset(relay ? 4 : 3, 1);
+  if (relay) plan.active[3] = false;
+  const Rank up2 = relay ? 3 : 0;    // where leaf 2 sends
+  const Rank down2 = relay ? 3 : 2;  // where the root sends leaf 2's result
+  plan.add_step(0, 1, 0, count, Source::Input, {}, {0}, false, false);
+  plan.add_step(0, 2, 0, count, Source::Input, {}, {up2}, false, false);
+  if (relay) plan.add_step(0, 3, 0, count, Source::None, {2}, {0}, false, false);
+  plan.add_step(0, 0, 0, count, Source::Input, {1, down2}, {1, down2}, true, true);
+  if (relay) plan.add_step(0, 3, 0, count, Source::None, {0}, {2}, false, false);
+  plan.add_step(0, 1, 0, count, Source::None, {0}, {}, true, false);
+  plan.add_step(0, 2, 0, count, Source::None, {up2}, {}, true, false);
+  plan.finalize();
+  return plan;
+}
+
+// The check form: every rank's program interleaved on this one thread. Returns the rounds taken.
+template <class T, ReduceOp Op>
+int run_interleaved(Harness& h, const std::vector<std::vector<T>>& in,
+                    std::vector<std::vector<T>>& out) {
+  const Rank p = h.plan.nranks;
+  std::vector<std::uint32_t> pc(static_cast<std::size_t>(p), 0);
+  int rounds = 0;
+  for (bool progress = true; progress; ++rounds) {
+    progress = false;
+    for (Rank r = 0; r < p; ++r) {
+      auto ctx = h.context<T>(r, 0, in[static_cast<std::size_t>(r)].data(),
+                              out[static_cast<std::size_t>(r)].data());
+      if (exec::try_step<T, Op>(exec::HostGroup{}, ctx, pc[static_cast<std::size_t>(r)]))
+        progress = true;
+    }
+  }
+  for (Rank r = 0; r < p; ++r) {
+    INFO("rank " << r << " stopped early");
+    REQUIRE(pc[static_cast<std::size_t>(r)] ==
+            h.plan.channels[0].programs[static_cast<std::size_t>(r)].steps.size());
+  }
+  h.end_call();
+  return rounds;
+}
+
+// The wait form: one thread per rank, each running its program with blocking waits.
+template <class T, ReduceOp Op>
+void run_threads(Harness& h, const std::vector<std::vector<T>>& in,
+                 std::vector<std::vector<T>>& out) {
+  const Rank p = h.plan.nranks;
+  std::vector<std::thread> threads;
+  std::vector<int> ok(static_cast<std::size_t>(p), 0);
+  const std::uint64_t deadline = sync::now_ns() + 10'000'000'000ull;
+  for (Rank r = 0; r < p; ++r)
+    threads.emplace_back([&, r] {
+      auto ctx = h.context<T>(r, 0, in[static_cast<std::size_t>(r)].data(),
+                              out[static_cast<std::size_t>(r)].data());
+      exec::StepFailure f;
+      ok[static_cast<std::size_t>(r)] =
+          exec::run_program<T, Op>(exec::HostGroup{}, ctx, deadline, &f) ? 1 : 0;
+    });
+  for (auto& t : threads) t.join();
+  for (Rank r = 0; r < p; ++r) REQUIRE(ok[static_cast<std::size_t>(r)] == 1);
+  h.end_call();
+}
+
+std::vector<std::vector<float>> inputs(Rank p, std::uint64_t n, int salt) {
+  std::vector<std::vector<float>> in(static_cast<std::size_t>(p), std::vector<float>(n));
+  for (Rank r = 0; r < p; ++r)
+    for (std::uint64_t i = 0; i < n; ++i)
+      in[static_cast<std::size_t>(r)][i] = static_cast<float>((r * 31 + i * 7 + salt) % 17);
+  return in;
+}
+
+std::vector<float> sum_of(const std::vector<std::vector<float>>& in,
+                          const std::vector<bool>& active) {
+  std::vector<float> s(in[0].size(), 0.0f);
+  for (std::size_t r = 0; r < in.size(); ++r)
+    if (active[r])
+      for (std::size_t i = 0; i < s.size(); ++i) s[i] += in[r][i];
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("hand-made rings: check form on one thread and wait form on threads, repeated calls") {
+  for (Rank p : {1, 2, 3, 5}) {
+    for (std::uint32_t nslots : {2u, 3u, 4u}) {
+      const std::uint64_t n = 101;
+      Plan plan = hand_ring(p, n, n, nslots);
+      const auto report = verify(plan);
+      INFO(report.error);
+      REQUIRE(report.ok);
+      Harness h(plan, sizeof(float));
+      for (int call = 0; call < 4; ++call) {
+        INFO("P=" << p << " nslots=" << nslots << " call=" << call);
+        auto in = inputs(p, n, call);
+        std::vector<std::vector<float>> out(static_cast<std::size_t>(p), std::vector<float>(n));
+        if (call % 2 == 0)
+          run_interleaved<float, ReduceOp::sum>(h, in, out);
+        else
+          run_threads<float, ReduceOp::sum>(h, in, out);
+        const auto ref = sum_of(in, h.plan.active);
+        for (Rank r = 0; r < p; ++r) CHECK(out[static_cast<std::size_t>(r)] == ref);
+      }
+      // Counters only grew: every tail equals the messages of all four calls.
+      for (std::size_t c = 0; c < h.counters.size(); ++c) {
+        CHECK(h.counters[c].tail == 4ull * h.plan.connections[c].messages_per_call);
+        CHECK(h.counters[c].head == h.counters[c].tail);
+      }
+    }
+  }
+}
+
+TEST_CASE("hand-made tree: two receives and two sends in one step, avg finalised once") {
+  for (bool relay : {false, true}) {
+    const std::uint64_t n = 1000;
+    Plan plan = hand_tree(n, relay);
+    const auto report = verify(plan);
+    INFO(report.error);
+    REQUIRE(report.ok);
+    Harness h(plan, sizeof(float));
+    const Rank p = plan.nranks;
+    auto in = inputs(p, n, 3);
+    if (relay) in[3].assign(n, 1e9f);  // a relay's input must never be used
+    std::vector<std::vector<float>> out(static_cast<std::size_t>(p), std::vector<float>(n, -1.0f));
+    run_interleaved<float, ReduceOp::avg>(h, in, out);
+    auto ref = sum_of(in, plan.active);
+    for (float& x : ref) x /= 3.0f;
+    for (Rank r = 0; r < 3; ++r) CHECK(out[static_cast<std::size_t>(r)] == ref);
+    if (relay) CHECK(out[3] == std::vector<float>(n, -1.0f));  // relays write no output
+  }
+}
+
+TEST_CASE("try_step does nothing until the step's messages and slots are there") {
+  for (std::uint32_t nslots : {1u, 2u}) {
+    Plan plan = hand_ring(2, 10, 10, nslots);
+    Harness h(plan, sizeof(float));
+    auto in = inputs(2, 10, 0);
+    std::vector<std::vector<float>> out(2, std::vector<float>(10));
+    auto c0 = h.context<float>(0, 0, in[0].data(), out[0].data());
+    auto c1 = h.context<float>(1, 0, in[1].data(), out[1].data());
+    std::uint32_t pc0 = 0, pc1 = 0;
+    const exec::HostGroup g;
+    CHECK(exec::try_step<float, ReduceOp::sum>(g, c0, pc0));        // send into the empty FIFO
+    CHECK_FALSE(exec::try_step<float, ReduceOp::sum>(g, c0, pc0));  // no message from rank 1 yet
+    const auto f = exec::blocked_port(c0, pc0, sync::WaitResult::Timeout);
+    CHECK(f.peer == 1);
+    CHECK_FALSE(f.waiting_for_slot);
+    CHECK(exec::try_step<float, ReduceOp::sum>(g, c1, pc1));
+    if (nslots == 1) {
+      // Every step of a ring receives and sends, and a slot is freed only when its step ends:
+      // with one slot both ranks wait for each other, the deadlock plan::verify predicts.
+      CHECK_FALSE(verify(plan).ok);
+      CHECK_FALSE(exec::try_step<float, ReduceOp::sum>(g, c0, pc0));
+      CHECK_FALSE(exec::try_step<float, ReduceOp::sum>(g, c1, pc1));
+      const auto f1 = exec::blocked_port(c1, pc1, sync::WaitResult::Timeout);
+      CHECK(f1.peer == 0);
+      CHECK(f1.waiting_for_slot);
+    } else {
+      CHECK(exec::try_step<float, ReduceOp::sum>(g, c1, pc1));
+      CHECK(exec::try_step<float, ReduceOp::sum>(g, c0, pc0));
+      CHECK(exec::try_step<float, ReduceOp::sum>(g, c0, pc0));
+      CHECK(exec::try_step<float, ReduceOp::sum>(g, c1, pc1));
+      CHECK(pc0 == 3);
+      CHECK(pc1 == 3);
+      CHECK(out[0] == out[1]);
+    }
+  }
+}
+
+TEST_CASE("element loops: every shape matches a scalar reference, in place too") {
+  std::mt19937 rng(3);
+  for (std::uint32_t nsrc = 1; nsrc <= 4; ++nsrc)
+    for (std::uint32_t ndst = 1; ndst <= 3; ++ndst)
+      for (std::uint64_t n : {1u, 7u, 2048u, 5000u}) {
+        std::vector<std::vector<double>> src(nsrc, std::vector<double>(n)),
+            dst(ndst, std::vector<double>(n, 0.0));
+        for (auto& s : src)
+          for (auto& x : s) x = static_cast<double>(rng() % 100);
+        std::vector<const double*> sp;
+        std::vector<double*> dp;
+        for (auto& s : src) sp.push_back(s.data());
+        for (auto& d : dst) dp.push_back(d.data());
+        exec::detail::element_loop<double, ReduceOp::avg, true>(exec::HostGroup{}, dp.data(), ndst,
+                                                                sp.data(), nsrc, n, 4);
+        for (std::uint64_t i = 0; i < n; ++i) {
+          double v = src[0][i];
+          for (std::uint32_t k = 1; k < nsrc; ++k) v += src[k][i];
+          v /= 4;
+          for (std::uint32_t k = 0; k < ndst; ++k) REQUIRE(dst[k][i] == v);
+        }
+        // In place: the first destination is the first source (src = Output, write_output).
+        std::vector<double> io = src[0];
+        sp[0] = io.data();
+        dp[0] = io.data();
+        exec::detail::element_loop<double, ReduceOp::max, false>(exec::HostGroup{}, dp.data(), ndst,
+                                                                 sp.data(), nsrc, n, 4);
+        for (std::uint64_t i = 0; i < n; ++i) {
+          double v = src[0][i];
+          for (std::uint32_t k = 1; k < nsrc; ++k) v = std::max(v, src[k][i]);
+          REQUIRE(io[i] == v);
+        }
+      }
+}
+
+TEST_CASE("a plan that stalls: the waiting ranks report channel, step and peer, then abort") {
+  // Rank 2's program lacks its last two steps, so rank 0 waits forever for its final message.
+  struct Broken {
+    static Plan build(const PlanRequest& req) {
+      Plan p = hand_ring(req.nranks, req.count, req.slot_bytes / req.elem_size, req.nslots);
+      auto& steps = p.channels[0].programs[2].steps;
+      steps.resize(steps.size() - 2);
+      return p;  // not finalized again: rank 0 still expects the messages
+    }
+  };
+  Config c;
+  c.nranks = 3;
+  c.slot_bytes = 1024;
+  c.nslots = 2;
+  c.timeout = 200ms;
+  c.verify_plans = false;  // the verifier would reject it, which is the point
+  exec::HostThreadsExecutor ex(c, &Broken::build, "broken");
+  std::vector<std::vector<float>> in(3, std::vector<float>(30, 1.0f)),
+      out(3, std::vector<float>(30));
+  std::vector<std::string> what(3);
+  std::vector<ErrorCode> codes(3, ErrorCode::Parse);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        ex.run(r, in[static_cast<std::size_t>(r)].data(), out[static_cast<std::size_t>(r)].data(),
+               30, DataType::f32, ReduceOp::sum);
+      } catch (const Error& e) {
+        what[static_cast<std::size_t>(r)] = e.what();
+        codes[static_cast<std::size_t>(r)] = e.code();
+      }
+    });
+  for (auto& t : threads) t.join();
+  // Rank 2 finished its truncated program; rank 0 (and possibly 1) time out naming the step.
+  CHECK(what[2].empty());
+  REQUIRE(codes[0] == ErrorCode::Timeout);
+  INFO(what[0]);
+  CHECK(what[0].find("channel 0") != std::string::npos);
+  CHECK(what[0].find("step") != std::string::npos);
+  CHECK(what[0].find("a message from rank 2") != std::string::npos);
+  // The communicator is now aborted for every rank.
+  CHECK_THROWS_AS(ex.run(2, in[2].data(), out[2].data(), 30, DataType::f32, ReduceOp::sum), Error);
+}
+
+TEST_CASE("communicator: plans are cached per count and element size") {
+  Config c;
+  c.nranks = 3;
+  c.slot_bytes = 1024;
+  exec::Communicator comm(
+      c, 3,
+      [](const PlanRequest& req) {
+        return hand_ring(req.nranks, req.count, req.slot_bytes / req.elem_size, req.nslots);
+      },
+      "hand");
+  std::vector<std::byte> area(comm.layout().total + 128);
+  auto* base = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(area.data()) + 127) /
+                                            128 * 128);
+  comm.init_area(base, 1);
+  comm.attach(base);
+  const auto& a = comm.prepared_plan(90, 4);
+  const auto& b = comm.prepared_plan(90, 4);
+  const auto& d = comm.prepared_plan(90, 8);
+  CHECK(&a == &b);
+  CHECK(&a != &d);
+  CHECK(a.plan.count == 90);
+  CHECK(a.connections.size() == 3);
+}
