@@ -1,0 +1,169 @@
+// Tests of ccoll/sync: counters (post, check, wait with deadline and abort; seed 004 Fig. 11),
+// connection FIFO arithmetic, the abort record, and progress under oversubscription (16 threads
+// passing a token around a ring on a 2-core machine).
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "ccoll/sync/abort.hpp"
+#include "ccoll/sync/atomic.hpp"
+#include "ccoll/sync/backoff.hpp"
+#include "ccoll/sync/connection.hpp"
+#include "ccoll/sync/counter.hpp"
+
+using namespace ccoll::sync;
+using namespace std::chrono_literals;
+
+TEST_CASE("counter: post, check and wait") {
+  std::uint64_t word = 0;
+  Counter c(&word);
+  CHECK(c.check(0));
+  CHECK_FALSE(c.check(1));
+  c.post();
+  CHECK(c.value() == 1);
+  c.post_value(5);
+  CHECK(c.check(5));
+  CHECK_FALSE(c.check(6));
+  CHECK(c.wait(5, nullptr, 0) == WaitResult::Ok);  // already there: no deadline needed
+  c.post(3);
+  CHECK(c.value() == 8);
+}
+
+TEST_CASE("counter: a wait gives up at its deadline and on abort, and sees a late post") {
+  std::uint64_t word = 0;
+  std::uint32_t abort = 0;
+  Counter c(&word);
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(c.wait(1, &abort, now_ns() + 50'000'000) == WaitResult::Timeout);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  CHECK(waited >= 50ms);
+  CHECK(waited < 5s);  // bounded, not a hang (generous: loaded machine)
+
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(20ms);
+    AtomicWord<std::uint32_t>(&abort).store_release(1);
+  });
+  CHECK(c.wait(1, &abort, now_ns() + 10'000'000'000ull) == WaitResult::Aborted);
+  aborter.join();
+
+  abort = 0;
+  std::thread poster([&] {
+    std::this_thread::sleep_for(20ms);
+    c.post_value(7);
+  });
+  CHECK(c.wait(7, &abort, now_ns() + 10'000'000'000ull) == WaitResult::Ok);
+  poster.join();
+}
+
+TEST_CASE("counter: data written before a post is visible after the wait (message passing)") {
+  constexpr int kRounds = 20000;
+  std::vector<std::uint64_t> data(64);
+  std::uint64_t tail = 0, head = 0;
+  std::thread producer([&] {
+    for (int i = 1; i <= kRounds; ++i) {
+      REQUIRE(Counter(&head).wait(static_cast<std::uint64_t>(i - 1), nullptr, 0) == WaitResult::Ok);
+      for (auto& d : data) d = static_cast<std::uint64_t>(i);
+      Counter(&tail).post_value(static_cast<std::uint64_t>(i));
+    }
+  });
+  bool consistent = true;
+  for (int i = 1; i <= kRounds; ++i) {
+    REQUIRE(Counter(&tail).wait(static_cast<std::uint64_t>(i), nullptr, 0) == WaitResult::Ok);
+    for (auto d : data) consistent = consistent && d == static_cast<std::uint64_t>(i);
+    Counter(&head).post_value(static_cast<std::uint64_t>(i));
+  }
+  producer.join();
+  CHECK(consistent);
+}
+
+TEST_CASE("connection: slot arithmetic and FIFO depth across calls") {
+  ConnectionCounters counters{};
+  counters.tail = counters.head = 0;
+  std::vector<std::byte> slots(3 * 64);
+  ConnectionRef c;
+  c.slots = slots.data();
+  c.tail = &counters.tail;
+  c.head = &counters.head;
+  c.slot_bytes = 64;
+  c.nslots = 3;
+  // Three messages fit before the receiver consumes anything.
+  for (std::uint64_t m = 0; m < 3; ++m) {
+    CHECK(c.can_send(m));
+    CHECK(c.slot(m) == slots.data() + m * 64);
+    c.post_sent(m);
+  }
+  CHECK_FALSE(c.can_send(3));
+  CHECK(c.can_recv(2));
+  CHECK_FALSE(c.can_recv(3));
+  c.post_received(0);
+  CHECK(c.can_send(3));
+  CHECK(c.slot(3) == slots.data());  // message 3 reuses slot 0
+  // A later call's message numbers continue where this call's ended (base + seq).
+  c.post_received(1);
+  c.post_received(2);
+  c.post_sent(3);
+  c.post_received(3);
+  CHECK(c.can_send(6));
+  CHECK_FALSE(c.can_send(7));
+  CHECK_FALSE(c.can_recv(4));
+}
+
+TEST_CASE("abort record: the first failure wins and is published whole") {
+  AbortRecord a;
+  CHECK_FALSE(a.raised());
+  std::vector<std::thread> threads;
+  std::atomic<int> winners{0};
+  for (int r = 0; r < 8; ++r)
+    threads.emplace_back([&, r] {
+      if (a.raise(3, r, r, 10 * r, r + 1, 1)) winners.fetch_add(1);
+    });
+  for (auto& t : threads) t.join();
+  CHECK(winners.load() == 1);
+  REQUIRE(a.raised());
+  REQUIRE(a.settle());
+  CHECK(a.channel == a.rank);
+  CHECK(a.step == 10 * a.rank);
+  CHECK(a.peer == a.rank + 1);
+}
+
+TEST_CASE("backoff: 16 threads pass a token around a ring on few cores and all progress") {
+  constexpr int kThreads = 16, kLaps = 200;
+  std::vector<std::uint64_t> words(kThreads * 16, 0);  // one cache line apart
+  auto word = [&](int t) { return &words[static_cast<std::size_t>(t) * 16]; };
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  const std::uint64_t deadline = now_ns() + 60'000'000'000ull;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (std::uint64_t lap = 1; lap <= kLaps; ++lap) {
+        // Thread t waits for its predecessor's post of this lap (thread 0: for the last thread's
+        // post of the previous lap), then posts.
+        const int prev = (t + kThreads - 1) % kThreads;
+        const std::uint64_t target = t == 0 ? lap - 1 : lap;
+        if (Counter(word(prev)).wait(target, nullptr, deadline) != WaitResult::Ok) {
+          failures.fetch_add(1);
+          return;
+        }
+        Counter(word(t)).post_value(lap);
+      }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(failures.load() == 0);
+  for (int t = 0; t < kThreads; ++t) CHECK(*word(t) == kLaps);
+}
+
+TEST_CASE("backoff: now_ns is monotonic and the sleeps are bounded") {
+  const std::uint64_t a = now_ns();
+  Backoff b;
+  for (int i = 0; i < 200; ++i) b.pause();  // spins, yields, then at most kMaxSleepUs each
+  const std::uint64_t elapsed = now_ns() - a;
+  CHECK(elapsed > 0);
+  CHECK(elapsed < 2'000'000'000ull);
+  CHECK(b.past_spinning());
+  b.reset();
+  CHECK_FALSE(b.past_spinning());
+}
