@@ -573,3 +573,25 @@ TEST_CASE("more than 64 ranks: multi-word rank sets") {
   dropped.channels[0].programs[0].steps[0].src = Source::None;  // the root forgets its own input
   CHECK(contains(verify(dropped).error, "misses rank 0's input"));
 }
+
+TEST_CASE("lock-step timeline: seed 004 Fig. 7 for P = 7, K = 4") {
+  PlanRequest req = request(7, 400, 1, 4);
+  for (bool overlap : {false, true}) {
+    req.overlap = overlap;
+    LockstepTimeline t;
+    const VerifyReport r = verify(build_tree(req), t);
+    REQUIRE(r.ok);
+    for (std::size_t k = 0; k < 4; ++k) {
+      CHECK(t[0][3][k] == k + 1);  // a leaf sends chunk k up in round k + 1
+      CHECK(t[0][1][k] == k + 2);  // level 1
+      CHECK(t[0][0][k] == k + 3);  // the root completes chunk k
+      if (overlap) {
+        CHECK(t[1][1][k] == k + 4);  // level 1 forwards it down (broadcast channel)
+        CHECK(t[1][3][k] == k + 5);  // the leaf has it
+      } else {
+        CHECK(t[0][0][4 + k] == k + 7);  // the root broadcasts after all K chunks are reduced
+        CHECK(t[0][3][4 + k] == k + 9);
+      }
+    }
+  }
+}

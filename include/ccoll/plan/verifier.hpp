@@ -53,11 +53,17 @@ struct VerifyReport {
   std::uint64_t steps = 0;   // steps over all ranks and channels
 };
 
+// Round in which each step fires in the lock-step execution, [channel][rank][step].
+using LockstepTimeline = std::vector<std::vector<std::vector<std::uint64_t>>>;
+
 namespace detail {
 
 class PlanVerifier {
  public:
-  explicit PlanVerifier(const Plan& plan) : plan_(plan) {}
+  // `timeline`, when given, receives the round (1-based) in which each step fires, indexed
+  // [channel][rank][step].
+  explicit PlanVerifier(const Plan& plan, LockstepTimeline* timeline = nullptr)
+      : plan_(plan), timeline_(timeline) {}
 
   VerifyReport run() {
     VerifyReport report;
@@ -433,6 +439,12 @@ class PlanVerifier {
     };
     for (std::size_t p = 0; p < nprog; ++p)
       if (size_of(p) > 0) candidates.push_back(p);
+    if (timeline_) {
+      timeline_->assign(C_, {});
+      for (std::uint32_t c = 0; c < C_; ++c)
+        for (const auto& prog : plan_.channels[c].programs)
+          (*timeline_)[c].emplace_back(prog.steps.size(), 0);
+    }
     rounds_ = 0;
     while (!candidates.empty()) {
       enabled_now.clear();
@@ -449,6 +461,7 @@ class PlanVerifier {
       };
       for (std::size_t p : enabled_now) {
         const Step& s = step_at(p, pc_[p]);
+        if (timeline_) (*timeline_)[p / P_][p % P_][pc_[p]] = rounds_;
         if (!fire(p)) return false;
         wake(p);
         for (std::uint32_t k = 0; k < s.recv_count; ++k)
@@ -493,6 +506,7 @@ class PlanVerifier {
   }
 
   const Plan& plan_;
+  LockstepTimeline* timeline_ = nullptr;
   std::string error_;
   Rank P_ = 0;
   std::uint32_t C_ = 0;
@@ -518,6 +532,12 @@ class PlanVerifier {
 // Verifies `plan` (see the top of this header); never throws for a malformed plan.
 inline VerifyReport verify(const Plan& plan) {
   return detail::PlanVerifier(plan).run();
+}
+
+// Verifies `plan` and fills `timeline` with the lock-step round (1-based) of every step, as in
+// seed 004's Fig. 5 and 7 (unfired steps of a rejected plan stay 0). For pictures and the CLI.
+inline VerifyReport verify(const Plan& plan, LockstepTimeline& timeline) {
+  return detail::PlanVerifier(plan, &timeline).run();
 }
 
 // Throws Error(InvalidPlan) with the verifier's message when `plan` is not a correct allreduce.
