@@ -8,7 +8,6 @@
 #pragma once
 
 #include <cstdint>
-#include <initializer_list>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -37,11 +36,11 @@ class PlanBuilder {
 
   // The connection from->to whose FIFO is read by `channel`'s program on `to`.
   std::uint32_t connection(Rank from, Rank to, std::uint32_t channel) {
-    const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(from)) << 40) ^
-                              (static_cast<std::uint64_t>(static_cast<std::uint32_t>(to)) << 20) ^
-                              channel;
+    if (channel >= index_.size()) index_.resize(channel + 1);
+    const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(from)) << 32) |
+                              static_cast<std::uint32_t>(to);
     auto [it, inserted] =
-        index_.try_emplace(key, static_cast<std::uint32_t>(plan_.connections.size()));
+        index_[channel].try_emplace(key, static_cast<std::uint32_t>(plan_.connections.size()));
     if (inserted) plan_.connections.push_back(Connection{from, to, channel, 0});
     return it->second;
   }
@@ -73,7 +72,7 @@ class PlanBuilder {
 
  private:
   Plan& plan_;
-  std::unordered_map<std::uint64_t, std::uint32_t> index_;
+  std::vector<std::unordered_map<std::uint64_t, std::uint32_t>> index_;  // per channel
 };
 
 // Splits n elements into `parts` contiguous ranges whose sizes differ by at most one (the first
