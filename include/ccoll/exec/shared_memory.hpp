@@ -74,8 +74,13 @@ inline Config resolve_shm_config(Config c) {
                                " (or CCOLL_RANK / OMPI_COMM_WORLD_RANK / PMI_RANK set)",
                            std::to_string(c.rank));
   if (c.session.empty()) {
-    const char* s = std::getenv("CCOLL_SESSION");
-    c.session = s != nullptr && *s != '\0' ? s : "ccoll-default";
+    // A launcher's job id keeps two concurrent jobs on one host apart without configuration.
+    static constexpr const char* kSessionVars[] = {"CCOLL_SESSION", "PMIX_NAMESPACE",
+                                                   "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID"};
+    for (const char* var : kSessionVars)
+      if (const char* s = std::getenv(var); s != nullptr && *s != '\0' && c.session.empty())
+        c.session = s;
+    if (c.session.empty()) c.session = "ccoll-default";
   }
   return c;
 }
