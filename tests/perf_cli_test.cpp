@@ -112,6 +112,15 @@ TEST_CASE("every flag, short and long") {
   CHECK(p.algos.empty());
   CHECK(p.dtype == ccoll::DataType::f64);
   CHECK(p.op == ccoll::ReduceOp::avg);
+  const Options k =
+      parse({"--slot_bytes", "256K", "--nslots", "8", "--nchannels", "2", "--nchunks=16"});
+  CHECK(k.slot_bytes == 256u << 10);
+  CHECK(k.nslots == 8);
+  CHECK(k.nchannels == 2);
+  CHECK(k.nchunks == 16);
+  CHECK(parse({}).slot_bytes == 0);  // 0 keeps the library's default
+  CHECK_THROWS_AS(parse({"--slot_bytes", "0"}), UsageError);
+  CHECK_THROWS_AS(parse({"--nslots", "0"}), UsageError);
   CHECK(parse({"-h"}).help);
   CHECK(parse({"--help"}).help);
 }

@@ -84,26 +84,37 @@ auto with_policies(Algo algo, F&& f) {
   throw std::invalid_argument("unknown algorithm");
 }
 
+void apply_knobs(ccoll::Config& cfg, const Options& knobs) {
+  if (knobs.slot_bytes != 0) cfg.slot_bytes = knobs.slot_bytes;
+  if (knobs.nslots != 0) cfg.nslots = knobs.nslots;
+  cfg.nchannels = knobs.nchannels;
+  cfg.nchunks = knobs.nchunks;
+}
+
 }  // namespace
 
 bool have_ccoll_runtime() {
   return true;
 }
 
-std::unique_ptr<ThreadsAllreduce> make_threads_allreduce(Algo algo, int nranks) {
+std::unique_ptr<ThreadsAllreduce> make_threads_allreduce(Algo algo, int nranks,
+                                                         const Options& knobs) {
   ccoll::Config cfg;
   cfg.nranks = nranks;
+  apply_knobs(cfg, knobs);
   return with_policies(algo, [&]<class L, class S>() -> std::unique_ptr<ThreadsAllreduce> {
     return std::make_unique<ThreadsImpl<AR<ccoll::transport::HostThreads, L, S>>>(cfg);
   });
 }
 
 std::unique_ptr<RankCollective> make_shm_allreduce(Algo algo, int rank, int nranks,
-                                                   const std::string& session) {
+                                                   const std::string& session,
+                                                   const Options& knobs) {
   ccoll::Config cfg;
   cfg.rank = rank;
   cfg.nranks = nranks;
   cfg.session = session;
+  apply_knobs(cfg, knobs);
   return with_policies(algo, [&]<class L, class S>() -> std::unique_ptr<RankCollective> {
     return std::make_unique<ShmImpl<AR<ccoll::transport::SharedMemory, L, S>>>(cfg);
   });
@@ -115,11 +126,12 @@ bool have_ccoll_runtime() {
   return false;
 }
 
-std::unique_ptr<ThreadsAllreduce> make_threads_allreduce(Algo, int) {
+std::unique_ptr<ThreadsAllreduce> make_threads_allreduce(Algo, int, const Options&) {
   throw std::runtime_error("this ccoll_perf was built without include/ccoll/allreduce.hpp");
 }
 
-std::unique_ptr<RankCollective> make_shm_allreduce(Algo, int, int, const std::string&) {
+std::unique_ptr<RankCollective> make_shm_allreduce(Algo, int, int, const std::string&,
+                                                   const Options&) {
   throw std::runtime_error("this ccoll_perf was built without include/ccoll/allreduce.hpp");
 }
 

@@ -197,7 +197,7 @@ int run_threads(Report& report) {
     const std::string name(to_string(algo));
     std::unique_ptr<ThreadsAllreduce> ar;
     try {
-      ar = make_threads_allreduce(algo, nranks);
+      ar = make_threads_allreduce(algo, nranks, o);
     } catch (const std::exception& e) {
       die(0, e.what());
     }
@@ -249,7 +249,7 @@ void shm_rank_body(Report& report, Control& control, const std::string& session_
     const std::string name(to_string(algo));
     if (printer) printer->section(section_title("shm", name, nranks));
     control.barrier();
-    auto coll = make_shm_allreduce(algo, rank, nranks, session_prefix + "." + name);
+    auto coll = make_shm_allreduce(algo, rank, nranks, session_prefix + "." + name, o);
     run_sweep(make_spec(o, sizes, "shm", name), *coll, control, buffers, emit);
     control.barrier();  // nobody destroys its end of the session while a peer still uses it
     coll.reset();

@@ -65,6 +65,11 @@ struct Options {
   Transport transport = Transport::threads;
   bool peer_mpi = false;
   bool membw = true;  // measure the memory bandwidth and print busbw as % of the bound
+  // ccoll::Config knobs (0 = the library's default / automatic choice).
+  std::uint64_t slot_bytes = 0;
+  std::uint32_t nslots = 0;
+  std::uint32_t nchannels = 0;
+  std::uint32_t nchunks = 0;
   std::string json_path;
   std::string csv_path;
   bool help = false;
@@ -175,6 +180,10 @@ inline std::string usage_text() {
       --peer mpi          also run Open MPI's MPI_Allreduce on the same ranks and sizes and print
                           the ratio (needs --transport shm and mpirun -np P)
   -m, --membw 0|1         measure the memory bandwidth and print busbw as % of the bound, default 1
+      --slot_bytes SIZE   ccoll::Config::slot_bytes (FIFO slot size), default: the library's
+      --nslots N          ccoll::Config::nslots (FIFO depth), default: the library's
+      --nchannels N       ccoll::Config::nchannels, default 0 = automatic
+      --nchunks N         ccoll::Config::nchunks, default 0 = the cost model's optimum
       --json FILE         write the results as JSON
       --csv FILE          write the results as CSV
   -h, --help              this text
@@ -293,6 +302,18 @@ inline Options parse_args(const std::vector<std::string>& args) {
       const std::string v = next();
       if (v != "mpi") throw UsageError(flag + ": expected mpi, got '" + v + "'");
       o.peer_mpi = true;
+    } else if (flag == "--slot_bytes") {
+      const std::string v = next();
+      const auto s = parse_size(v);
+      if (!s || *s == 0)
+        throw UsageError(flag + ": expected a size like 64K or 1M, got '" + v + "'");
+      o.slot_bytes = *s;
+    } else if (flag == "--nslots") {
+      o.nslots = static_cast<std::uint32_t>(detail::parse_long(flag, next(), 1, 1024));
+    } else if (flag == "--nchannels") {
+      o.nchannels = static_cast<std::uint32_t>(detail::parse_long(flag, next(), 0, 64));
+    } else if (flag == "--nchunks") {
+      o.nchunks = static_cast<std::uint32_t>(detail::parse_long(flag, next(), 0, 1 << 20));
     } else if (flag == "--json") {
       o.json_path = next();
     } else if (flag == "--csv") {
@@ -530,9 +551,11 @@ inline std::string to_json(const Report& rep) {
   os << "],\n  \"bound_membw_GBps\": " << json_number(rep.bound_membw_GBps) << ",\n";
   os << "  \"options\": {\"transport\": \"" << to_string(rep.options.transport)
      << "\", \"iters\": " << rep.options.iters << ", \"warmup\": " << rep.options.warmup
-     << ", \"check\": " << (rep.options.check ? "true" : "false") << ", \"datatype\": \""
-     << ccoll::to_string(rep.options.dtype) << "\", \"op\": \"" << ccoll::to_string(rep.options.op)
-     << "\"},\n";
+     << ", \"check\": " << (rep.options.check ? "true" : "false")
+     << ", \"slot_bytes\": " << rep.options.slot_bytes << ", \"nslots\": " << rep.options.nslots
+     << ", \"nchannels\": " << rep.options.nchannels << ", \"nchunks\": " << rep.options.nchunks
+     << ", \"datatype\": \"" << ccoll::to_string(rep.options.dtype) << "\", \"op\": \""
+     << ccoll::to_string(rep.options.op) << "\"},\n";
   os << "  \"results\": [";
   for (std::size_t i = 0; i < rep.rows.size(); ++i) {
     const Row& r = rep.rows[i];

@@ -82,10 +82,14 @@ class ThreadsAllreduce {
   virtual ~ThreadsAllreduce() = default;
   virtual std::unique_ptr<RankCollective> bind(int rank) = 0;
 };
-std::unique_ptr<ThreadsAllreduce> make_threads_allreduce(Algo algo, int nranks);
+// `knobs` carries the Config fields ccoll_perf exposes (slot_bytes, nslots, nchannels, nchunks;
+// 0 keeps the library's default).
+std::unique_ptr<ThreadsAllreduce> make_threads_allreduce(Algo algo, int nranks,
+                                                         const Options& knobs);
 // SharedMemory: one object per process; the processes meet in the segment named `session`.
 std::unique_ptr<RankCollective> make_shm_allreduce(Algo algo, int rank, int nranks,
-                                                   const std::string& session);
+                                                   const std::string& session,
+                                                   const Options& knobs);
 // Whether this build has ccoll's runtime (include/ccoll/allreduce.hpp).
 bool have_ccoll_runtime();
 
