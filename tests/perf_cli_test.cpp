@@ -119,6 +119,10 @@ TEST_CASE("every flag, short and long") {
   CHECK(k.nchannels == 2);
   CHECK(k.nchunks == 16);
   CHECK(parse({}).slot_bytes == 0);  // 0 keeps the library's default
+  CHECK(parse({}).rounds == 1);
+  CHECK(parse({"-r", "3"}).rounds == 3);
+  CHECK(parse({"--rounds=2"}).rounds == 2);
+  CHECK_THROWS_AS(parse({"-r", "0"}), UsageError);
   CHECK_THROWS_AS(parse({"--slot_bytes", "0"}), UsageError);
   CHECK_THROWS_AS(parse({"--nslots", "0"}), UsageError);
   CHECK(parse({"-h"}).help);
@@ -240,11 +244,13 @@ TEST_CASE("CSV and JSON carry every row") {
                               ccoll::ReduceOp::sum, 2e-5, 0));
   rep.rows[0].peer_busbw_GBps = rep.rows[1].busbw_GBps;
   rep.rows[0].bound_busbw_GBps = 2.75;
+  rep.rows[1].paired_with = "ring";
 
   const std::string csv = csv_header() + csv_row(rep.rows[0]) + csv_row(rep.rows[1]);
   int lines = 0;
   for (char c : csv) lines += c == '\n';
   CHECK(lines == 3);
+  CHECK(csv.find(",ring\n") != std::string::npos);  // the peer row names its pairing
   CHECK(csv.find("shm,ring,2,64,16,float,sum,10,") != std::string::npos);
   CHECK(csv_row(rep.rows[0]).find(",2,") != std::string::npos);  // ratio 2x
 
@@ -259,6 +265,7 @@ TEST_CASE("CSV and JSON carry every row") {
   CHECK(j["results"][0]["size"] == 64);
   CHECK(j["results"][0]["ratio_to_peer"].get<double>() == doctest::Approx(2.0));
   CHECK(j["results"][1]["transport"] == "mpi");
+  CHECK(j["results"][1]["paired_with"] == "ring");
   CHECK_FALSE(j["results"][1].contains("ratio_to_peer"));
 #endif
   CHECK(json_number(std::nan("")) == "null");

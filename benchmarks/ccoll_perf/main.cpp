@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <exception>
 #include <fstream>
-#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -97,15 +96,17 @@ class Printer {
     section_busbw_sum_ = 0;
   }
 
+  // A row that goes to JSON/CSV but not to the table (a paired peer's measurement: the table
+  // shows it in the mpi busbw column of the row it was paired with).
+  void record(Row r) {
+    add_bound(r);
+    if (r.wrong > 0) any_wrong_ = true;
+    report_.rows.push_back(std::move(r));
+  }
+
   void row(Row r) {
-    if (report_.bound_membw_GBps > 0) {
-      r.bound_busbw_GBps = memory_bound_busbw(report_.bound_membw_GBps * 1e9, r.nranks) / 1e9;
-    }
-    if (with_peer_ && r.transport != "mpi") {
-      const auto it = peer_busbw_.find(r.bytes);
-      if (it != peer_busbw_.end()) r.peer_busbw_GBps = it->second;
-    }
-    if (r.transport == "mpi") peer_busbw_[r.bytes] = r.busbw_GBps;
+    add_bound(r);
+    if (r.peer_wrong > 0) any_wrong_ = true;
     std::fputs(format_row(r, report_.bound_membw_GBps > 0, with_peer_).c_str(), stdout);
     std::fflush(stdout);
     ++section_rows_;
@@ -141,9 +142,14 @@ class Printer {
   bool any_wrong() const { return any_wrong_; }
 
  private:
+  void add_bound(Row& r) const {
+    if (report_.bound_membw_GBps > 0) {
+      r.bound_busbw_GBps = memory_bound_busbw(report_.bound_membw_GBps * 1e9, r.nranks) / 1e9;
+    }
+  }
+
   Report& report_;
   bool with_peer_;
-  std::map<std::uint64_t, double> peer_busbw_;
   int section_rows_ = 0;
   double section_busbw_sum_ = 0;
   bool any_wrong_ = false;
@@ -174,6 +180,7 @@ SweepSpec make_spec(const Options& o, const std::vector<std::uint64_t>& sizes,
   s.iters = o.iters;
   s.warmup = o.warmup;
   s.check = o.check;
+  s.rounds = o.rounds;
   return s;
 }
 
@@ -235,10 +242,20 @@ void shm_rank_body(Report& report, Control& control, const std::string& session_
   auto emit = [&](const Row& r) {
     if (printer) printer->row(r);
   };
+  std::unique_ptr<RankCollective> mpi;
+  PairedPeer paired;
 #if CCOLL_HAVE_MPI
   if (run_peer) {
+    mpi = make_mpi_allreduce();
+    paired.coll = mpi.get();
+    paired.transport = "mpi";
+    paired.algo = "MPI_Allreduce";
+    paired.on_row = [&](const Row& r) {
+      if (printer) printer->record(r);
+    };
+  }
+  if (run_peer && o.algos.empty()) {  // -a none: MPI alone, as its own table
     if (printer) printer->section(section_title("mpi", "MPI_Allreduce (Open MPI)", nranks));
-    auto mpi = make_mpi_allreduce();
     run_sweep(make_spec(o, sizes, "mpi", "MPI_Allreduce"), *mpi, control, buffers, emit);
     if (printer) printer->end_section();
   }
@@ -247,10 +264,18 @@ void shm_rank_body(Report& report, Control& control, const std::string& session_
 #endif
   for (Algo algo : o.algos) {
     const std::string name(to_string(algo));
-    if (printer) printer->section(section_title("shm", name, nranks));
+    if (printer) {
+      std::string title = section_title("shm", name, nranks);
+      if (mpi) {
+        title += "; MPI_Allreduce timed in alternating blocks with it (best of " +
+                 std::to_string(o.rounds) + " each)";
+      }
+      printer->section(title);
+    }
     control.barrier();
     auto coll = make_shm_allreduce(algo, rank, nranks, session_prefix + "." + name, o);
-    run_sweep(make_spec(o, sizes, "shm", name), *coll, control, buffers, emit);
+    run_sweep(make_spec(o, sizes, "shm", name), *coll, control, buffers, emit,
+              mpi ? &paired : nullptr);
     control.barrier();  // nobody destroys its end of the session while a peer still uses it
     coll.reset();
     if (printer) printer->end_section();

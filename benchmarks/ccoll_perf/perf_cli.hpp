@@ -56,6 +56,7 @@ struct Options {
   double step_factor = 2.0;
   int iters = 20;
   int warmup = 5;
+  int rounds = 1;  // timed blocks per size, best kept (with --peer mpi: alternating with MPI)
   bool check = true;
   int nranks = 4;  // threads: threads; shm: processes (ignored under mpirun: world size)
   bool nranks_given = false;
@@ -169,6 +170,8 @@ inline std::string usage_text() {
   -f, --stepfactor F      multiply the size by F each step, default 2
   -n, --iters N           timed iterations per size, default 20
   -w, --warmup_iters N    untimed iterations per size, default 5
+  -r, --rounds R          timed blocks of -n calls per size, the best is reported; with --peer
+                          mpi the blocks alternate with MPI's, default 1
   -c, --check 0|1         check the results (#wrong column), default 1
   -t, --nranks P          ranks (threads or processes), default 4; under mpirun: the world size
   -a, --algo LIST         ring, dbtree, tree, tree-overlap or all (comma list), default all;
@@ -266,6 +269,8 @@ inline Options parse_args(const std::vector<std::string>& args) {
       o.iters = static_cast<int>(detail::parse_long(flag, next(), 1, 1000000));
     } else if (is("-w", "--warmup_iters")) {
       o.warmup = static_cast<int>(detail::parse_long(flag, next(), 0, 1000000));
+    } else if (is("-r", "--rounds")) {
+      o.rounds = static_cast<int>(detail::parse_long(flag, next(), 1, 1000));
     } else if (is("-c", "--check")) {
       o.check = detail::parse_long(flag, next(), 0, 1) != 0;
     } else if (is("-m", "--membw")) {
@@ -389,6 +394,8 @@ struct Row {
   long wrong = -1;              // -1: not checked
   double bound_busbw_GBps = 0;  // memory-bandwidth bound (0: not measured)
   double peer_busbw_GBps = 0;   // MPI's busbw for the same size (0: no peer)
+  long peer_wrong = -1;         // the peer's #wrong in the same rounds (-1: not checked / no peer)
+  std::string paired_with;      // a peer row: the algorithm it alternated with
 };
 
 // Fills algbw/busbw from bytes, time and nranks.
@@ -456,7 +463,7 @@ inline std::string format_row(const Row& r, bool with_bound, bool with_peer) {
 
 inline std::string csv_header() {
   return "transport,algo,nranks,size_bytes,count,type,op,time_us,algbw_GBps,busbw_GBps,wrong,"
-         "bound_busbw_GBps,pct_of_bound,peer_busbw_GBps,ratio_to_peer\n";
+         "bound_busbw_GBps,pct_of_bound,peer_busbw_GBps,ratio_to_peer,paired_with\n";
 }
 
 inline std::string csv_row(const Row& r) {
@@ -468,7 +475,7 @@ inline std::string csv_row(const Row& r) {
   if (r.bound_busbw_GBps > 0) os << 100.0 * r.busbw_GBps / r.bound_busbw_GBps;
   os << ',' << r.peer_busbw_GBps << ',';
   if (r.peer_busbw_GBps > 0) os << r.busbw_GBps / r.peer_busbw_GBps;
-  os << '\n';
+  os << ',' << r.paired_with << '\n';
   return os.str();
 }
 
@@ -551,6 +558,7 @@ inline std::string to_json(const Report& rep) {
   os << "],\n  \"bound_membw_GBps\": " << json_number(rep.bound_membw_GBps) << ",\n";
   os << "  \"options\": {\"transport\": \"" << to_string(rep.options.transport)
      << "\", \"iters\": " << rep.options.iters << ", \"warmup\": " << rep.options.warmup
+     << ", \"rounds\": " << rep.options.rounds
      << ", \"check\": " << (rep.options.check ? "true" : "false")
      << ", \"slot_bytes\": " << rep.options.slot_bytes << ", \"nslots\": " << rep.options.nslots
      << ", \"nchannels\": " << rep.options.nchannels << ", \"nchunks\": " << rep.options.nchunks
@@ -572,8 +580,10 @@ inline std::string to_json(const Report& rep) {
     }
     if (r.peer_busbw_GBps > 0) {
       os << ", \"peer_busbw_GBps\": " << json_number(r.peer_busbw_GBps)
-         << ", \"ratio_to_peer\": " << json_number(r.busbw_GBps / r.peer_busbw_GBps);
+         << ", \"ratio_to_peer\": " << json_number(r.busbw_GBps / r.peer_busbw_GBps)
+         << ", \"peer_wrong\": " << r.peer_wrong;
     }
+    if (!r.paired_with.empty()) os << ", \"paired_with\": \"" << json_escape(r.paired_with) << "\"";
     os << "}";
   }
   os << "\n  ]\n}\n";

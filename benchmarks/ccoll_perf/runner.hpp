@@ -65,12 +65,23 @@ struct SweepSpec {
   int iters = 20;
   int warmup = 5;
   bool check = true;
+  int rounds = 1;  // timed blocks per size (the best is kept); with a peer, alternating with it
+};
+
+// A peer timed in the same rounds as the collective under test (--peer mpi): its row goes to
+// on_row (rank 0 only) just before ours, and our row carries its busbw.
+struct PairedPeer {
+  RankCollective* coll = nullptr;
+  std::string transport;
+  std::string algo;
+  std::function<void(const Row&)> on_row;
 };
 
 // Runs every size of `spec` on this rank; rank 0 gets each finished row through on_row (the other
 // ranks get nothing). `buffers` must hold the largest size.
 void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
-               const RankBuffers& buffers, const std::function<void(const Row&)>& on_row);
+               const RankBuffers& buffers, const std::function<void(const Row&)>& on_row,
+               const PairedPeer* peer = nullptr);
 
 // Largest element count of the sweep.
 std::uint64_t max_count(const std::vector<std::uint64_t>& sizes, ccoll::DataType d);
