@@ -365,8 +365,9 @@ std::vector<RankLog> simulate(const Scenario& s) {
       }
     }
     CHECK(seen.size() == tensors.size());
-    for (const auto& [name, n] : seen) CHECK_MESSAGE(n == 1, name);
-    for (const auto& [g, where] : group_fused) CHECK_MESSAGE(where.size() == 1, g);
+    // (no structured bindings: clang 14 cannot capture them in doctest's message lambdas)
+    for (const auto& kv : seen) CHECK_MESSAGE(kv.second == 1, kv.first);
+    for (const auto& kv : group_fused) CHECK_MESSAGE(kv.second.size() == 1, kv.first);
     begin = end;
   }
   return logs;

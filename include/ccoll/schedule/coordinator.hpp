@@ -90,19 +90,11 @@ class Coordinator {
     BitVector invalid(nbits);
     bool local_invalid = false;
     {
-      std::map<std::string, std::vector<TensorRequest>> groups;
-      std::vector<std::vector<TensorRequest>> units;
-      for (auto& r : ready) {
-        if (r.group.empty())
-          units.push_back({std::move(r)});
-        else
-          groups[r.group].push_back(std::move(r));
-      }
-      for (auto& [name, members] : groups) units.push_back(std::move(members));
-      for (auto& unit : units) {
+      // A unit is one ungrouped request or a whole group; it goes one way as a whole.
+      auto classify = [&](TensorRequest* first, TensorRequest* last) {
         bool all_hit = options_.cache_enabled, any_invalid = false;
-        for (const auto& r : unit) {
-          const auto l = options_.cache_enabled ? cache_.lookup(r) : ResponseCache::Lookup{};
+        for (auto* r = first; r != last; ++r) {
+          const auto l = options_.cache_enabled ? cache_.lookup(*r) : ResponseCache::Lookup{};
           if (l.state == ResponseCache::State::invalid) {
             invalid.set(l.bit);
             any_invalid = true;
@@ -111,8 +103,17 @@ class Coordinator {
         }
         auto& dest = any_invalid ? requeue : all_hit ? hits : uncached;
         local_invalid = local_invalid || any_invalid;
-        for (auto& r : unit) dest.push_back(std::move(r));
+        for (auto* r = first; r != last; ++r) dest.push_back(std::move(*r));
+      };
+      std::map<std::string, std::vector<TensorRequest>> groups;
+      for (auto& r : ready) {
+        if (r.group.empty())
+          classify(&r, &r + 1);
+        else
+          groups[r.group].push_back(std::move(r));
       }
+      for (auto& [name, members] : groups)
+        classify(members.data(), members.data() + members.size());
     }
 
     // 3-4. One AND allreduce of status + hit bits; an OR of invalid bits only when needed.
@@ -177,7 +178,8 @@ class Coordinator {
     queue_.requeue(std::move(requeue));
 
     // 6. Execute in the agreed order; the cache sees the same puts in the same order everywhere.
-    std::vector<FusedResponse> fused = fuse_responses(execute, options_.fusion_threshold_bytes);
+    std::vector<FusedResponse> fused =
+        fuse_responses(std::move(execute), options_.fusion_threshold_bytes);
     for (const auto& f : fused) {
       for (const auto& r : f.tensors) {
         if (options_.cache_enabled) cache_.put(r);

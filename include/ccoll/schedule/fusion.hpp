@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ccoll/schedule/tensor_request.hpp"
@@ -25,10 +26,11 @@ struct FusedResponse {
 };
 
 // Stable reorder: each group's members move up to where its first member appears.
-inline std::vector<Response> make_groups_contiguous(const std::vector<Response>& in) {
+inline std::vector<Response> make_groups_contiguous(std::vector<Response> in) {
   std::unordered_map<std::string, std::vector<const Response*>> by_group;
   for (const auto& r : in)
     if (!r.group.empty()) by_group[r.group].push_back(&r);
+  if (by_group.empty()) return in;
   std::vector<Response> out;
   out.reserve(in.size());
   for (const auto& r : in) {
@@ -55,9 +57,9 @@ inline std::vector<Response> make_groups_contiguous(const std::vector<Response>&
   return out;
 }
 
-inline std::vector<FusedResponse> fuse_responses(const std::vector<Response>& ordered,
+inline std::vector<FusedResponse> fuse_responses(std::vector<Response> ordered,
                                                  std::uint64_t threshold_bytes) {
-  const std::vector<Response> list = make_groups_contiguous(ordered);
+  std::vector<Response> list = make_groups_contiguous(std::move(ordered));
   std::vector<FusedResponse> out;
   FusedResponse cur;
   auto flush = [&] {
@@ -82,7 +84,7 @@ inline std::vector<FusedResponse> fuse_responses(const std::vector<Response>& or
       cur.dtype = list[i].dtype;
       cur.op = list[i].op;
     }
-    for (std::size_t k = i; k < j; ++k) cur.tensors.push_back(list[k]);
+    for (std::size_t k = i; k < j; ++k) cur.tensors.push_back(std::move(list[k]));
     cur.bytes += unit_bytes;
     i = j;
   }

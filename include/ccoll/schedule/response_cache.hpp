@@ -62,7 +62,8 @@ class ResponseCache {
   // Inserts (or replaces, for a known name) and marks most recently used. Returns the position.
   std::uint32_t put(const Response& r) {
     if (const auto it = by_name_.find(r.name); it != by_name_.end()) {
-      slots_[it->second].response = r;
+      Response& cached = slots_[it->second].response;
+      if (!cached.same_collective(r)) cached = r;
       touch(it->second);
       return it->second;
     }
