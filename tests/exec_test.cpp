@@ -298,6 +298,14 @@ TEST_CASE("element loops: every shape matches a scalar reference, in place too")
           v /= 4;
           for (std::uint32_t k = 0; k < ndst; ++k) REQUIRE(dst[k][i] == v);
         }
+        // The same with the output (dsts[0]) written by non-temporal stores, at odd alignments.
+        std::vector<double> streamed(n + 1, -1.0);
+        dp[0] = streamed.data() + (n % 2);
+        exec::detail::element_loop_streaming_output<double, ReduceOp::avg, true>(
+            dp.data(), ndst, sp.data(), nsrc, n, 4);
+        exec::detail::stream_fence();
+        for (std::uint64_t i = 0; i < n; ++i) REQUIRE(dp[0][i] == dst[0][i]);
+        for (std::uint32_t k = 1; k < ndst; ++k) REQUIRE(dst[k] == dst[0]);
         // In place: the first destination is the first source (src = Output, write_output).
         std::vector<double> io = src[0];
         sp[0] = io.data();

@@ -458,6 +458,8 @@ class Communicator {
     ctx.nactive = pp.nactive;
     ctx.rank = rank;
     ctx.abort = &header_->abort.flag;
+    ctx.stream_output =
+        config_.stream_output_bytes != 0 && p.count * sizeof(T) >= config_.stream_output_bytes;
     std::uint32_t unfinished = 0;
     for (std::uint32_t c = 0; c < nch; ++c) {
       st.pcs[c] = 0;

@@ -29,6 +29,9 @@ struct Config {
   bool verify_plans = true;  // run plan::verify on every plan before its first use (once per count)
   double alpha_s = 2e-6;     // per-message latency the chunk-count model assumes (host handshake)
   double beta_s_per_byte = 1.0 / 5e9;  // inverse copy bandwidth the chunk-count model assumes
+  // Calls of at least this many bytes write their output with non-temporal stores (x86 hosts;
+  // 0 = never): above the cache sizes this saves the read-for-ownership of every output line.
+  std::uint64_t stream_output_bytes = 8u << 20;
 };
 
 }  // namespace ccoll

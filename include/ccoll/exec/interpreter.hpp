@@ -33,6 +33,13 @@
 #include "ccoll/sync/connection.hpp"
 #include "ccoll/sync/counter.hpp"
 
+#if !CCOLL_DEVICE_PASS && (defined(__x86_64__) || defined(__i386__))
+#include <emmintrin.h>
+#define CCOLL_HAVE_STREAMING_STORES 1
+#else
+#define CCOLL_HAVE_STREAMING_STORES 0
+#endif
+
 namespace ccoll::exec {
 
 // The most receive (and send) ports one step may have; a step with more is rejected when the plan
@@ -64,6 +71,10 @@ struct ProgramContext {
   int rank = 0;
   std::uint32_t channel = 0;
   const std::uint32_t* abort = nullptr;  // non-zero: give up (another rank failed)
+  // Host only: write the output with non-temporal stores. For buffers larger than the caches this
+  // saves the read-for-ownership of every output line (a third of a ring step's memory traffic);
+  // for small ones it would only evict data that is about to be reused.
+  bool stream_output = false;
 };
 
 // Why a program stopped before its end.
@@ -179,6 +190,76 @@ CCOLL_HD void element_loop(const Group& g, T* const* dsts, std::uint32_t ndst, c
   }
 }
 
+// Host only: copies `bytes` to dst with non-temporal stores where dst is 16-byte aligned (the
+// caller issues the store fence before publishing anything).
+inline void stream_copy(void* dst, const void* src, std::size_t bytes) {
+#if CCOLL_HAVE_STREAMING_STORES
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  const std::size_t head = (16 - (reinterpret_cast<std::uintptr_t>(d) & 15)) & 15;
+  if (head >= bytes) {
+    std::memcpy(d, s, bytes);
+    return;
+  }
+  std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  bytes -= head;
+  std::size_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+  }
+  for (; i + 16 <= bytes; i += 16)
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+  std::memcpy(d + i, s + i, bytes - i);
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
+inline void stream_fence() {
+#if CCOLL_HAVE_STREAMING_STORES
+  _mm_sfence();
+#endif
+}
+
+// Host only: like element_loop with dsts[0] the output, but the output is written with streaming
+// stores. Tiles of kTileBytes are computed into the first other destination (a send slot, which
+// the peer reads soon, so it should stay cached) or a stack buffer, then streamed to the output.
+template <class T, ReduceOp Op, bool Fin>
+void element_loop_streaming_output(T* const* dsts, std::uint32_t ndst, const T* const* srcs,
+                                   std::uint32_t nsrc, std::uint64_t n, int nactive) {
+  constexpr std::size_t kTileBytes = 8192;
+  constexpr std::uint64_t kTile = kTileBytes / sizeof(T);
+  alignas(64) unsigned char stage_buffer[kTileBytes];
+  T* const out = dsts[0];
+  const HostGroup g;
+  if (nsrc == 1 && ndst == 1 && !Fin) {  // a plain receive into the output
+    if (out != srcs[0]) stream_copy(out, srcs[0], n * sizeof(T));
+    return;
+  }
+  const T* tile_srcs[kMaxStepPorts + 1];
+  T* tile_dsts[kMaxStepPorts + 1];
+  for (std::uint64_t lo = 0; lo < n; lo += kTile) {
+    const std::uint64_t m = n - lo < kTile ? n - lo : kTile;
+    for (std::uint32_t k = 0; k < nsrc; ++k) tile_srcs[k] = srcs[k] + lo;
+    std::uint32_t nd = 0;
+    for (std::uint32_t k = 1; k < ndst; ++k) tile_dsts[nd++] = dsts[k] + lo;
+    T* stage = nd > 0 ? tile_dsts[0] : reinterpret_cast<T*>(stage_buffer);
+    if (nd == 0) tile_dsts[nd++] = stage;
+    element_loop<T, Op, Fin>(g, tile_dsts, nd, tile_srcs, nsrc, m, nactive);
+    stream_copy(out + lo, stage, m * sizeof(T));
+  }
+}
+
 }  // namespace detail
 
 // The absolute message number a port's message has in this call.
@@ -249,10 +330,25 @@ CCOLL_HD void execute_step(const Group& g, const ProgramContext<T>& ctx, const p
     dsts[ndst++] = reinterpret_cast<T*>(ctx.connections[p.connection].slot(message_number(ctx, p)));
   }
   if (nsrc > 0 && ndst > 0 && s.count > 0) {
-    if (s.final && Op == ReduceOp::avg) {
-      detail::element_loop<T, Op, true>(g, dsts, ndst, srcs, nsrc, s.count, ctx.nactive);
-    } else {
-      detail::element_loop<T, Op, false>(g, dsts, ndst, srcs, nsrc, s.count, ctx.nactive);
+    const bool fin = s.final && Op == ReduceOp::avg;
+    bool done = false;
+    if constexpr (Group::kSingleThread) {
+      if (ctx.stream_output && s.write_output) {
+        if (fin)
+          detail::element_loop_streaming_output<T, Op, true>(dsts, ndst, srcs, nsrc, s.count,
+                                                             ctx.nactive);
+        else
+          detail::element_loop_streaming_output<T, Op, false>(dsts, ndst, srcs, nsrc, s.count,
+                                                              ctx.nactive);
+        detail::stream_fence();
+        done = true;
+      }
+    }
+    if (!done) {
+      if (fin)
+        detail::element_loop<T, Op, true>(g, dsts, ndst, srcs, nsrc, s.count, ctx.nactive);
+      else
+        detail::element_loop<T, Op, false>(g, dsts, ndst, srcs, nsrc, s.count, ctx.nactive);
     }
   }
   g.sync();  // every member's writes and reads of the slots are done
