@@ -3,6 +3,7 @@
 // implementations and the tensor counts and timings of the seeds.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -106,3 +107,22 @@ TEST_CASE("profiles run from the input side to the output side") {
   for (const auto& layer : d161["layers"]) b768 += layer["bytes"] == 768;
   CHECK(b768 == 160);  // 78 x norm2 (4 x 48 channels) + 2 norm1 with 192 input channels
 }
+
+#if __has_include("ccoll/schedule/profile.hpp")
+#include "ccoll/schedule/profile.hpp"
+
+TEST_CASE("the schedule's profile loader reads every shipped profile") {
+  for (const Expected& e : kExpected) {
+    CAPTURE(e.file);
+    const auto p = ccoll::schedule::load_profile(std::string(CCOLL_SOURCE_DIR) + "/data/profiles/" +
+                                                 e.file + ".json");
+    CHECK(p.name == e.file);
+    CHECK(static_cast<std::size_t>(p.num_layers()) == e.tensors);
+    CHECK(p.total_bytes() == 4 * e.params);
+    const auto ready = p.ready_times();
+    // Backward runs from the output side: layer 1's gradient is the last one ready.
+    CHECK(ready.front() == doctest::Approx(p.forward_s + p.backward_s()));
+    CHECK(std::is_sorted(ready.rbegin(), ready.rend()));
+  }
+}
+#endif
