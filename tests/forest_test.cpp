@@ -371,3 +371,44 @@ TEST_CASE("forest: DGX-1V, all active, certified optimal; overlap buys no bandwi
                                   << "), concurrent " << cc.total_GBps << ", pairs "
                                   << phased.pairs.size() << ", " << phased.seconds * 1e3 << " ms");
 }
+
+#include "ccoll/topology/forest_plan.hpp"
+#include "topology_plan_runner.hpp"
+
+TEST_CASE("forest plans: verified and correct on host threads, relays included") {
+  struct Case {
+    const char* preset;
+    std::vector<std::string> active;  // empty: all GPUs
+    ForestSchedule schedule;
+  };
+  const std::vector<Case> cases = {
+      {"dgx1v", {}, ForestSchedule::phased},
+      {"dgx1v", {"gpu0", "gpu2", "gpu5", "gpu7"}, ForestSchedule::phased},
+      {"dgx1p", {"gpu1", "gpu2", "gpu4"}, ForestSchedule::concurrent},
+      {"pcie4", {}, ForestSchedule::concurrent},
+      {"cluster:2x4:pcie:10", {"m0.gpu0", "m0.gpu1", "m1.gpu3"}, ForestSchedule::phased},
+      {"cluster:4x4:pcie:25", {}, ForestSchedule::overlapped},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.preset);
+    auto topo = preset(c.preset);
+    if (!c.active.empty()) topo.set_active(c.active);
+    ForestOptions o;
+    o.schedule = c.schedule;
+    o.prune_loss = 0.005;
+    const auto f = solve_packed_forest(topo, o);
+    check_forest(topo, f);
+    CHECK(f.total_GBps >= 0.995 * f.optimum_found_GBps - 1e-9);
+    RankMap m = forest_ranks(topo, f);
+    CHECK(m.rank_node.size() <= 16);
+    for (bool overlap : {false, true}) {
+      topology_test::verify_and_run(
+          [&](const ccoll::plan::PlanRequest& r) {
+            auto req = r;
+            req.overlap = overlap;
+            return forest_plan(topo, f, req);
+          },
+          3001);
+    }
+  }
+}

@@ -158,7 +158,7 @@ inline PhysicalTopology dgx_h100() {
 inline PhysicalTopology pcie_server(int ngpu = 8, double pcie_GBps = 16.0) {
   if (ngpu < 1) throw TopologyError("pcie_server: ngpu must be >= 1");
   PhysicalTopology t;
-  t.name = "pcie" + std::to_string(ngpu);
+  t.name = std::string("pcie").append(std::to_string(ngpu));
   preset_detail::add_pcie_tree(t, "", ngpu, 2, ngpu > 4 ? 2 : 1, pcie_GBps, 20.0, 1);
   return t;
 }
@@ -184,11 +184,12 @@ inline PhysicalTopology cluster(const ClusterOptions& o) {
   if (o.intra == IntraConnect::nvlink && o.gpus_per_machine != 8 && o.gpus_per_machine > 4)
     throw TopologyError("cluster: NVLink machines have 8 GPUs (DGX-1 cube mesh) or at most 4");
   PhysicalTopology t;
-  t.name = "cluster-" + std::to_string(o.machines) + "x" + std::to_string(o.gpus_per_machine) +
+  t.name = std::string("cluster-").append(std::to_string(o.machines)) + "x" +
+           std::to_string(o.gpus_per_machine) +
            (o.intra == IntraConnect::nvlink ? "-nvlink" : "-pcie");
   std::vector<preset_detail::MachineNodes> ms;
   for (int m = 0; m < o.machines; ++m) {
-    const std::string host = "m" + std::to_string(m);
+    const std::string host = std::string("m").append(std::to_string(m));
     auto mn = preset_detail::add_pcie_tree(t, host, o.gpus_per_machine, o.gpus_per_machine, 1,
                                            o.intra_GBps, 1.0, 1);
     if (o.intra == IntraConnect::nvlink) {
@@ -212,8 +213,9 @@ inline PhysicalTopology cluster(const ClusterOptions& o) {
 // Every pair of `n` GPUs joined directly by `GBps` per direction (tests, uniform clusters).
 inline PhysicalTopology fully_connected(int n, double GBps = 10.0) {
   PhysicalTopology t;
-  t.name = "full" + std::to_string(n);
-  for (int i = 0; i < n; ++i) t.add_node("gpu" + std::to_string(i), NodeKind::gpu);
+  t.name = std::string("full").append(std::to_string(n));
+  for (int i = 0; i < n; ++i)
+    t.add_node(std::string("gpu").append(std::to_string(i)), NodeKind::gpu);
   for (int i = 0; i < n; ++i)
     for (int j = i + 1; j < n; ++j) t.add_link(i, j, GBps, 1, 1.0, "link");
   return t;
