@@ -1,0 +1,188 @@
+// Tests of `ccoll plan` and `ccoll simulate` (tools/ccoll/topology_args.hpp, the code behind both
+// sub-commands): options, topology files and their errors, JSON / DOT / CSV output, traces.
+#include <doctest/doctest.h>
+#include <unistd.h>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../tools/ccoll/topology_args.hpp"
+#include "ccoll/model/alpha_beta.hpp"
+
+namespace {
+
+struct Run {
+  int rc;
+  std::string out, err;
+};
+
+Run plan(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  const int rc = ccoll::cli::run_plan(args, out, err);
+  return Run{rc, out.str(), err.str()};
+}
+
+Run simulate(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  const int rc = ccoll::cli::run_simulate(args, out, err);
+  return Run{rc, out.str(), err.str()};
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("ccoll_cli_test_" + std::to_string(::getpid()) + "_" + name);
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+// Four GPUs in an NVLink square (one pair doubled) plus a PCIe switch that joins them all.
+const char* kSquare = R"({"name": "square",
+  "nodes": [{"id": "g0", "kind": "gpu"}, {"id": "g1", "kind": "gpu"}, {"id": "g2", "kind": "gpu"},
+            {"id": "g3", "kind": "gpu"}, {"id": "sw", "kind": "switch"}],
+  "links": [{"a": "g0", "b": "g1", "bandwidth_GBps": 20, "latency_us": 1},
+            {"a": "g1", "b": "g2", "bandwidth_GBps": 20, "latency_us": 1},
+            {"a": "g2", "b": "g3", "bandwidth_GBps": 20, "latency_us": 1},
+            {"a": "g3", "b": "g0", "bandwidth_GBps": 20, "count": 2, "latency_us": 1},
+            {"a": "g0", "b": "sw", "bandwidth_GBps": 10, "latency_us": 2},
+            {"a": "g1", "b": "sw", "bandwidth_GBps": 10, "latency_us": 2},
+            {"a": "g2", "b": "sw", "bandwidth_GBps": 10, "latency_us": 2},
+            {"a": "g3", "b": "sw", "bandwidth_GBps": 10, "latency_us": 2}]})";
+
+}  // namespace
+
+TEST_CASE("usage errors name the option") {
+  auto r = plan({"--algo", "ring"});
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--topology") != std::string::npos);
+  r = plan({"--topology", "full4", "--algo", "rign"});
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("rign") != std::string::npos);
+  r = simulate({"--topology", "full4", "--bytes", "12Q"});
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("12Q") != std::string::npos);
+  r = plan({"--topology", "nosuchpreset", "--algo", "ring"});
+  CHECK(r.rc == 1);
+  CHECK(r.err.find("nosuchpreset") != std::string::npos);
+  CHECK(plan({"--help"}).rc == 0);
+  CHECK(ccoll::cli::parse_bytes("16K") == 16384);
+  CHECK(ccoll::cli::parse_bytes("1.33e9") == 1.33e9);
+}
+
+TEST_CASE("plan --json: the issue's format for every algorithm") {
+  const auto file = write_temp("square.json", kSquare);
+  for (const std::string algo : {"ring", "dbtree", "tree", "forest", "ps"})
+    for (const bool overlap : {false, true}) {
+      std::vector<std::string> args{"--topology", file, "--algo", algo, "--bytes", "4M", "--json"};
+      if (overlap) args.push_back("--overlap");
+      const auto r = plan(args);
+      CAPTURE(algo);
+      CAPTURE(r.err);
+      REQUIRE(r.rc == 0);
+      const auto j = nlohmann::json::parse(r.out);
+      CHECK(j["algorithm"] == algo);
+      CHECK(j["overlap"] == overlap);
+      CHECK(j["predicted"]["bytes"].get<double>() == 4.0 * 1024 * 1024);
+      CHECK(j["predicted"]["time_s"].get<double>() > 0);
+      const double algbw = j["predicted"]["algbw_GBps"].get<double>();
+      CHECK(j["predicted"]["busbw_GBps"].get<double>() == doctest::Approx(algbw * 2 * 3 / 4.0));
+      if (algo == "ring") continue;
+      double reduce_share = 0;
+      for (const auto& t : j["trees"]) {
+        CHECK((t["phase"] == "reduce" || t["phase"] == "broadcast"));
+        CHECK(t["weight_GBps"].get<double>() > 0);
+        for (const auto& e : t["edges"]) {
+          CHECK(e.size() == 2);
+          CHECK(e[0].get<std::string>().front() == 'g');
+        }
+        if (t["phase"] == "reduce") reduce_share += t["share"].get<double>();
+      }
+      CHECK(reduce_share == doctest::Approx(1.0));
+    }
+  std::filesystem::remove(file);
+}
+
+TEST_CASE("forest on the square: the solver's weights and a correct prediction") {
+  const auto file = write_temp("square2.json", kSquare);
+  const auto r = plan({"--topology", file, "--algo", "forest", "--bytes", "64M", "--json"});
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const double total = j["forest"]["total_GBps"].get<double>();
+  CHECK(total > 0);
+  // The simulated time is at least the forest's bandwidth-only bound (Property 2). It is not equal
+  // to it: trees sharing a link get max-min fair (equal) rates in the simulator, not rates
+  // proportional to their LP weights, so heavier trees finish last (docs/simulator.md).
+  const double bound = j["forest"]["bandwidth_only_time_s"].get<double>();
+  const double t = j["predicted"]["time_s"].get<double>();
+  CHECK(t >= bound * (1 - 1e-9));
+  CHECK(t < bound * 1.5);
+  std::filesystem::remove(file);
+}
+
+TEST_CASE("bad topology files get errors that name the culprit") {
+  const auto unknown =
+      write_temp("unknown.json",
+                 R"({"nodes": ["a", "b"], "links": [{"a": "a", "b": "c", "bandwidth_GBps": 1}]})");
+  auto r = plan({"--topology", unknown, "--algo", "ring"});
+  CHECK(r.rc == 1);
+  CHECK(r.err.find("\"c\"") != std::string::npos);
+  const auto negative =
+      write_temp("negative.json",
+                 R"({"nodes": ["a", "b"], "links": [{"a": "a", "b": "b", "bandwidth_GBps": -5}]})");
+  r = plan({"--topology", negative, "--algo", "ring"});
+  CHECK(r.rc == 1);
+  CHECK(r.err.find("bandwidth") != std::string::npos);
+  const auto split = write_temp(
+      "split.json",
+      R"({"nodes": ["a", "b", "c", "d"], "links": [{"a": "a", "b": "b", "bandwidth_GBps": 1},
+          {"a": "c", "b": "d", "bandwidth_GBps": 1}], "active": ["a", "b", "c"]})");
+  r = plan({"--topology", split, "--algo", "forest"});
+  CHECK(r.rc == 1);
+  CHECK(r.err.find("disconnected") != std::string::npos);
+  const auto garbage = write_temp("garbage.json", "{not json");
+  r = plan({"--topology", garbage, "--algo", "ring"});
+  CHECK(r.rc == 1);
+  CHECK(r.err.find("JSON") != std::string::npos);
+  r = plan({"--topology", "full4", "--algo", "ring", "--active", "gpu0,gpu9"});
+  CHECK(r.rc == 1);
+  CHECK(r.err.find("gpu9") != std::string::npos);
+  for (const auto& f : {unknown, negative, split, garbage}) std::filesystem::remove(f);
+}
+
+TEST_CASE("simulate: CSV sweep, closed form on a uniform network, trace, DOT") {
+  const auto r = simulate({"--topology", "uniform:8:10:5", "--algo", "ring,tree", "--bytes",
+                           "64K,16M", "--csv", "--alpha-us", "5"});
+  REQUIRE(r.rc == 0);
+  std::istringstream lines(r.out);
+  std::vector<std::string> rows;
+  for (std::string l; std::getline(lines, l);) rows.push_back(l);
+  REQUIRE(rows.size() == 5);
+  CHECK(rows[0].rfind("topology,algo", 0) == 0);
+  // ring row for 16M: 2 (P-1) alpha + 2 (P-1)/P beta N.
+  const std::string row = rows[2];
+  std::vector<std::string> cols;
+  std::stringstream ss(row);
+  for (std::string c; std::getline(ss, c, ',');) cols.push_back(c);
+  CHECK(cols[1] == "ring");
+  const double closed = ccoll::model::ring_allreduce_time({5e-6, 1 / 10e9}, 8, 16.0 * (1 << 20));
+  CHECK(std::stod(cols[6]) == doctest::Approx(closed).epsilon(0.05));
+
+  const auto trace = std::filesystem::temp_directory_path() /
+                     ("ccoll_cli_test_" + std::to_string(::getpid()) + "_trace.json");
+  const auto t = simulate(
+      {"--topology", "dgx1v", "--algo", "dbtree", "--bytes", "1M", "--trace", trace.string()});
+  REQUIRE(t.rc == 0);
+  CHECK(t.out.find("link utilisation") != std::string::npos);
+  std::ifstream in(trace);
+  const auto j = nlohmann::json::parse(in);
+  CHECK(j["traceEvents"].size() > 10);
+  std::filesystem::remove(trace);
+
+  const auto d = plan({"--topology", "full4", "--algo", "dbtree", "--dot"});
+  REQUIRE(d.rc == 0);
+  CHECK(d.out.rfind("digraph", 0) == 0);
+  CHECK(d.out.find("\"gpu0\"") != std::string::npos);
+}

@@ -1,0 +1,710 @@
+// tools/ccoll/topology_args.hpp: what `ccoll plan` and `ccoll simulate` share -- options, the
+// topology (file, preset or uniform network), plan construction per algorithm, prediction, and
+// JSON / DOT / text rendering. Header-only so that tests/cli_test.cpp exercises the same code.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ccoll/exec/sim/chrome_trace.hpp"
+#include "ccoll/exec/sim/from_physical.hpp"
+#include "ccoll/exec/sim/simulator.hpp"
+#include "ccoll/model/alpha_beta.hpp"
+#include "ccoll/plan/double_binary_tree.hpp"
+#include "ccoll/plan/ring.hpp"
+#include "ccoll/plan/tree.hpp"
+#include "ccoll/plan/verifier.hpp"
+#include "ccoll/topology/packed_forest.hpp"
+#include "ccoll/topology/physical.hpp"
+// GCC 12 at -O3 reports a false -Wrestrict (GCC bug 105329) inside topology::cluster()'s
+// "m" + std::to_string(m) once inlined here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wrestrict"
+#endif
+#include "ccoll/topology/presets.hpp"
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+namespace ccoll::cli {
+
+struct UsageError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+struct Options {
+  std::string topology;  // FILE | PRESET | uniform:P[:GBps[:latency_us]]
+  std::vector<std::string> algos{"forest"};
+  std::vector<std::string> active;  // node ids; empty: the topology's default
+  bool overlap = false;
+  std::vector<double> bytes{64.0 * 1024 * 1024};
+  bool json = false, dot = false, csv = false;
+  std::string trace;  // Chrome trace output file (simulate)
+  std::size_t elem_size = 4;
+  std::uint32_t chunks = 0;      // 0: the cost model's optimum
+  std::uint64_t slot_bytes = 0;  // 0: large enough that chunking follows the model only
+  std::uint32_t nslots = 4;
+  double alpha_us = -1;    // chunk model latency; < 0: from the topology
+  double reduce_GBps = 0;  // reduction throughput per rank; 0: free
+  double step_overhead_us = 0;
+  int max_links = 12;  // links listed by `simulate` (by utilisation)
+};
+
+// Sizes: plain numbers (1e6, 1330000000) or with a binary suffix K, M, G (16K = 16384).
+inline double parse_bytes(const std::string& s) {
+  if (s.empty()) throw UsageError("--bytes: empty size");
+  double mult = 1;
+  std::string num = s;
+  const char last = static_cast<char>(std::toupper(static_cast<unsigned char>(s.back())));
+  if (last == 'K' || last == 'M' || last == 'G') {
+    mult = last == 'K' ? 1024.0 : last == 'M' ? 1048576.0 : 1073741824.0;
+    num.pop_back();
+  }
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(num, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != num.size() || !(v > 0) || !std::isfinite(v))
+    throw UsageError("--bytes: expected a positive size like 1048576, 64M or 1.33e9, got \"" + s +
+                     "\"");
+  return v * mult;
+}
+
+inline std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+inline double parse_number(const std::string& flag, const std::string& s) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != s.size() || !std::isfinite(v))
+    throw UsageError(flag + ": expected a number, got \"" + s + "\"");
+  return v;
+}
+
+inline const char* kAlgos = "ring, dbtree, tree, forest, ps";
+
+inline Options parse_options(const std::vector<std::string>& args) {
+  Options o;
+  const auto value = [&](std::size_t& i) -> const std::string& {
+    if (i + 1 >= args.size()) throw UsageError(args[i] + ": missing value");
+    return args[++i];
+  };
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--topology") {
+      o.topology = value(i);
+    } else if (a == "--algo") {
+      o.algos = split_list(value(i));
+      for (const auto& al : o.algos)
+        if (al != "ring" && al != "dbtree" && al != "tree" && al != "forest" && al != "ps")
+          throw UsageError("--algo: unknown algorithm \"" + al + "\" (expected " + kAlgos + ")");
+      if (o.algos.empty()) throw UsageError("--algo: expected " + std::string(kAlgos));
+    } else if (a == "--active") {
+      o.active = split_list(value(i));
+    } else if (a == "--overlap") {
+      o.overlap = true;
+    } else if (a == "--bytes") {
+      o.bytes.clear();
+      for (const auto& b : split_list(value(i))) o.bytes.push_back(parse_bytes(b));
+      if (o.bytes.empty()) throw UsageError("--bytes: expected at least one size");
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (a == "--dot") {
+      o.dot = true;
+    } else if (a == "--csv") {
+      o.csv = true;
+    } else if (a == "--trace") {
+      o.trace = value(i);
+    } else if (a == "--chunks") {
+      const double v = parse_number(a, value(i));
+      if (v < 0) throw UsageError("--chunks: expected >= 0");
+      o.chunks = static_cast<std::uint32_t>(v);
+    } else if (a == "--slot-bytes") {
+      o.slot_bytes = static_cast<std::uint64_t>(parse_bytes(value(i)));
+    } else if (a == "--nslots") {
+      const double v = parse_number(a, value(i));
+      if (v < 1) throw UsageError("--nslots: expected >= 1");
+      o.nslots = static_cast<std::uint32_t>(v);
+    } else if (a == "--alpha-us") {
+      o.alpha_us = parse_number(a, value(i));
+    } else if (a == "--reduce-GBps") {
+      o.reduce_GBps = parse_number(a, value(i));
+    } else if (a == "--step-overhead-us") {
+      o.step_overhead_us = parse_number(a, value(i));
+    } else if (a == "--links") {
+      o.max_links = static_cast<int>(parse_number(a, value(i)));
+    } else {
+      throw UsageError("unknown option \"" + a + "\" (see --help)");
+    }
+  }
+  if (o.topology.empty()) throw UsageError("--topology FILE|PRESET is required");
+  if (o.json && o.dot) throw UsageError("--json and --dot are exclusive");
+  return o;
+}
+
+// Topology input ------------------------------------------------------------------------------
+
+// The documented JSON format (docs/simulator.md): {"name", "nodes": [id | {"id","kind","host"}],
+// "links": [{"a","b","bandwidth_GBps","count","latency_us","duplex"}], "active": [id...]}.
+inline topology::PhysicalTopology topology_from_json(const nlohmann::json& j,
+                                                     const std::string& where) {
+  using topology::TopologyError;
+  if (!j.is_object()) throw TopologyError(where + ": expected a JSON object");
+  topology::PhysicalTopology t;
+  t.name = j.value("name", where);
+  if (!j.contains("nodes") || !j["nodes"].is_array() || j["nodes"].empty())
+    throw TopologyError(where + ": \"nodes\" must be a non-empty array");
+  for (const auto& n : j["nodes"]) {
+    if (n.is_string()) {
+      t.add_node(n.get<std::string>(), topology::NodeKind::gpu);
+    } else if (n.is_object() && n.contains("id") && n["id"].is_string()) {
+      t.add_node(n["id"].get<std::string>(),
+                 topology::parse_node_kind(n.value("kind", std::string("gpu"))),
+                 n.value("host", std::string{}));
+    } else {
+      throw TopologyError(where + ": a node must be an id string or {\"id\": ...}, got " +
+                          n.dump());
+    }
+  }
+  if (!j.contains("links") || !j["links"].is_array())
+    throw TopologyError(where + ": \"links\" must be an array");
+  for (const auto& l : j["links"]) {
+    if (!l.is_object() || !l.contains("a") || !l.contains("b") || !l.contains("bandwidth_GBps"))
+      throw TopologyError(where + ": a link needs \"a\", \"b\" and \"bandwidth_GBps\", got " +
+                          l.dump());
+    const auto a = l["a"].get<std::string>(), b = l["b"].get<std::string>();
+    if (t.find(a) < 0)
+      throw TopologyError(where + ": link " + a + "-" + b + ": unknown node \"" + a + "\"");
+    if (t.find(b) < 0)
+      throw TopologyError(where + ": link " + a + "-" + b + ": unknown node \"" + b + "\"");
+    t.add_link(a, b, l["bandwidth_GBps"].get<double>(), l.value("count", 1),
+               l.value("latency_us", 0.0), l.value("type", std::string{}), l.value("duplex", true));
+  }
+  if (j.contains("active")) {
+    std::vector<std::string> ids;
+    for (const auto& a : j["active"]) ids.push_back(a.get<std::string>());
+    t.set_active(ids);
+  }
+  return t;
+}
+
+struct Setup {
+  std::string name;
+  std::optional<topology::PhysicalTopology> topo;  // absent for uniform networks
+  sim::Network net;
+  int uniform_ranks = 0;
+  double uniform_GBps = 0, uniform_latency_us = 0;
+};
+
+inline Setup load_setup(const Options& o) {
+  Setup s;
+  s.name = o.topology;
+  if (o.topology.rfind("uniform:", 0) == 0) {
+    std::vector<std::string> p;
+    std::stringstream ss(o.topology.substr(8));
+    for (std::string x; std::getline(ss, x, ':');) p.push_back(x);
+    if (p.empty() || p.size() > 3)
+      throw UsageError("--topology uniform:P[:GBps[:latency_us]], got \"" + o.topology + "\"");
+    const double P = parse_number("--topology uniform:P", p[0]);
+    if (P < 2 || P != std::floor(P))
+      throw UsageError("--topology uniform:P: P must be an integer >= 2");
+    s.uniform_ranks = static_cast<int>(P);
+    s.uniform_GBps = p.size() > 1 ? parse_number("--topology uniform GBps", p[1]) : 10.0;
+    s.uniform_latency_us = p.size() > 2 ? parse_number("--topology uniform latency_us", p[2]) : 5.0;
+    if (!(s.uniform_GBps > 0)) throw UsageError("--topology uniform: GBps must be > 0");
+    s.net =
+        sim::uniform_network(s.uniform_ranks, s.uniform_GBps * 1e9, s.uniform_latency_us * 1e-6);
+    if (!o.active.empty()) throw UsageError("--active: not supported on uniform networks");
+    return s;
+  }
+  std::ifstream in(o.topology);
+  if (in) {
+    std::stringstream buf;
+    buf << in.rdbuf();
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(buf.str());
+    } catch (const nlohmann::json::exception& e) {
+      throw topology::TopologyError(o.topology + ": not valid JSON: " + e.what());
+    }
+    s.topo = topology_from_json(j, o.topology);
+  } else {
+    try {
+      s.topo = topology::preset(o.topology);
+    } catch (const topology::TopologyError& e) {
+      throw topology::TopologyError("--topology: \"" + o.topology +
+                                    "\" is neither a readable file nor a preset (" + e.what() +
+                                    ")");
+    }
+  }
+  if (!o.active.empty()) s.topo->set_active(o.active);
+  s.topo->validate();
+  // Every active node must reach every other one.
+  const auto active = s.topo->active_nodes();
+  if (active.empty()) throw topology::TopologyError("the active set is empty");
+  const auto routes = topology::all_routes(*s.topo);
+  for (int a : active)
+    for (int b : active)
+      if (a != b && routes(a, b).empty())
+        throw topology::TopologyError("the active set is disconnected: no route from " +
+                                      s.topo->nodes[static_cast<std::size_t>(a)].id + " to " +
+                                      s.topo->nodes[static_cast<std::size_t>(b)].id);
+  s.net = sim::to_network(*s.topo);
+  return s;
+}
+
+// Plans --------------------------------------------------------------------------------------
+
+struct TreeOut {
+  std::string root;
+  std::string phase;        // "reduce" | "broadcast"
+  double share = 0;         // fraction of the elements
+  double weight_GBps = -1;  // the planner's rate for this tree (forest); < 0: from the prediction
+  std::vector<std::pair<std::string, std::string>> edges;  // direction data flows
+};
+
+struct Built {
+  std::string algo;
+  plan::Plan plan;
+  std::vector<int> rank_node;  // network node of each rank
+  std::vector<std::string> rank_id;
+  std::vector<TreeOut> trees;
+  std::vector<std::vector<std::string>> rings;
+  std::optional<topology::PackedForest> forest;
+};
+
+inline plan::PlanRequest make_request(const Options& o, const Setup& s, int nranks, double bytes) {
+  plan::PlanRequest req;
+  req.nranks = nranks;
+  req.elem_size = o.elem_size;
+  req.count = static_cast<std::uint64_t>(std::llround(bytes / static_cast<double>(o.elem_size)));
+  req.overlap = o.overlap;
+  req.nchunks = o.chunks;
+  req.nslots = o.nslots;
+  req.slot_bytes = o.slot_bytes ? o.slot_bytes : std::uint64_t{1} << 40;
+  // Chunk model: the slowest link a plan connection may cross and its latency.
+  double alpha_us = 5, gbps = 10;
+  if (s.topo) {
+    double lat = 0, bw = std::numeric_limits<double>::infinity();
+    for (const auto& l : s.topo->links) {
+      lat = std::max(lat, l.latency_us);
+      bw = std::min(bw, l.capacity_GBps());
+    }
+    alpha_us = 2 * lat;
+    gbps = bw;
+  } else {
+    alpha_us = s.uniform_latency_us;
+    gbps = s.uniform_GBps;
+  }
+  if (o.alpha_us >= 0) alpha_us = o.alpha_us;
+  req.alpha_s = std::max(alpha_us, 1e-3) * 1e-6;
+  req.beta_s_per_byte = 1.0 / (gbps * 1e9);
+  return req;
+}
+
+inline void add_parent_tree(Built& b, plan::Rank root, const std::vector<plan::Rank>& parent,
+                            const char* phase, double share) {
+  TreeOut t;
+  t.root = b.rank_id[static_cast<std::size_t>(root)];
+  t.phase = phase;
+  t.share = share;
+  const bool reduce = std::string(phase) == "reduce";
+  for (std::size_t r = 0; r < parent.size(); ++r) {
+    if (parent[r] < 0) continue;
+    const auto& child = b.rank_id[r];
+    const auto& par = b.rank_id[static_cast<std::size_t>(parent[r])];
+    t.edges.emplace_back(reduce ? child : par, reduce ? par : child);
+  }
+  b.trees.push_back(std::move(t));
+}
+
+inline Built build(const Options& o, const Setup& s, const std::string& algo, double bytes) {
+  Built b;
+  b.algo = algo;
+  std::vector<bool> active;
+  if (s.topo) {
+    const auto nodes = algo == "forest" ? s.topo->compute_nodes() : s.topo->active_nodes();
+    for (int n : nodes) {
+      b.rank_node.push_back(n);
+      b.rank_id.push_back(s.topo->nodes[static_cast<std::size_t>(n)].id);
+      active.push_back(s.topo->is_active(n));
+    }
+  } else {
+    for (int r = 0; r < s.uniform_ranks; ++r) {
+      b.rank_node.push_back(r);
+      b.rank_id.push_back(s.net.nodes[static_cast<std::size_t>(r)].name);
+      active.push_back(true);
+    }
+  }
+  const auto P = static_cast<plan::Rank>(b.rank_node.size());
+  const auto req = make_request(o, s, P, bytes);
+  if (algo == "ring") {
+    b.plan = plan::build_ring(req);
+    for (std::uint32_t c = 0; c < std::max<std::uint32_t>(1, req.nchannels); ++c) {
+      b.rings.emplace_back();
+      for (plan::Rank r = 0; r < P; ++r)
+        b.rings.back().push_back(b.rank_id[static_cast<std::size_t>(r)]);
+    }
+  } else if (algo == "dbtree") {
+    b.plan = plan::build_double_binary_tree(req);
+    const auto [t1, t2] = plan::double_binary_tree_parents(P);
+    for (const auto* t : {&t1, &t2}) {
+      const auto root = static_cast<plan::Rank>(std::find(t->begin(), t->end(), -1) - t->begin());
+      add_parent_tree(b, root, *t, "reduce", 0.5);
+      add_parent_tree(b, root, *t, "broadcast", 0.5);
+    }
+  } else if (algo == "tree") {
+    b.plan = plan::build_tree(req);
+    const auto parent = plan::binary_tree_parents(P);
+    add_parent_tree(b, 0, parent, "reduce", 1.0);
+    add_parent_tree(b, 0, parent, "broadcast", 1.0);
+  } else if (algo == "ps") {
+    // Sharded parameter server on the workers: worker j owns 1/P of the parameters, every worker
+    // pushes that shard to j, j pushes the sum back (one one-hop star per worker).
+    std::vector<plan::TreeSpec> specs;
+    for (plan::Rank j = 0; j < P; ++j) {
+      plan::TreeSpec t;
+      t.root = j;
+      t.reduce_parent.assign(static_cast<std::size_t>(P), j);
+      t.reduce_parent[static_cast<std::size_t>(j)] = -1;
+      t.share = 1.0;
+      add_parent_tree(b, j, t.reduce_parent, "reduce", 1.0 / P);
+      add_parent_tree(b, j, t.reduce_parent, "broadcast", 1.0 / P);
+      specs.push_back(std::move(t));
+    }
+    b.plan = plan::build_trees(req, specs, active);
+    b.plan.algorithm = "ps";
+  } else if (algo == "forest") {
+    topology::PhysicalTopology topo =
+        s.topo ? *s.topo : topology::fully_connected(s.uniform_ranks, s.uniform_GBps);
+    topology::ForestOptions fo;
+    fo.schedule =
+        o.overlap ? topology::ForestSchedule::concurrent : topology::ForestSchedule::phased;
+    b.forest = topology::solve_packed_forest(topo, fo);
+    std::map<int, plan::Rank> rank_of;
+    for (std::size_t r = 0; r < b.rank_node.size(); ++r)
+      rank_of[b.rank_node[r]] = static_cast<plan::Rank>(r);
+    std::vector<plan::TreeSpec> specs;
+    double total = 0;
+    for (const auto& p : b.forest->pairs) total += p.weight_GBps;
+    for (const auto& p : b.forest->pairs) {
+      plan::TreeSpec t;
+      t.root = rank_of.at(p.root);
+      t.reduce_parent.assign(static_cast<std::size_t>(P), -1);
+      t.broadcast_parent.assign(static_cast<std::size_t>(P), -1);
+      for (const auto& [from, to] : p.reduce_edges)
+        t.reduce_parent[static_cast<std::size_t>(rank_of.at(from))] = rank_of.at(to);
+      for (const auto& [from, to] : p.broadcast_edges)
+        t.broadcast_parent[static_cast<std::size_t>(rank_of.at(to))] = rank_of.at(from);
+      t.share = std::isfinite(p.weight_GBps) ? p.weight_GBps : 1.0;
+      specs.push_back(std::move(t));
+    }
+    for (const auto& ft : b.forest->trees()) {
+      TreeOut t;
+      t.root = topo.nodes[static_cast<std::size_t>(ft.root)].id;
+      t.phase = ft.phase == topology::TreePhase::reduce ? "reduce" : "broadcast";
+      t.weight_GBps = ft.weight_GBps;
+      t.share = total > 0 && std::isfinite(total) ? ft.weight_GBps / total : 1.0;
+      for (const auto& [from, to] : ft.edges)
+        t.edges.emplace_back(topo.nodes[static_cast<std::size_t>(from)].id,
+                             topo.nodes[static_cast<std::size_t>(to)].id);
+      b.trees.push_back(std::move(t));
+    }
+    b.plan = plan::build_trees(req, specs, active);
+  } else {
+    throw UsageError("--algo: unknown algorithm \"" + algo + "\" (expected " + kAlgos + ")");
+  }
+  return b;
+}
+
+// Prediction ---------------------------------------------------------------------------------
+
+struct Prediction {
+  double bytes = 0;
+  double time_s = 0;
+  double algbw_GBps = 0;
+  double busbw_GBps = 0;
+  sim::SimResult sim;
+};
+
+inline Prediction predict(const Options& o, const Setup& s, const Built& b, double bytes,
+                          bool trace = false) {
+  sim::SimOptions so;
+  so.elem_size = o.elem_size;
+  so.reduce_Bps = o.reduce_GBps * 1e9;
+  so.step_overhead_s = o.step_overhead_us * 1e-6;
+  so.record_trace = trace;
+  Prediction p;
+  p.bytes = static_cast<double>(b.plan.count) * static_cast<double>(o.elem_size);
+  p.sim = sim::simulate(b.plan, s.net, b.rank_node, so);
+  p.time_s = p.sim.time_s;
+  if (p.time_s > 0) {
+    p.algbw_GBps = p.bytes / p.time_s / 1e9;
+    p.busbw_GBps = p.algbw_GBps * model::allreduce_bus_factor(b.plan.nactive());
+  }
+  (void)bytes;
+  return p;
+}
+
+// Rendering ----------------------------------------------------------------------------------
+
+inline nlohmann::json plan_json(const Options& o, const Built& b, const Prediction& p) {
+  nlohmann::json j;
+  j["algorithm"] = b.algo;
+  j["overlap"] = o.overlap;
+  j["ranks"] = b.rank_id;
+  std::vector<bool> act(b.plan.active.begin(), b.plan.active.end());
+  j["active"] = nlohmann::json::array();
+  for (std::size_t r = 0; r < act.size(); ++r)
+    if (act[r]) j["active"].push_back(b.rank_id[r]);
+  j["trees"] = nlohmann::json::array();
+  for (const auto& t : b.trees) {
+    nlohmann::json e = nlohmann::json::array();
+    for (const auto& [from, to] : t.edges) e.push_back({from, to});
+    j["trees"].push_back(
+        {{"root", t.root},
+         {"phase", t.phase},
+         {"share", t.share},
+         {"weight_GBps", t.weight_GBps >= 0 ? t.weight_GBps : t.share * p.algbw_GBps},
+         {"edges", e}});
+  }
+  if (!b.rings.empty()) j["rings"] = b.rings;
+  if (b.forest) {
+    j["forest"] = {{"schedule", topology::to_string(b.forest->schedule)},
+                   {"total_GBps", b.forest->total_GBps},
+                   {"upper_bound_GBps", b.forest->upper_bound_GBps},
+                   {"exact_oracle", b.forest->exact_oracle},
+                   {"planning_s", b.forest->seconds},
+                   {"bandwidth_only_time_s", b.forest->time_s(p.bytes)}};
+  }
+  std::uint64_t steps = 0;
+  for (const auto& ch : b.plan.channels)
+    for (const auto& pr : ch.programs) steps += pr.steps.size();
+  j["plan"] = {{"name", b.plan.algorithm},
+               {"nranks", b.plan.nranks},
+               {"channels", b.plan.channels.size()},
+               {"connections", b.plan.connections.size()},
+               {"steps", steps}};
+  j["predicted"] = {{"bytes", p.bytes},
+                    {"time_s", p.time_s},
+                    {"algbw_GBps", p.algbw_GBps},
+                    {"busbw_GBps", p.busbw_GBps},
+                    {"turnaround_s", p.sim.turnaround_s}};
+  return j;
+}
+
+// Graphviz: the physical links (grey) and every tree edge (one colour per tree, dashed for
+// broadcast trees), labelled with the tree's weight.
+inline std::string plan_dot(const Setup& s, const Built& b, const Prediction& p) {
+  static const char* colours[] = {"red",   "blue",  "darkgreen", "orange", "purple",
+                                  "brown", "cyan4", "magenta",   "gold3",  "navy"};
+  std::ostringstream os;
+  os << "digraph ccoll {\n  rankdir=LR;\n  node [shape=box, fontsize=10];\n";
+  if (s.topo) {
+    for (std::size_t n = 0; n < s.topo->nodes.size(); ++n) {
+      const auto& node = s.topo->nodes[n];
+      os << "  \"" << node.id
+         << "\" [shape=" << (s.topo->is_compute(static_cast<int>(n)) ? "box" : "ellipse")
+         << (s.topo->is_active(static_cast<int>(n)) ? ", style=bold" : ", style=dashed") << "];\n";
+    }
+    for (const auto& l : s.topo->links)
+      if (l.from < l.to)
+        os << "  \"" << s.topo->nodes[static_cast<std::size_t>(l.from)].id << "\" -> \""
+           << s.topo->nodes[static_cast<std::size_t>(l.to)].id
+           << "\" [dir=none, color=grey80, label=\"" << l.capacity_GBps() << "\", fontsize=8];\n";
+  }
+  for (std::size_t i = 0; i < b.trees.size(); ++i) {
+    const auto& t = b.trees[i];
+    const double w = t.weight_GBps >= 0 ? t.weight_GBps : t.share * p.algbw_GBps;
+    for (const auto& [from, to] : t.edges)
+      os << "  \"" << from << "\" -> \"" << to << "\" [color=" << colours[i % 10]
+         << (t.phase == "broadcast" ? ", style=dashed" : "") << ", tooltip=\"" << t.phase << " "
+         << t.root << " " << w << " GB/s\"];\n";
+  }
+  for (const auto& ring : b.rings)
+    for (std::size_t i = 0; i < ring.size(); ++i)
+      os << "  \"" << ring[i] << "\" -> \"" << ring[(i + 1) % ring.size()] << "\" [color=red];\n";
+  os << "}\n";
+  return os.str();
+}
+
+inline void print_text(std::ostream& os, const Setup& s, const Built& b, const Prediction& p,
+                       int max_links) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "%s on %s: %d ranks (%d active), %zu channels\n"
+                "  bytes %.0f  time %.6g s  algbw %.4g GB/s  busbw %.4g GB/s  turnaround %.6g s\n",
+                b.plan.algorithm.c_str(), s.name.c_str(), b.plan.nranks, b.plan.nactive(),
+                b.plan.channels.size(), p.bytes, p.time_s, p.algbw_GBps, p.busbw_GBps,
+                p.sim.turnaround_s);
+  os << buf;
+  if (b.forest) {
+    std::snprintf(buf, sizeof buf,
+                  "  forest: %zu tree pairs, sum chi %.4g GB/s (bound %.4g), planned in %.3g s\n",
+                  b.forest->pairs.size(), b.forest->total_GBps, b.forest->upper_bound_GBps,
+                  b.forest->seconds);
+    os << buf;
+  }
+  auto links = p.sim.links;
+  std::sort(links.begin(), links.end(),
+            [](const auto& x, const auto& y) { return x.utilisation > y.utilisation; });
+  os << "  link utilisation (busiest "
+     << std::min<std::size_t>(links.size(), static_cast<std::size_t>(std::max(0, max_links)))
+     << " of " << links.size() << " used links):\n";
+  for (std::size_t i = 0; i < links.size() && static_cast<int>(i) < max_links; ++i) {
+    std::snprintf(buf, sizeof buf, "    %-28s %8.3g GB/s  %6.1f%%  %10.4g MB\n",
+                  links[i].name.c_str(), links[i].capacity_Bps / 1e9, 100 * links[i].utilisation,
+                  links[i].bytes / 1e6);
+    os << buf;
+  }
+}
+
+inline std::string csv_header() {
+  return "topology,algo,overlap,nranks,nactive,bytes,time_s,algbw_GBps,busbw_GBps,turnaround_s,"
+         "max_link_util\n";
+}
+
+inline std::string csv_row(const Options& o, const Setup& s, const Built& b, const Prediction& p) {
+  double util = 0;
+  for (const auto& l : p.sim.links) util = std::max(util, l.utilisation);
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%s,%s,%d,%d,%d,%.0f,%.9g,%.6g,%.6g,%.9g,%.4f\n", s.name.c_str(),
+                b.algo.c_str(), o.overlap ? 1 : 0, b.plan.nranks, b.plan.nactive(), p.bytes,
+                p.time_s, p.algbw_GBps, p.busbw_GBps, p.sim.turnaround_s, util);
+  return buf;
+}
+
+inline const char* kPlanHelp =
+    "usage: ccoll plan --topology FILE|PRESET|uniform:P[:GBps[:us]] --algo "
+    "ring|dbtree|tree|forest|ps\n"
+    "                  [--active id,id,...] [--overlap] [--bytes N] [--json|--dot]\n"
+    "                  [--chunks K] [--slot-bytes N] [--nslots N] [--alpha-us A]\n"
+    "Builds the plan on the physical topology, checks it with the verifier, and prints its trees\n"
+    "and the simulator's prediction (JSON with --json, Graphviz with --dot).\n"
+    "Presets: dgx1p dgx1v dgx2 dgx-a100 dgx-h100 pcie4 pcie8 full<N>\n"
+    "         cluster:<M>x<G>[:pcie|:nvlink][:<Gbps>]   uniform:<P>[:GBps[:latency_us]]\n";
+
+inline const char* kSimulateHelp =
+    "usage: ccoll simulate --topology FILE|PRESET|uniform:P[:GBps[:us]] --algo A[,A...]\n"
+    "                      [--active id,...] [--overlap] [--bytes N[,N...]] [--csv] [--json]\n"
+    "                      [--trace FILE] [--links N] [--reduce-GBps R] [--step-overhead-us S]\n"
+    "                      [--chunks K] [--slot-bytes N] [--nslots N] [--alpha-us A]\n"
+    "Predicts time, algbw, busbw (nccl-tests convention), gradient turnaround and per-link\n"
+    "utilisation with the discrete-event simulator; --trace writes a Chrome trace of the last "
+    "run.\n";
+
+inline bool wants_help(const std::vector<std::string>& args) {
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") return true;
+  return false;
+}
+
+// `ccoll plan`: returns the exit status; output to `out`, errors to `err`.
+inline int run_plan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (wants_help(args)) {
+    out << kPlanHelp;
+    return 0;
+  }
+  try {
+    const Options o = parse_options(args);
+    if (o.algos.size() != 1) throw UsageError("--algo: `plan` takes one algorithm");
+    const Setup s = load_setup(o);
+    const Built b = build(o, s, o.algos[0], o.bytes.at(0));
+    const auto rep = plan::verify(b.plan);
+    if (!rep.ok) throw std::runtime_error("the plan fails verification: " + rep.error);
+    const Prediction p = predict(o, s, b, o.bytes.at(0));
+    if (o.json) {
+      out << plan_json(o, b, p).dump(2) << "\n";
+    } else if (o.dot) {
+      out << plan_dot(s, b, p);
+    } else {
+      print_text(out, s, b, p, o.max_links);
+      for (const auto& t : b.trees) {
+        out << "  " << t.phase << " tree root " << t.root << " share " << t.share << ":";
+        for (const auto& [from, to] : t.edges) out << " " << from << "->" << to;
+        out << "\n";
+      }
+    }
+    return 0;
+  } catch (const UsageError& e) {
+    err << "ccoll plan: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    err << "ccoll plan: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+// `ccoll simulate`.
+inline int run_simulate(const std::vector<std::string>& args, std::ostream& out,
+                        std::ostream& err) {
+  if (wants_help(args)) {
+    out << kSimulateHelp;
+    return 0;
+  }
+  try {
+    const Options o = parse_options(args);
+    const Setup s = load_setup(o);
+    if (o.csv) out << csv_header();
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& algo : o.algos)
+      for (std::size_t i = 0; i < o.bytes.size(); ++i) {
+        const bool last = &algo == &o.algos.back() && i + 1 == o.bytes.size();
+        const Built b = build(o, s, algo, o.bytes[i]);
+        const Prediction p = predict(o, s, b, o.bytes[i], last && !o.trace.empty());
+        if (o.csv) {
+          out << csv_row(o, s, b, p);
+        } else if (o.json) {
+          all.push_back(plan_json(o, b, p));
+        } else {
+          print_text(out, s, b, p, o.max_links);
+        }
+        if (last && !o.trace.empty()) {
+          std::ofstream f(o.trace);
+          if (!f) throw std::runtime_error("--trace: cannot write \"" + o.trace + "\"");
+          sim::write_chrome_trace(f, p.sim, static_cast<std::uint32_t>(b.plan.channels.size()));
+        }
+      }
+    if (o.json) out << all.dump(2) << "\n";
+    return 0;
+  } catch (const UsageError& e) {
+    err << "ccoll simulate: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    err << "ccoll simulate: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace ccoll::cli
