@@ -4,8 +4,14 @@
 #include <set>
 #include <string>
 
+#include "ccoll/topology/dot.hpp"
+#include "ccoll/topology/embedding.hpp"
+#include "ccoll/topology/json_loader.hpp"
+#include "ccoll/topology/nccl_xml_loader.hpp"
+#include "ccoll/topology/nvidia_smi_loader.hpp"
 #include "ccoll/topology/physical.hpp"
 #include "ccoll/topology/presets.hpp"
+#include "topology_plan_runner.hpp"
 
 using namespace ccoll::topology;
 
@@ -100,4 +106,152 @@ TEST_CASE("physical: clear errors") {
   t.set_active(std::vector<std::string>{"gpu0", "gpu1"});
   CHECK_NOTHROW(t.validate());
   CHECK_THROWS_WITH_AS(preset("dgx9"), doctest::Contains("dgx9"), TopologyError);
+}
+
+namespace {
+
+std::string data(const char* name) {
+  return std::string(CCOLL_SOURCE_DIR) + "/data/topologies/" + name;
+}
+
+// The NVLink lanes between GPU i and GPU j of a loaded DGX-1V, as a matrix.
+std::vector<std::vector<int>> lane_matrix(const PhysicalTopology& t) {
+  std::vector<std::vector<int>> m(8, std::vector<int>(8, 0));
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j)
+      if (i != j)
+        m[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] = nvlink_lanes(
+            t, t.require("gpu" + std::to_string(i)), t.require("gpu" + std::to_string(j)));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("json loader: the documented format, defaults, round trip") {
+  const auto t = load_topology_json(data("small4.json"));
+  CHECK(t.name == "small4");
+  CHECK(t.gpus().size() == 4);
+  CHECK(t.direct_capacity_GBps(t.require("gpu0"), t.require("gpu1")) == doctest::Approx(50));
+  CHECK(t.direct_capacity_GBps(t.require("gpu1"), t.require("gpu0")) == doctest::Approx(50));
+  const auto back = topology_from_json(topology_to_json(t));
+  CHECK(back.links.size() == t.links.size());
+  CHECK(back.nodes.size() == t.nodes.size());
+  // Plain string nodes are gpus and all active.
+  const auto plain = topology_from_json(nlohmann::json::parse(
+      R"({"nodes": ["a", "b"], "links": [{"a": "a", "b": "b", "bandwidth_GBps": 5, "duplex": false},
+                                          {"a": "b", "b": "a", "bandwidth_GBps": 3, "duplex": false}]})"));
+  CHECK(plain.active_nodes().size() == 2);
+  CHECK(plain.direct_capacity_GBps(1, 0) == doctest::Approx(3));
+  const auto two = load_topology_json(data("two_machines.json"));
+  CHECK(two.active_nodes().size() == 3);
+}
+
+TEST_CASE("json loader: clear errors name the node or link") {
+  const auto load = [](const char* text) {
+    return topology_from_json(nlohmann::json::parse(text));
+  };
+  CHECK_THROWS_WITH_AS(
+      load(R"({"nodes": ["g0", "g1"], "links": [{"a": "g0", "b": "g7", "bandwidth_GBps": 1}]})"),
+      doctest::Contains("unknown node \"g7\""), TopologyError);
+  CHECK_THROWS_WITH_AS(
+      load(R"({"nodes": ["g0", "g1"], "links": [{"a": "g0", "b": "g1", "bandwidth_GBps": -2}]})"),
+      doctest::Contains("g0-g1"), TopologyError);
+  CHECK_THROWS_WITH_AS(
+      load(
+          R"({"nodes": ["g0", "g1", "g2"], "links": [{"a": "g0", "b": "g1", "bandwidth_GBps": 2}]})"),
+      doctest::Contains("\"g2\" is disconnected"), TopologyError);
+  CHECK_THROWS_WITH_AS(load(R"({"nodes": ["g0"], "active": ["g5"]})"), doctest::Contains("g5"),
+                       TopologyError);
+  CHECK_THROWS_WITH_AS(load(R"({"nodes": [{"id": "x", "kind": "toaster"}]})"),
+                       doctest::Contains("toaster"), std::invalid_argument);
+  CHECK_THROWS_AS(load_topology_json(data("no_such_file.json")), TopologyError);
+}
+
+TEST_CASE("NCCL topology XML and nvidia-smi topo -m of a DGX-1V give its NVLink graph") {
+  const auto expect = lane_matrix(dgx1v());
+  const auto xml = load_topology_nccl_xml(data("dgx1v_nccl_topo.xml"));
+  CHECK(xml.gpus().size() == 8);
+  CHECK(lane_matrix(xml) == expect);
+  CHECK(xml.find("cpu0") >= 0);
+  CHECK(xml.find("cpu1") >= 0);
+  CHECK(xml.find("nic0") >= 0);
+  const auto smi = load_topology_nvidia_smi(data("dgx1v_nvidia_smi_topo.txt"));
+  CHECK(smi.gpus().size() == 8);
+  CHECK(lane_matrix(smi) == expect);
+  // GPU0 and GPU1 share a PCIe switch; GPU0 -> GPU5 crosses the CPUs.
+  const auto routes = all_routes(smi);
+  CHECK(routes(smi.require("gpu0"), smi.require("gpu5")).size() ==
+        5);  // via pcie, cpu0, cpu1, pcie
+  for (const auto* t : {&xml, &smi}) {
+    const auto r = all_routes(*t);
+    CHECK(route_capacity_GBps(*t, r(t->require("gpu2"), t->require("gpu4"))) < 25);
+  }
+  CHECK_THROWS_AS(topology_from_nccl_xml("<system><cpu numaid=\"0\"></system>"), TopologyError);
+  CHECK_THROWS_AS(topology_from_nvidia_smi("nothing here"), TopologyError);
+}
+
+TEST_CASE("DOT export names every node and link") {
+  const auto t = dgx1v();
+  const auto dot = to_dot(t);
+  CHECK(dot.rfind("graph ", 0) == 0);
+  for (const auto& n : t.nodes) CHECK(dot.find("\"" + n.id + "\"") != std::string::npos);
+  CHECK(dot.find("25x2") != std::string::npos);
+  const auto c = to_dot(cluster(ClusterOptions{}));
+  CHECK(c.find("subgraph cluster_") != std::string::npos);
+}
+
+TEST_CASE("rings embedded on the fastest links") {
+  const auto t = dgx1v();
+  const auto e = embed_rings(t);
+  REQUIRE(!e.rings.empty());
+  // A ring on the doubled lanes (twice) and one on the single lanes: 3 x 25 GB/s per direction,
+  // used both ways, so all 6 lanes of every GPU.
+  CHECK(e.rings.size() == 3);
+  for (double w : e.bandwidth_GBps) CHECK(w == doctest::Approx(25.0));
+  for (const auto& r : e.rings) {
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      const int a = e.nodes[static_cast<std::size_t>(r[i])],
+                b = e.nodes[static_cast<std::size_t>(r[(i + 1) % r.size()])];
+      CHECK(nvlink_lanes(t, a, b) > 0);
+    }
+  }
+  const auto p = embed_rings(pcie_server(8));
+  CHECK(p.rings.size() >= 1);
+  topology_test::verify_and_run([&](const ccoll::plan::PlanRequest& r) { return ring_plan(e, r); },
+                                2003);
+  auto part = dgx1v();
+  part.set_active(std::vector<std::string>{"gpu0", "gpu1", "gpu2", "gpu3"});
+  const auto q = embed_rings(part);
+  CHECK(q.bandwidth_GBps.front() == doctest::Approx(25.0));
+  topology_test::verify_and_run([&](const ccoll::plan::PlanRequest& r) { return ring_plan(q, r); },
+                                999);
+}
+
+TEST_CASE("double binary tree with detours (seed 004 Sec. IV-A)") {
+  const auto t = dgx1v();
+  const auto d = double_binary_tree_with_detours(t);
+  CHECK(d.nactive == 8);
+  REQUIRE(!d.detours.empty());
+  const auto routes = all_routes(t);
+  for (const auto& det : d.detours) {
+    const int c = d.rank_node[static_cast<std::size_t>(det.child)],
+              p = d.rank_node[static_cast<std::size_t>(det.parent)];
+    CHECK(nvlink_lanes(t, c, p) == 0);  // detours only where no NVLink joins the pair
+    CHECK(nvlink_lanes(t, c, det.relay_node) > 0);
+    CHECK(nvlink_lanes(t, det.relay_node, p) > 0);
+  }
+  // Every remaining tree edge is an NVLink.
+  for (const auto& tree : d.trees)
+    for (std::size_t r = 0; r < tree.reduce_parent.size(); ++r)
+      if (tree.reduce_parent[r] >= 0)
+        CHECK(nvlink_lanes(t, d.rank_node[r],
+                           d.rank_node[static_cast<std::size_t>(tree.reduce_parent[r])]) > 0);
+  for (bool overlap : {false, true})
+    topology_test::verify_and_run(
+        [&](const ccoll::plan::PlanRequest& r) {
+          auto req = r;
+          req.overlap = overlap;
+          return detour_tree_plan(d, req);
+        },
+        1500);
 }
