@@ -40,6 +40,7 @@ template <class F>
 std::vector<std::exception_ptr> run_ranks(int nranks, F f) {
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(nranks));
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(nranks));
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
       try {

@@ -136,11 +136,14 @@ TEST_CASE("tensor queue holds a group back until all its members are submitted")
   q.complete("a");
   CHECK_NOTHROW(q.submit(req("a", 1)));
   CHECK_THROWS_AS(q.submit(req("bad\tname", 1)), Error);
-  CHECK_THROWS_AS(q.define_group("h", {"a"}), Error);  // a is in g already
+  CHECK_THROWS_AS(q.define_group("h", {"z", "a"}), Error);  // a is in g already
+  CHECK_THROWS_AS(q.define_group("h", {"y", "y"}), Error);  // twice in one group
+  CHECK_NOTHROW(q.define_group("h", {"z"}));  // the failed definitions left nothing behind
 }
 
 TEST_CASE("fusion packs up to the threshold and never splits a group") {
   std::vector<Response> list;
+  list.reserve(10);
   for (int i = 0; i < 10; ++i) list.push_back(req(cat("t", i), 100));  // 400 B each
   list[2].group = list[7].group = list[8].group = "g";
   list[2].group_size = list[7].group_size = list[8].group_size = 3;

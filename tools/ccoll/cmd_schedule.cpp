@@ -1,4 +1,5 @@
-// ccoll schedule: placeholder until its issue lands; refuses to run rather than print made-up output.
+// ccoll schedule: placeholder until its issue lands; refuses to run rather than print made-up
+// output.
 #include <cstdio>
 
 #include "commands.hpp"

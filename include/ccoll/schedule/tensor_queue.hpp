@@ -26,12 +26,19 @@ class TensorQueue {
     if (group.empty()) throw_invalid_argument(rank_, "group", "a non-empty name", "\"\"");
     if (members.empty()) throw_invalid_argument(rank_, "group members", "at least one", "none");
     if (groups_.count(group) != 0)
-      throw_invalid_argument(rank_, "group", "a new group name", "'" + group + "' again");
-    for (const auto& m : members) {
-      if (!member_of_.emplace(m, group).second)
-        throw_invalid_argument(rank_, "group member", "a tensor in one group only",
-                               "'" + m + "' in '" + member_of_.at(m) + "' and '" + group + "'");
+      throw_invalid_argument(rank_, "group", "a new group name", quote(group, " again"));
+    for (const auto& m : members) {  // check everything before changing anything
+      const auto it = member_of_.find(m);
+      std::size_t dup = 0;
+      for (const auto& other : members) dup += other == m;
+      if (it != member_of_.end() || dup > 1) {
+        std::string got = quote(m, " in ");
+        got += quote(it != member_of_.end() ? it->second : group, " and ");
+        got += quote(group, "");
+        throw_invalid_argument(rank_, "group member", "a tensor in one group, once", got);
+      }
     }
+    for (const auto& m : members) member_of_.emplace(m, group);
     groups_.emplace(group, Group{std::move(members), 0});
   }
 
@@ -44,11 +51,11 @@ class TensorQueue {
   void submit(TensorRequest r) {
     if (r.name.empty() || r.name.find_first_of("\t\n") != std::string::npos)
       throw_invalid_argument(rank_, "tensor name", "non-empty, without tabs or newlines",
-                             "'" + r.name + "'");
-    if (r.count == 0) throw_invalid_argument(rank_, "count of '" + r.name + "'", "> 0", "0");
+                             quote(r.name, ""));
+    if (r.count == 0) throw_invalid_argument(rank_, "count of " + quote(r.name, ""), "> 0", "0");
     if (!in_flight_.insert(r.name).second)
       throw_invalid_argument(rank_, "tensor name", "not already submitted and pending",
-                             "'" + r.name + "' twice");
+                             quote(r.name, " twice"));
     r.group.clear();
     r.group_size = 0;
     if (const auto it = member_of_.find(r.name); it != member_of_.end()) {
@@ -95,6 +102,14 @@ class TensorQueue {
   bool is_in_flight(const std::string& name) const { return in_flight_.count(name) != 0; }
 
  private:
+  static std::string quote(const std::string& s, const char* suffix) {
+    std::string q = "'";
+    q += s;
+    q += '\'';
+    q += suffix;
+    return q;
+  }
+
   struct Group {
     std::vector<std::string> members;
     std::size_t queued = 0;  // members currently in pending_

@@ -20,6 +20,14 @@
 #endif
 #endif
 
+// Tunables (compile-time, for experiments): polls spent spinning, then yielding, before sleeping.
+#ifndef CCOLL_BACKOFF_SPINS
+#define CCOLL_BACKOFF_SPINS 64
+#endif
+#ifndef CCOLL_BACKOFF_YIELDS
+#define CCOLL_BACKOFF_YIELDS 16
+#endif
+
 namespace ccoll::sync {
 
 // Nanoseconds on a monotonic clock: steady_clock on the host, %globaltimer on the device. Deadlines
@@ -51,8 +59,8 @@ CCOLL_HD inline void cpu_relax() {
 class Backoff {
  public:
   // Spins before the first yield; yields before the first sleep; the longest sleep.
-  static constexpr std::uint32_t kSpins = 64;
-  static constexpr std::uint32_t kYields = 16;
+  static constexpr std::uint32_t kSpins = CCOLL_BACKOFF_SPINS;
+  static constexpr std::uint32_t kYields = CCOLL_BACKOFF_YIELDS;
   static constexpr std::uint32_t kMaxSleepUs = 64;
 
   CCOLL_HD void reset() { rounds_ = 0; }
