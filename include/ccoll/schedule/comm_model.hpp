@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <string_view>
 
@@ -81,15 +82,15 @@ struct CommModel {
   double gamma_k(int k) const { return model::Contention{line, gamma}.gamma_k(k); }
 
   std::string describe() const {
-    const char* names[] = {"line", "ring", "dbtree"};
-    std::string s = names[static_cast<int>(kind)];
+    char buf[160];
     if (kind == Collective::line)
-      s += detail::cat(
-          {" a=", std::to_string(line.alpha_s), " b=", std::to_string(line.beta_s_per_byte)});
+      std::snprintf(buf, sizeof buf, "line a=%g s b=%g s/B gamma=%g", line.alpha_s,
+                    line.beta_s_per_byte, gamma);
     else
-      s += detail::cat({" P=", std::to_string(workers), " alpha=", std::to_string(link.alpha_s),
-                        " beta=", std::to_string(link.beta_s_per_byte)});
-    return detail::cat({s, " gamma=", std::to_string(gamma)});
+      std::snprintf(buf, sizeof buf, "%s P=%d alpha=%g s beta=%g s/B gamma=%g",
+                    kind == Collective::ring ? "ring" : "dbtree", workers, link.alpha_s,
+                    link.beta_s_per_byte, gamma);
+    return buf;
   }
 };
 
