@@ -309,7 +309,8 @@ inline nlohmann::json to_json(const ModelProfile& p, const Schedule& s, const Ti
                     {"bytes", tl.messages[k].bytes},
                     {"ready_s", tl.messages[k].ready_s},
                     {"start_s", tl.messages[k].start_s},
-                    {"end_s", tl.messages[k].end_s}});
+                    {"end_s", tl.messages[k].end_s},
+                    {"lane", tl.messages[k].lane}});
   }
   nlohmann::json types = nlohmann::json::array();
   for (LayerType t : typing_from_schedule(s, p.num_layers()))
