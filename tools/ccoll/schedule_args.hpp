@@ -111,8 +111,8 @@ inline ScheduleOptions parse_schedule_options(const std::vector<std::string>& ar
     if (f == "--profile") {
       o.profile = value();
     } else if (f == "--policy") {
-      std::string list = value(), cur;
-      for (char c : list + ",") {
+      std::string cur;
+      for (char c : value() + ",") {
         if (c != ',') {
           cur += c;
           continue;

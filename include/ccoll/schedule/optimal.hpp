@@ -116,8 +116,7 @@ inline bool dominates(const CommSim& a, const CommSim& b) {
 class TypingSearch {
  public:
   TypingSearch(const ModelProfile& p, const CommModel& c, int max_concurrent, double upper_bound)
-      : p_(p),
-        c_(c),
+      : c_(c),
         K_(max_concurrent),
         L_(p.num_layers()),
         ready_(p.ready_times()),
@@ -289,7 +288,6 @@ class TypingSearch {
     max_frontier_ = std::max(max_frontier_, f.size());
   }
 
-  const ModelProfile& p_;
   const CommModel& c_;
   int K_;
   int L_;
@@ -382,7 +380,10 @@ inline OptimalResult solve_optimal(const ModelProfile& p, const CommModel& c,
   r.states_pruned = search.states_pruned();
   r.max_frontier = search.max_frontier();
   if (search.found()) best = search.best();
-  if (complete) return done(std::move(best), "search", iteration_time(p, best, c));
+  if (complete) {  // the search saw every schedule: its best is optimal, its own lower bound
+    const double t = iteration_time(p, best, c);
+    return done(std::move(best), "search", t);
+  }
   const double lb = std::max(root_lb, std::min(search.open_lower_bound(), search.upper_bound()));
   return done(std::move(best), "", lb);
 }
