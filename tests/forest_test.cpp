@@ -603,6 +603,12 @@ TEST_CASE("forest: presets, all active and random active subsets, against the ex
         } else {
           CHECK(f.total_GBps >= 0.95 * e.optimum_found_GBps);
           worst_some = std::min(worst_some, f.total_GBps / e.optimum_found_GBps);
+          // Few relays: the fast planner's final exact pricing certifies a bound.
+          const int relays = ngpu - static_cast<int>(topo.active_nodes().size());
+          if (relays <= ForestOptions{}.steiner.exact_limit) {
+            CHECK(f.upper_bound_GBps >= f.total_GBps);
+            if (e.exact_oracle) CHECK(f.upper_bound_GBps >= e.optimum_found_GBps * (1 - 1e-6));
+          }
         }
       }
     }

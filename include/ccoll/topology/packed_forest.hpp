@@ -147,7 +147,17 @@ inline PackedForest solve_packed_forest(const PhysicalTopology& topo,
     }
     return added;
   };
-  std::vector<double> y(cap.size());
+  // 1 / capacity on the links x saturates, 0 elsewhere.
+  const auto tight_prices = [&](const std::vector<double>& x) {
+    std::vector<double> load(cap.size(), 0.0), t(cap.size(), 0.0);
+    for (std::size_t j = 0; j < cols.size() && j < x.size(); ++j)
+      if (x[j] > 0)
+        for (const auto& [row, a] : cols[j].usage) load[static_cast<std::size_t>(row)] += a * x[j];
+    for (std::size_t i = 0; i < cap.size(); ++i)
+      t[i] = load[i] >= cap[i] * (1 - 1e-6) ? 1.0 / cap[i] : 0.0;
+    return t;
+  };
+  std::vector<double> y(cap.size()), last_y;
   for (int round = 0; round < opt.polish_rounds; ++round) {
     if (bound <= (1 + opt.target_gap) * best) break;
     LpOptions lo;
@@ -156,19 +166,11 @@ inline PackedForest solve_packed_forest(const PhysicalTopology& topo,
     ++out.refits;
     out.pivots += r.pivots;
     out.lp_rows = r.rows;
+    last_y = r.y;
     if (r.value > best) best = r.value, best_x = r.x;
     if (bound <= (1 + opt.target_gap) * best) break;
     bool added = false;
-    if (out.exact_oracle) {
-      std::vector<double> load(cap.size(), 0.0);
-      for (std::size_t j = 0; j < cols.size() && j < best_x.size(); ++j)
-        if (best_x[j] > 0)
-          for (const auto& [row, a] : cols[j].usage)
-            load[static_cast<std::size_t>(row)] += a * best_x[j];
-      for (std::size_t i = 0; i < cap.size(); ++i)
-        y[i] = load[i] >= cap[i] * (1 - 1e-6) ? 1.0 / cap[i] : 0.0;
-      added |= price_at(y, r.y);
-    }
+    if (out.exact_oracle) added |= price_at(tight_prices(best_x), r.y);
     if (!center.empty()) {
       for (std::size_t i = 0; i < y.size(); ++i)
         y[i] = opt.smoothing * center[i] + (1 - opt.smoothing) * r.y[i];
@@ -177,11 +179,28 @@ inline PackedForest solve_packed_forest(const PhysicalTopology& topo,
     if (!added) added = price_at(r.y, r.y);  // the smoothed prices mispriced: the LP's own
     if (!added || elapsed() > opt.max_seconds) break;
   }
+  // With a heuristic oracle there is no bound yet; when the relays are few enough to enumerate
+  // (steiner.exact_limit), one exact pricing of the final duals and of the saturated links
+  // certifies one.
+  const int relays = p.n - static_cast<int>(p.roots.size());
+  if (!out.exact_oracle && relays <= opt.steiner.exact_limit) {
+    ForestOracle exact(p, opt.steiner);
+    const auto certify = [&](const std::vector<double>& yy) {
+      exact.set_prices(yy);
+      double min_cost = std::numeric_limits<double>::infinity(), d = 0;
+      ForestColumn c;
+      for (int root : p.roots) min_cost = std::min(min_cost, exact.price(root, c));
+      for (std::size_t i = 0; i < yy.size(); ++i) d += cap[i] * yy[i];
+      if (min_cost > 0) bound = std::min(bound, d / min_cost);
+    };
+    if (!last_y.empty()) certify(last_y);
+    certify(tight_prices(best_x));
+  }
   best_x.resize(cols.size(), 0.0);
   out.columns = cols.size();
   out.oracle_calls = oracle.calls();
   out.optimum_found_GBps = best;
-  if (out.exact_oracle && std::isfinite(bound)) {
+  if (std::isfinite(bound)) {
     if (bound < best * (1 - 1e-6))
       throw std::logic_error("solve_packed_forest: solution " + std::to_string(best) +
                              " GB/s exceeds its certified bound " + std::to_string(bound));
