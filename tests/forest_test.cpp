@@ -199,6 +199,7 @@ std::vector<std::string> random_active(std::mt19937& rng, const PhysicalTopology
   std::shuffle(gpus.begin(), gpus.end(), rng);
   gpus.resize(static_cast<std::size_t>(keep));
   std::vector<std::string> ids;
+  ids.reserve(gpus.size());
   for (int g : gpus) ids.push_back(topo.nodes[static_cast<std::size_t>(g)].id);
   return ids;
 }
@@ -696,6 +697,24 @@ TEST_CASE("forest: pruning keeps the loss it is given; caps on pairs") {
   MESSAGE("dgx1v phased: " << full.pairs.size() << " pairs at the optimum " << full.total_GBps
                            << ", 2 per root " << per.total_GBps << ", 12 pairs "
                            << capped.total_GBps);
+}
+
+TEST_CASE("forest: deterministic (every rank that plans gets the same forest)") {
+  for (const char* name : {"dgx1v", "cluster:2x4:pcie:10"}) {
+    auto topo = preset(name);
+    for (auto sched : kSchedules) {
+      CAPTURE(name);
+      const auto a = solve_packed_forest(topo, options(sched));
+      const auto b = solve_packed_forest(topo, options(sched));
+      REQUIRE(a.pairs.size() == b.pairs.size());
+      for (std::size_t i = 0; i < a.pairs.size(); ++i) {
+        CHECK(a.pairs[i].root == b.pairs[i].root);
+        CHECK(a.pairs[i].reduce_edges == b.pairs[i].reduce_edges);
+        CHECK(a.pairs[i].broadcast_edges == b.pairs[i].broadcast_edges);
+        CHECK(a.pairs[i].weight_GBps == b.pairs[i].weight_GBps);
+      }
+    }
+  }
 }
 
 TEST_CASE("forest: a single worker, and a disconnected active set, are handled") {

@@ -7,7 +7,8 @@
 // phases (MWU), oracle (oracle calls), refits (LP solves), pivots. With CCOLL_FOREST_EXACT=1 the
 // exact reference (forest_exact.hpp, column generation; seconds to minutes on 64 GPUs) runs once
 // per case, outside the timing, and adds exact_GBps and ratio_exact = total / exact (only where
-// its oracle is exact: every worker active, or few relays).
+// its oracle is exact: every worker active, or few relays). The max_pairs:K cases cap the pairs
+// (plan channels) of the phased forest and report the bandwidth given up (prune_loss).
 //
 // Usage: bench_forest_planner [Google Benchmark flags], e.g. --benchmark_filter=dgx1v
 #include <benchmark/benchmark.h>
@@ -56,11 +57,12 @@ struct Case {
   std::vector<std::string> active;  // empty: every GPU
 };
 
-void run(benchmark::State& state, const Case& c, ForestSchedule schedule) {
+void run(benchmark::State& state, const Case& c, ForestSchedule schedule, int max_pairs = 0) {
   auto topo = preset(c.topology);
   if (!c.active.empty()) topo.set_active(c.active);
   ForestOptions o;
   o.schedule = schedule;
+  o.max_pairs = max_pairs;
   PackedForest f;
   for (auto _ : state) {
     f = solve_packed_forest(topo, o);
@@ -71,11 +73,13 @@ void run(benchmark::State& state, const Case& c, ForestSchedule schedule) {
   state.counters["bound_GBps"] = f.upper_bound_GBps;
   state.counters["ratio_bound"] = f.upper_bound_GBps > 0 ? f.total_GBps / f.upper_bound_GBps : 0;
   state.counters["pairs"] = static_cast<double>(f.pairs.size());
+  state.counters["prune_loss"] = f.prune_loss();
   state.counters["phases"] = f.rounds;
   state.counters["oracle"] = static_cast<double>(f.oracle_calls);
   state.counters["refits"] = f.refits;
   state.counters["pivots"] = static_cast<double>(f.pivots);
-  if (const char* e = std::getenv("CCOLL_FOREST_EXACT"); e != nullptr && e[0] == '1') {
+  const char* e = std::getenv("CCOLL_FOREST_EXACT");
+  if (max_pairs == 0 && e != nullptr && e[0] == '1') {
     ForestOptions x = o;
     x.method = ForestMethod::column_generation;
     x.prune_loss = 0;
@@ -114,6 +118,18 @@ const bool registered = [] {
                                    [c, s](benchmark::State& st) { run(st, c, s); })
           ->Unit(benchmark::kMillisecond)
           ->MinTime(0.3);
+  // Channels against bandwidth: the phased forest under a cap on pairs (plan channels).
+  for (const char* t : {"dgx1v", "cluster:8x8:nvlink:100", "cluster:8x8:pcie:100"})
+    for (int cap : {64, 32, 16, 8}) {
+      const Case c{t, "all", {}};
+      std::string n = name(c, ForestSchedule::phased);
+      n += "/max_pairs:";
+      n += std::to_string(cap);
+      benchmark::RegisterBenchmark(
+          n.c_str(), [c, cap](benchmark::State& st) { run(st, c, ForestSchedule::phased, cap); })
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.3);
+    }
   return true;
 }();
 

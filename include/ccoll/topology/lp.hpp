@@ -146,10 +146,13 @@ class PackingSimplex {
   // Optimises from the current basis; the result is checked (see the header comment).
   LpResult solve(const LpOptions& opt = {}) {
     LpResult r = iterate(opt);
-    if (r.status == LpStatus::numerical_error && !std::isfinite(opt.max_seconds)) {
+    if (r.status == LpStatus::numerical_error && !std::isfinite(opt.max_seconds) &&
+        r.pivots < opt.max_pivots) {
       reset();
       const std::size_t before = r.pivots;
-      r = iterate(opt);
+      LpOptions rest = opt;
+      rest.max_pivots -= before;
+      r = iterate(rest);
       r.pivots += before;
     }
     return r;

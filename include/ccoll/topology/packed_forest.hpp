@@ -95,7 +95,7 @@ inline PackedForest solve_packed_forest(const PhysicalTopology& topo,
   MwuOptions mo;
   mo.epsilon = opt.epsilon;
   mo.max_phases = opt.max_phases;
-  mo.max_seconds = opt.max_seconds * 0.25;
+  mo.max_seconds = opt.max_seconds * 0.25;  // infinite by default
   mo.target_gap = opt.target_gap;
   const MwuResult mwu = mwu_pack(p.capacities(), static_cast<int>(p.roots.size()), ro, cols, mo);
   out.augmentations = mwu.augmentations;
@@ -160,7 +160,9 @@ inline PackedForest solve_packed_forest(const PhysicalTopology& topo,
   std::vector<double> y(cap.size()), last_y;
   for (int round = 0; round < opt.polish_rounds; ++round) {
     if (bound <= (1 + opt.target_gap) * best) break;
+    if (static_cast<long>(out.pivots) >= opt.max_pivots) break;
     LpOptions lo;
+    lo.max_pivots = static_cast<std::size_t>(opt.max_pivots) - out.pivots;
     lo.max_seconds = std::max(0.0, opt.max_seconds - elapsed());
     const RefitResult r = fit.solve(lo);
     ++out.refits;
@@ -225,7 +227,7 @@ inline PackedForest solve_packed_forest(const PhysicalTopology& topo,
     out.pivots += next.pivots;
     out.refits += next.refits + 2;
     if (next.value > pr.value) pr = std::move(next);
-    if (elapsed() > 1.5 * opt.max_seconds) break;
+    if (elapsed() > opt.max_seconds) break;
   }
   pr.x.resize(cols.size(), 0.0);
   add_pairs(p, cols, pr.x, out);
