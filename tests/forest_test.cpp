@@ -510,6 +510,20 @@ TEST_CASE("forest: pruning keeps the loss it is given; caps on pairs") {
   MESSAGE("dgx1v phased: " << full.pairs.size() << " pairs at the optimum " << full.total_GBps
                            << ", 2 per root " << per.total_GBps << ", 12 pairs "
                            << capped.total_GBps);
+  // Column generation restricted to the survivors of a cap never loses (it keeps the best).
+  const auto p1 = preset("dgx1p");
+  auto c = options(ForestSchedule::phased);
+  c.max_pairs = 16;
+  c.swap_rounds = 0;
+  const auto no_swap = solve_packed_forest(p1, c);
+  c.swap_rounds = 20;
+  const auto swap = solve_packed_forest(p1, c);
+  check_forest(p1, swap);
+  CHECK(swap.pairs.size() <= 16);
+  CHECK(swap.total_GBps >= no_swap.total_GBps * (1 - 1e-9));
+  MESSAGE("dgx1p phased, 16 pairs: " << no_swap.total_GBps / no_swap.optimum_found_GBps
+                                     << " of the optimum without swap rounds, "
+                                     << swap.total_GBps / swap.optimum_found_GBps << " with");
 }
 
 TEST_CASE("forest: few channels can be worth more than the pruned optimum suggests") {

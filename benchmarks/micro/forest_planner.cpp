@@ -15,10 +15,12 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ccoll/topology/arborescence.hpp"
 #include "ccoll/topology/packed_forest.hpp"
 #include "ccoll/topology/presets.hpp"
 
@@ -156,6 +158,38 @@ const bool registered = [] {
     }
   return true;
 }();
+
+// The oracle's core: a minimum arborescence on a complete digraph of n nodes (random costs),
+// heap form against matrix form.
+template <bool Dense>
+void edmonds(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<double> u(0.5, 2.0);
+  std::vector<ArcEdge> edges;
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (a != b) edges.push_back(ArcEdge{a, b, u(rng)});
+  ArborescenceSolver solver;
+  std::vector<int> out;
+  int root = 0;
+  for (auto _ : state) {
+    const bool ok =
+        Dense ? solver.solve_dense(n, edges, root, out) : solver.solve_sparse(n, edges, root, out);
+    benchmark::DoNotOptimize(ok);
+    root = (root + 1) % n;
+  }
+}
+BENCHMARK_TEMPLATE(edmonds, false)
+    ->Name("edmonds/heap")
+    ->Arg(8)
+    ->Arg(64)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(edmonds, true)
+    ->Name("edmonds/matrix")
+    ->Arg(8)
+    ->Arg(64)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
