@@ -56,7 +56,7 @@ TEST_CASE("defaults follow all_reduce_perf: 8 B..64 MiB by 2, 20 iterations, che
   CHECK(o.transport == Transport::threads);
   CHECK(o.dtype == ccoll::DataType::f32);
   CHECK(o.op == ccoll::ReduceOp::sum);
-  CHECK(o.algos.size() == 4);
+  CHECK(o.algos.size() == 5);
   CHECK_FALSE(o.peer_mpi);
   CHECK_FALSE(o.help);
 }
@@ -130,10 +130,11 @@ TEST_CASE("every flag, short and long") {
 }
 
 TEST_CASE("algorithm lists: all, duplicates, the underscore spelling") {
-  CHECK(parse_algos("all").size() == 4);
+  CHECK(parse_algos("all").size() == 5);
   CHECK(parse_algos("ring,ring,dbtree").size() == 2);
+  CHECK(parse_algos("direct") == std::vector<Algo>{Algo::direct});
   const auto v = parse_algos("tree_overlap,all");
-  REQUIRE(v.size() == 4);
+  REQUIRE(v.size() == 5);
   CHECK(v[0] == Algo::tree_overlap);
   CHECK(v[1] == Algo::ring);
   CHECK_THROWS_AS(parse_algos("rings"), UsageError);

@@ -9,6 +9,7 @@
 
 #if __has_include(<ccoll/allreduce.hpp>)
 #include <ccoll/allreduce.hpp>
+#include <ccoll/topology/direct.hpp>
 #include <ccoll/topology/double_binary_tree.hpp>
 #include <ccoll/topology/ring.hpp>
 #include <ccoll/topology/tree.hpp>
@@ -80,6 +81,8 @@ auto with_policies(Algo algo, F&& f) {
       return f.template operator()<ccoll::topology::Tree, Phased>();
     case Algo::tree_overlap:
       return f.template operator()<ccoll::topology::Tree, Overlapped>();
+    case Algo::direct:
+      return f.template operator()<ccoll::topology::Direct, Overlapped>();
   }
   throw std::invalid_argument("unknown algorithm");
 }

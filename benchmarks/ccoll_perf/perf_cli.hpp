@@ -23,8 +23,9 @@
 namespace ccoll_perf {
 
 enum class Transport { threads, shm };
-enum class Algo { ring, dbtree, tree, tree_overlap };
-inline constexpr Algo kAllAlgos[] = {Algo::ring, Algo::dbtree, Algo::tree, Algo::tree_overlap};
+enum class Algo { ring, dbtree, tree, tree_overlap, direct };
+inline constexpr Algo kAllAlgos[] = {Algo::ring, Algo::dbtree, Algo::tree, Algo::tree_overlap,
+                                     Algo::direct};
 
 constexpr std::string_view to_string(Transport t) {
   return t == Transport::threads ? "threads" : "shm";
@@ -40,6 +41,8 @@ constexpr std::string_view to_string(Algo a) {
       return "tree";
     case Algo::tree_overlap:
       return "tree-overlap";
+    case Algo::direct:
+      return "direct";
   }
   return "?";
 }
@@ -60,7 +63,7 @@ struct Options {
   bool check = true;
   int nranks = 4;  // threads: threads; shm: processes (ignored under mpirun: world size)
   bool nranks_given = false;
-  std::vector<Algo> algos{Algo::ring, Algo::dbtree, Algo::tree, Algo::tree_overlap};
+  std::vector<Algo> algos{Algo::ring, Algo::dbtree, Algo::tree, Algo::tree_overlap, Algo::direct};
   ccoll::DataType dtype = ccoll::DataType::f32;
   ccoll::ReduceOp op = ccoll::ReduceOp::sum;
   Transport transport = Transport::threads;
@@ -149,7 +152,7 @@ inline std::vector<Algo> parse_algos(std::string_view s) {
       }
     }
     if (!found) {
-      throw UsageError("-a/--algo: expected ring, dbtree, tree, tree-overlap, all or none, got '" +
+      throw UsageError("-a/--algo: expected ring, dbtree, tree, tree-overlap, direct, all or none, got '" +
                        std::string(name) + "'");
     }
   }
@@ -174,7 +177,8 @@ inline std::string usage_text() {
                           mpi the blocks alternate with MPI's, default 1
   -c, --check 0|1         check the results (#wrong column), default 1
   -t, --nranks P          ranks (threads or processes), default 4; under mpirun: the world size
-  -a, --algo LIST         ring, dbtree, tree, tree-overlap or all (comma list), default all;
+  -a, --algo LIST         ring, dbtree, tree, tree-overlap, direct or all (comma list), default
+                          all;
                           none runs only the peer
   -d, --datatype T        float|f32, double|f64, half|f16, bfloat16|bf16, int32|i32, int64|i64,
                           uint8|u8; default float
