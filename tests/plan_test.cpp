@@ -230,7 +230,7 @@ TEST_CASE("direct: one hop per phase, rounds, step shapes and the slot working s
   req.slot_bytes = 1u << 20;
   req.nslots = 2;
   CHECK(direct_chunks(req, req.count) == 16);  // 4 MiB chunks: 1 MiB pieces fill the slots
-  req.working_set_bytes = 12u << 20;  // 48 slots of 256 KiB
+  req.working_set_bytes = 12u << 20;           // 48 slots of 256 KiB
   CHECK(direct_chunks(req, req.count) == 64);
   req.nchunks = 5;  // explicit, but never pieces larger than a slot
   CHECK(direct_chunks(req, req.count) == 16);

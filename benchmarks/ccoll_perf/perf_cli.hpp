@@ -152,8 +152,9 @@ inline std::vector<Algo> parse_algos(std::string_view s) {
       }
     }
     if (!found) {
-      throw UsageError("-a/--algo: expected ring, dbtree, tree, tree-overlap, direct, all or none, got '" +
-                       std::string(name) + "'");
+      throw UsageError(
+          "-a/--algo: expected ring, dbtree, tree, tree-overlap, direct, all or none, got '" +
+          std::string(name) + "'");
     }
   }
   // Keep the first occurrence of each, in the order given.

@@ -56,7 +56,8 @@ inline std::uint64_t direct_chunks(const PlanRequest& req, std::uint64_t elems) 
     k = 1;
     if (req.working_set_bytes > 0 && up > 1) {
       // Largest piece whose slots all fit the budget, then the chunks that this piece size needs.
-      const std::uint64_t slots_touched = 2 * up * (up - 1) * std::max<std::uint32_t>(1, req.nslots);
+      const std::uint64_t slots_touched =
+          2 * up * (up - 1) * std::max<std::uint32_t>(1, req.nslots);
       const std::uint64_t piece_elems =
           std::max<std::uint64_t>(1, req.working_set_bytes / slots_touched / req.elem_size);
       k = min_chunks_for_slots(elems, up, piece_elems);
@@ -75,7 +76,8 @@ inline Plan build_direct(const PlanRequest& req) {
   Plan plan;
   // Channels 2c (reduce-scatter) and 2c + 1 (all-gather) serve part c.
   PlanBuilder b(plan, "direct", req, 2 * parts);
-  const std::uint64_t lookahead = std::max<std::uint32_t>(1, std::min<std::uint32_t>(req.nslots, 2));
+  const std::uint64_t lookahead =
+      std::max<std::uint32_t>(1, std::min<std::uint32_t>(req.nslots, 2));
   for (std::uint32_t c = 0; c < parts; ++c) {
     const std::uint64_t lo = even_split_begin(req.count, parts, c);
     const std::uint64_t n = even_split_begin(req.count, parts, c + 1) - lo;
@@ -88,7 +90,8 @@ inline Plan build_direct(const PlanRequest& req) {
     const std::uint64_t k = direct_chunks(req, n);
     auto piece = [&](std::uint64_t chunk, std::uint64_t j, std::uint64_t& off) {
       const std::uint64_t chunk_lo = lo + even_split_begin(n, k, chunk);
-      const std::uint64_t chunk_n = even_split_begin(n, k, chunk + 1) - even_split_begin(n, k, chunk);
+      const std::uint64_t chunk_n =
+          even_split_begin(n, k, chunk + 1) - even_split_begin(n, k, chunk);
       off = chunk_lo + even_split_begin(chunk_n, up, j);
       return chunk_lo + even_split_begin(chunk_n, up, j + 1) - off;
     };
