@@ -207,6 +207,14 @@ TEST_CASE("busbw and the memory bound") {
     const double t = 2.0 * p * N / B;
     CHECK(N / t * bus_factor(p) == doctest::Approx(memory_bound_busbw(B, p)));
   }
+  // B is the best kernel with a 1:1 read:write mix, whichever kind of store it uses; triad (2:1)
+  // never counts.
+  MemoryBandwidth m{2, 10.0, 11.0, 30.0, 0.0};
+  CHECK(m.best_1to1_GBps() == 11.0);
+  m.copy_nt_GBps = 14.0;
+  CHECK(m.best_1to1_GBps() == 14.0);
+  m.copy_GBps = 15.0;
+  CHECK(m.best_1to1_GBps() == 15.0);
 }
 
 TEST_CASE("table rows line up under the header") {
