@@ -202,6 +202,7 @@ TEST_CASE("shm direct: P = 2..4, every dtype and op, in place, counts around the
     auto out = on_processes(p, [&](int r) {
       Config c = shm_config(p, r, session);
       c.stream_output_bytes = p == 3 ? 1 : 0;  // both output store kinds
+      c.stream_slot_bytes = p == 2 ? 0 : 1;    // and both slot store kinds
       Allreduce<transport::SharedMemory, topology::Direct, Overlapped> ar(c);
       // 128 floats fill a 512-byte slot: one piece, one chunk, many chunks, primes.
       std::string wrong = check_all(ar, {1, 2, 3, 5, 131, 1000, 4099}, p != 3);

@@ -145,7 +145,7 @@ TEST_CASE("threads ring: every P from 1 to 16, random counts, sum and avg on f32
 TEST_CASE("threads ring: every dtype and op, in place and out of place") {
   for (int p : {3, 4}) {
     Config c = small_config(p);
-    if (p == 3) c.stream_output_bytes = 1;  // non-temporal output stores for every call
+    if (p == 3) c.stream_output_bytes = c.stream_slot_bytes = 1;  // non-temporal stores, every call
     Allreduce<transport::HostThreads, topology::Ring, schedule::Phased> ar(c);
     for (DataType d : kAllDataTypes)
       for (ReduceOp op : kAllReduceOps)
@@ -184,6 +184,7 @@ TEST_CASE("threads direct: P = 1..8, every dtype and op, in place, counts around
   for (int p = 1; p <= 8; ++p) {
     Config c = small_config(p);
     c.stream_output_bytes = p % 2 == 0 ? 1 : 0;  // both output store kinds
+    c.stream_slot_bytes = p % 3 == 0 ? 0 : 1;    // and both slot store kinds
     Allreduce<transport::HostThreads, topology::Direct, Overlapped> ar(c);
     const auto up = static_cast<std::uint64_t>(p);
     // 64 floats fill a slot: counts below, at and around one piece, one chunk and many chunks.

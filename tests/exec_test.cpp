@@ -298,14 +298,28 @@ TEST_CASE("element loops: every shape matches a scalar reference, in place too")
           v /= 4;
           for (std::uint32_t k = 0; k < ndst; ++k) REQUIRE(dst[k][i] == v);
         }
-        // The same with the output (dsts[0]) written by non-temporal stores, at odd alignments.
-        std::vector<double> streamed(n + 1, -1.0);
-        dp[0] = streamed.data() + (n % 2);
-        exec::detail::element_loop_streaming_output<double, ReduceOp::avg, true>(
-            dp.data(), ndst, sp.data(), nsrc, n, 4);
-        exec::detail::stream_fence();
-        for (std::uint64_t i = 0; i < n; ++i) REQUIRE(dp[0][i] == dst[0][i]);
+        // The same with any subset of the destinations written by non-temporal stores, at odd
+        // alignments (bit k of `streamed`: dsts[k]).
+        for (std::uint32_t streamed = 1; streamed < (1u << ndst); ++streamed) {
+          std::vector<std::vector<double>> out(ndst, std::vector<double>(n + 1, -1.0));
+          std::vector<double*> op;
+          for (std::uint32_t k = 0; k < ndst; ++k) op.push_back(out[k].data() + ((n + k) % 2));
+          exec::detail::element_loop_streaming<double, ReduceOp::avg, true>(
+              op.data(), ndst, streamed, sp.data(), nsrc, n, 4);
+          exec::detail::stream_fence();
+          for (std::uint32_t k = 0; k < ndst; ++k)
+            for (std::uint64_t i = 0; i < n; ++i) REQUIRE(op[k][i] == dst[0][i]);
+        }
         for (std::uint32_t k = 1; k < ndst; ++k) REQUIRE(dst[k] == dst[0]);
+        if (nsrc == 1) {  // a plain copy streams from its source without staging
+          std::vector<double> a(n + 1, -1.0), b(n, -1.0);
+          double* two[2] = {a.data() + 1, b.data()};
+          exec::detail::element_loop_streaming<double, ReduceOp::sum, false>(two, 2, 1u, sp.data(),
+                                                                             1, n, 4);
+          exec::detail::stream_fence();
+          for (std::uint64_t i = 0; i < n; ++i)
+            REQUIRE((two[0][i] == src[0][i] && b[i] == src[0][i]));
+        }
         // In place: the first destination is the first source (src = Output, write_output).
         std::vector<double> io = src[0];
         sp[0] = io.data();

@@ -36,6 +36,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -170,6 +171,8 @@ class Communicator {
     mix(keys_.size());
     for (char ch : policy_name) mix(static_cast<unsigned char>(ch));
     config_hash_ = h;
+    const unsigned cores = std::thread::hardware_concurrency();
+    wait_policy_ = sync::WaitPolicy::for_ranks(static_cast<unsigned>(nranks), cores);
   }
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -178,6 +181,8 @@ class Communicator {
   int nranks() const { return nranks_; }
   const AreaLayout& layout() const { return layout_; }
   std::uint64_t config_hash() const { return config_hash_; }
+  // How this communicator's waits spin, yield and sleep (no spinning when ranks outnumber cores).
+  const sync::WaitPolicy& wait_policy() const { return wait_policy_; }
   std::size_t nconnections() const { return keys_.size(); }
 
   // Writes a fresh header into a zeroed area (the creator only; `ready` is published last).
@@ -435,7 +440,7 @@ class Communicator {
   void wait_word(const std::uint64_t* word, std::uint64_t target, int rank, int peer,
                  std::uint64_t deadline, std::uint64_t seq, const char* what) {
     sync::Counter c(const_cast<std::uint64_t*>(word));
-    const sync::WaitResult r = c.wait(target, &header_->abort.flag, deadline);
+    const sync::WaitResult r = c.wait(target, &header_->abort.flag, deadline, wait_policy_);
     if (r == sync::WaitResult::Ok) return;
     if (r == sync::WaitResult::Aborted) throw_abort(rank, -1, -1, peer, false, seq);
     raise_abort(ErrorCode::Timeout, rank, -1, -1, peer, 3);
@@ -460,13 +465,15 @@ class Communicator {
     ctx.abort = &header_->abort.flag;
     ctx.stream_output =
         config_.stream_output_bytes != 0 && p.count * sizeof(T) >= config_.stream_output_bytes;
+    ctx.stream_slots =
+        config_.stream_slot_bytes != 0 && p.count * sizeof(T) >= config_.stream_slot_bytes;
     std::uint32_t unfinished = 0;
     for (std::uint32_t c = 0; c < nch; ++c) {
       st.pcs[c] = 0;
       if (!p.channels[c].programs[static_cast<std::size_t>(rank)].steps.empty()) ++unfinished;
     }
     const HostGroup group;
-    sync::Backoff backoff;
+    sync::Backoff backoff(wait_policy_);
     while (unfinished > 0) {
       bool progressed = false;
       for (std::uint32_t c = 0; c < nch; ++c) {
@@ -515,6 +522,7 @@ class Communicator {
   std::vector<ConnectionKey> keys_;
   AreaLayout layout_;
   std::uint64_t config_hash_ = 0;
+  sync::WaitPolicy wait_policy_;
   std::byte* area_ = nullptr;
   AreaHeader* header_ = nullptr;
   RankDescriptor* descriptors_ = nullptr;

@@ -32,6 +32,13 @@ struct Config {
   // Calls of at least this many bytes write their output with non-temporal stores (x86 hosts;
   // 0 = never): above the cache sizes this saves the read-for-ownership of every output line.
   std::uint64_t stream_output_bytes = 8u << 20;
+  // Calls of at least this many bytes also write their FIFO slots with non-temporal stores (x86
+  // hosts; 0 = never), so that a message reaches its reader through memory rather than through
+  // the writer's cache. On hosts where a core is slow to take back cache lines that another core
+  // has read (every slot is rewritten after its reader read it), this is several times faster,
+  // at the price of writing and reading each message through memory; docs/results/shm-vs-mpi.md
+  // measures both ways.
+  std::uint64_t stream_slot_bytes = 8u << 20;
 };
 
 }  // namespace ccoll
