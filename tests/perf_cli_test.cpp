@@ -119,6 +119,10 @@ TEST_CASE("every flag, short and long") {
   CHECK(k.nchannels == 2);
   CHECK(k.nchunks == 16);
   CHECK(parse({}).slot_bytes == 0);  // 0 keeps the library's default
+  CHECK_FALSE(parse({}).stream_slot_bytes.has_value());
+  CHECK(parse({"--stream_slot_bytes", "0"}).stream_slot_bytes == 0u);  // never
+  CHECK(parse({"--stream_slot_bytes=4M"}).stream_slot_bytes == 4u << 20);
+  CHECK_THROWS_AS(parse({"--stream_slot_bytes", "x"}), UsageError);
   CHECK(parse({}).rounds == 1);
   CHECK(parse({"-r", "3"}).rounds == 3);
   CHECK(parse({"--rounds=2"}).rounds == 2);

@@ -92,6 +92,7 @@ void apply_knobs(ccoll::Config& cfg, const Options& knobs) {
   if (knobs.nslots != 0) cfg.nslots = knobs.nslots;
   cfg.nchannels = knobs.nchannels;
   cfg.nchunks = knobs.nchunks;
+  if (knobs.stream_slot_bytes) cfg.stream_slot_bytes = *knobs.stream_slot_bytes;
 }
 
 }  // namespace

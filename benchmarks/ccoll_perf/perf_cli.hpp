@@ -74,6 +74,8 @@ struct Options {
   std::uint32_t nslots = 0;
   std::uint32_t nchannels = 0;
   std::uint32_t nchunks = 0;
+  // ccoll::Config::stream_slot_bytes; unset: the library's default (0 is a value: never).
+  std::optional<std::uint64_t> stream_slot_bytes;
   std::string json_path;
   std::string csv_path;
   bool help = false;
@@ -192,6 +194,9 @@ inline std::string usage_text() {
       --nslots N          ccoll::Config::nslots (FIFO depth), default: the library's
       --nchannels N       ccoll::Config::nchannels, default 0 = automatic
       --nchunks N         ccoll::Config::nchunks, default 0 = the cost model's optimum
+      --stream_slot_bytes SIZE  ccoll::Config::stream_slot_bytes: calls of at least SIZE write
+                          the FIFO slots with non-temporal stores (0: never), default: the
+                          library's
       --json FILE         write the results as JSON
       --csv FILE          write the results as CSV
   -h, --help              this text
@@ -324,6 +329,11 @@ inline Options parse_args(const std::vector<std::string>& args) {
       o.nchannels = static_cast<std::uint32_t>(detail::parse_long(flag, next(), 0, 64));
     } else if (flag == "--nchunks") {
       o.nchunks = static_cast<std::uint32_t>(detail::parse_long(flag, next(), 0, 1 << 20));
+    } else if (flag == "--stream_slot_bytes") {
+      const std::string v = next();
+      const auto s = parse_size(v);
+      if (!s) throw UsageError(flag + ": expected a size like 8M, or 0 for never, got '" + v + "'");
+      o.stream_slot_bytes = *s;
     } else if (flag == "--json") {
       o.json_path = next();
     } else if (flag == "--csv") {
@@ -573,6 +583,9 @@ inline std::string to_json(const Report& rep) {
      << ", \"check\": " << (rep.options.check ? "true" : "false")
      << ", \"slot_bytes\": " << rep.options.slot_bytes << ", \"nslots\": " << rep.options.nslots
      << ", \"nchannels\": " << rep.options.nchannels << ", \"nchunks\": " << rep.options.nchunks
+     << ", \"stream_slot_bytes\": "
+     << (rep.options.stream_slot_bytes ? std::to_string(*rep.options.stream_slot_bytes)
+                                       : std::string("null"))
      << ", \"datatype\": \"" << ccoll::to_string(rep.options.dtype) << "\", \"op\": \""
      << ccoll::to_string(rep.options.op) << "\"},\n";
   os << "  \"results\": [";
