@@ -15,6 +15,7 @@
 #include "ccoll/exec/communicator.hpp"
 #include "ccoll/exec/host_threads.hpp"
 #include "ccoll/exec/interpreter.hpp"
+#include "ccoll/exec/slot_store_tuner.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/plan/verifier.hpp"
 
@@ -400,4 +401,50 @@ TEST_CASE("communicator: plans are cached per count and element size") {
   CHECK(&a != &d);
   CHECK(a.plan.count == 90);
   CHECK(a.connections.size() == 3);
+}
+
+TEST_CASE("slot store tuner: explores both modes, keeps the faster, probes less while it wins") {
+  using Tuner = exec::SlotStoreTuner;
+  // Synthetic machine: the time of a call in each mode.
+  std::uint64_t cost[2] = {800, 1000};  // cached faster by 20%
+  Tuner t;
+  std::vector<Tuner::Mode> modes;
+  auto call = [&] {
+    const Tuner::Mode m = t.next();
+    modes.push_back(m);
+    t.record(m, cost[m]);
+  };
+  for (int i = 0; i < 5; ++i) call();
+  // Untimed first call streams; then cached, streamed, cached, streamed.
+  CHECK(modes == std::vector<Tuner::Mode>{Tuner::Streamed, Tuner::Cached, Tuner::Streamed,
+                                          Tuner::Cached, Tuner::Streamed});
+  CHECK(t.current() == Tuner::Cached);
+  // Exploitation with probes: every probe confirms cached, so the interval doubles up to the cap.
+  std::uint64_t probes = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const std::size_t before = modes.size();
+    call();
+    if (modes[before] == Tuner::Streamed) ++probes;
+  }
+  CHECK(t.current() == Tuner::Cached);
+  CHECK(t.probe_interval() == Tuner::kMaxInterval);
+  CHECK(probes >= 5);
+  CHECK(probes <= 3000 / Tuner::kMinInterval);
+  // The machine changes (the virtual CPUs moved): cached becomes 3x slower. The smoothed estimate
+  // of the current mode follows within a few calls, and the next probe switches.
+  cost[Tuner::Cached] = 3000;
+  const std::size_t changed = modes.size();
+  for (std::uint32_t i = 0; i < Tuner::kMaxInterval + 4; ++i) call();
+  CHECK(t.current() == Tuner::Streamed);
+  CHECK(modes.back() == Tuner::Streamed);
+  std::size_t cached_after = 0;  // the calls still run cached before the probe found out
+  for (std::size_t i = changed; i < modes.size(); ++i) cached_after += modes[i] == Tuner::Cached;
+  CHECK(cached_after <= Tuner::kMaxInterval + 1);
+  // A tie keeps the safer default, streaming.
+  Tuner tie;
+  for (int i = 0; i < 5; ++i) {
+    const Tuner::Mode m = tie.next();
+    tie.record(m, 1000);
+  }
+  CHECK(tie.current() == Tuner::Streamed);
 }

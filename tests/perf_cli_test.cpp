@@ -123,6 +123,10 @@ TEST_CASE("every flag, short and long") {
   CHECK(parse({"--stream_slot_bytes", "0"}).stream_slot_bytes == 0u);  // never
   CHECK(parse({"--stream_slot_bytes=4M"}).stream_slot_bytes == 4u << 20);
   CHECK_THROWS_AS(parse({"--stream_slot_bytes", "x"}), UsageError);
+  CHECK(parse({}).slot_stores == Options::SlotStores::automatic);
+  CHECK(parse({"--slot_stores", "cached"}).slot_stores == Options::SlotStores::cached);
+  CHECK(parse({"--slot_stores=streamed"}).slot_stores == Options::SlotStores::streamed);
+  CHECK_THROWS_AS(parse({"--slot_stores", "nt"}), UsageError);
   CHECK(parse({}).rounds == 1);
   CHECK(parse({"-r", "3"}).rounds == 3);
   CHECK(parse({"--rounds=2"}).rounds == 2);

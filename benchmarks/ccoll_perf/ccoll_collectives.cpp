@@ -93,6 +93,8 @@ void apply_knobs(ccoll::Config& cfg, const Options& knobs) {
   cfg.nchannels = knobs.nchannels;
   cfg.nchunks = knobs.nchunks;
   if (knobs.stream_slot_bytes) cfg.stream_slot_bytes = *knobs.stream_slot_bytes;
+  if (knobs.slot_stores == Options::SlotStores::streamed) cfg.tune_slot_stores = false;
+  if (knobs.slot_stores == Options::SlotStores::cached) cfg.stream_slot_bytes = 0;
 }
 
 }  // namespace

@@ -76,6 +76,9 @@ struct Options {
   std::uint32_t nchunks = 0;
   // ccoll::Config::stream_slot_bytes; unset: the library's default (0 is a value: never).
   std::optional<std::uint64_t> stream_slot_bytes;
+  // ccoll::Config::tune_slot_stores: auto (tune), or always stream / never stream from
+  // stream_slot_bytes up.
+  enum class SlotStores { automatic, streamed, cached } slot_stores = SlotStores::automatic;
   std::string json_path;
   std::string csv_path;
   bool help = false;
@@ -197,6 +200,8 @@ inline std::string usage_text() {
       --stream_slot_bytes SIZE  ccoll::Config::stream_slot_bytes: calls of at least SIZE write
                           the FIFO slots with non-temporal stores (0: never), default: the
                           library's
+      --slot_stores M     auto (rank 0 times both kinds of slot store per size and keeps the
+                          faster), streamed (non-temporal) or cached; default auto
       --json FILE         write the results as JSON
       --csv FILE          write the results as CSV
   -h, --help              this text
@@ -334,6 +339,17 @@ inline Options parse_args(const std::vector<std::string>& args) {
       const auto s = parse_size(v);
       if (!s) throw UsageError(flag + ": expected a size like 8M, or 0 for never, got '" + v + "'");
       o.stream_slot_bytes = *s;
+    } else if (flag == "--slot_stores") {
+      const std::string v = next();
+      if (v == "auto") {
+        o.slot_stores = Options::SlotStores::automatic;
+      } else if (v == "streamed") {
+        o.slot_stores = Options::SlotStores::streamed;
+      } else if (v == "cached") {
+        o.slot_stores = Options::SlotStores::cached;
+      } else {
+        throw UsageError(flag + ": expected auto, streamed or cached, got '" + v + "'");
+      }
     } else if (flag == "--json") {
       o.json_path = next();
     } else if (flag == "--csv") {
@@ -586,6 +602,11 @@ inline std::string to_json(const Report& rep) {
      << ", \"stream_slot_bytes\": "
      << (rep.options.stream_slot_bytes ? std::to_string(*rep.options.stream_slot_bytes)
                                        : std::string("null"))
+     << ", \"slot_stores\": \""
+     << (rep.options.slot_stores == Options::SlotStores::automatic  ? "auto"
+         : rep.options.slot_stores == Options::SlotStores::streamed ? "streamed"
+                                                                    : "cached")
+     << "\""
      << ", \"datatype\": \"" << ccoll::to_string(rep.options.dtype) << "\", \"op\": \""
      << ccoll::to_string(rep.options.op) << "\"},\n";
   os << "  \"results\": [";
