@@ -224,15 +224,12 @@ TEST_CASE("direct: one hop per phase, rounds, step shapes and the slot working s
         }
       }
     }
-  // Default chunking: at least the slot limit; with a working-set budget, pieces small enough
-  // that 2 P (P-1) nslots pieces fit it.
+  // Default chunking: the fewest chunks whose pieces fit a slot.
   PlanRequest req = request(4, 16u << 20);  // 64 MiB of floats
   req.slot_bytes = 1u << 20;
   req.nslots = 2;
   CHECK(direct_chunks(req, req.count) == 16);  // 4 MiB chunks: 1 MiB pieces fill the slots
-  req.working_set_bytes = 12u << 20;           // 48 slots of 256 KiB
-  CHECK(direct_chunks(req, req.count) == 64);
-  req.nchunks = 5;  // explicit, but never pieces larger than a slot
+  req.nchunks = 5;                             // explicit, but never pieces larger than a slot
   CHECK(direct_chunks(req, req.count) == 16);
   req.nchunks = 100;
   CHECK(direct_chunks(req, req.count) == 100);

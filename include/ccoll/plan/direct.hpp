@@ -30,10 +30,9 @@
 // free all-gather slots, which the peers' all-gather programs free in chunk order without waiting
 // on anything but reduce steps; the tests confirm it through the verifier.
 //
-// Chunk count: req.nchunks if set; otherwise the fewest chunks whose pieces fit a slot and whose
-// slot working set (2 P (P-1) connections x nslots slots x piece bytes) stays within
-// req.working_set_bytes, so that the staged pieces are still in the last-level cache when their
-// reader gets to them.
+// Chunk count: req.nchunks if set (but never pieces larger than a slot or empty chunks); otherwise
+// the fewest chunks whose pieces fit a slot. Like the ring, every rank is busy in every round, so
+// more chunks only add handshakes; the slot size (Config::slot_bytes) sets the granularity.
 #pragma once
 
 #include <algorithm>
@@ -51,20 +50,8 @@ inline std::uint64_t direct_chunks(const PlanRequest& req, std::uint64_t elems) 
   if (elems == 0) return 1;
   const auto up = static_cast<std::uint64_t>(req.nranks);
   const std::uint64_t slot_elems = req.slot_bytes / req.elem_size;
-  std::uint64_t k = req.nchunks;
-  if (k == 0) {
-    k = 1;
-    if (req.working_set_bytes > 0 && up > 1) {
-      // Largest piece whose slots all fit the budget, then the chunks that this piece size needs.
-      const std::uint64_t slots_touched =
-          2 * up * (up - 1) * std::max<std::uint32_t>(1, req.nslots);
-      const std::uint64_t piece_elems =
-          std::max<std::uint64_t>(1, req.working_set_bytes / slots_touched / req.elem_size);
-      k = min_chunks_for_slots(elems, up, piece_elems);
-    }
-  }
   const std::uint64_t most = std::max<std::uint64_t>(1, (elems + up - 1) / up);
-  k = std::min(k, most);
+  const std::uint64_t k = std::min<std::uint64_t>(std::max<std::uint32_t>(1, req.nchunks), most);
   return std::max(k, min_chunks_for_slots(elems, up, slot_elems));
 }
 

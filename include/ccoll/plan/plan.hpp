@@ -160,9 +160,6 @@ struct PlanRequest {
   std::uint32_t nslots = 4;               // FIFO depth
   double alpha_s = 5e-6;                  // per-message latency for the chunk-count model
   double beta_s_per_byte = 1.0 / 10e9;    // inverse link bandwidth for the chunk-count model
-  // Cache-aware chunking (plan/direct.hpp): the most slot bytes a plan should cycle through, so
-  // that a message is still cached when its reader gets to it; 0 = no limit.
-  std::uint64_t working_set_bytes = 0;
 };
 
 }  // namespace ccoll::plan
