@@ -32,11 +32,23 @@ namespace {
 constexpr int kSlots = 4;
 constexpr std::size_t kBytesPerRun = std::size_t{512} << 20;
 
-void pin_to(int cpu) {
+void pin(pthread_t thread, int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  (void)pthread_setaffinity_np(thread, sizeof set, &set);
+}
+
+// Polls `word` until it reaches `target`; yields now and then, so that a mis-pinned pair of
+// threads under a real-time policy cannot starve each other for good.
+void wait_for(std::uint64_t* word, std::uint64_t target) {
+  for (std::uint32_t polls = 1;
+       ccoll::sync::AtomicWord<std::uint64_t>(word).load_acquire() < target; ++polls) {
+    if (polls % 4096 == 0)
+      std::this_thread::yield();
+    else
+      ccoll::sync::cpu_relax();
+  }
 }
 
 struct Result {
@@ -53,13 +65,15 @@ Result handoff(std::size_t piece, bool streamed) {
   std::memset(slots, 0, piece * kSlots);
   alignas(64) std::uint64_t tail = 0;
   alignas(64) std::uint64_t head = 0;
+  alignas(64) std::uint64_t started = 0;
   double reader_s = 0;
+  pin(pthread_self(), 0);  // before the reader exists, so that it cannot be stuck behind us
   std::thread reader([&] {
-    pin_to(1);
+    pin(pthread_self(), 1);
+    ccoll::sync::AtomicWord<std::uint64_t>(&started).store_release(1);
     double t = 0;
     for (std::size_t m = 0; m < n; ++m) {
-      while (ccoll::sync::AtomicWord<std::uint64_t>(&tail).load_acquire() <= m)
-        ccoll::sync::cpu_relax();
+      wait_for(&tail, m + 1);
       const auto t0 = std::chrono::steady_clock::now();
       std::memcpy(dst.data(), slots + (m % kSlots) * piece, piece);
       t += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -67,12 +81,11 @@ Result handoff(std::size_t piece, bool streamed) {
     }
     reader_s = t;
   });
-  pin_to(0);
+  wait_for(&started, 1);
   double writer_s = 0;
   const auto start = std::chrono::steady_clock::now();
   for (std::size_t m = 0; m < n; ++m) {
-    while (ccoll::sync::AtomicWord<std::uint64_t>(&head).load_acquire() + kSlots <= m)
-      ccoll::sync::cpu_relax();
+    if (m >= kSlots) wait_for(&head, m + 1 - kSlots);
     const auto t0 = std::chrono::steady_clock::now();
     unsigned char* slot = slots + (m % kSlots) * piece;
     if (streamed) {
