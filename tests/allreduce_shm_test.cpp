@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ccoll/allreduce.hpp"
+#include "ccoll/topology/direct.hpp"
 #include "ccoll/topology/double_binary_tree.hpp"
 #include "ccoll/topology/ring.hpp"
 #include "ccoll/topology/tree.hpp"
@@ -193,6 +194,57 @@ TEST_CASE("shm ring: P = 2..4, every dtype and op, in place, repeated calls; no 
     require_all_ok(out);
     CHECK_FALSE(segment_exists(session));
   }
+}
+
+TEST_CASE("shm direct: P = 2..4, every dtype and op, in place, counts around the chunking") {
+  for (int p = 2; p <= 4; ++p) {
+    const std::string session = unique_session("direct");
+    auto out = on_processes(p, [&](int r) {
+      Config c = shm_config(p, r, session);
+      c.stream_output_bytes = p == 3 ? 1 : 0;  // both output store kinds
+      c.stream_slot_bytes = p == 2 ? 0 : 1;    // and both slot store kinds
+      Allreduce<transport::SharedMemory, topology::Direct, Overlapped> ar(c);
+      // 128 floats fill a 512-byte slot: one piece, one chunk, many chunks, primes.
+      std::string wrong = check_all(ar, {1, 2, 3, 5, 131, 1000, 4099}, p != 3);
+      if (wrong.empty()) wrong = check_all(ar, {7919, 1}, false);  // cached plans, new counts
+      return wrong;
+    });
+    require_all_ok(out);
+    CHECK_FALSE(segment_exists(session));
+  }
+}
+
+TEST_CASE("shm direct: a rank killed in the middle of a call makes the others time out") {
+  const std::string session = unique_session("direct-killed");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto out = on_processes(3, [&](int r) {
+    Config c = shm_config(3, r, session);
+    c.slot_bytes = 4096;
+    c.nslots = 2;
+    c.timeout = 300ms;
+    Allreduce<transport::SharedMemory, topology::Direct, Overlapped> ar(c);
+    // Large enough that rank 2 is still exchanging pieces when it dies.
+    std::vector<float> in(1u << 22, 1.0f), res(in.size());
+    ar.run(in.data(), res.data(), res.size(), DataType::f32, ReduceOp::sum);
+    if (r == 2) {
+      // Dies after publishing its arguments and staging some pieces, in the middle of the call.
+      std::thread([] {
+        std::this_thread::sleep_for(2ms);
+        ::kill(::getpid(), SIGKILL);
+      }).detach();
+      for (;;) ar.run(in.data(), res.data(), res.size(), DataType::f32, ReduceOp::sum);
+    }
+    for (int i = 0; i < 100; ++i)
+      ar.run(in.data(), res.data(), res.size(), DataType::f32, ReduceOp::sum);
+    return std::string("100 calls returned without rank 2");
+  });
+  CHECK(std::chrono::steady_clock::now() - t0 < 15s);
+  for (int r = 0; r < 2; ++r) {
+    INFO(out[static_cast<std::size_t>(r)].message);
+    CHECK(error_code_of(out[static_cast<std::size_t>(r)]) == static_cast<int>(ErrorCode::Timeout));
+    CHECK(out[static_cast<std::size_t>(r)].message.find("rank 2") != std::string::npos);
+  }
+  CHECK(out[2].exit_code == -1);  // killed
 }
 
 TEST_CASE("shm: trees, two channels, big slots") {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ccoll/allreduce.hpp"
+#include "ccoll/topology/direct.hpp"
 #include "ccoll/topology/double_binary_tree.hpp"
 #include "ccoll/topology/ring.hpp"
 #include "ccoll/topology/tree.hpp"
@@ -144,7 +145,7 @@ TEST_CASE("threads ring: every P from 1 to 16, random counts, sum and avg on f32
 TEST_CASE("threads ring: every dtype and op, in place and out of place") {
   for (int p : {3, 4}) {
     Config c = small_config(p);
-    if (p == 3) c.stream_output_bytes = 1;  // non-temporal output stores for every call
+    if (p == 3) c.stream_output_bytes = c.stream_slot_bytes = 1;  // non-temporal stores, every call
     Allreduce<transport::HostThreads, topology::Ring, schedule::Phased> ar(c);
     for (DataType d : kAllDataTypes)
       for (ReduceOp op : kAllReduceOps)
@@ -177,6 +178,33 @@ TEST_CASE("threads: more channels and chunks, big slots, repeated calls") {
   Allreduce<transport::HostThreads, topology::Ring, Overlapped> ar_big(big);
   check_allreduce(ar_big, 4, {1u << 20, 3}, DataType::f32, ReduceOp::sum, false);
   CHECK(ar_big.plan(1u << 20, DataType::f32).channels.size() == 2);
+}
+
+TEST_CASE("threads direct: P = 1..8, every dtype and op, in place, counts around the chunking") {
+  for (int p = 1; p <= 8; ++p) {
+    Config c = small_config(p);
+    c.stream_output_bytes = p % 2 == 0 ? 1 : 0;  // both output store kinds
+    c.stream_slot_bytes = p % 3 == 0 ? 0 : 1;    // and both slot store kinds
+    Allreduce<transport::HostThreads, topology::Direct, Overlapped> ar(c);
+    const auto up = static_cast<std::uint64_t>(p);
+    // 64 floats fill a slot: counts below, at and around one piece, one chunk and many chunks.
+    const std::vector<std::uint64_t> counts = {
+        1, 2, std::max<std::uint64_t>(1, up - 1), up + 1, 61, 64 * up, 64 * up + 1, 3001, 10007};
+    for (DataType d : kAllDataTypes)
+      for (ReduceOp op : kAllReduceOps) {
+        if (p > 4 && d != DataType::f32 && d != DataType::bf16) continue;  // keeps it fast
+        check_allreduce(ar, p, counts, d, op, op == ReduceOp::max);
+      }
+    check_allreduce(ar, p, {4099, 3}, DataType::f32, ReduceOp::sum, true);  // cached plans
+  }
+  Config c = small_config(4);
+  c.nchannels = 2;
+  c.nslots = 1;
+  c.nchunks = 7;
+  Allreduce<transport::HostThreads, topology::Direct, schedule::Phased> ar(c);
+  for (int rep = 0; rep < 3; ++rep)
+    check_allreduce(ar, 4, {1, 5000, 13}, DataType::f64, ReduceOp::avg, rep == 1);
+  CHECK(ar.plan(5000, DataType::f64).channels.size() == 4);
 }
 
 TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched") {

@@ -15,6 +15,7 @@
 #include "ccoll/exec/communicator.hpp"
 #include "ccoll/exec/host_threads.hpp"
 #include "ccoll/exec/interpreter.hpp"
+#include "ccoll/exec/slot_store_tuner.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/plan/verifier.hpp"
 
@@ -298,14 +299,28 @@ TEST_CASE("element loops: every shape matches a scalar reference, in place too")
           v /= 4;
           for (std::uint32_t k = 0; k < ndst; ++k) REQUIRE(dst[k][i] == v);
         }
-        // The same with the output (dsts[0]) written by non-temporal stores, at odd alignments.
-        std::vector<double> streamed(n + 1, -1.0);
-        dp[0] = streamed.data() + (n % 2);
-        exec::detail::element_loop_streaming_output<double, ReduceOp::avg, true>(
-            dp.data(), ndst, sp.data(), nsrc, n, 4);
-        exec::detail::stream_fence();
-        for (std::uint64_t i = 0; i < n; ++i) REQUIRE(dp[0][i] == dst[0][i]);
+        // The same with any subset of the destinations written by non-temporal stores, at odd
+        // alignments (bit k of `streamed`: dsts[k]).
+        for (std::uint32_t streamed = 1; streamed < (1u << ndst); ++streamed) {
+          std::vector<std::vector<double>> out(ndst, std::vector<double>(n + 1, -1.0));
+          std::vector<double*> op;
+          for (std::uint32_t k = 0; k < ndst; ++k) op.push_back(out[k].data() + ((n + k) % 2));
+          exec::detail::element_loop_streaming<double, ReduceOp::avg, true>(
+              op.data(), ndst, streamed, sp.data(), nsrc, n, 4);
+          exec::detail::stream_fence();
+          for (std::uint32_t k = 0; k < ndst; ++k)
+            for (std::uint64_t i = 0; i < n; ++i) REQUIRE(op[k][i] == dst[0][i]);
+        }
         for (std::uint32_t k = 1; k < ndst; ++k) REQUIRE(dst[k] == dst[0]);
+        if (nsrc == 1) {  // a plain copy streams from its source without staging
+          std::vector<double> a(n + 1, -1.0), b(n, -1.0);
+          double* two[2] = {a.data() + 1, b.data()};
+          exec::detail::element_loop_streaming<double, ReduceOp::sum, false>(two, 2, 1u, sp.data(),
+                                                                             1, n, 4);
+          exec::detail::stream_fence();
+          for (std::uint64_t i = 0; i < n; ++i)
+            REQUIRE((two[0][i] == src[0][i] && b[i] == src[0][i]));
+        }
         // In place: the first destination is the first source (src = Output, write_output).
         std::vector<double> io = src[0];
         sp[0] = io.data();
@@ -386,4 +401,50 @@ TEST_CASE("communicator: plans are cached per count and element size") {
   CHECK(&a != &d);
   CHECK(a.plan.count == 90);
   CHECK(a.connections.size() == 3);
+}
+
+TEST_CASE("slot store tuner: explores both modes, keeps the faster, probes less while it wins") {
+  using Tuner = exec::SlotStoreTuner;
+  // Synthetic machine: the time of a call in each mode.
+  std::uint64_t cost[2] = {800, 1000};  // cached faster by 20%
+  Tuner t;
+  std::vector<Tuner::Mode> modes;
+  auto call = [&] {
+    const Tuner::Mode m = t.next();
+    modes.push_back(m);
+    t.record(m, cost[m]);
+  };
+  for (int i = 0; i < 5; ++i) call();
+  // Untimed first call streams; then cached, streamed, cached, streamed.
+  CHECK(modes == std::vector<Tuner::Mode>{Tuner::Streamed, Tuner::Cached, Tuner::Streamed,
+                                          Tuner::Cached, Tuner::Streamed});
+  CHECK(t.current() == Tuner::Cached);
+  // Exploitation with probes: every probe confirms cached, so the interval doubles up to the cap.
+  std::uint64_t probes = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const std::size_t before = modes.size();
+    call();
+    if (modes[before] == Tuner::Streamed) ++probes;
+  }
+  CHECK(t.current() == Tuner::Cached);
+  CHECK(t.probe_interval() == Tuner::kMaxInterval);
+  CHECK(probes >= 5);
+  CHECK(probes <= 3000 / Tuner::kMinInterval);
+  // The machine changes (the virtual CPUs moved): cached becomes 3x slower. The smoothed estimate
+  // of the current mode follows within a few calls, and the next probe switches.
+  cost[Tuner::Cached] = 3000;
+  const std::size_t changed = modes.size();
+  for (std::uint32_t i = 0; i < Tuner::kMaxInterval + 4; ++i) call();
+  CHECK(t.current() == Tuner::Streamed);
+  CHECK(modes.back() == Tuner::Streamed);
+  std::size_t cached_after = 0;  // the calls still run cached before the probe found out
+  for (std::size_t i = changed; i < modes.size(); ++i) cached_after += modes[i] == Tuner::Cached;
+  CHECK(cached_after <= Tuner::kMaxInterval + 1);
+  // A tie keeps the safer default, streaming.
+  Tuner tie;
+  for (int i = 0; i < 5; ++i) {
+    const Tuner::Mode m = tie.next();
+    tie.record(m, 1000);
+  }
+  CHECK(tie.current() == Tuner::Streamed);
 }

@@ -56,7 +56,7 @@ TEST_CASE("defaults follow all_reduce_perf: 8 B..64 MiB by 2, 20 iterations, che
   CHECK(o.transport == Transport::threads);
   CHECK(o.dtype == ccoll::DataType::f32);
   CHECK(o.op == ccoll::ReduceOp::sum);
-  CHECK(o.algos.size() == 4);
+  CHECK(o.algos.size() == 5);
   CHECK_FALSE(o.peer_mpi);
   CHECK_FALSE(o.help);
 }
@@ -119,6 +119,14 @@ TEST_CASE("every flag, short and long") {
   CHECK(k.nchannels == 2);
   CHECK(k.nchunks == 16);
   CHECK(parse({}).slot_bytes == 0);  // 0 keeps the library's default
+  CHECK_FALSE(parse({}).stream_slot_bytes.has_value());
+  CHECK(parse({"--stream_slot_bytes", "0"}).stream_slot_bytes == 0u);  // never
+  CHECK(parse({"--stream_slot_bytes=4M"}).stream_slot_bytes == 4u << 20);
+  CHECK_THROWS_AS(parse({"--stream_slot_bytes", "x"}), UsageError);
+  CHECK(parse({}).slot_stores == Options::SlotStores::automatic);
+  CHECK(parse({"--slot_stores", "cached"}).slot_stores == Options::SlotStores::cached);
+  CHECK(parse({"--slot_stores=streamed"}).slot_stores == Options::SlotStores::streamed);
+  CHECK_THROWS_AS(parse({"--slot_stores", "nt"}), UsageError);
   CHECK(parse({}).rounds == 1);
   CHECK(parse({"-r", "3"}).rounds == 3);
   CHECK(parse({"--rounds=2"}).rounds == 2);
@@ -130,10 +138,11 @@ TEST_CASE("every flag, short and long") {
 }
 
 TEST_CASE("algorithm lists: all, duplicates, the underscore spelling") {
-  CHECK(parse_algos("all").size() == 4);
+  CHECK(parse_algos("all").size() == 5);
   CHECK(parse_algos("ring,ring,dbtree").size() == 2);
+  CHECK(parse_algos("direct") == std::vector<Algo>{Algo::direct});
   const auto v = parse_algos("tree_overlap,all");
-  REQUIRE(v.size() == 4);
+  REQUIRE(v.size() == 5);
   CHECK(v[0] == Algo::tree_overlap);
   CHECK(v[1] == Algo::ring);
   CHECK_THROWS_AS(parse_algos("rings"), UsageError);
@@ -206,6 +215,14 @@ TEST_CASE("busbw and the memory bound") {
     const double t = 2.0 * p * N / B;
     CHECK(N / t * bus_factor(p) == doctest::Approx(memory_bound_busbw(B, p)));
   }
+  // B is the best kernel with a 1:1 read:write mix, whichever kind of store it uses; triad (2:1)
+  // never counts.
+  MemoryBandwidth m{2, 10.0, 11.0, 30.0, 0.0};
+  CHECK(m.best_1to1_GBps() == 11.0);
+  m.copy_nt_GBps = 14.0;
+  CHECK(m.best_1to1_GBps() == 14.0);
+  m.copy_GBps = 15.0;
+  CHECK(m.best_1to1_GBps() == 15.0);
 }
 
 TEST_CASE("table rows line up under the header") {

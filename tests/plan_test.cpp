@@ -9,10 +9,12 @@
 #include <vector>
 
 #include "ccoll/plan/chunking.hpp"
+#include "ccoll/plan/direct.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/ring.hpp"
 #include "ccoll/plan/tree.hpp"
 #include "ccoll/plan/verifier.hpp"
+#include "ccoll/topology/direct.hpp"
 #include "ccoll/topology/double_binary_tree.hpp"
 #include "ccoll/topology/ring.hpp"
 #include "ccoll/topology/tree.hpp"
@@ -164,6 +166,80 @@ TEST_CASE("ring: explicit ring orders, reversed odd channels, nslots >= 2") {
   one_slot.nslots = 1;
   CHECK_THROWS_AS(build_ring(one_slot), ccoll::Error);
   CHECK_THROWS_AS(build_ring(request(3, 10), {{0, 1, 1}}), ccoll::Error);
+}
+
+TEST_CASE("direct plans verify for P = 1..32, any count, chunks, channels and FIFO depth") {
+  for (Rank p = 1; p <= 32; ++p)
+    for (std::uint64_t count : {0ull, 1ull, 2ull, 7ull, 97ull, 1000ull})
+      for (std::uint32_t ch : {1u, 2u})
+        for (std::uint32_t k : {0u, 1u, 3u})
+          for (std::uint32_t nslots : {1u, 2u, 4u}) {
+            if (p > 12 && (nslots != 2 || count == 2)) continue;  // keeps the suite fast
+            PlanRequest req = request(p, count, ch, k);
+            req.nslots = nslots;
+            const Plan plan = build_direct(req);
+            require_ok(plan, "P=" + std::to_string(p) + " count=" + std::to_string(count) +
+                                 " channels=" + std::to_string(ch) + " chunks=" +
+                                 std::to_string(k) + " nslots=" + std::to_string(nslots));
+          }
+}
+
+TEST_CASE("direct: one hop per phase, rounds, step shapes and the slot working set") {
+  for (Rank p = 2; p <= 9; ++p)
+    for (std::uint32_t k : {1u, 4u}) {
+      const auto up = static_cast<std::uint64_t>(p);
+      const Plan plan = build_direct(request(p, 10000, 1, k));
+      const VerifyReport r = verify(plan);
+      REQUIRE(r.ok);
+      CHECK(plan.algorithm == "direct");
+      REQUIRE(plan.channels.size() == 2);  // reduce-scatter and all-gather of the one part
+      // Every rank pair, both directions, once per channel.
+      CHECK(plan.connections.size() == 2 * up * (up - 1));
+      // Per chunk and rank: P-1 stage sends, one reduce, P-1 gathers.
+      CHECK(r.steps == k * up * (2 * up - 1));
+      // Stage, reduce, gather: three rounds for one chunk; the pipeline adds one round per chunk
+      // at most twice (the reduce and the gather of a chunk wait for the stage before).
+      CHECK(r.rounds >= 3);
+      CHECK(r.rounds <= 3 * static_cast<std::uint64_t>(k) * up);
+      for (Rank q = 0; q < p; ++q) {
+        for (const Step& s : plan.channels[0].programs[static_cast<std::size_t>(q)].steps) {
+          if (s.recv_count == 0) {  // stage: one piece of the input to its owner
+            CHECK(s.src == Source::Input);
+            CHECK(s.send_count == 1);
+            CHECK_FALSE(s.write_output);
+          } else {  // reduce: everyone's staged piece plus ours, to the output and every peer
+            CHECK(s.recv_count == up - 1);
+            CHECK(s.send_count == up - 1);
+            CHECK(s.final);
+            CHECK(s.write_output);
+            for (std::uint32_t i = 0; i < s.send_count; ++i)
+              CHECK(plan.connections[plan.ports[s.send_begin + i].connection].channel == 1);
+          }
+        }
+        for (const Step& s : plan.channels[1].programs[static_cast<std::size_t>(q)].steps) {
+          CHECK(s.recv_count == 1);
+          CHECK(s.send_count == 0);
+          CHECK(s.src == Source::None);
+          CHECK(s.write_output);
+        }
+      }
+    }
+  // Default chunking: the fewest chunks whose pieces fit a slot.
+  PlanRequest req = request(4, 16u << 20);  // 64 MiB of floats
+  req.slot_bytes = 1u << 20;
+  req.nslots = 2;
+  CHECK(direct_chunks(req, req.count) == 16);  // 4 MiB chunks: 1 MiB pieces fill the slots
+  req.nchunks = 5;                             // explicit, but never pieces larger than a slot
+  CHECK(direct_chunks(req, req.count) == 16);
+  req.nchunks = 100;
+  CHECK(direct_chunks(req, req.count) == 100);
+  CHECK(direct_chunks(req, 3) == 1);  // no empty chunks
+  const Plan big = build_direct(req);
+  for (const auto& ch : big.channels)
+    for (const auto& prog : ch.programs)
+      for (const Step& s : prog.steps) CHECK(s.count <= big.slot_elems);
+  CHECK(ccoll::topology::Direct::build(request(3, 99)).algorithm == "direct");
+  CHECK(ccoll::topology::Direct::name == "direct");
 }
 
 TEST_CASE("trees need no more than one slot per connection") {

@@ -156,14 +156,28 @@ TEST_CASE("backoff: 16 threads pass a token around a ring on few cores and all p
   for (int t = 0; t < kThreads; ++t) CHECK(*word(t) == kLaps);
 }
 
-TEST_CASE("backoff: now_ns is monotonic and the sleeps are bounded") {
+TEST_CASE("backoff: spin, then yield, then sleep, each for the policy's time") {
   const std::uint64_t a = now_ns();
-  Backoff b;
-  for (int i = 0; i < 200; ++i) b.pause();  // spins, yields, then at most kMaxSleepUs each
-  const std::uint64_t elapsed = now_ns() - a;
-  CHECK(elapsed > 0);
-  CHECK(elapsed < 2'000'000'000ull);
-  CHECK(b.past_spinning());
+  WaitPolicy policy;
+  policy.spin_ns = 200'000;
+  policy.yield_ns = 2'000'000;
+  Backoff b(policy);
+  b.pause();
+  CHECK_FALSE(b.past_spinning());  // the first pause starts the clock
+  while (!b.past_spinning()) b.pause();
+  CHECK(now_ns() - a >= policy.spin_ns);
+  CHECK_FALSE(b.sleeping());
+  while (!b.sleeping()) b.pause();
+  CHECK(now_ns() - a >= policy.spin_ns + policy.yield_ns);
+  for (int i = 0; i < 20; ++i) b.pause();  // at most kMaxSleepUs (plus timer slack) each
+  CHECK(now_ns() - a < 2'000'000'000ull);
   b.reset();
   CHECK_FALSE(b.past_spinning());
+  CHECK_FALSE(b.sleeping());
+  // No spinning when ranks outnumber cores: the first pause already yields the core.
+  Backoff over(WaitPolicy::for_ranks(4, 2));
+  over.pause();
+  CHECK(over.past_spinning());
+  CHECK(WaitPolicy::for_ranks(2, 2).spin_ns == WaitPolicy{}.spin_ns);
+  CHECK(WaitPolicy::for_ranks(3, 0).spin_ns == WaitPolicy{}.spin_ns);  // unknown core count
 }

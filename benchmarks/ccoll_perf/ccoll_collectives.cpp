@@ -9,6 +9,7 @@
 
 #if __has_include(<ccoll/allreduce.hpp>)
 #include <ccoll/allreduce.hpp>
+#include <ccoll/topology/direct.hpp>
 #include <ccoll/topology/double_binary_tree.hpp>
 #include <ccoll/topology/ring.hpp>
 #include <ccoll/topology/tree.hpp>
@@ -80,6 +81,8 @@ auto with_policies(Algo algo, F&& f) {
       return f.template operator()<ccoll::topology::Tree, Phased>();
     case Algo::tree_overlap:
       return f.template operator()<ccoll::topology::Tree, Overlapped>();
+    case Algo::direct:
+      return f.template operator()<ccoll::topology::Direct, Overlapped>();
   }
   throw std::invalid_argument("unknown algorithm");
 }
@@ -89,6 +92,9 @@ void apply_knobs(ccoll::Config& cfg, const Options& knobs) {
   if (knobs.nslots != 0) cfg.nslots = knobs.nslots;
   cfg.nchannels = knobs.nchannels;
   cfg.nchunks = knobs.nchunks;
+  if (knobs.stream_slot_bytes) cfg.stream_slot_bytes = *knobs.stream_slot_bytes;
+  if (knobs.slot_stores == Options::SlotStores::streamed) cfg.tune_slot_stores = false;
+  if (knobs.slot_stores == Options::SlotStores::cached) cfg.stream_slot_bytes = 0;
 }
 
 }  // namespace

@@ -15,6 +15,13 @@
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <emmintrin.h>
+#define CCOLL_PERF_HAVE_SSE2 1
+#else
+#define CCOLL_PERF_HAVE_SSE2 0
+#endif
+
 namespace ccoll_perf {
 
 std::string read_load_average() {
@@ -64,6 +71,27 @@ void scale_kernel(double* a, const double* b, std::size_t n, double s) {
 void triad_kernel(double* a, const double* b, const double* c, std::size_t n, double s) {
   for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
 }
+// A copy whose stores bypass the caches: the destination's lines are not read first, so the
+// memory sees exactly one read and one write per element, as an allreduce that streams its output
+// does. (glibc's memcpy switches to such stores only above a size threshold that depends on the
+// CPU, and `copy` has shown both behaviours across machines.) a and b are 64-byte aligned.
+void copy_nt_kernel(double* a, const double* b, std::size_t n) {
+#if CCOLL_PERF_HAVE_SSE2
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128d x0 = _mm_load_pd(b + i), x1 = _mm_load_pd(b + i + 2);
+    const __m128d x2 = _mm_load_pd(b + i + 4), x3 = _mm_load_pd(b + i + 6);
+    _mm_stream_pd(a + i, x0);
+    _mm_stream_pd(a + i + 2, x1);
+    _mm_stream_pd(a + i + 4, x2);
+    _mm_stream_pd(a + i + 6, x3);
+  }
+  for (; i < n; ++i) a[i] = b[i];
+  _mm_sfence();
+#else
+  std::memcpy(a, b, n * sizeof(double));
+#endif
+}
 
 }  // namespace
 
@@ -71,14 +99,14 @@ MemoryBandwidth measure_memory_bandwidth(int threads, std::size_t array_bytes, i
   MemoryBandwidth result;
   result.threads = threads;
   const std::size_t n = array_bytes / sizeof(double);
-  const std::size_t per = n / static_cast<std::size_t>(threads);
+  const std::size_t per = n / static_cast<std::size_t>(threads) / 8 * 8;  // 64-byte aligned parts
   std::unique_ptr<double, FreeDeleter> a(static_cast<double*>(std::aligned_alloc(64, n * 8 + 64)));
   std::unique_ptr<double, FreeDeleter> b(static_cast<double*>(std::aligned_alloc(64, n * 8 + 64)));
   std::unique_ptr<double, FreeDeleter> c(static_cast<double*>(std::aligned_alloc(64, n * 8 + 64)));
   if (!a || !b || !c) return result;
 
   // seconds[kernel][rep][thread]
-  constexpr int kKernels = 3;
+  constexpr int kKernels = 4;
   std::vector<double> seconds(static_cast<std::size_t>(kKernels * reps * threads), 0.0);
   std::barrier sync(threads);
   auto worker = [&](int t) {
@@ -97,6 +125,7 @@ MemoryBandwidth measure_memory_bandwidth(int threads, std::size_t array_bytes, i
         if (k == 0) std::memcpy(pa, pb, per * sizeof(double));
         if (k == 1) scale_kernel(pa, pb, per, 3.0);
         if (k == 2) triad_kernel(pa, pb, pc, per, 3.0);
+        if (k == 3) copy_nt_kernel(pa, pb, per);
         const auto t1 = std::chrono::steady_clock::now();
         seconds[static_cast<std::size_t>((k * reps + rep) * threads + t)] =
             std::chrono::duration<double>(t1 - t0).count();
@@ -109,8 +138,9 @@ MemoryBandwidth measure_memory_bandwidth(int threads, std::size_t array_bytes, i
   for (auto& th : pool) th.join();
 
   const double bytes_moved = static_cast<double>(per) * static_cast<double>(threads) * 8.0;
-  double gbps[kKernels] = {0, 0, 0};
-  const double streams[kKernels] = {2.0, 2.0, 3.0};  // arrays touched per element (STREAM counting)
+  double gbps[kKernels] = {0, 0, 0, 0};
+  // Arrays touched per element (STREAM counting: a read-for-ownership is not counted).
+  const double streams[kKernels] = {2.0, 2.0, 3.0, 2.0};
   for (int k = 0; k < kKernels; ++k) {
     for (int rep = 0; rep < reps; ++rep) {
       double slowest = 0;
@@ -127,6 +157,7 @@ MemoryBandwidth measure_memory_bandwidth(int threads, std::size_t array_bytes, i
   result.copy_GBps = gbps[0];
   result.scale_GBps = gbps[1];
   result.triad_GBps = gbps[2];
+  result.copy_nt_GBps = gbps[3];
   return result;
 }
 

@@ -14,8 +14,9 @@ MachineInfo read_machine_info();
 // Current /proc/loadavg (three numbers).
 std::string read_load_average();
 
-// Copy (memcpy), scale and triad over arrays of `array_bytes` each (>> last-level cache), split
-// across `threads` threads that first-touch their own part; best of `reps` repetitions.
+// Copy (memcpy), scale, triad and a non-temporal copy over arrays of `array_bytes` each (>>
+// last-level cache), split across `threads` threads that first-touch their own part; best of `reps`
+// repetitions.
 MemoryBandwidth measure_memory_bandwidth(int threads, std::size_t array_bytes, int reps);
 
 }  // namespace ccoll_perf

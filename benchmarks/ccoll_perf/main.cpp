@@ -77,8 +77,9 @@ class Printer {
     std::printf("# memory bandwidth (STREAM counting, %zu MiB arrays, best of %d):\n",
                 kStreamArrayBytes >> 20, kStreamReps);
     for (const auto& m : report_.membw) {
-      std::printf("#   %d thread%s: copy %.2f  scale %.2f  triad %.2f GB/s\n", m.threads,
-                  m.threads == 1 ? " " : "s", m.copy_GBps, m.scale_GBps, m.triad_GBps);
+      std::printf("#   %d thread%s: copy %.2f  scale %.2f  triad %.2f  copy-nt %.2f GB/s\n",
+                  m.threads, m.threads == 1 ? " " : "s", m.copy_GBps, m.scale_GBps, m.triad_GBps,
+                  m.copy_nt_GBps);
     }
     std::printf(
         "# bound: B = %.2f GB/s (best 1:1 kernel, up to %d threads); busbw <= B(P-1)/P^2 = %.2f "

@@ -23,8 +23,9 @@
 namespace ccoll_perf {
 
 enum class Transport { threads, shm };
-enum class Algo { ring, dbtree, tree, tree_overlap };
-inline constexpr Algo kAllAlgos[] = {Algo::ring, Algo::dbtree, Algo::tree, Algo::tree_overlap};
+enum class Algo { ring, dbtree, tree, tree_overlap, direct };
+inline constexpr Algo kAllAlgos[] = {Algo::ring, Algo::dbtree, Algo::tree, Algo::tree_overlap,
+                                     Algo::direct};
 
 constexpr std::string_view to_string(Transport t) {
   return t == Transport::threads ? "threads" : "shm";
@@ -40,6 +41,8 @@ constexpr std::string_view to_string(Algo a) {
       return "tree";
     case Algo::tree_overlap:
       return "tree-overlap";
+    case Algo::direct:
+      return "direct";
   }
   return "?";
 }
@@ -60,7 +63,7 @@ struct Options {
   bool check = true;
   int nranks = 4;  // threads: threads; shm: processes (ignored under mpirun: world size)
   bool nranks_given = false;
-  std::vector<Algo> algos{Algo::ring, Algo::dbtree, Algo::tree, Algo::tree_overlap};
+  std::vector<Algo> algos{Algo::ring, Algo::dbtree, Algo::tree, Algo::tree_overlap, Algo::direct};
   ccoll::DataType dtype = ccoll::DataType::f32;
   ccoll::ReduceOp op = ccoll::ReduceOp::sum;
   Transport transport = Transport::threads;
@@ -71,6 +74,11 @@ struct Options {
   std::uint32_t nslots = 0;
   std::uint32_t nchannels = 0;
   std::uint32_t nchunks = 0;
+  // ccoll::Config::stream_slot_bytes; unset: the library's default (0 is a value: never).
+  std::optional<std::uint64_t> stream_slot_bytes;
+  // ccoll::Config::tune_slot_stores: auto (tune), or always stream / never stream from
+  // stream_slot_bytes up.
+  enum class SlotStores { automatic, streamed, cached } slot_stores = SlotStores::automatic;
   std::string json_path;
   std::string csv_path;
   bool help = false;
@@ -149,8 +157,9 @@ inline std::vector<Algo> parse_algos(std::string_view s) {
       }
     }
     if (!found) {
-      throw UsageError("-a/--algo: expected ring, dbtree, tree, tree-overlap, all or none, got '" +
-                       std::string(name) + "'");
+      throw UsageError(
+          "-a/--algo: expected ring, dbtree, tree, tree-overlap, direct, all or none, got '" +
+          std::string(name) + "'");
     }
   }
   // Keep the first occurrence of each, in the order given.
@@ -174,7 +183,8 @@ inline std::string usage_text() {
                           mpi the blocks alternate with MPI's, default 1
   -c, --check 0|1         check the results (#wrong column), default 1
   -t, --nranks P          ranks (threads or processes), default 4; under mpirun: the world size
-  -a, --algo LIST         ring, dbtree, tree, tree-overlap or all (comma list), default all;
+  -a, --algo LIST         ring, dbtree, tree, tree-overlap, direct or all (comma list), default
+                          all;
                           none runs only the peer
   -d, --datatype T        float|f32, double|f64, half|f16, bfloat16|bf16, int32|i32, int64|i64,
                           uint8|u8; default float
@@ -187,6 +197,11 @@ inline std::string usage_text() {
       --nslots N          ccoll::Config::nslots (FIFO depth), default: the library's
       --nchannels N       ccoll::Config::nchannels, default 0 = automatic
       --nchunks N         ccoll::Config::nchunks, default 0 = the cost model's optimum
+      --stream_slot_bytes SIZE  ccoll::Config::stream_slot_bytes: calls of at least SIZE write
+                          the FIFO slots with non-temporal stores (0: never), default: the
+                          library's
+      --slot_stores M     auto (rank 0 times both kinds of slot store per size and keeps the
+                          faster), streamed (non-temporal) or cached; default auto
       --json FILE         write the results as JSON
       --csv FILE          write the results as CSV
   -h, --help              this text
@@ -319,6 +334,22 @@ inline Options parse_args(const std::vector<std::string>& args) {
       o.nchannels = static_cast<std::uint32_t>(detail::parse_long(flag, next(), 0, 64));
     } else if (flag == "--nchunks") {
       o.nchunks = static_cast<std::uint32_t>(detail::parse_long(flag, next(), 0, 1 << 20));
+    } else if (flag == "--stream_slot_bytes") {
+      const std::string v = next();
+      const auto s = parse_size(v);
+      if (!s) throw UsageError(flag + ": expected a size like 8M, or 0 for never, got '" + v + "'");
+      o.stream_slot_bytes = *s;
+    } else if (flag == "--slot_stores") {
+      const std::string v = next();
+      if (v == "auto") {
+        o.slot_stores = Options::SlotStores::automatic;
+      } else if (v == "streamed") {
+        o.slot_stores = Options::SlotStores::streamed;
+      } else if (v == "cached") {
+        o.slot_stores = Options::SlotStores::cached;
+      } else {
+        throw UsageError(flag + ": expected auto, streamed or cached, got '" + v + "'");
+      }
     } else if (flag == "--json") {
       o.json_path = next();
     } else if (flag == "--csv") {
@@ -523,11 +554,16 @@ struct MachineInfo {
 
 struct MemoryBandwidth {
   int threads = 0;
-  double copy_GBps = 0;   // memcpy, read+write bytes per second
-  double scale_GBps = 0;  // a[i] = s*b[i]
-  double triad_GBps = 0;  // a[i] = b[i] + s*c[i]
-  // The bandwidth the bound uses: the best of the kernels with the allreduce's 1:1 read:write mix.
-  double best_1to1_GBps() const { return copy_GBps > scale_GBps ? copy_GBps : scale_GBps; }
+  double copy_GBps = 0;     // memcpy, read+write bytes per second
+  double scale_GBps = 0;    // a[i] = s*b[i]
+  double triad_GBps = 0;    // a[i] = b[i] + s*c[i]
+  double copy_nt_GBps = 0;  // a[i] = b[i] with non-temporal stores (no read-for-ownership)
+  // The bandwidth the bound uses: the best of the kernels with the allreduce's 1:1 read:write mix
+  // (docs/benchmark.md: an allreduce may write its output with either kind of store).
+  double best_1to1_GBps() const {
+    double b = copy_GBps > scale_GBps ? copy_GBps : scale_GBps;
+    return copy_nt_GBps > b ? copy_nt_GBps : b;
+  }
 };
 
 struct Report {
@@ -553,7 +589,8 @@ inline std::string to_json(const Report& rep) {
     os << (i ? ", " : "") << "{\"threads\": " << m.threads
        << ", \"copy_GBps\": " << json_number(m.copy_GBps)
        << ", \"scale_GBps\": " << json_number(m.scale_GBps)
-       << ", \"triad_GBps\": " << json_number(m.triad_GBps) << "}";
+       << ", \"triad_GBps\": " << json_number(m.triad_GBps)
+       << ", \"copy_nt_GBps\": " << json_number(m.copy_nt_GBps) << "}";
   }
   os << "],\n  \"bound_membw_GBps\": " << json_number(rep.bound_membw_GBps) << ",\n";
   os << "  \"options\": {\"transport\": \"" << to_string(rep.options.transport)
@@ -562,6 +599,14 @@ inline std::string to_json(const Report& rep) {
      << ", \"check\": " << (rep.options.check ? "true" : "false")
      << ", \"slot_bytes\": " << rep.options.slot_bytes << ", \"nslots\": " << rep.options.nslots
      << ", \"nchannels\": " << rep.options.nchannels << ", \"nchunks\": " << rep.options.nchunks
+     << ", \"stream_slot_bytes\": "
+     << (rep.options.stream_slot_bytes ? std::to_string(*rep.options.stream_slot_bytes)
+                                       : std::string("null"))
+     << ", \"slot_stores\": \""
+     << (rep.options.slot_stores == Options::SlotStores::automatic  ? "auto"
+         : rep.options.slot_stores == Options::SlotStores::streamed ? "streamed"
+                                                                    : "cached")
+     << "\""
      << ", \"datatype\": \"" << ccoll::to_string(rep.options.dtype) << "\", \"op\": \""
      << ccoll::to_string(rep.options.op) << "\"},\n";
   os << "  \"results\": [";

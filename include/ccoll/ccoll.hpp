@@ -12,5 +12,6 @@
 #include "ccoll/core/op.hpp"
 #include "ccoll/schedule/pipelined.hpp"
 #include "ccoll/topology/concepts.hpp"
+#include "ccoll/topology/direct.hpp"
 #include "ccoll/topology/ring.hpp"
 #include "ccoll/transport.hpp"

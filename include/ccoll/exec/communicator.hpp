@@ -36,6 +36,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -45,6 +46,7 @@
 #include "ccoll/core/op.hpp"
 #include "ccoll/exec/config.hpp"
 #include "ccoll/exec/interpreter.hpp"
+#include "ccoll/exec/slot_store_tuner.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/plan/verifier.hpp"
 #include "ccoll/sync/abort.hpp"
@@ -80,7 +82,8 @@ struct alignas(128) RankDescriptor {
   std::uint32_t op = 0;
   std::uint32_t status = 0;  // 0: arguments fine; otherwise 1 + ErrorCode
   std::uint32_t attached_generation = 0;
-  char reason[80] = {};  // the local error's text (truncated)
+  std::uint32_t slot_stores = 0;  // rank 0 only: SlotStoreTuner::Mode of this call's slot writes
+  char reason[80] = {};           // the local error's text (truncated)
 };
 
 struct AreaLayout {
@@ -131,6 +134,8 @@ struct alignas(128) RankState {
   const PreparedPlan* last_plan = nullptr;   // cache of the last lookup (no lock)
   std::uint64_t last_count = 0;
   std::size_t last_elem_size = 0;
+  // Rank 0 only: how to write slots, per (count, element size) (Config::tune_slot_stores).
+  std::unordered_map<std::uint64_t, SlotStoreTuner> tuners;
 };
 
 class Communicator {
@@ -170,6 +175,8 @@ class Communicator {
     mix(keys_.size());
     for (char ch : policy_name) mix(static_cast<unsigned char>(ch));
     config_hash_ = h;
+    const unsigned cores = std::thread::hardware_concurrency();
+    wait_policy_ = sync::WaitPolicy::for_ranks(static_cast<unsigned>(nranks), cores);
   }
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -178,6 +185,8 @@ class Communicator {
   int nranks() const { return nranks_; }
   const AreaLayout& layout() const { return layout_; }
   std::uint64_t config_hash() const { return config_hash_; }
+  // How this communicator's waits spin, yield and sleep (no spinning when ranks outnumber cores).
+  const sync::WaitPolicy& wait_policy() const { return wait_policy_; }
   std::size_t nconnections() const { return keys_.size(); }
 
   // Writes a fresh header into a zeroed area (the creator only; `ready` is published last).
@@ -300,6 +309,18 @@ class Communicator {
     mine.dtype = static_cast<std::uint32_t>(dtype);
     mine.op = static_cast<std::uint32_t>(op);
     mine.status = local_error.empty() ? 0u : 1u + static_cast<std::uint32_t>(local_code);
+    // Rank 0 chooses how every rank writes its slots in this call (see slot_store_tuner.hpp).
+    SlotStoreTuner* tuner = nullptr;
+    if (rank == 0) {
+      const bool eligible = local_error.empty() && config_.stream_slot_bytes != 0 &&
+                            count * size_of(dtype) >= config_.stream_slot_bytes;
+      SlotStoreTuner::Mode mode = eligible ? SlotStoreTuner::Streamed : SlotStoreTuner::Cached;
+      if (eligible && config_.tune_slot_stores) {
+        tuner = &st.tuners[count * 16 + size_of(dtype)];
+        mode = tuner->next();
+      }
+      mine.slot_stores = mode;
+    }
     std::memset(mine.reason, 0, sizeof mine.reason);
     std::memcpy(mine.reason, local_error.data(),
                 std::min(local_error.size(), sizeof mine.reason - 1));
@@ -339,6 +360,8 @@ class Communicator {
       }
       if (!os.str().empty()) verdict = os.str() + " (call " + std::to_string(seq) + ")";
     }
+    // Read before the acknowledgement below, after which rank 0 may reuse its descriptor.
+    const auto slot_stores = static_cast<SlotStoreTuner::Mode>(d0.slot_stores);
     sync::AtomicWord<std::uint64_t>(&mine.ack).store_release(seq);
     if (!verdict.empty()) throw Error(verdict_code, rank, verdict);
 
@@ -359,13 +382,16 @@ class Communicator {
     for (std::size_t i = 0; i < pp->arena_index.size(); ++i)
       st.base[i] = st.base_by_arena[pp->arena_index[i]];
     if (st.pcs.size() < p.channels.size()) st.pcs.resize(p.channels.size());
+    const std::uint64_t steps_start = sync::now_ns();
     dispatch_data_type(dtype, [&](auto t) {
       using T = decltype(t);
       dispatch_reduce_op(op, [&](auto o) {
         run_steps<T, decltype(o)::value>(st, *pp, rank, static_cast<const T*>(send),
-                                         static_cast<T*>(recv), deadline, start, seq);
+                                         static_cast<T*>(recv), deadline, start, seq,
+                                         slot_stores == SlotStoreTuner::Streamed);
       });
     });
+    if (tuner != nullptr) tuner->record(slot_stores, sync::now_ns() - steps_start);
     // 4. Counters never reset: the next call's messages follow this call's.
     for (std::size_t i = 0; i < pp->arena_index.size(); ++i)
       st.base_by_arena[pp->arena_index[i]] += p.connections[i].messages_per_call;
@@ -435,7 +461,7 @@ class Communicator {
   void wait_word(const std::uint64_t* word, std::uint64_t target, int rank, int peer,
                  std::uint64_t deadline, std::uint64_t seq, const char* what) {
     sync::Counter c(const_cast<std::uint64_t*>(word));
-    const sync::WaitResult r = c.wait(target, &header_->abort.flag, deadline);
+    const sync::WaitResult r = c.wait(target, &header_->abort.flag, deadline, wait_policy_);
     if (r == sync::WaitResult::Ok) return;
     if (r == sync::WaitResult::Aborted) throw_abort(rank, -1, -1, peer, false, seq);
     raise_abort(ErrorCode::Timeout, rank, -1, -1, peer, 3);
@@ -446,7 +472,8 @@ class Communicator {
 
   template <class T, ReduceOp Op>
   void run_steps(RankState& st, const PreparedPlan& pp, int rank, const T* input, T* output,
-                 std::uint64_t deadline, std::uint64_t start, std::uint64_t seq) {
+                 std::uint64_t deadline, std::uint64_t start, std::uint64_t seq,
+                 bool stream_slots) {
     const plan::Plan& p = pp.plan;
     const auto nch = static_cast<std::uint32_t>(p.channels.size());
     ProgramContext<T> ctx;
@@ -460,13 +487,14 @@ class Communicator {
     ctx.abort = &header_->abort.flag;
     ctx.stream_output =
         config_.stream_output_bytes != 0 && p.count * sizeof(T) >= config_.stream_output_bytes;
+    ctx.stream_slots = stream_slots;
     std::uint32_t unfinished = 0;
     for (std::uint32_t c = 0; c < nch; ++c) {
       st.pcs[c] = 0;
       if (!p.channels[c].programs[static_cast<std::size_t>(rank)].steps.empty()) ++unfinished;
     }
     const HostGroup group;
-    sync::Backoff backoff;
+    sync::Backoff backoff(wait_policy_);
     while (unfinished > 0) {
       bool progressed = false;
       for (std::uint32_t c = 0; c < nch; ++c) {
@@ -515,6 +543,7 @@ class Communicator {
   std::vector<ConnectionKey> keys_;
   AreaLayout layout_;
   std::uint64_t config_hash_ = 0;
+  sync::WaitPolicy wait_policy_;
   std::byte* area_ = nullptr;
   AreaHeader* header_ = nullptr;
   RankDescriptor* descriptors_ = nullptr;

@@ -32,6 +32,15 @@ struct Config {
   // Calls of at least this many bytes write their output with non-temporal stores (x86 hosts;
   // 0 = never): above the cache sizes this saves the read-for-ownership of every output line.
   std::uint64_t stream_output_bytes = 8u << 20;
+  // Calls of at least this many bytes may write their FIFO slots with non-temporal stores (x86
+  // hosts; 0 = never), so that a message reaches its reader through memory rather than through
+  // the writer's cache. Where a core is slow to take back the cache lines its reader holds (every
+  // slot is rewritten after its reader read it), that is several times faster, at the price of
+  // writing and reading each message through memory (docs/results/shm-vs-mpi.md).
+  std::uint64_t stream_slot_bytes = 1u << 20;
+  // true: for each size, rank 0 times both kinds of slot store and uses the faster
+  // (exec/slot_store_tuner.hpp); false: calls from stream_slot_bytes up always stream.
+  bool tune_slot_stores = true;
 };
 
 }  // namespace ccoll

@@ -75,6 +75,11 @@ struct ProgramContext {
   // saves the read-for-ownership of every output line (a third of a ring step's memory traffic);
   // for small ones it would only evict data that is about to be reused.
   bool stream_output = false;
+  // Host only: write the send slots with non-temporal stores too. The message then reaches its
+  // reader through memory instead of through the writer's cache: on hosts where taking a line back
+  // from another core's cache is slow (the writer must invalidate the copy its reader left there),
+  // that is faster, at the price of memory traffic (exec/config.hpp, Config::stream_slots).
+  bool stream_slots = false;
 };
 
 // Why a program stopped before its end.
@@ -231,19 +236,26 @@ inline void stream_fence() {
 #endif
 }
 
-// Host only: like element_loop with dsts[0] the output, but the output is written with streaming
-// stores. Tiles of kTileBytes are computed into the first other destination (a send slot, which
-// the peer reads soon, so it should stay cached) or a stack buffer, then streamed to the output.
+// Host only: like element_loop, but the destinations flagged in `streamed` (bit k: dsts[k]) are
+// written with non-temporal stores. Tiles of kTileBytes are computed into the first destination
+// that is not streamed (it stays cached for its reader) or into a stack buffer, then streamed to
+// the others; a plain copy streams straight from its source.
 template <class T, ReduceOp Op, bool Fin>
-void element_loop_streaming_output(T* const* dsts, std::uint32_t ndst, const T* const* srcs,
-                                   std::uint32_t nsrc, std::uint64_t n, int nactive) {
+void element_loop_streaming(T* const* dsts, std::uint32_t ndst, std::uint32_t streamed,
+                            const T* const* srcs, std::uint32_t nsrc, std::uint64_t n,
+                            int nactive) {
   constexpr std::size_t kTileBytes = 8192;
   constexpr std::uint64_t kTile = kTileBytes / sizeof(T);
   alignas(64) unsigned char stage_buffer[kTileBytes];
-  T* const out = dsts[0];
   const HostGroup g;
-  if (nsrc == 1 && ndst == 1 && !Fin) {  // a plain receive into the output
-    if (out != srcs[0]) stream_copy(out, srcs[0], n * sizeof(T));
+  if (nsrc == 1 && !Fin) {  // a copy: no need to stage
+    for (std::uint32_t k = 0; k < ndst; ++k) {
+      if (dsts[k] == srcs[0]) continue;
+      if ((streamed >> k) & 1u)
+        stream_copy(dsts[k], srcs[0], n * sizeof(T));
+      else
+        std::memcpy(dsts[k], srcs[0], n * sizeof(T));
+    }
     return;
   }
   const T* tile_srcs[kMaxStepPorts + 1];
@@ -252,11 +264,13 @@ void element_loop_streaming_output(T* const* dsts, std::uint32_t ndst, const T* 
     const std::uint64_t m = n - lo < kTile ? n - lo : kTile;
     for (std::uint32_t k = 0; k < nsrc; ++k) tile_srcs[k] = srcs[k] + lo;
     std::uint32_t nd = 0;
-    for (std::uint32_t k = 1; k < ndst; ++k) tile_dsts[nd++] = dsts[k] + lo;
+    for (std::uint32_t k = 0; k < ndst; ++k)
+      if (((streamed >> k) & 1u) == 0) tile_dsts[nd++] = dsts[k] + lo;
     T* stage = nd > 0 ? tile_dsts[0] : reinterpret_cast<T*>(stage_buffer);
     if (nd == 0) tile_dsts[nd++] = stage;
     element_loop<T, Op, Fin>(g, tile_dsts, nd, tile_srcs, nsrc, m, nactive);
-    stream_copy(out + lo, stage, m * sizeof(T));
+    for (std::uint32_t k = 0; k < ndst; ++k)
+      if ((streamed >> k) & 1u) stream_copy(dsts[k] + lo, stage, m * sizeof(T));
   }
 }
 
@@ -333,13 +347,19 @@ CCOLL_HD void execute_step(const Group& g, const ProgramContext<T>& ctx, const p
     const bool fin = s.final && Op == ReduceOp::avg;
     bool done = false;
     if constexpr (Group::kSingleThread) {
-      if (ctx.stream_output && s.write_output) {
+      // Bit k: dsts[k] gets non-temporal stores (the output comes first when written).
+      std::uint32_t streamed = 0;
+      const std::uint32_t first_send = s.write_output ? 1u : 0u;
+      if (ctx.stream_output && s.write_output) streamed |= 1u;
+      if (ctx.stream_slots)
+        for (std::uint32_t k = first_send; k < ndst; ++k) streamed |= 1u << k;
+      if (streamed != 0) {
         if (fin)
-          detail::element_loop_streaming_output<T, Op, true>(dsts, ndst, srcs, nsrc, s.count,
-                                                             ctx.nactive);
+          detail::element_loop_streaming<T, Op, true>(dsts, ndst, streamed, srcs, nsrc, s.count,
+                                                      ctx.nactive);
         else
-          detail::element_loop_streaming_output<T, Op, false>(dsts, ndst, srcs, nsrc, s.count,
-                                                              ctx.nactive);
+          detail::element_loop_streaming<T, Op, false>(dsts, ndst, streamed, srcs, nsrc, s.count,
+                                                       ctx.nactive);
         detail::stream_fence();
         done = true;
       }

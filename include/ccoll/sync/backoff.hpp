@@ -1,9 +1,10 @@
 // ccoll/sync/backoff.hpp: how a waiter spends its time, and the clock its deadlines use.
 //
 // Waits in ccoll must make progress when there are more ranks than cores (16 thread-ranks or 4
-// process-ranks on a 2-core machine): a waiter that spins holds the core its peer needs. So a
-// waiter spins briefly with the CPU's pause instruction (the peer is probably running on another
-// core and about to post), then yields its time slice, then sleeps for intervals that grow to
+// process-ranks on a 2-core machine): a waiter that spins holds the core its peer needs. So a host
+// waiter spins with the CPU's pause instruction for a while (WaitPolicy::spin_ns: the peer is
+// probably running on another core and about to post; none at all when ranks outnumber cores),
+// then yields its time slice (WaitPolicy::yield_ns), then sleeps for intervals that grow to
 // kMaxSleepUs. On a GPU the same object spins and then uses __nanosleep (sm_70+), so that polling
 // blocks leave issue slots to the blocks doing the copies.
 #pragma once
@@ -20,7 +21,8 @@
 #endif
 #endif
 
-// Tunables (compile-time, for experiments): polls spent spinning, then yielding, before sleeping.
+// Device tunables (compile-time, for experiments): polls spent spinning before sleeping, and (on
+// the host, before the time-based policy below existed) polls spent yielding.
 #ifndef CCOLL_BACKOFF_SPINS
 #define CCOLL_BACKOFF_SPINS 64
 #endif
@@ -56,14 +58,43 @@ CCOLL_HD inline void cpu_relax() {
 #endif
 }
 
+// How long a host waiter spins and yields before it starts sleeping, measured from its first
+// unsuccessful poll. Time, not poll counts: a pause instruction takes 10 to 150 cycles depending on
+// the CPU, and a yield costs a fraction of a microsecond when the core has nothing else to run but
+// a whole time slice when it has.
+struct WaitPolicy {
+  // Spinning pays off when the peer is running on another core and about to post. When ranks
+  // outnumber cores the peer may be waiting for this very core, so spinning only delays it.
+  std::uint64_t spin_ns = 20'000;
+  // Yielding hands the core to a peer that shares it (oversubscription) at the price of one system
+  // call per poll. A sleep costs far more than it says: Linux adds a timer slack of 50 us to every
+  // sleep of a normal thread, which would stall a pipeline whose steps take a few microseconds, so
+  // a waiter sleeps only once the wait has lasted long enough to be a late peer, not a busy one.
+  std::uint64_t yield_ns = 1'000'000;
+
+  // The policy for `ranks` ranks sharing `cores` cores (ranks > cores: no spinning).
+  static constexpr WaitPolicy for_ranks(unsigned ranks, unsigned cores) {
+    WaitPolicy p;
+    if (cores > 0 && ranks > cores) p.spin_ns = 0;
+    return p;
+  }
+};
+
 class Backoff {
  public:
-  // Spins before the first yield; yields before the first sleep; the longest sleep.
+  // Device: spins before the first sleep. Host: see WaitPolicy.
   static constexpr std::uint32_t kSpins = CCOLL_BACKOFF_SPINS;
   static constexpr std::uint32_t kYields = CCOLL_BACKOFF_YIELDS;
   static constexpr std::uint32_t kMaxSleepUs = 64;
 
-  CCOLL_HD void reset() { rounds_ = 0; }
+  CCOLL_HD Backoff() {}
+  CCOLL_HD explicit Backoff(const WaitPolicy& policy) : policy_(policy) {}
+
+  CCOLL_HD void reset() {
+    rounds_ = 0;
+    phase_ = 0;
+    start_ns_ = 0;
+  }
 
   // One unit of waiting; call it each time a poll found nothing to do.
   CCOLL_HD void pause() {
@@ -72,18 +103,23 @@ class Backoff {
       ++rounds_;
       cpu_relax();
     } else {
+      phase_ = 2;
       __nanosleep(1000);
     }
 #else
-    if (rounds_ < kSpins) {
-      ++rounds_;
+    const std::uint64_t now = now_ns();
+    if (start_ns_ == 0) start_ns_ = now;
+    const std::uint64_t waited = now - start_ns_;
+    if (waited < policy_.spin_ns) {
+      phase_ = 0;
       cpu_relax();
-    } else if (rounds_ < kSpins + kYields) {
-      ++rounds_;
+    } else if (waited < policy_.spin_ns + policy_.yield_ns) {
+      phase_ = 1;
       std::this_thread::yield();
     } else {
-      // 1, 2, 4, ... kMaxSleepUs microseconds.
-      const std::uint32_t k = rounds_ - kSpins - kYields;
+      // 1, 2, 4, ... kMaxSleepUs microseconds (plus the kernel's timer slack).
+      phase_ = 2;
+      const std::uint32_t k = rounds_;
       const std::uint32_t us = k < 6 ? (1u << k) : kMaxSleepUs;
       if (k < 6) ++rounds_;
       std::this_thread::sleep_for(std::chrono::microseconds(us < kMaxSleepUs ? us : kMaxSleepUs));
@@ -91,13 +127,21 @@ class Backoff {
 #endif
   }
 
-  // True once the waiter has spun long enough that checking a clock is cheap in comparison.
+  // True once the waiter has stopped spinning (yielding or sleeping): a clock read is then cheap
+  // compared with a poll.
   CCOLL_HD bool past_spinning() const {
-    return rounds_ >= kSpins;
+    return phase_ > 0;
+  }
+  // True once the waiter sleeps between polls.
+  CCOLL_HD bool sleeping() const {
+    return phase_ > 1;
   }
 
  private:
+  WaitPolicy policy_{};
   std::uint32_t rounds_ = 0;
+  std::uint32_t phase_ = 0;  // 0: spinning, 1: yielding, 2: sleeping
+  std::uint64_t start_ns_ = 0;
 };
 
 }  // namespace ccoll::sync

@@ -46,9 +46,11 @@ class Counter {
   CCOLL_HD bool check(std::uint64_t target) const { return value() >= target; }
 
   // Blocks until the counter reaches target, *abort != 0, or now_ns() >= deadline_ns (0: none).
+  // `policy`: how long a host waiter spins and yields before sleeping (sync/backoff.hpp).
   CCOLL_HD WaitResult wait(std::uint64_t target, const std::uint32_t* abort,
-                           std::uint64_t deadline_ns) const {
-    Backoff backoff;
+                           std::uint64_t deadline_ns,
+                           const WaitPolicy& policy = WaitPolicy{}) const {
+    Backoff backoff(policy);
     for (std::uint32_t polls = 0;; ++polls) {
       if (check(target)) return WaitResult::Ok;
       // The clock and the abort word are read only every few polls while spinning, every poll
