@@ -15,7 +15,9 @@
 //     route).
 // It reports the total time, per-rank finish times, per-link bytes and utilisation, the gradient
 // turnaround (seed 004 Sec. III-C: the first moment some element is reduced and written at every
-// active rank) and, if asked, a timeline for exec/sim/chrome_trace.hpp.
+// active rank), when every part of the buffer is complete at every active rank (`ready`: what
+// seed 004's gradient queue could hand to the next forward pass, and when) and, if asked, a
+// timeline for exec/sim/chrome_trace.hpp.
 #pragma once
 
 #include <algorithm>
@@ -66,9 +68,19 @@ struct LinkRateSample {
   double rate_Bps = 0;
 };
 
+// Elements [begin, end) are reduced and written at every active rank from time_s on.
+struct ReadyRange {
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+  double time_s = 0;
+};
+
 struct SimResult {
   double time_s = 0;
   double turnaround_s = 0;  // first element reduced and written at every active rank
+  // The output, cut where writes begin or end, each piece with the time it is complete at every
+  // active rank; sorted by time. turnaround_s is ready.front().time_s.
+  std::vector<ReadyRange> ready;
   std::vector<double> rank_finish_s;
   std::vector<LinkUsage> links;  // links that carried bytes
   std::uint64_t steps = 0;
@@ -154,6 +166,13 @@ class Simulation {
         case Kind::Arrival:
           arrival(static_cast<std::uint32_t>(e.a), e.seq);
           break;
+      }
+      // Flows that start or end at the same instant share links from that instant on: one
+      // max-min computation after the last of them gives the same rates as one per flow (the
+      // rates in between would hold for zero time) at a fraction of the cost.
+      if (dirty_ && (events_.empty() || events_.top().t > now_)) {
+        dirty_ = false;
+        reshare();
       }
     }
     for (std::size_t ch = 0; ch < nch_; ++ch)
@@ -317,7 +336,7 @@ class Simulation {
     if (shared_before == 0 && shared_links_ == 0) {
       set_rate(id, route_[conn].bottleneck_Bps);
     } else {
-      reshare();
+      dirty_ = true;  // run() reshares once the events of this instant are done
     }
   }
 
@@ -407,7 +426,7 @@ class Simulation {
     }
     f.rate = 0;
     free_flows_.push_back(id);
-    if (shared_before > 0) reshare();
+    if (shared_before > 0) dirty_ = true;
     push(now_ + route_[conn].latency_s, Kind::Arrival, conn, 0, seq);
   }
 
@@ -445,8 +464,8 @@ class Simulation {
     double t;
   };
 
-  // The earliest time at which some element has been written at every active rank.
-  double turnaround() const {
+  // When each piece of the output has been written at every active rank (see SimResult::ready).
+  std::vector<ReadyRange> ready() const {
     std::vector<std::uint64_t> cuts;
     for (const auto& w : writes_)
       if (w.end > w.begin) {
@@ -455,7 +474,7 @@ class Simulation {
       }
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-    if (cuts.size() < 2) return 0;
+    if (cuts.size() < 2) return {};
     const std::size_t nseg = cuts.size() - 1;
     std::vector<double> latest(nseg, 0);
     std::vector<int> writers(nseg, 0);
@@ -477,10 +496,17 @@ class Simulation {
         }
       }
     const int need = plan_.nactive();
-    double best = std::numeric_limits<double>::infinity();
+    std::vector<ReadyRange> out;
     for (std::size_t i = 0; i < nseg; ++i)
-      if (writers[i] >= need) best = std::min(best, latest[i]);
-    return std::isfinite(best) ? best : 0;
+      if (writers[i] >= need) {
+        if (!out.empty() && out.back().end == cuts[i] && out.back().time_s == latest[i])
+          out.back().end = cuts[i + 1];  // a chunk written in several pieces at the same time
+        else
+          out.push_back(ReadyRange{cuts[i], cuts[i + 1], latest[i]});
+      }
+    std::stable_sort(out.begin(), out.end(),
+                     [](const ReadyRange& a, const ReadyRange& b) { return a.time_s < b.time_s; });
+    return out;
   }
 
   SimResult finish() {
@@ -503,7 +529,8 @@ class Simulation {
           static_cast<int>(l), link.name, link.capacity_Bps, link_bytes_[l], link_busy_[l],
           res.time_s > 0 ? link_bytes_[l] / (link.capacity_Bps * res.time_s) : 0.0});
     }
-    res.turnaround_s = turnaround();
+    res.ready = ready();
+    res.turnaround_s = res.ready.empty() ? 0 : res.ready.front().time_s;
     res.spans = std::move(spans_);
     res.link_rates = std::move(link_rates_);
     return res;
@@ -523,6 +550,7 @@ class Simulation {
   std::vector<std::vector<std::size_t>> link_flows_;
   std::vector<double> link_rate_, link_bytes_, link_busy_, link_busy_since_;
   int shared_links_ = 0;
+  bool dirty_ = false;  // flows started or ended since the last reshare()
   std::vector<std::size_t> active_links_, left_n_;
   std::vector<double> left_cap_, new_rate_;
   std::vector<std::uint64_t> frozen_;
