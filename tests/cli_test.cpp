@@ -74,7 +74,7 @@ TEST_CASE("usage errors name the option") {
 
 TEST_CASE("plan --json: the issue's format for every algorithm") {
   const auto file = write_temp("square.json", kSquare);
-  for (const std::string algo : {"ring", "dbtree", "tree", "forest", "ps"})
+  for (const std::string algo : {"ring", "dbtree", "tree", "forest", "ps", "blink", "hdbtree"})
     for (const bool overlap : {false, true}) {
       std::vector<std::string> args{"--topology", file, "--algo", algo, "--bytes", "4M", "--json"};
       if (overlap) args.push_back("--overlap");
@@ -185,4 +185,40 @@ TEST_CASE("simulate: CSV sweep, closed form on a uniform network, trace, DOT") {
   REQUIRE(d.rc == 0);
   CHECK(d.out.rfind("digraph", 0) == 0);
   CHECK(d.out.find("\"gpu0\"") != std::string::npos);
+}
+
+TEST_CASE("seed 001 baselines on a cluster: the NIC bound, and --split") {
+  // Two PCIe machines joined by 10 Gbps NICs: any allreduce moves at least N / 2 out of each
+  // machine per stage, 2 (N / 2) / 1.25 GB/s in all. Blink (trees inside, a ring of two roots)
+  // and NCCL 2.4's trees across machines both reach it; so does the forest.
+  const double N = 256.0 * (1 << 20);
+  const double bound = N / 1.25e9;
+  for (const std::string algo : {"blink", "hdbtree", "forest"}) {
+    const auto r = simulate(
+        {"--topology", "cluster:2x4:pcie:10", "--algo", algo, "--bytes", "256M", "--json"});
+    CAPTURE(algo);
+    REQUIRE(r.rc == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    const double t = j[0]["predicted"]["time_s"].get<double>();
+    CHECK(t >= bound * (1 - 1e-9));
+    CHECK(t == doctest::Approx(bound).epsilon(0.03));
+  }
+  // The flat ring crosses the NICs with 2 (P-1)/P N each way: 7/4 of the bound.
+  const auto ring = simulate(
+      {"--topology", "cluster:2x4:pcie:10", "--algo", "ring", "--bytes", "256M", "--json"});
+  REQUIRE(ring.rc == 0);
+  CHECK(nlohmann::json::parse(ring.out)[0]["predicted"]["time_s"].get<double>() ==
+        doctest::Approx(1.75 * bound).epsilon(0.03));
+  CHECK(simulate({"--topology", "uniform:8", "--algo", "blink"}).rc == 2);
+  // Trees of unequal weight: equal-share channels (the default) never lose to one channel per
+  // tree, whose heavier trees fall behind under fair sharing.
+  const auto time_of = [](const std::string& split) {
+    const auto r = simulate({"--topology", "cluster:2x4:pcie:100", "--algo", "forest", "--bytes",
+                             "64M", "--json", "--split", split});
+    REQUIRE(r.rc == 0);
+    return nlohmann::json::parse(r.out)[0]["predicted"]["time_s"].get<double>();
+  };
+  const double one = time_of("0"), split = time_of("64");
+  CHECK(split <= one * 1.001);
+  CHECK(simulate({"--topology", "full4", "--split", "-1"}).rc == 2);
 }
