@@ -222,3 +222,21 @@ TEST_CASE("seed 001 baselines on a cluster: the NIC bound, and --split") {
   CHECK(split <= one * 1.001);
   CHECK(simulate({"--topology", "full4", "--split", "-1"}).rc == 2);
 }
+
+TEST_CASE("topology files: NCCL's XML dump and nvidia-smi topo -m are read by their content") {
+  const std::string dir = std::string(CCOLL_SOURCE_DIR) + "/data/topologies/";
+  for (const std::string f : {"dgx1v_nccl_topo.xml", "dgx1v_nvidia_smi_topo.txt", "small4.json"}) {
+    CAPTURE(f);
+    const auto r = plan({"--topology", dir + f, "--algo", "ring", "--bytes", "1M", "--json"});
+    CAPTURE(r.err);
+    REQUIRE(r.rc == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["ranks"].size() == (f == "small4.json" ? 4u : 8u));
+    CHECK(j["predicted"]["time_s"].get<double>() > 0);
+  }
+  const auto bad = write_temp("bad.txt", "GPU1\tX\n");
+  const auto r = plan({"--topology", bad, "--algo", "ring"});
+  CHECK(r.rc == 1);
+  CHECK(r.err.find("GPU0") != std::string::npos);
+  std::filesystem::remove(bad);
+}

@@ -25,6 +25,9 @@
 #include "ccoll/plan/tree.hpp"
 #include "ccoll/plan/verifier.hpp"
 #include "ccoll/topology/hierarchical.hpp"
+#include "ccoll/topology/json_loader.hpp"
+#include "ccoll/topology/nccl_xml_loader.hpp"
+#include "ccoll/topology/nvidia_smi_loader.hpp"
 #include "ccoll/topology/packed_forest.hpp"
 #include "ccoll/topology/physical.hpp"
 // GCC 12 at -O3 reports a false -Wrestrict (GCC bug 105329) inside topology::cluster()'s
@@ -45,7 +48,7 @@ struct UsageError : std::invalid_argument {
 };
 
 struct Options {
-  std::string topology;  // FILE | PRESET | uniform:P[:GBps[:latency_us]]
+  std::string topology;  // FILE (JSON, NCCL XML, nvidia-smi) | PRESET | uniform:P[:GBps[:us]]
   std::vector<std::string> algos{"forest"};
   std::vector<std::string> active;  // node ids; empty: the topology's default
   bool overlap = false;
@@ -185,48 +188,34 @@ inline Options parse_options(const std::vector<std::string>& args) {
 }
 
 // Topology input ------------------------------------------------------------------------------
-
-// The documented JSON format (docs/simulator.md): {"name", "nodes": [id | {"id","kind","host"}],
-// "links": [{"a","b","bandwidth_GBps","count","latency_us","duplex"}], "active": [id...]}.
-inline topology::PhysicalTopology topology_from_json(const nlohmann::json& j,
-                                                     const std::string& where) {
-  using topology::TopologyError;
-  if (!j.is_object()) throw TopologyError(where + ": expected a JSON object");
+// A file is read by its first character: '{' the JSON format of topology/json_loader.hpp, '<'
+// NCCL's topology dump (topology/nccl_xml_loader.hpp), anything else the matrix of
+// `nvidia-smi topo -m` (topology/nvidia_smi_loader.hpp). docs/formats.md documents all three.
+inline topology::PhysicalTopology topology_from_file_text(const std::string& text,
+                                                          const std::string& where) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  const char c = first == std::string::npos ? '\0' : text[first];
   topology::PhysicalTopology t;
-  t.name = j.value("name", where);
-  if (!j.contains("nodes") || !j["nodes"].is_array() || j["nodes"].empty())
-    throw TopologyError(where + ": \"nodes\" must be a non-empty array");
-  for (const auto& n : j["nodes"]) {
-    if (n.is_string()) {
-      t.add_node(n.get<std::string>(), topology::NodeKind::gpu);
-    } else if (n.is_object() && n.contains("id") && n["id"].is_string()) {
-      t.add_node(n["id"].get<std::string>(),
-                 topology::parse_node_kind(n.value("kind", std::string("gpu"))),
-                 n.value("host", std::string{}));
-    } else {
-      throw TopologyError(where + ": a node must be an id string or {\"id\": ...}, got " +
-                          n.dump());
+  if (c == '<') {
+    t = topology::topology_from_nccl_xml(text);
+  } else if (c == '{' || c == '[') {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      throw topology::TopologyError(where + ": not valid JSON: " + e.what());
     }
+    try {
+      t = topology::topology_from_json(j);
+    } catch (const topology::TopologyError& e) {
+      throw topology::TopologyError(where + ": " + e.what());
+    }
+    if (!j.contains("name")) t.name = where;
+    return t;
+  } else {
+    t = topology::topology_from_nvidia_smi(text);
   }
-  if (!j.contains("links") || !j["links"].is_array())
-    throw TopologyError(where + ": \"links\" must be an array");
-  for (const auto& l : j["links"]) {
-    if (!l.is_object() || !l.contains("a") || !l.contains("b") || !l.contains("bandwidth_GBps"))
-      throw TopologyError(where + ": a link needs \"a\", \"b\" and \"bandwidth_GBps\", got " +
-                          l.dump());
-    const auto a = l["a"].get<std::string>(), b = l["b"].get<std::string>();
-    if (t.find(a) < 0)
-      throw TopologyError(where + ": link " + a + "-" + b + ": unknown node \"" + a + "\"");
-    if (t.find(b) < 0)
-      throw TopologyError(where + ": link " + a + "-" + b + ": unknown node \"" + b + "\"");
-    t.add_link(a, b, l["bandwidth_GBps"].get<double>(), l.value("count", 1),
-               l.value("latency_us", 0.0), l.value("type", std::string{}), l.value("duplex", true));
-  }
-  if (j.contains("active")) {
-    std::vector<std::string> ids;
-    for (const auto& a : j["active"]) ids.push_back(a.get<std::string>());
-    t.set_active(ids);
-  }
+  t.name = where.substr(where.find_last_of('/') + 1);
   return t;
 }
 
@@ -263,13 +252,7 @@ inline Setup load_setup(const Options& o) {
   if (in) {
     std::stringstream buf;
     buf << in.rdbuf();
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(buf.str());
-    } catch (const nlohmann::json::exception& e) {
-      throw topology::TopologyError(o.topology + ": not valid JSON: " + e.what());
-    }
-    s.topo = topology_from_json(j, o.topology);
+    s.topo = topology_from_file_text(buf.str(), o.topology);
   } else {
     try {
       s.topo = topology::preset(o.topology);

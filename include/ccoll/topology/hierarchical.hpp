@@ -30,9 +30,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ccoll/plan/double_binary_tree.hpp"
@@ -52,6 +54,7 @@ struct RootedTree {
 struct SingleRootOptions {
   int iterations = 400;   // oracle calls
   double epsilon = 0.05;  // price growth per unit of capacity used
+  int max_trees = 8;      // keep this many trees (each becomes plan channels); 0: all found
 };
 
 // Spanning in-trees over `nodes` (compute nodes; tree edges travel the routes of physical.hpp)
@@ -60,7 +63,10 @@ struct SingleRootOptions {
 // cheapest under link prices (Edmonds), raise the prices of the links it loads, and finally scale
 // the accumulated weights down to the capacities. The scaling makes the result feasible whatever
 // the iteration count; 400 iterations put it within a few percent of the optimum on machines of
-// up to 8 GPUs (tests/topology_test.cpp compares with hand-computed optima).
+// up to 8 GPUs (tests/topology_test.cpp compares with hand-computed optima). The loop visits many
+// trees with small weights (210 on a DGX-1), and every tree costs plan channels, so the
+// `max_trees` heaviest are kept and the same loop, with the oracle limited to them, sets their
+// weights again.
 inline std::vector<RootedTree> pack_single_root(const PhysicalTopology& t, const RouteTable& routes,
                                                 const std::vector<int>& nodes, int root,
                                                 const SingleRootOptions& opt = {}) {
@@ -79,12 +85,46 @@ inline std::vector<RootedTree> pack_single_root(const PhysicalTopology& t, const
             routes(nodes[static_cast<std::size_t>(a)], nodes[static_cast<std::size_t>(b)]);
         if (!r.empty()) edges.push_back(Edge{a, b, &r});
       }
-  std::vector<double> price(t.links.size());
-  for (std::size_t l = 0; l < t.links.size(); ++l) price[l] = 1.0 / t.links[l].capacity_GBps();
-  std::map<std::vector<int>, double> found;  // tree (parent array) -> accumulated weight
-  std::vector<double> load(t.links.size(), 0.0), total(t.links.size(), 0.0);
+  // The links each tree loads (a route never repeats a link), and one multiplicative-weights run
+  // whose oracle is `cheapest`; it returns the trees found with feasible weights.
+  using Tree = std::vector<int>;  // parent positions
+  const auto loads_of = [&](const Tree& parent) {
+    std::map<std::size_t, double> m;
+    for (int i = 0; i < n; ++i)
+      if (parent[static_cast<std::size_t>(i)] >= 0)
+        for (int l : routes(nodes[static_cast<std::size_t>(i)],
+                            nodes[static_cast<std::size_t>(parent[static_cast<std::size_t>(i)])]))
+          m[PhysicalTopology::idx(l)] += 1;
+    return std::vector<std::pair<std::size_t, double>>(m.begin(), m.end());
+  };
+  const auto run = [&](const std::function<Tree(const std::vector<double>&)>& cheapest) {
+    std::vector<double> price(t.links.size());
+    for (std::size_t l = 0; l < t.links.size(); ++l) price[l] = 1.0 / t.links[l].capacity_GBps();
+    std::map<Tree, double> found;
+    std::vector<double> total(t.links.size(), 0.0);
+    for (int it = 0; it < opt.iterations; ++it) {
+      const Tree parent = cheapest(price);
+      const auto load = loads_of(parent);
+      double w = std::numeric_limits<double>::infinity();
+      for (const auto& [l, k] : load) w = std::min(w, t.links[l].capacity_GBps() / k);
+      found[parent] += w;
+      for (const auto& [l, k] : load) {
+        total[l] += w * k;
+        price[l] *= 1.0 + opt.epsilon * w * k / t.links[l].capacity_GBps();
+      }
+    }
+    double over = 0;
+    for (std::size_t l = 0; l < total.size(); ++l)
+      over = std::max(over, total[l] / t.links[l].capacity_GBps());
+    std::vector<RootedTree> out;
+    for (const auto& [parent, w] : found) out.push_back(RootedTree{parent, w / over});
+    std::sort(out.begin(), out.end(), [](const RootedTree& a, const RootedTree& b) {
+      return a.weight_GBps > b.weight_GBps;
+    });
+    return out;
+  };
   std::vector<ArcEdge> arcs(edges.size());
-  for (int it = 0; it < opt.iterations; ++it) {
+  auto out = run([&](const std::vector<double>& price) {
     // An in-tree into the root is an out-arborescence of the reversed graph.
     for (std::size_t e = 0; e < edges.size(); ++e) {
       double c = 0;
@@ -96,30 +136,28 @@ inline std::vector<RootedTree> pack_single_root(const PhysicalTopology& t, const
       throw TopologyError("pack_single_root: \"" +
                           t.nodes[PhysicalTopology::idx(nodes[static_cast<std::size_t>(root)])].id +
                           "\" cannot be reached from every node of its machine");
-    std::vector<int> parent(static_cast<std::size_t>(n), -1);
-    std::fill(load.begin(), load.end(), 0.0);
-    for (int e : *tree) {
-      const Edge& ed = edges[static_cast<std::size_t>(e)];
-      parent[static_cast<std::size_t>(ed.from)] = ed.to;
-      for (int l : *ed.route) load[PhysicalTopology::idx(l)] += 1;
-    }
-    double w = std::numeric_limits<double>::infinity();
-    for (std::size_t l = 0; l < load.size(); ++l)
-      if (load[l] > 0) w = std::min(w, t.links[l].capacity_GBps() / load[l]);
-    found[parent] += w;
-    for (std::size_t l = 0; l < load.size(); ++l)
-      if (load[l] > 0) {
-        total[l] += w * load[l];
-        price[l] *= 1.0 + opt.epsilon * w * load[l] / t.links[l].capacity_GBps();
+    Tree parent(static_cast<std::size_t>(n), -1);
+    for (int e : *tree)
+      parent[static_cast<std::size_t>(edges[static_cast<std::size_t>(e)].from)] =
+          edges[static_cast<std::size_t>(e)].to;
+    return parent;
+  });
+  if (opt.max_trees > 0 && static_cast<int>(out.size()) > opt.max_trees) {
+    out.resize(static_cast<std::size_t>(opt.max_trees));
+    std::vector<std::vector<std::pair<std::size_t, double>>> loads;
+    for (const auto& tr : out) loads.push_back(loads_of(tr.parent));
+    const auto kept = out;
+    out = run([&](const std::vector<double>& price) {
+      std::size_t best = 0;
+      double best_cost = std::numeric_limits<double>::infinity();
+      for (std::size_t k = 0; k < kept.size(); ++k) {
+        double c = 0;
+        for (const auto& [l, u] : loads[k]) c += u * price[l];
+        if (c < best_cost) best_cost = c, best = k;
       }
+      return kept[best].parent;
+    });
   }
-  double over = 0;
-  for (std::size_t l = 0; l < total.size(); ++l)
-    over = std::max(over, total[l] / t.links[l].capacity_GBps());
-  std::vector<RootedTree> out;
-  for (const auto& [parent, w] : found) out.push_back(RootedTree{parent, w / over});
-  std::sort(out.begin(), out.end(),
-            [](const RootedTree& a, const RootedTree& b) { return a.weight_GBps > b.weight_GBps; });
   return out;
 }
 
