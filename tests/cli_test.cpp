@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../tools/ccoll/fit_args.hpp"
 #include "../tools/ccoll/topology_args.hpp"
 #include "ccoll/model/alpha_beta.hpp"
 
@@ -239,4 +240,46 @@ TEST_CASE("topology files: NCCL's XML dump and nvidia-smi topo -m are read by th
   CHECK(r.rc == 1);
   CHECK(r.err.find("GPU0") != std::string::npos);
   std::filesystem::remove(bad);
+}
+
+TEST_CASE("fit: a, b and gamma from nccl-tests output and ccoll_perf JSON") {
+  // Rows of all_reduce_perf made from t = a + b m (and a + gamma b m with two at once).
+  const double a = 30e-6, b = 1.0 / 12e9, gamma = 1.6;
+  const auto nccl_text = [&](double g) {
+    std::string text = "#       size         count      type   redop    root     time ...\n";
+    for (double m = 8192; m <= 256.0 * (1 << 20); m *= 4) {
+      char row[256];
+      const double us = (a + g * b * m) * 1e6;
+      std::snprintf(row, sizeof row, "%12.0f %12.0f float sum -1 %10.2f 0 0 0 %10.2f 0 0 0\n", m,
+                    m / 4, us, us);
+      text += row;
+    }
+    return text;
+  };
+  const auto one = write_temp("nccl1.txt", nccl_text(1.0));
+  const auto two = write_temp("nccl2.txt", nccl_text(gamma));
+  std::ostringstream out, err;
+  REQUIRE(ccoll::cli::run_fit({"--nccl-tests", one, "--with", "2", two, "--json"}, out, err) == 0);
+  const auto j = nlohmann::json::parse(out.str());
+  CHECK(j["a_s"].get<double>() == doctest::Approx(a).epsilon(0.01));
+  CHECK(j["bandwidth_GBps"].get<double>() == doctest::Approx(12.0).epsilon(0.001));
+  CHECK(j["r2"].get<double>() > 0.9999);
+  CHECK(j["gamma"].get<double>() == doctest::Approx(gamma).epsilon(0.001));
+  // The size range: only the first two rows, still on the line.
+  std::ostringstream o2, e2;
+  REQUIRE(ccoll::cli::run_fit({"--nccl-tests", one, "--max-bytes", "40000"}, o2, e2) == 0);
+  CHECK(o2.str().find("samples 2") != std::string::npos);
+  const auto perf = write_temp("perf.json", R"({"results": [
+      {"algo": "ring", "nranks": 4, "size": 1000000, "time_us": 110},
+      {"algo": "ring", "nranks": 4, "size": 3000000, "time_us": 310},
+      {"algo": "tree", "nranks": 4, "size": 1000000, "time_us": 999}]})");
+  std::ostringstream o3, e3;
+  REQUIRE(ccoll::cli::run_fit({"--ccoll-perf", perf, "--algo", "ring", "--json"}, o3, e3) == 0);
+  const auto p = nlohmann::json::parse(o3.str());
+  CHECK(p["a_s"].get<double>() == doctest::Approx(10e-6));
+  CHECK(p["bandwidth_GBps"].get<double>() == doctest::Approx(10.0));
+  std::ostringstream o4, e4;
+  CHECK(ccoll::cli::run_fit({"--nccl-tests", one, "--ccoll-perf", perf}, o4, e4) == 2);
+  CHECK(ccoll::cli::run_fit({"--nccl-tests", "/nonexistent"}, o4, e4) == 1);
+  for (const auto& f : {one, two, perf}) std::filesystem::remove(f);
 }
