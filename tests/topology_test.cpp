@@ -243,12 +243,18 @@ TEST_CASE("double binary tree with detours (seed 004 Sec. IV-A)") {
     CHECK(nvlink_lanes(t, c, det.relay_node) > 0);
     CHECK(nvlink_lanes(t, det.relay_node, p) > 0);
   }
-  // Every remaining tree edge is an NVLink.
+  // Every remaining tree edge is an NVLink, and the two trees (which run at the same time) never
+  // put two edges on one link in the same direction: a relay is chosen where its links are free.
+  std::vector<int> up(t.links.size(), 0);
   for (const auto& tree : d.trees)
     for (std::size_t r = 0; r < tree.reduce_parent.size(); ++r)
-      if (tree.reduce_parent[r] >= 0)
-        CHECK(nvlink_lanes(t, d.rank_node[r],
-                           d.rank_node[static_cast<std::size_t>(tree.reduce_parent[r])]) > 0);
+      if (tree.reduce_parent[r] >= 0) {
+        const int a = d.rank_node[r],
+                  b = d.rank_node[static_cast<std::size_t>(tree.reduce_parent[r])];
+        CHECK(nvlink_lanes(t, a, b) > 0);
+        for (int l : routes(a, b)) ++up[static_cast<std::size_t>(l)];
+      }
+  CHECK(*std::max_element(up.begin(), up.end()) == 1);
   for (bool overlap : {false, true})
     topology_test::verify_and_run(
         [&](const ccoll::plan::PlanRequest& r) {

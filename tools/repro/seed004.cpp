@@ -211,7 +211,8 @@ int main(int argc, char** argv) try {
     }
   }
   if (a.dgx1) {
-    // Seed 004 Fig. 12: B and C1 as double trees with detours on a DGX-1V, NCCL's rings (R).
+    // Seed 004 Fig. 12: B (phased) and C1 (overlapped) double binary trees with detours on a
+    // DGX-1V, and R, NCCL-style rings embedded on the NVLinks (topology/embedding.hpp).
     std::ofstream dgx(a.out + "/seed004_dgx1.csv");
     dgx << "bytes,algo,channels,time_s,turnaround_s,algbw_GBps\n";
     const auto topo = topology::dgx1v();
@@ -229,12 +230,10 @@ int main(int argc, char** argv) try {
       };
       std::vector<Case> cases;
       req.overlap = false;
-      cases.push_back(
-          {"B (dbtree-detour, phased)", topology::detour_tree_plan(d, req), d.rank_node});
+      cases.push_back({"B", topology::detour_tree_plan(d, req), d.rank_node});
       req.overlap = true;
-      cases.push_back(
-          {"C1 (dbtree-detour, overlapped)", topology::detour_tree_plan(d, req), d.rank_node});
-      cases.push_back({"R (NCCL rings)", topology::ring_plan(rings, req), rings.nodes});
+      cases.push_back({"C1", topology::detour_tree_plan(d, req), d.rank_node});
+      cases.push_back({"R", topology::ring_plan(rings, req), rings.nodes});
       for (const auto& c : cases) {
         const auto res = sim::simulate(c.plan, net, c.nodes);
         char buf[256];
