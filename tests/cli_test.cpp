@@ -113,6 +113,13 @@ TEST_CASE("forest on the square: the solver's weights and a correct prediction")
   const auto j = nlohmann::json::parse(r.out);
   const double total = j["forest"]["total_GBps"].get<double>();
   CHECK(total > 0);
+  // Never above the certified bound; every pair is a channel.
+  CHECK(j["forest"]["exact_oracle"].get<bool>());
+  CHECK(total <= j["forest"]["upper_bound_GBps"].get<double>() * (1 + 1e-9));
+  CHECK(total <= j["forest"]["optimum_found_GBps"].get<double>() * (1 + 1e-9));
+  CHECK(j["forest"]["prune_loss"].get<double>() <= 0.005 + 1e-9);
+  CHECK(j["forest"]["pairs"].get<std::size_t>() == j["plan"]["channels"].get<std::size_t>());
+  CHECK(j["forest"]["planning_s"].get<double>() >= 0);
   // The simulated time is at least the forest's bandwidth-only bound (Property 2). It is not equal
   // to it: trees sharing a link get max-min fair (equal) rates in the simulator, not rates
   // proportional to their LP weights, so heavier trees finish last (docs/simulator.md).

@@ -534,9 +534,13 @@ inline nlohmann::json plan_json(const Options& o, const Built& b, const Predicti
   if (!b.rings.empty()) j["rings"] = b.rings;
   if (b.forest) {
     j["forest"] = {{"schedule", topology::to_string(b.forest->schedule)},
+                   {"method", topology::to_string(b.forest->method)},
                    {"total_GBps", b.forest->total_GBps},
+                   {"optimum_found_GBps", b.forest->optimum_found_GBps},
+                   {"prune_loss", b.forest->prune_loss()},
                    {"upper_bound_GBps", b.forest->upper_bound_GBps},
                    {"exact_oracle", b.forest->exact_oracle},
+                   {"pairs", b.forest->pairs.size()},
                    {"planning_s", b.forest->seconds},
                    {"bandwidth_only_time_s", b.forest->time_s(p.bytes)}};
   }

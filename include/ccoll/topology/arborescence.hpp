@@ -49,7 +49,9 @@ class ArborescenceSolver {
     out.clear();
     if (n <= 0 || root < 0 || root >= n) return false;
     const auto N = static_cast<std::size_t>(n);
-    const auto kept = [&](int v) { return keep == nullptr || (*keep)[static_cast<std::size_t>(v)]; };
+    const auto kept = [&](int v) {
+      return keep == nullptr || (*keep)[static_cast<std::size_t>(v)];
+    };
     if (!kept(root)) return false;
     // Heap nodes are edge indices.
     const std::size_t E = edges.size();
@@ -66,7 +68,8 @@ class ArborescenceSolver {
     members_.clear();
     uf_.resize(N);
     super_of_.resize(N);
-    for (std::size_t v = 0; v < N; ++v) uf_[v] = static_cast<int>(v), super_of_[v] = static_cast<int>(v);
+    for (std::size_t v = 0; v < N; ++v)
+      uf_[v] = static_cast<int>(v), super_of_[v] = static_cast<int>(v);
     for (std::size_t i = 0; i < E; ++i) {
       const ArcEdge& e = edges[i];
       if (e.from == e.to || e.to == root || e.from < 0 || e.to < 0 || e.from >= n || e.to >= n ||
@@ -94,8 +97,8 @@ class ArborescenceSolver {
           push_down(h);
           const int top = h;
           h = merge(left_[static_cast<std::size_t>(top)], right_[static_cast<std::size_t>(top)]);
-          if (super_of_[static_cast<std::size_t>(find(edges[static_cast<std::size_t>(top)].from))] !=
-              u) {
+          if (super_of_[static_cast<std::size_t>(
+                  find(edges[static_cast<std::size_t>(top)].from))] != u) {
             e = top;
             break;
           }
@@ -144,7 +147,9 @@ class ArborescenceSolver {
     out.clear();
     if (n <= 0 || root < 0 || root >= n) return false;
     constexpr double inf = std::numeric_limits<double>::infinity();
-    const auto kept = [&](int v) { return keep == nullptr || (*keep)[static_cast<std::size_t>(v)]; };
+    const auto kept = [&](int v) {
+      return keep == nullptr || (*keep)[static_cast<std::size_t>(v)];
+    };
     if (!kept(root)) return false;
     const auto N = static_cast<std::size_t>(n);
     inc_.assign(N * N, inf);
@@ -162,10 +167,12 @@ class ArborescenceSolver {
     for (int v = 0; v < n; ++v)
       if (kept(v)) active_.push_back(v);
     pos_.assign(N, -1);
-    for (std::size_t k = 0; k < active_.size(); ++k) pos_[static_cast<std::size_t>(active_[k])] = static_cast<int>(k);
+    for (std::size_t k = 0; k < active_.size(); ++k)
+      pos_[static_cast<std::size_t>(active_[k])] = static_cast<int>(k);
     super_of_.resize(N);
     uf_.resize(N);
-    for (std::size_t v = 0; v < N; ++v) super_of_[v] = static_cast<int>(v), uf_[v] = static_cast<int>(v);
+    for (std::size_t v = 0; v < N; ++v)
+      super_of_[v] = static_cast<int>(v), uf_[v] = static_cast<int>(v);
     chosen_.assign(2 * N, -1);
     parent_.assign(2 * N, -1);
     members_begin_.assign(2 * N + 1, 0);
@@ -242,7 +249,9 @@ class ArborescenceSolver {
         // Edges leaving m into x become edges leaving v.
         double& out_v = inc_[X * N + static_cast<std::size_t>(v)];
         const double out_m = inc_[X * N + static_cast<std::size_t>(m)];
-        if (out_m < out_v) out_v = out_m, id_[X * N + static_cast<std::size_t>(v)] = id_[X * N + static_cast<std::size_t>(m)];
+        if (out_m < out_v)
+          out_v = out_m,
+          id_[X * N + static_cast<std::size_t>(v)] = id_[X * N + static_cast<std::size_t>(m)];
       }
       uf_[static_cast<std::size_t>(m)] = v;
       // Drop m from the active list.
@@ -261,7 +270,9 @@ class ArborescenceSolver {
   // their chosen edge; an edge entering a cycle replaces the cycle edge of the member it enters.
   void expand(int n, const std::vector<ArcEdge>& edges, int root, int next_super,
               std::vector<int>& out, const std::vector<char>* keep) {
-    const auto kept = [&](int v) { return keep == nullptr || (*keep)[static_cast<std::size_t>(v)]; };
+    const auto kept = [&](int v) {
+      return keep == nullptr || (*keep)[static_cast<std::size_t>(v)];
+    };
     in_edge_.assign(static_cast<std::size_t>(n), -1);
     stack_.clear();
     for (int x = 0; x < next_super; ++x)
@@ -275,7 +286,8 @@ class ArborescenceSolver {
         continue;
       }
       int mem = edges[static_cast<std::size_t>(e)].to;  // the member of x that e enters
-      while (parent_[static_cast<std::size_t>(mem)] != x) mem = parent_[static_cast<std::size_t>(mem)];
+      while (parent_[static_cast<std::size_t>(mem)] != x)
+        mem = parent_[static_cast<std::size_t>(mem)];
       for (int k = members_begin_[static_cast<std::size_t>(x)];
            k < members_begin_[static_cast<std::size_t>(x) + 1]; ++k) {
         const int y = members_[static_cast<std::size_t>(k)];

@@ -148,8 +148,7 @@ inline PackedForest solve_packed_forest_exact(const PhysicalTopology& topo,
     throw std::runtime_error("solve_packed_forest_exact: solution " + std::to_string(lp.value) +
                              " GB/s exceeds its certified bound " +
                              std::to_string(out.upper_bound_GBps));
-  const auto pr =
-      prune(fit, lp.x, lp.value, opt.max_pairs, opt.max_pairs_per_root, opt.prune_loss);
+  const auto pr = prune(fit, lp.x, lp.value, opt.max_pairs, opt.max_pairs_per_root, opt.prune_loss);
   out.pivots += pr.pivots;
   out.refits += pr.refits;
   add_pairs(p, cols, pr.x, out);

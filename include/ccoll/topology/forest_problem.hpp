@@ -40,11 +40,11 @@ namespace ccoll::topology {
 
 // A (reduce tree, broadcast tree) pair of one root: a column of the packing LP.
 struct ForestColumn {
-  int root = 0;   // local compute index
-  int bpool = 0;  // pool of the broadcast tree
-  std::vector<int> reduce, broadcast;             // logical edge indices, sorted
-  std::vector<std::pair<int, double>> usage;      // (row, units per unit of weight), sorted by row
-  std::uint64_t key = 0;                          // hash of (root, bpool, reduce, broadcast)
+  int root = 0;                               // local compute index
+  int bpool = 0;                              // pool of the broadcast tree
+  std::vector<int> reduce, broadcast;         // logical edge indices, sorted
+  std::vector<std::pair<int, double>> usage;  // (row, units per unit of weight), sorted by row
+  std::uint64_t key = 0;                      // hash of (root, bpool, reduce, broadcast)
 
   bool same_trees(const ForestColumn& o) const {
     return root == o.root && bpool == o.bpool && reduce == o.reduce && broadcast == o.broadcast;
@@ -62,7 +62,7 @@ struct ForestProblem {
   // graph); route_links[route_begin[e] .. route_begin[e+1]) are the local links of a->b's route.
   std::vector<ArcEdge> fwd, rev;
   std::vector<int> route_begin, route_links;
-  std::vector<int> link;        // local link -> topology link index
+  std::vector<int> link;         // local link -> topology link index
   std::vector<double> link_cap;  // local link capacity, GB/s
   int pools = 2;
 
@@ -99,7 +99,8 @@ inline ForestProblem make_forest_problem(const PhysicalTopology& topo, ForestSch
   for (int a = 0; a < p.n; ++a)
     for (int b = 0; b < p.n; ++b) {
       if (a == b) continue;
-      const Route& r = routes(p.node[static_cast<std::size_t>(a)], p.node[static_cast<std::size_t>(b)]);
+      const Route& r =
+          routes(p.node[static_cast<std::size_t>(a)], p.node[static_cast<std::size_t>(b)]);
       if (r.empty()) continue;
       p.fwd.push_back(ArcEdge{a, b, 0});
       p.rev.push_back(ArcEdge{b, a, 0});
@@ -128,8 +129,7 @@ class ForestOracle {
 
   // True when every call returns a cheapest column (no relay, or few enough to enumerate).
   bool exact() const {
-    return p_.all_active ||
-           p_.n - static_cast<int>(p_.roots.size()) <= steiner_.exact_limit;
+    return p_.all_active || p_.n - static_cast<int>(p_.roots.size()) <= steiner_.exact_limit;
   }
   std::size_t calls() const { return calls_; }
 
@@ -200,9 +200,7 @@ class ForestOracle {
       acc_[static_cast<std::size_t>(row)] = 0.0;
     }
     std::uint64_t h = 1469598103934665603ull;
-    const auto mix = [&](std::uint64_t v) {
-      h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    };
+    const auto mix = [&](std::uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
     mix(static_cast<std::uint64_t>(c.root));
     mix(static_cast<std::uint64_t>(c.bpool));
     for (int e : c.reduce) mix(static_cast<std::uint64_t>(e));
@@ -239,7 +237,7 @@ inline void add_pairs(const ForestProblem& p, const std::vector<ForestColumn>& c
                      p.node[static_cast<std::size_t>(p.fwd[static_cast<std::size_t>(e)].to)]);
     return v;
   };
-  for (std::size_t j = 0; j < cols.size(); ++j) {
+  for (std::size_t j = 0; j < cols.size() && j < weight.size(); ++j) {
     if (!(weight[j] > 0)) continue;
     const ForestColumn& c = cols[j];
     out.pairs.push_back(ForestPair{

@@ -24,10 +24,10 @@
 namespace ccoll::topology {
 
 struct RefitResult {
-  std::vector<double> x;  // per column of the full list, feasible (0 outside the subset)
-  double value = 0;       // sum of x
-  std::vector<double> y;  // dual prices per problem row (0 on rows no subset column touches)
-  double dual_value = 0;  // capacities . y (= value at a certified optimum)
+  std::vector<double> x;   // per column of the full list, feasible (0 outside the subset)
+  double value = 0;        // sum of x
+  std::vector<double> y;   // dual prices per problem row (0 on rows no subset column touches)
+  double dual_value = 0;   // capacities . y (= value at a certified optimum)
   bool certified = false;  // the LP passed its optimality check
   std::size_t pivots = 0;
   std::size_t rows = 0;  // LP rows
@@ -124,63 +124,66 @@ struct PruneResult {
   int refits = 0;
 };
 
-// Fewer pairs, each step followed by a refit of the weights: keep the heaviest max_per_root pairs
-// of every root and the heaviest max_pairs overall (0: no cap), then drop the lightest pairs
-// while the total stays >= (1 - loss) * reference. Pairs whose weights add up to the loss still
-// allowed can go without a refit (removing a pair never breaks feasibility); the refit then wins
-// some of it back, and the drop is repeated (a few rounds). `fit` holds the LP the weights x came
-// from (any columns it has outside x's support are disabled); refits continue from its basis.
+// Fewer pairs, each step followed by a refit of the weights (warm-started: a few pivots each).
+// Caps: at most max_per_root pairs per root and max_pairs in all (0: no cap), reached by dropping
+// the lightest pairs a batch at a time and refitting, so that the survivors' weights adapt before
+// the next cut (cutting to the cap at once keeps pairs that only fit together with the ones cut).
+// Loss: then drop the lightest pairs while the total stays >= (1 - loss) * reference; pairs whose
+// weights add up to the loss still allowed can go without a refit (removing a pair never breaks
+// feasibility), the refit wins some back, and the drop is repeated (a few rounds). `fit` holds the
+// LP the weights x came from; columns outside x's support are disabled first.
 inline PruneResult prune(WeightFit& fit, std::vector<double> x, double reference, int max_pairs,
                          int max_per_root, double loss) {
   const ForestProblem& p = fit.problem();
   const auto& cols = fit.columns();
   PruneResult out;
-  std::vector<std::size_t> support;
-  for (std::size_t j = 0; j < cols.size(); ++j)
-    if (x[j] > 1e-12 * std::max(1.0, reference)) support.push_back(j);
+  const double eps = 1e-12 * std::max(1.0, reference);
   std::vector<char> keep(cols.size(), 0);
-  for (std::size_t j : support) keep[j] = 1;
-  const auto heaviest_first = [&] {
-    std::sort(support.begin(), support.end(), [&](std::size_t a, std::size_t b) {
-      return x[a] != x[b] ? x[a] > x[b] : a < b;
-    });
-  };
-  bool first = true;
-  const auto apply = [&] {
-    if (first) {  // everything outside the support goes, once
-      for (std::size_t j = 0; j < cols.size(); ++j)
-        if (!keep[j]) fit.enable(j, false);
-      first = false;
-    }
-    const auto r = fit.solve();
-    out.pivots += r.pivots;
-    ++out.refits;
-    x = r.x;
+  std::vector<std::size_t> support;
+  // support = kept pairs with weight, heaviest first.
+  const auto collect = [&] {
+    support.clear();
+    for (std::size_t j = 0; j < cols.size(); ++j)
+      if (keep[j] && x[j] > eps) support.push_back(j);
+    std::sort(support.begin(), support.end(),
+              [&](std::size_t a, std::size_t b) { return x[a] != x[b] ? x[a] > x[b] : a < b; });
   };
   const auto drop = [&](std::size_t j) {
     keep[j] = 0;
     fit.enable(j, false);
   };
-  heaviest_first();
-  bool changed = false;
-  if (max_per_root > 0) {
-    std::vector<int> per(static_cast<std::size_t>(p.n), 0);
-    std::vector<std::size_t> kept;
-    for (std::size_t j : support) {
-      if (++per[static_cast<std::size_t>(cols[j].root)] <= max_per_root)
-        kept.push_back(j);
-      else
-        drop(j), changed = true;
+  const auto refit_kept = [&] {
+    const auto r = fit.solve();
+    out.pivots += r.pivots;
+    ++out.refits;
+    x = r.x;
+    collect();
+  };
+  for (std::size_t j = 0; j < cols.size(); ++j)
+    if (x[j] > eps) keep[j] = 1;
+  for (std::size_t j = 0; j < cols.size(); ++j)
+    if (!keep[j]) fit.enable(j, false);
+  collect();
+  for (int guard = 0; guard < 1000; ++guard) {
+    bool cut = false;
+    if (max_per_root > 0) {
+      std::vector<int> per(static_cast<std::size_t>(p.n), 0);
+      for (std::size_t j : support) ++per[static_cast<std::size_t>(cols[j].root)];
+      // The lightest pair of every root over its cap.
+      for (auto it = support.rbegin(); it != support.rend(); ++it) {
+        auto& k = per[static_cast<std::size_t>(cols[*it].root)];
+        if (k > max_per_root) drop(*it), k = -1, cut = true;  // one per root per step
+      }
     }
-    support = std::move(kept);
+    if (max_pairs > 0 && support.size() > static_cast<std::size_t>(max_pairs)) {
+      const std::size_t excess = support.size() - static_cast<std::size_t>(max_pairs);
+      const std::size_t batch = std::max<std::size_t>(1, (excess + 3) / 4);
+      for (std::size_t k = 0; k < batch; ++k) drop(support[support.size() - 1 - k]);
+      cut = true;
+    }
+    if (!cut) break;
+    refit_kept();
   }
-  if (max_pairs > 0 && support.size() > static_cast<std::size_t>(max_pairs)) {
-    for (std::size_t k = static_cast<std::size_t>(max_pairs); k < support.size(); ++k)
-      drop(support[k]);
-    support.resize(static_cast<std::size_t>(max_pairs));
-    changed = true;
-  }
-  if (changed) apply(), heaviest_first();
   for (int round = 0; round < 3 && loss > 0 && support.size() > 1; ++round) {
     double total = 0;
     for (std::size_t j : support) total += x[j];
@@ -189,9 +192,7 @@ inline PruneResult prune(WeightFit& fit, std::vector<double> x, double reference
     while (kept > 1 && x[support[kept - 1]] <= allowed) allowed -= x[support[--kept]];
     if (kept == support.size()) break;
     for (std::size_t k = kept; k < support.size(); ++k) drop(support[k]);
-    support.resize(kept);
-    apply();
-    heaviest_first();
+    refit_kept();
   }
   std::vector<double> result(cols.size(), 0.0);
   for (std::size_t j : support) result[j] = x[j];

@@ -56,13 +56,17 @@ struct ForestOptions {
   SteinerOptions steiner{};
   int mwu_exact_relays = 2;
 
-  // Multiplicative weights (method mwu).
+  // Multiplicative weights (method mwu). The budgets count work, not time, so that a plan is a
+  // function of its inputs: every rank of a job computes the same forest.
   double epsilon = 0.2;       // price step: y *= 1 + epsilon at the bottleneck row
-  int max_phases = 10;        // Fleischer phases (each raises the price floor by 1 + epsilon)
+  int max_phases = 30;        // Fleischer phases (each raises the price floor by 1 + epsilon)
   double target_gap = 0.002;  // stop when certified bound <= (1 + target_gap) * total
   int polish_rounds = 30;     // column-generation rounds after the weight refit (step 3)
+  long max_pivots = 10000;    // simplex pivots of steps 2-3 (the LP stops mid-solve past it)
   double smoothing = 0.5;     // dual smoothing of those rounds (0: price the LP's duals)
-  double max_seconds = 0.5;   // budget of steps 1-3 (the LP stops mid-solve past it)
+  // Optional wall-clock cap on steps 1-3 (infinite by default): with it, the result depends on
+  // the machine's speed and load, so ranks planning independently could disagree.
+  double max_seconds = std::numeric_limits<double>::infinity();
 
   // Column generation (method column_generation).
   int max_rounds = 500;     // column-generation rounds
@@ -70,10 +74,14 @@ struct ForestOptions {
 
   // Pruning (both methods), after the weights are fitted; every pair is a plan channel. Keep at
   // most max_pairs_per_root pairs per root and max_pairs in all (0: no cap), then drop light
-  // pairs while the total stays >= (1 - prune_loss) * the optimum found; weights are refitted.
+  // pairs while the total stays >= (1 - prune_loss) * the optimum found; weights are refitted
+  // after every cut, and PackedForest::prune_loss() reports what was given up. The caps can cost
+  // much more than prune_loss: the optimum of a symmetric machine spreads over many roots
+  // (docs/results/forest-planner.md measures the trade-off), so none is set by default.
   int max_pairs = 0;
   int max_pairs_per_root = 0;
   double prune_loss = 0.005;
+  int swap_rounds = 20;  // under a cap: column generation restricted to the survivors (mwu)
 };
 
 using TreeEdge = std::pair<int, int>;  // (from node, to node): the direction data flows

@@ -6,11 +6,12 @@
 // reference solves its restricted master LP every round of column generation (forest_exact.hpp).
 // Both add columns between solves, and their LPs have far more columns (trees) than rows (links),
 // so this is the revised simplex: an explicit dense inverse of the basis (rows x rows), sparse
-// columns, partial Dantzig pricing (a block of columns at a time), the ratio test on B^-1 a_q, rank-one updates of B^-1,
-// of the basic solution and of the duals (y' = y + d_q * row p of the new B^-1). Packing LPs have
-// b >= 0, so the all-slack basis is feasible and no phase 1 is needed; after adding columns the
-// old basis stays feasible and optimal for the old columns, so a round of column generation costs
-// a few pivots. A new row is a new slack in the basis (the old columns do not touch it).
+// columns, partial Dantzig pricing (a block of columns at a time), the ratio test on B^-1 a_q,
+// rank-one updates of B^-1, of the basic solution and of the duals (y' = y + d_q * row p of the new
+// B^-1). Packing LPs have b >= 0, so the all-slack basis is feasible and no phase 1 is needed;
+// after adding columns the old basis stays feasible and optimal for the old columns, so a round of
+// column generation costs a few pivots. A new row is a new slack in the basis (the old columns do
+// not touch it).
 //
 // Numerics. Pivots use a tolerance relative to the entering column; among rows tied in the ratio
 // test the largest pivot wins; Dantzig's rule switches to Bland's after a run of degenerate pivots,
@@ -39,11 +40,11 @@ enum class LpStatus : std::uint8_t { optimal, pivot_limit, numerical_error };
 struct LpResult {
   LpStatus status = LpStatus::optimal;
   double objective = 0;
-  std::vector<double> x;            // primal, per column, >= 0
-  std::vector<double> dual;         // per row, >= 0: the price of one unit of that row's capacity
-  double dual_objective = 0;        // b.dual
-  double primal_violation = 0;      // max over rows of (A x - b)_+ / max(1, b)
-  double dual_violation = 0;        // max over columns of (c - A^T dual)_+ / max(1, c)
+  std::vector<double> x;        // primal, per column, >= 0
+  std::vector<double> dual;     // per row, >= 0: the price of one unit of that row's capacity
+  double dual_objective = 0;    // b.dual
+  double primal_violation = 0;  // max over rows of (A x - b)_+ / max(1, b)
+  double dual_violation = 0;    // max over columns of (c - A^T dual)_+ / max(1, c)
   std::size_t pivots = 0;
 };
 
@@ -74,8 +75,8 @@ inline void certify_packing_lp(const std::vector<double>& b, const std::vector<L
       lhs += a * r.dual[static_cast<std::size_t>(row)];
     }
     r.objective += cols[j].objective * r.x[j];
-    r.dual_violation = std::max(r.dual_violation, (cols[j].objective - lhs) /
-                                                      std::max(1.0, std::abs(cols[j].objective)));
+    r.dual_violation = std::max(
+        r.dual_violation, (cols[j].objective - lhs) / std::max(1.0, std::abs(cols[j].objective)));
   }
   r.primal_violation = 0;
   r.dual_objective = 0;
@@ -118,7 +119,12 @@ class PackingSimplex {
     // B^-1 gains a unit row and column (storage beyond m is kept zero).
     binv_[m * ld_ + m] = 1.0;
     b_.push_back(capacity);
-    xb_.push_back(capacity);
+    // The pivots run on capacities perturbed by a few parts per billion (deterministically):
+    // symmetric machines have many equal links, and the exact ties make long runs of degenerate
+    // pivots. The reported solution is B^-1 b with the true capacities.
+    const double jitter = 1.0 + 1e-9 * static_cast<double>(1 + (m * 2654435761u) % 997) / 997.0;
+    bp_.push_back(capacity * jitter);
+    xb_.push_back(bp_.back());
     basis_.push_back(slack(m));
     y_.push_back(0.0);
     return static_cast<int>(m);
@@ -140,10 +146,13 @@ class PackingSimplex {
   // Optimises from the current basis; the result is checked (see the header comment).
   LpResult solve(const LpOptions& opt = {}) {
     LpResult r = iterate(opt);
-    if (r.status == LpStatus::numerical_error && !std::isfinite(opt.max_seconds)) {
+    if (r.status == LpStatus::numerical_error && !std::isfinite(opt.max_seconds) &&
+        r.pivots < opt.max_pivots) {
       reset();
       const std::size_t before = r.pivots;
-      r = iterate(opt);
+      LpOptions rest = opt;
+      rest.max_pivots -= before;
+      r = iterate(rest);
       r.pivots += before;
     }
     return r;
@@ -159,7 +168,7 @@ class PackingSimplex {
     const std::size_t m = b_.size();
     std::fill(binv_.begin(), binv_.end(), 0.0);
     for (std::size_t i = 0; i < m; ++i) binv_[i * ld_ + i] = 1.0, basis_[i] = slack(i);
-    xb_ = b_;
+    xb_ = bp_;
     std::fill(y_.begin(), y_.end(), 0.0);
   }
   double binv(std::size_t i, std::size_t c) const { return binv_[c * ld_ + i]; }
@@ -265,10 +274,22 @@ class PackingSimplex {
       wnz.clear();
       for (std::size_t i = 0; i < m; ++i)
         if (i != p && w[i] != 0.0) wnz.push_back(i);
-      for (std::size_t c : pnz) {
-        double* col = binv_.data() + c * ld_;
-        const double pv = col[p];
-        for (std::size_t i : wnz) col[i] -= w[i] * pv;
+      if (wnz.size() * 4 > m) {  // dense enough: a plain (vectorised) loop over the column
+        w[p] = 0.0;
+        const double* __restrict wv = w.data();
+        for (std::size_t c : pnz) {
+          double* __restrict col = binv_.data() + c * ld_;
+          const double pv = col[p];
+          for (std::size_t i = 0; i < m; ++i) col[i] -= wv[i] * pv;
+          col[p] = pv;
+        }
+        w[p] = wp;
+      } else {
+        for (std::size_t c : pnz) {
+          double* col = binv_.data() + c * ld_;
+          const double pv = col[p];
+          for (std::size_t i : wnz) col[i] -= w[i] * pv;
+        }
       }
       const double theta = ratio;
       for (std::size_t i : wnz) {
@@ -280,12 +301,12 @@ class PackingSimplex {
       basis_[p] = q;
     }
     recompute_duals();
-    // Basic solution from B^-1 b (fresh, not the updated xb_).
+    // Basic solution from B^-1 b with the true capacities (and xb_ afresh from the perturbed).
     res.x.assign(n, 0.0);
     for (std::size_t i = 0; i < m; ++i) {
-      double v = 0;
-      for (std::size_t c = 0; c < m; ++c) v += binv(i, c) * b_[c];
-      xb_[i] = v;
+      double v = 0, vp = 0;
+      for (std::size_t c = 0; c < m; ++c) v += binv(i, c) * b_[c], vp += binv(i, c) * bp_[c];
+      xb_[i] = vp;
       if (!is_slack(basis_[i])) res.x[static_cast<std::size_t>(basis_[i])] = std::max(0.0, v);
     }
     res.dual.assign(m, 0.0);
@@ -305,7 +326,7 @@ class PackingSimplex {
     return is_slack(v) ? static_cast<std::int64_t>(cols_.size()) + (-v - 1) : v;
   }
 
-  std::vector<double> b_, xb_, y_;
+  std::vector<double> b_, bp_, xb_, y_;  // capacities, perturbed ones, basic values, duals
   std::vector<double> binv_;  // column-major: binv_[c * ld_ + i] = (B^-1)_{i,c}, i, c < m
   std::size_t ld_ = 0;        // storage stride (capacity in rows)
   std::size_t cursor_ = 0;    // partial pricing position
@@ -323,13 +344,12 @@ inline LpResult solve_packing_lp(const std::vector<double>& b, const std::vector
 // Throws std::runtime_error naming `what` unless `r` is a verified optimum.
 inline void check_optimal(const LpResult& r, const std::string& what) {
   if (r.status == LpStatus::optimal) return;
-  throw std::runtime_error(what + ": LP " +
-                           (r.status == LpStatus::pivot_limit ? "hit its pivot limit"
-                                                              : "failed its optimality check") +
-                           " (objective " + std::to_string(r.objective) + ", dual " +
-                           std::to_string(r.dual_objective) + ", primal violation " +
-                           std::to_string(r.primal_violation) + ", dual violation " +
-                           std::to_string(r.dual_violation) + ")");
+  throw std::runtime_error(
+      what + ": LP " +
+      (r.status == LpStatus::pivot_limit ? "hit its pivot limit" : "failed its optimality check") +
+      " (objective " + std::to_string(r.objective) + ", dual " + std::to_string(r.dual_objective) +
+      ", primal violation " + std::to_string(r.primal_violation) + ", dual violation " +
+      std::to_string(r.dual_violation) + ")");
 }
 
 }  // namespace ccoll::topology

@@ -14,11 +14,11 @@
 //
 // Guarantees. Accumulated weights are made feasible by dividing by the largest row congestion
 // (always, not only at the theory's stopping point). With an exact oracle, any prices y certify
-// OPT <= c.y / min_j y.A_j (weak duality: y / min_j y.A_j is dual feasible); the floor of a finished
-// phase lower-bounds min_j y.A_j because prices only rise, so every phase yields a bound for free.
-// The loop stops when bound <= (1 + target_gap) * solution, or at its phase or time budget. The
-// theory (Garg and Koenemann 1998, Fleischer 2000) gives a (1 - O(epsilon)) solution after
-// O(m log m / epsilon^2) steps; in practice the certified gap is the figure to trust, and the
+// OPT <= c.y / min_j y.A_j (weak duality: y / min_j y.A_j is dual feasible); the floor of a
+// finished phase lower-bounds min_j y.A_j because prices only rise, so every phase yields a bound
+// for free. The loop stops when bound <= (1 + target_gap) * solution, or at its phase or time
+// budget. The theory (Garg and Koenemann 1998, Fleischer 2000) gives a (1 - O(epsilon)) solution
+// after O(m log m / epsilon^2) steps; in practice the certified gap is the figure to trust, and the
 // columns found are refitted exactly by the caller (forest_refit.hpp).
 #pragma once
 
@@ -41,8 +41,8 @@ struct MwuOptions {
 };
 
 struct MwuResult {
-  std::vector<double> x;  // per column, feasible
-  double value = 0;       // sum of x
+  std::vector<double> x;                                         // per column, feasible
+  double value = 0;                                              // sum of x
   double upper_bound = std::numeric_limits<double>::infinity();  // certified (exact oracle only)
   std::vector<double> bound_prices;  // the row prices that certified upper_bound (normalised)
   int no_column = -1;  // a group the oracle found no column for (then nothing else is done)

@@ -95,7 +95,7 @@ inline PackedForest solve_packed_forest(const PhysicalTopology& topo,
   MwuOptions mo;
   mo.epsilon = opt.epsilon;
   mo.max_phases = opt.max_phases;
-  mo.max_seconds = opt.max_seconds * 0.5;
+  mo.max_seconds = opt.max_seconds * 0.25;  // infinite by default
   mo.target_gap = opt.target_gap;
   const MwuResult mwu = mwu_pack(p.capacities(), static_cast<int>(p.roots.size()), ro, cols, mo);
   out.augmentations = mwu.augmentations;
@@ -107,79 +107,129 @@ inline PackedForest solve_packed_forest(const PhysicalTopology& topo,
   double bound = out.exact_oracle ? mwu.upper_bound : std::numeric_limits<double>::infinity();
 
   // 2-3. Exact weights for the pairs found; certify; add the pairs the duals price below 1.
-  // Pricing uses smoothed duals (Wentges): a mix of the LP's duals and the prices that gave the
-  // best bound so far. The LP's duals alone jump between degenerate vertices and make column
-  // generation tail off; the mix finds better pairs and tightens the bound faster. Any prices
-  // y >= 0 certify OPT <= capacities.y / (cheapest pair under y) with an exact oracle.
+  // Any prices y >= 0 certify OPT <= capacities.y / (cheapest pair under y) when the oracle is
+  // exact, so every pricing round is also a bound. Pricing uses smoothed duals (Wentges): a mix
+  // of the LP's duals and the prices of the best bound so far; the LP's duals alone jump between
+  // degenerate vertices and make column generation tail off. One more candidate is tried every
+  // round: 1 / capacity on the links the best solution saturates, 0 elsewhere, which is the
+  // optimal dual of the cut-like bounds that decide symmetric machines (all NICs, say).
   const std::vector<double> cap = p.capacities();
-  const auto dual_value = [&](const std::vector<double>& y) {
-    double d = 0;
-    for (std::size_t i = 0; i < y.size(); ++i) d += cap[i] * y[i];
-    return d;
-  };
   std::vector<double> center = mwu.bound_prices;  // normalised: cheapest pair costs 1
   ColumnSet set(cols);
   WeightFit fit(p, cols);
   for (std::size_t j = 0; j < cols.size(); ++j) fit.add(j);
-  std::vector<double> y;
+  // Prices the roots under y; adds the pairs the LP's duals `lp_y` price below 1; tightens the
+  // bound. Returns whether a pair was added.
+  const auto price_at = [&](const std::vector<double>& y, const std::vector<double>& lp_y) {
+    oracle.set_prices(y);
+    double min_cost = std::numeric_limits<double>::infinity();
+    bool added = false;
+    for (int root : p.roots) {
+      ForestColumn c;
+      const double cost = oracle.price(root, c);
+      min_cost = std::min(min_cost, cost);
+      double lp_cost = 0;
+      for (const auto& [row, a] : c.usage) lp_cost += a * lp_y[static_cast<std::size_t>(row)];
+      if (lp_cost < 1.0 - 1e-9) {
+        bool fresh = false;
+        const std::size_t j = set.insert(std::move(c), &fresh);
+        if (fresh) fit.add(j), added = true;
+      }
+    }
+    if (out.exact_oracle && min_cost > 0) {
+      double d = 0;
+      for (std::size_t i = 0; i < y.size(); ++i) d += cap[i] * y[i];
+      if (d / min_cost < bound) {
+        bound = d / min_cost;
+        center = y;
+        for (auto& v : center) v /= min_cost;
+      }
+    }
+    return added;
+  };
+  // 1 / capacity on the links x saturates, 0 elsewhere.
+  const auto tight_prices = [&](const std::vector<double>& x) {
+    std::vector<double> load(cap.size(), 0.0), t(cap.size(), 0.0);
+    for (std::size_t j = 0; j < cols.size() && j < x.size(); ++j)
+      if (x[j] > 0)
+        for (const auto& [row, a] : cols[j].usage) load[static_cast<std::size_t>(row)] += a * x[j];
+    for (std::size_t i = 0; i < cap.size(); ++i)
+      t[i] = load[i] >= cap[i] * (1 - 1e-6) ? 1.0 / cap[i] : 0.0;
+    return t;
+  };
+  std::vector<double> y(cap.size()), last_y;
   for (int round = 0; round < opt.polish_rounds; ++round) {
     if (bound <= (1 + opt.target_gap) * best) break;
+    if (static_cast<long>(out.pivots) >= opt.max_pivots) break;
     LpOptions lo;
+    lo.max_pivots = static_cast<std::size_t>(opt.max_pivots) - out.pivots;
     lo.max_seconds = std::max(0.0, opt.max_seconds - elapsed());
     const RefitResult r = fit.solve(lo);
     ++out.refits;
     out.pivots += r.pivots;
     out.lp_rows = r.rows;
+    last_y = r.y;
     if (r.value > best) best = r.value, best_x = r.x;
     if (bound <= (1 + opt.target_gap) * best) break;
     bool added = false;
-    for (const double beta : {opt.smoothing, 0.0}) {
-      if (beta > 0 && center.empty()) continue;
-      y = r.y;
-      if (beta > 0)
-        for (std::size_t i = 0; i < y.size(); ++i) y[i] = beta * center[i] + (1 - beta) * y[i];
-      oracle.set_prices(y);
-      double min_cost = std::numeric_limits<double>::infinity();
-      for (int root : p.roots) {
-        ForestColumn c;
-        const double cost = oracle.price(root, c);
-        min_cost = std::min(min_cost, cost);
-        double lp_cost = 0;  // the reduced price that decides whether the LP wants it
-        for (const auto& [row, a] : c.usage) lp_cost += a * r.y[static_cast<std::size_t>(row)];
-        if (lp_cost < 1.0 - 1e-9) {
-          bool fresh = false;
-          const std::size_t j = set.insert(std::move(c), &fresh);
-          if (fresh) fit.add(j), added = true;
-        }
-      }
-      if (out.exact_oracle && min_cost > 0) {
-        const double b = dual_value(y) / min_cost;
-        if (b < bound) {
-          bound = b;
-          center = y;
-          for (auto& v : center) v /= min_cost;
-        }
-      }
-      if (added) break;  // else the smoothed prices mispriced: try the LP's own
+    if (out.exact_oracle) added |= price_at(tight_prices(best_x), r.y);
+    if (!center.empty()) {
+      for (std::size_t i = 0; i < y.size(); ++i)
+        y[i] = opt.smoothing * center[i] + (1 - opt.smoothing) * r.y[i];
+      added |= price_at(y, r.y);
     }
+    if (!added) added = price_at(r.y, r.y);  // the smoothed prices mispriced: the LP's own
     if (!added || elapsed() > opt.max_seconds) break;
+  }
+  // With a heuristic oracle there is no bound yet; when the relays are few enough to enumerate
+  // (steiner.exact_limit), one exact pricing of the final duals and of the saturated links
+  // certifies one.
+  const int relays = p.n - static_cast<int>(p.roots.size());
+  if (!out.exact_oracle && relays <= opt.steiner.exact_limit) {
+    ForestOracle exact(p, opt.steiner);
+    const auto certify = [&](const std::vector<double>& yy) {
+      exact.set_prices(yy);
+      double min_cost = std::numeric_limits<double>::infinity(), d = 0;
+      ForestColumn c;
+      for (int root : p.roots) min_cost = std::min(min_cost, exact.price(root, c));
+      for (std::size_t i = 0; i < yy.size(); ++i) d += cap[i] * yy[i];
+      if (min_cost > 0) bound = std::min(bound, d / min_cost);
+    };
+    if (!last_y.empty()) certify(last_y);
+    certify(tight_prices(best_x));
   }
   best_x.resize(cols.size(), 0.0);
   out.columns = cols.size();
   out.oracle_calls = oracle.calls();
   out.optimum_found_GBps = best;
-  if (out.exact_oracle && std::isfinite(bound)) {
+  if (std::isfinite(bound)) {
     if (bound < best * (1 - 1e-6))
       throw std::logic_error("solve_packed_forest: solution " + std::to_string(best) +
                              " GB/s exceeds its certified bound " + std::to_string(bound));
     out.upper_bound_GBps = std::max(bound, best);
   }
 
-  // 4. Fewer pairs.
-  const auto pr =
-      prune(fit, best_x, best, opt.max_pairs, opt.max_pairs_per_root, opt.prune_loss);
+  // 4. Fewer pairs. Under a cap on pairs, a few rounds of column generation restricted to the
+  // survivors (price under their LP's duals, add, refit, cut back to the cap) find pairs that
+  // work well together, which cutting the optimum's support alone does not.
+  auto pr = prune(fit, best_x, best, opt.max_pairs, opt.max_pairs_per_root, opt.prune_loss);
   out.pivots += pr.pivots;
   out.refits += pr.refits;
+  const bool capped = opt.max_pairs > 0 || opt.max_pairs_per_root > 0;
+  for (int round = 0; capped && round < opt.swap_rounds; ++round) {
+    if (pr.value >= (1 - opt.prune_loss) * best) break;
+    const RefitResult r = fit.solve();
+    out.pivots += r.pivots;
+    if (!price_at(r.y, r.y)) break;
+    const RefitResult r2 = fit.solve();
+    out.pivots += r2.pivots;
+    auto next = prune(fit, r2.x, best, opt.max_pairs, opt.max_pairs_per_root, opt.prune_loss);
+    out.pivots += next.pivots;
+    out.refits += next.refits + 2;
+    if (next.value > pr.value) pr = std::move(next);
+    if (elapsed() > opt.max_seconds) break;
+  }
+  pr.x.resize(cols.size(), 0.0);
   add_pairs(p, cols, pr.x, out);
   out.seconds = elapsed();
   return out;

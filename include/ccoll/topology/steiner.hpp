@@ -37,7 +37,7 @@
 namespace ccoll::topology {
 
 struct SteinerOptions {
-  int exact_limit = 6;        // enumerate relay subsets when there are at most this many relays
+  int exact_limit = 6;         // enumerate relay subsets when there are at most this many relays
   bool shortest_paths = true;  // heuristic (3); skipped above shortest_paths_max_nodes
   int shortest_paths_max_nodes = 24;
 };
@@ -81,14 +81,14 @@ class SteinerSolver {
       // Nodes of the pruned tree.
       keep2_.assign(N, 0);
       keep2_[static_cast<std::size_t>(root)] = 1;
-      for (int i : tree_) keep2_[static_cast<std::size_t>(edges[static_cast<std::size_t>(i)].to)] = 1;
+      for (int i : tree_)
+        keep2_[static_cast<std::size_t>(edges[static_cast<std::size_t>(i)].to)] = 1;
       if (keep2_ == keep_) break;
       keep_.swap(keep2_);
     }
     // (3) shortest paths.
     if (opt.shortest_paths && n <= opt.shortest_paths_max_nodes &&
-        shortest_path_nodes(n, edges, root, terminal) &&
-        arb_.solve(n, edges, root, tree_, &keep_))
+        shortest_path_nodes(n, edges, root, terminal) && arb_.solve(n, edges, root, tree_, &keep_))
       consider(n, edges, terminal, out);
     return std::isfinite(best_cost_);
   }
@@ -112,7 +112,8 @@ class SteinerSolver {
     for (bool changed = true; changed;) {
       changed = false;
       outdeg_.assign(static_cast<std::size_t>(n), 0);
-      for (int i : tree_) ++outdeg_[static_cast<std::size_t>(edges[static_cast<std::size_t>(i)].from)];
+      for (int i : tree_)
+        ++outdeg_[static_cast<std::size_t>(edges[static_cast<std::size_t>(i)].from)];
       std::size_t k = 0;
       for (int i : tree_) {
         const int v = edges[static_cast<std::size_t>(i)].to;
@@ -153,7 +154,8 @@ class SteinerSolver {
     keep_.assign(N, 0);
     keep_[static_cast<std::size_t>(root)] = 1;
     int missing = 0;
-    for (int v = 0; v < n; ++v) missing += terminal[static_cast<std::size_t>(v)] && v != root ? 1 : 0;
+    for (int v = 0; v < n; ++v)
+      missing += terminal[static_cast<std::size_t>(v)] && v != root ? 1 : 0;
     constexpr double inf = std::numeric_limits<double>::infinity();
     std::vector<double> dist(N);
     std::vector<int> via(N);
@@ -163,7 +165,8 @@ class SteinerSolver {
       using Item = std::pair<double, int>;
       std::priority_queue<Item, std::vector<Item>, std::greater<>> pq;
       for (int v = 0; v < n; ++v)
-        if (keep_[static_cast<std::size_t>(v)]) dist[static_cast<std::size_t>(v)] = 0, pq.push({0.0, v});
+        if (keep_[static_cast<std::size_t>(v)])
+          dist[static_cast<std::size_t>(v)] = 0, pq.push({0.0, v});
       int target = -1;
       while (!pq.empty()) {
         const auto [d, u] = pq.top();

@@ -1,0 +1,138 @@
+// bench_forest_planner: planning time and quality of the packed-forest planner (seed 001) on
+// DGX-1V and on 8 machines x 8 GPUs (NVLink or PCIe inside, 10 or 100 Gbit/s between), with all
+// workers active and with some inactive, for the phased, overlapped and concurrent schedules.
+//
+// Counters: total_GBps (sum chi of the plan), found_GBps (before pruning), bound_GBps (certified
+// upper bound, -1 without an exact oracle), ratio_bound = total / bound, pairs (= plan channels),
+// phases (MWU), oracle (oracle calls), refits (LP solves), pivots. With CCOLL_FOREST_EXACT=1 the
+// exact reference (forest_exact.hpp, column generation; seconds to minutes on 64 GPUs) runs once
+// per case, outside the timing, and adds exact_GBps and ratio_exact = total / exact (only where
+// its oracle is exact: every worker active, or few relays). The max_pairs:K cases cap the pairs
+// (plan channels) of the phased forest and report the bandwidth given up (prune_loss).
+//
+// Usage: bench_forest_planner [Google Benchmark flags], e.g. --benchmark_filter=dgx1v
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ccoll/topology/packed_forest.hpp"
+#include "ccoll/topology/presets.hpp"
+
+namespace {
+
+using namespace ccoll::topology;
+
+// Seed 001 Fig. 6's notation per machine of a DGX-1 cluster: "2G" = GPUs A and G, "3G" = A, B, G,
+// "4H" = A, B, G, H, a number k = the first k GPUs.
+std::vector<std::string> fig6_active(const std::vector<std::string>& pattern) {
+  std::vector<std::string> ids;
+  for (std::size_t m = 0; m < pattern.size(); ++m) {
+    std::vector<int> g;
+    if (pattern[m] == "2G")
+      g = {0, 6};
+    else if (pattern[m] == "3G")
+      g = {0, 1, 6};
+    else if (pattern[m] == "4H")
+      g = {0, 1, 6, 7};
+    else
+      for (int i = 0; i < std::atoi(pattern[m].c_str()); ++i) g.push_back(i);
+    for (int i : g) {
+      // Appended piecewise: g++ 12 -O3 warns (-Wrestrict, a false positive) on operator+ chains.
+      std::string id = "m";
+      id += std::to_string(m);
+      id += ".gpu";
+      id += std::to_string(i);
+      ids.push_back(std::move(id));
+    }
+  }
+  return ids;
+}
+
+struct Case {
+  std::string topology;
+  std::string active_name;
+  std::vector<std::string> active;  // empty: every GPU
+};
+
+void run(benchmark::State& state, const Case& c, ForestSchedule schedule, int max_pairs = 0) {
+  auto topo = preset(c.topology);
+  if (!c.active.empty()) topo.set_active(c.active);
+  ForestOptions o;
+  o.schedule = schedule;
+  o.max_pairs = max_pairs;
+  PackedForest f;
+  for (auto _ : state) {
+    f = solve_packed_forest(topo, o);
+    benchmark::DoNotOptimize(f.total_GBps);
+  }
+  state.counters["total_GBps"] = f.total_GBps;
+  state.counters["found_GBps"] = f.optimum_found_GBps;
+  state.counters["bound_GBps"] = f.upper_bound_GBps;
+  state.counters["ratio_bound"] = f.upper_bound_GBps > 0 ? f.total_GBps / f.upper_bound_GBps : 0;
+  state.counters["pairs"] = static_cast<double>(f.pairs.size());
+  state.counters["prune_loss"] = f.prune_loss();
+  state.counters["phases"] = f.rounds;
+  state.counters["oracle"] = static_cast<double>(f.oracle_calls);
+  state.counters["refits"] = f.refits;
+  state.counters["pivots"] = static_cast<double>(f.pivots);
+  const char* e = std::getenv("CCOLL_FOREST_EXACT");
+  if (max_pairs == 0 && e != nullptr && e[0] == '1') {
+    ForestOptions x = o;
+    x.method = ForestMethod::column_generation;
+    x.prune_loss = 0;
+    x.max_pairs = 0;
+    const auto ref = solve_packed_forest(topo, x);
+    if (ref.exact_oracle) {
+      state.counters["exact_GBps"] = ref.total_GBps;
+      state.counters["ratio_exact"] = f.total_GBps / ref.total_GBps;
+      state.counters["exact_s"] = ref.seconds;
+    }
+  }
+}
+
+std::string name(const Case& c, ForestSchedule s) {
+  std::string n = "forest/";
+  n += c.topology;
+  n += "/";
+  n += c.active_name;
+  n += "/";
+  n += to_string(s);
+  return n;
+}
+
+const bool registered = [] {
+  const std::vector<std::string> fig6{"2G", "3G", "4H", "6", "8", "5", "2G", "4H"};
+  std::vector<Case> cases{{"dgx1v", "all", {}},
+                          {"dgx1v", "gpu0257", {"gpu0", "gpu2", "gpu5", "gpu7"}}};
+  for (const char* t : {"cluster:8x8:nvlink:100", "cluster:8x8:nvlink:10", "cluster:8x8:pcie:100",
+                        "cluster:8x8:pcie:10"}) {
+    cases.push_back({t, "all", {}});
+    cases.push_back({t, "fig6", fig6_active(fig6)});
+  }
+  for (const auto& c : cases)
+    for (auto s : {ForestSchedule::phased, ForestSchedule::overlapped, ForestSchedule::concurrent})
+      benchmark::RegisterBenchmark(name(c, s).c_str(),
+                                   [c, s](benchmark::State& st) { run(st, c, s); })
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.3);
+  // Channels against bandwidth: the phased forest under a cap on pairs (plan channels).
+  for (const char* t : {"dgx1v", "cluster:8x8:nvlink:100", "cluster:8x8:pcie:100"})
+    for (int cap : {64, 32, 16, 8}) {
+      const Case c{t, "all", {}};
+      std::string n = name(c, ForestSchedule::phased);
+      n += "/max_pairs:";
+      n += std::to_string(cap);
+      benchmark::RegisterBenchmark(
+          n.c_str(), [c, cap](benchmark::State& st) { run(st, c, ForestSchedule::phased, cap); })
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.3);
+    }
+  return true;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();
