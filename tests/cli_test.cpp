@@ -108,7 +108,9 @@ TEST_CASE("plan --json: the issue's format for every algorithm") {
 
 TEST_CASE("forest on the square: the solver's weights and a correct prediction") {
   const auto file = write_temp("square2.json", kSquare);
-  const auto r = plan({"--topology", file, "--algo", "forest", "--bytes", "64M", "--json"});
+  // --split 0: one channel per tree pair (the default cuts pairs into equal-share channels).
+  const auto r =
+      plan({"--topology", file, "--algo", "forest", "--bytes", "64M", "--json", "--split", "0"});
   REQUIRE(r.rc == 0);
   const auto j = nlohmann::json::parse(r.out);
   const double total = j["forest"]["total_GBps"].get<double>();
