@@ -148,6 +148,7 @@ inline EmbeddedRings embed_rings(const PhysicalTopology& t, const RingOptions& o
       for (int i = 0; i < n; ++i) best[static_cast<std::size_t>(i)] = i;
     }
     std::vector<int> order;
+    order.reserve(best.size());
     for (int r : best) order.push_back(out.nodes[static_cast<std::size_t>(r)]);
     const auto uses = ring_link_uses(t, routes, order);
     const double w = ring_bottleneck(residual, uses);

@@ -117,6 +117,7 @@ inline std::vector<RootedTree> pack_single_root(const PhysicalTopology& t, const
     for (std::size_t l = 0; l < total.size(); ++l)
       over = std::max(over, total[l] / t.links[l].capacity_GBps());
     std::vector<RootedTree> out;
+    out.reserve(found.size());
     for (const auto& [parent, w] : found) out.push_back(RootedTree{parent, w / over});
     std::sort(out.begin(), out.end(), [](const RootedTree& a, const RootedTree& b) {
       return a.weight_GBps > b.weight_GBps;
@@ -145,6 +146,7 @@ inline std::vector<RootedTree> pack_single_root(const PhysicalTopology& t, const
   if (opt.max_trees > 0 && static_cast<int>(out.size()) > opt.max_trees) {
     out.resize(static_cast<std::size_t>(opt.max_trees));
     std::vector<std::vector<std::pair<std::size_t, double>>> loads;
+    loads.reserve(out.size());
     for (const auto& tr : out) loads.push_back(loads_of(tr.parent));
     const auto kept = out;
     out = run([&](const std::vector<double>& price) {

@@ -99,6 +99,7 @@ inline MachineNodes add_nvswitch_machine(PhysicalTopology& t, const std::string&
   auto m = add_pcie_tree(t, host, ngpu, 2, 2, pcie_GBps, cpu_GBps, nics_per_switch);
   const std::string p = host.empty() ? "" : host + ".";
   std::vector<int> sw;
+  sw.reserve(static_cast<std::size_t>(boards));
   for (int b = 0; b < boards; ++b)
     sw.push_back(t.add_node(nid(p, "nvswitch", b), NodeKind::switch_, host));
   for (int g = 0; g < ngpu; ++g)
