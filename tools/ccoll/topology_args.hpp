@@ -664,7 +664,7 @@ inline const char* kPlanHelp =
     "Builds the plan on the physical topology, checks it with the verifier, and prints its trees\n"
     "and the simulator's prediction (JSON with --json, Graphviz with --dot).\n"
     "Presets: dgx1p dgx1v dgx2 dgx-a100 dgx-h100 pcie4 pcie8 full<N>\n"
-    "         cluster:<M>x<G>[:pcie|:nvlink][:<Gbps>]   uniform:<P>[:GBps[:latency_us]]\n";
+    "         cluster:<M>x<G>[:pcie|:nvlink][:<Gbps>][:pairwise]  uniform:<P>[:GBps[:us]]\n";
 
 inline const char* kSimulateHelp =
     "usage: ccoll simulate --topology FILE|PRESET|uniform:P[:GBps[:us]] --algo A[,A...]\n"
