@@ -21,13 +21,13 @@ struct Run {
   std::string out, err;
 };
 
-Run plan(std::vector<std::string> args) {
+Run plan(const std::vector<std::string>& args) {
   std::ostringstream out, err;
   const int rc = ccoll::cli::run_plan(args, out, err);
   return Run{rc, out.str(), err.str()};
 }
 
-Run simulate(std::vector<std::string> args) {
+Run simulate(const std::vector<std::string>& args) {
   std::ostringstream out, err;
   const int rc = ccoll::cli::run_simulate(args, out, err);
   return Run{rc, out.str(), err.str()};

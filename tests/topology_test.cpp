@@ -90,6 +90,21 @@ TEST_CASE("cluster preset: seed 001 Fig. 3 ToR and aggregation switch") {
   CHECK(route_capacity_GBps(t, r) == doctest::Approx(1.25));
   CHECK(route_capacity_GBps(t, routes(t.require("m0.gpu0"), t.require("m0.gpu3"))) ==
         doctest::Approx(12.5));
+  // Seed 001's own abstraction: one duplex edge per pair of workers, nothing shared.
+  const auto pw = preset("cluster:3x8:nvlink:25:pairwise");
+  CHECK(pw.node_count() == 24);
+  CHECK(pw.gpus().size() == 24);
+  const auto pr = all_routes(pw);
+  for (int a = 0; a < 24; ++a)
+    for (int b = 0; b < 24; ++b) {
+      if (a == b) continue;
+      REQUIRE(pr(a, b).size() == 1);
+      const double cap = route_capacity_GBps(pw, pr(a, b));
+      if (a / 8 != b / 8)
+        CHECK(cap == doctest::Approx(25.0 / 8));
+      else
+        CHECK(cap == doctest::Approx(std::max(12.5, 25.0 * nvlink_lanes(pw, a, b))));
+    }
   const auto big = preset("cluster:8x8:nvlink:100");
   CHECK(big.gpus().size() == 64);
   CHECK_NOTHROW(big.validate());
