@@ -8,16 +8,19 @@
 // exact reference (forest_exact.hpp, column generation; seconds to minutes on 64 GPUs) runs once
 // per case, outside the timing, and adds exact_GBps and ratio_exact = total / exact (only where
 // its oracle is exact: every worker active, or few relays). The max_pairs:K cases cap the pairs
-// (plan channels) of the phased forest and report the bandwidth given up (prune_loss).
+// (plan channels) of the phased forest and report the bandwidth given up (prune_loss). The
+// mwu_only cases run the multiplicative weights alone (no weight refit, no column generation).
 //
 // Usage: bench_forest_planner [Google Benchmark flags], e.g. --benchmark_filter=dgx1v
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ccoll/topology/arborescence.hpp"
 #include "ccoll/topology/packed_forest.hpp"
 #include "ccoll/topology/presets.hpp"
 
@@ -57,12 +60,21 @@ struct Case {
   std::vector<std::string> active;  // empty: every GPU
 };
 
-void run(benchmark::State& state, const Case& c, ForestSchedule schedule, int max_pairs = 0) {
+// mwu_phases > 0: the multiplicative weights alone (epsilon 0.1, that many phases, no refit).
+void run(benchmark::State& state, const Case& c, ForestSchedule schedule, int max_pairs = 0,
+         int mwu_phases = 0) {
   auto topo = preset(c.topology);
   if (!c.active.empty()) topo.set_active(c.active);
   ForestOptions o;
   o.schedule = schedule;
   o.max_pairs = max_pairs;
+  if (mwu_phases > 0) {
+    o.epsilon = 0.1;
+    o.max_phases = mwu_phases;
+    o.target_gap = 0;
+    o.polish_rounds = 0;
+    o.prune_loss = 0;
+  }
   PackedForest f;
   for (auto _ : state) {
     f = solve_packed_forest(topo, o);
@@ -79,7 +91,7 @@ void run(benchmark::State& state, const Case& c, ForestSchedule schedule, int ma
   state.counters["refits"] = f.refits;
   state.counters["pivots"] = static_cast<double>(f.pivots);
   const char* e = std::getenv("CCOLL_FOREST_EXACT");
-  if (max_pairs == 0 && e != nullptr && e[0] == '1') {
+  if (max_pairs == 0 && mwu_phases == 0 && e != nullptr && e[0] == '1') {
     ForestOptions x = o;
     x.method = ForestMethod::column_generation;
     x.prune_loss = 0;
@@ -130,8 +142,54 @@ const bool registered = [] {
           ->Unit(benchmark::kMillisecond)
           ->MinTime(0.3);
     }
+  // Why the refit: multiplicative weights alone need many phases for the last percent.
+  for (const char* t : {"dgx1v", "cluster:8x8:nvlink:100"})
+    for (int phases : {30, 100, 300}) {
+      const Case c{t, "all", {}};
+      std::string n = "mwu_only/";
+      n += t;
+      n += "/phases:";
+      n += std::to_string(phases);
+      benchmark::RegisterBenchmark(
+          n.c_str(),
+          [c, phases](benchmark::State& st) { run(st, c, ForestSchedule::phased, 0, phases); })
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.3);
+    }
   return true;
 }();
+
+// The oracle's core: a minimum arborescence on a complete digraph of n nodes (random costs),
+// heap form against matrix form.
+template <bool Dense>
+void edmonds(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<double> u(0.5, 2.0);
+  std::vector<ArcEdge> edges;
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b)
+      if (a != b) edges.push_back(ArcEdge{a, b, u(rng)});
+  ArborescenceSolver solver;
+  std::vector<int> out;
+  int root = 0;
+  for (auto _ : state) {
+    const bool ok =
+        Dense ? solver.solve_dense(n, edges, root, out) : solver.solve_sparse(n, edges, root, out);
+    benchmark::DoNotOptimize(ok);
+    root = (root + 1) % n;
+  }
+}
+BENCHMARK_TEMPLATE(edmonds, false)
+    ->Name("edmonds/heap")
+    ->Arg(8)
+    ->Arg(64)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_TEMPLATE(edmonds, true)
+    ->Name("edmonds/matrix")
+    ->Arg(8)
+    ->Arg(64)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -14,8 +14,10 @@
 // not touch it).
 //
 // Numerics. Pivots use a tolerance relative to the entering column; among rows tied in the ratio
-// test the largest pivot wins; Dantzig's rule switches to Bland's after a run of degenerate pivots,
-// which guarantees termination. The duals are recomputed from B^-1 every 64 pivots. After every
+// test the largest pivot wins; the pivots run on capacities perturbed by parts per billion
+// (add_row), which breaks the exact ties of symmetric machines, while the reported solution uses
+// the true ones; Dantzig's rule switches to Bland's after a run of degenerate pivots, which
+// guarantees termination. The duals are recomputed from B^-1 every 64 pivots. After every
 // solve the result is checked against the LP: primal feasibility, dual feasibility and equal
 // objectives. On failure the solve restarts once from the all-slack basis; a second failure leaves
 // status numerical_error (check_optimal() throws on it). An incremental tableau without these

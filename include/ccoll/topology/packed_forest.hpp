@@ -17,26 +17,31 @@
 //   - concurrent: reduce and broadcast of every chunk run at the same time for the whole
 //     collective (the pipelined schedule of seed 004's C1 and of plan/tree.hpp with overlap):
 //     one capacity pool, time |C| / sum chi.
-// On a symmetric full-duplex graph the overlapped optimum equals the phased one (the reduce
-// stage alone already bounds sum chi by the best reduce packing), and the concurrent optimum is
-// at most half the phased one (a reduce tree and the mirror of a broadcast tree compete for the
-// same link directions), so none of them buys bandwidth there: overlap gains latency and earlier
-// gradients, not throughput. forest_test.cpp asserts this; docs/results/forest-planner.md reports
-// the measured ratios.
+// Overlap and bandwidth: overlapped >= phased always (J trees alone are a phased forest), with
+// equality on a symmetric full-duplex graph (the reduce stage alone bounds sum chi by the best
+// reduce packing, and its mirror is an equally good broadcast packing); phased / 2 <= concurrent
+// <= phased always, i.e. the concurrent schedule's bandwidth-only time lies between the phased
+// time and half of it. On every preset measured a packed forest already keeps both directions of
+// its links busy, concurrent = phased / 2 exactly, and overlap buys latency and gradient
+// turnaround, not bandwidth; a star around a forwarding GPU is a symmetric graph where it does buy
+// bandwidth. forest_test.cpp asserts these facts; docs/results/forest-planner.md measures them.
 //
 // Method (ForestMethod::mwu, the default):
 //   1. Multiplicative weights (mwu_packing.hpp: Garg-Koenemann with Fleischer's phases) with the
 //      pricing oracle of forest_problem.hpp (Edmonds' algorithm with all workers active, the
-//      directed-Steiner routine of steiner.hpp otherwise) finds the trees: a few coarse phases
-//      (epsilon 0.2) visit every root's cheapest pairs under ever-changing link prices.
-//   2. The weights of the pairs found are re-fitted exactly by a small LP (forest_refit.hpp), as
-//      seed 001 does after its Alg. 1. On the presets the pairs of ten phases already contain an
-//      optimal basis.
-//   3. Certification: the refit's dual link prices are priced once by the oracle over all roots;
-//      with an exact oracle, duals / (cheapest pair price) certify an upper bound on the optimum
-//      over all trees. While the bound is not within target_gap, the pairs priced below 1 join
-//      the LP and 2-3 repeat (a few rounds of column generation, warm-started by step 1).
-//   4. Pruning (forest_refit.hpp): at most max_pairs pairs, light pairs dropped within prune_loss.
+//      directed-Steiner heuristics of steiner.hpp otherwise) finds the trees: 30 coarse phases
+//      (epsilon 0.2) visit every root's cheapest pairs under ever-changing link prices. Alone it
+//      would need thousands of phases for the last percent.
+//   2. The weights of the pairs found are re-fitted exactly by an LP over them (forest_refit.hpp),
+//      as seed 001 solves its LP over the trees Alg. 1 found.
+//   3. Certificate and polish: with an exact oracle, any prices y >= 0 certify OPT <= capacities.y
+//      / (cheapest pair under y). While the best bound is not within target_gap, the roots are
+//      priced under smoothed duals and under 1/capacity on saturated links, the pairs the LP's
+//      duals price below 1 join the LP, and 2-3 repeat from the previous basis (column
+//      generation warm-started by step 1; at most polish_rounds rounds and max_pivots pivots).
+//      With relays, one exact pricing at the end certifies a bound when they are few.
+//   4. Pruning (forest_refit.hpp): light pairs dropped within prune_loss, optional caps on pairs.
+// Budgets count work, not time: the plan is a function of its inputs, the same on every rank.
 // The result is feasible by construction (weights are scaled to the largest feasible multiple if
 // the simplex were ever inaccurate), so total_GBps never exceeds the certified upper bound.
 // ForestMethod::column_generation runs the exact reference instead (forest_exact.hpp).
@@ -210,8 +215,9 @@ inline PackedForest solve_packed_forest(const PhysicalTopology& topo,
   }
 
   // 4. Fewer pairs. Under a cap on pairs, a few rounds of column generation restricted to the
-  // survivors (price under their LP's duals, add, refit, cut back to the cap) find pairs that
-  // work well together, which cutting the optimum's support alone does not.
+  // survivors (price under their LP's duals, add, refit, cut back to the cap) let pairs that fit
+  // the survivors replace some of them; on the presets this wins back up to a point of the loss
+  // (docs/results/forest-planner.md), cheaply.
   auto pr = prune(fit, best_x, best, opt.max_pairs, opt.max_pairs_per_root, opt.prune_loss);
   out.pivots += pr.pivots;
   out.refits += pr.refits;
