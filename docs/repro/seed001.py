@@ -5,7 +5,8 @@ its Sec. VI and writes the tables and plots of docs/repro-seed001.md into docs/r
 
 Usage (from the repository root, after `cmake --build build --target ccoll_cli`):
     docs/repro/seed001.py [--build build] [--out DIR] [--no-run] [--model physical|pairwise]
-                          [--machines 2,4,8] [--fig5-gbps 10,25,40,100] [--no-fig6]
+                          [--machines 2,4,8] [--max-gpus N] [--fig5-gbps 10,25,40,100]
+                          [--no-fig6] [--resume]
 --model physical (default, docs/repro/seed001/): the cluster presets, one NIC per machine on a
 ToR switch. --model pairwise (docs/repro/seed001-pairwise/): seed 001's own abstraction, one edge
 per pair of workers (`cluster:...:pairwise`).
@@ -86,7 +87,7 @@ def experiments(a):
     out = []
     sfx = ":pairwise" if a.model == "pairwise" else ""
     for M in a.machines:
-        for G in [4, 8]:
+        for G in [g for g in [4, 8] if M * g <= a.max_gpus]:
             for intra in ["pcie", "nvlink"]:
                 for gbps in [10, 25, 40, 100]:
                     out.append(("fig4", "cluster:%dx%d:%s:%d%s" % (M, G, intra, gbps, sfx), "all",
@@ -105,10 +106,25 @@ def experiments(a):
 def run(a):
     exe = os.path.join(a.build, "tools", "ccoll")
     path = os.path.join(a.out, "results.csv")
+    done = set()
+    if a.resume and os.path.exists(path):
+        with open(path) as f:
+            rows = list(csv.DictReader(f))
+        algos = collections.defaultdict(set)
+        for r in rows:
+            algos[(r["experiment"], r["topology"], r["active"])].add(r["algo"])
+        done = {k for k, v in algos.items() if set(ALGOS) <= v}
+        rows = [r for r in rows if (r["experiment"], r["topology"], r["active"]) in done]
+    else:
+        rows = []
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
+        for r in rows:
+            w.writerow(r)
         for exp, topo, act_label, active in experiments(a):
+            if (exp, topo, act_label) in done:
+                continue
             rows = simulate(exe, topo, active, BASELINES + ["forest"], False)
             rows += simulate(exe, topo, active, ["forest"], True)
             for r in rows:
@@ -274,6 +290,8 @@ def main():
     ap.add_argument("--machines", default="2,4,8")
     ap.add_argument("--fig5-gbps", default="10,25,40,100")
     ap.add_argument("--no-fig6", dest="fig6", action="store_false")
+    ap.add_argument("--max-gpus", type=int, default=64, help="skip Fig. 4 clusters above this")
+    ap.add_argument("--resume", action="store_true", help="keep the finished rows of results.csv")
     a = ap.parse_args()
     a.machines = [int(x) for x in a.machines.split(",") if x]
     a.fig5_gbps = [int(x) for x in a.fig5_gbps.split(",") if x]
