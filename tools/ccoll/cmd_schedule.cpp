@@ -1,10 +1,11 @@
-// ccoll schedule: placeholder until its issue lands; refuses to run rather than print made-up
-// output.
-#include <cstdio>
+// ccoll schedule: gradient-level schedules (WFBP, MG-WFBP, ASC-WFBP, the optimum, baselines).
+#include <iostream>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
+#include "schedule_args.hpp"
 
-int ccoll::cli::cmd_schedule(int, char**) {
-  std::fputs("ccoll schedule: not built yet\n", stderr);
-  return 2;
+int ccoll::cli::cmd_schedule(int argc, char** argv) {
+  return run_schedule(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr);
 }
