@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../tools/ccoll/fit_args.hpp"
 #include "../tools/ccoll/topology_args.hpp"
 #include "ccoll/model/alpha_beta.hpp"
 
@@ -20,13 +21,13 @@ struct Run {
   std::string out, err;
 };
 
-Run plan(std::vector<std::string> args) {
+Run plan(const std::vector<std::string>& args) {
   std::ostringstream out, err;
   const int rc = ccoll::cli::run_plan(args, out, err);
   return Run{rc, out.str(), err.str()};
 }
 
-Run simulate(std::vector<std::string> args) {
+Run simulate(const std::vector<std::string>& args) {
   std::ostringstream out, err;
   const int rc = ccoll::cli::run_simulate(args, out, err);
   return Run{rc, out.str(), err.str()};
@@ -74,7 +75,7 @@ TEST_CASE("usage errors name the option") {
 
 TEST_CASE("plan --json: the issue's format for every algorithm") {
   const auto file = write_temp("square.json", kSquare);
-  for (const std::string algo : {"ring", "dbtree", "tree", "forest", "ps"})
+  for (const std::string algo : {"ring", "dbtree", "tree", "forest", "ps", "blink", "hdbtree"})
     for (const bool overlap : {false, true}) {
       std::vector<std::string> args{"--topology", file, "--algo", algo, "--bytes", "4M", "--json"};
       if (overlap) args.push_back("--overlap");
@@ -107,7 +108,9 @@ TEST_CASE("plan --json: the issue's format for every algorithm") {
 
 TEST_CASE("forest on the square: the solver's weights and a correct prediction") {
   const auto file = write_temp("square2.json", kSquare);
-  const auto r = plan({"--topology", file, "--algo", "forest", "--bytes", "64M", "--json"});
+  // --split 0: one channel per tree pair (the default cuts pairs into equal-share channels).
+  const auto r =
+      plan({"--topology", file, "--algo", "forest", "--bytes", "64M", "--json", "--split", "0"});
   REQUIRE(r.rc == 0);
   const auto j = nlohmann::json::parse(r.out);
   const double total = j["forest"]["total_GBps"].get<double>();
@@ -192,4 +195,100 @@ TEST_CASE("simulate: CSV sweep, closed form on a uniform network, trace, DOT") {
   REQUIRE(d.rc == 0);
   CHECK(d.out.rfind("digraph", 0) == 0);
   CHECK(d.out.find("\"gpu0\"") != std::string::npos);
+}
+
+TEST_CASE("seed 001 baselines on a cluster: the NIC bound, and --split") {
+  // Two PCIe machines joined by 10 Gbps NICs: any allreduce moves at least N / 2 out of each
+  // machine per stage, 2 (N / 2) / 1.25 GB/s in all. Blink (trees inside, a ring of two roots)
+  // and NCCL 2.4's trees across machines both reach it; so does the forest.
+  const double N = 256.0 * (1 << 20);
+  const double bound = N / 1.25e9;
+  for (const std::string algo : {"blink", "hdbtree", "forest"}) {
+    const auto r = simulate(
+        {"--topology", "cluster:2x4:pcie:10", "--algo", algo, "--bytes", "256M", "--json"});
+    CAPTURE(algo);
+    REQUIRE(r.rc == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    const double t = j[0]["predicted"]["time_s"].get<double>();
+    CHECK(t >= bound * (1 - 1e-9));
+    CHECK(t == doctest::Approx(bound).epsilon(0.03));
+  }
+  // The flat ring crosses the NICs with 2 (P-1)/P N each way: 7/4 of the bound.
+  const auto ring = simulate(
+      {"--topology", "cluster:2x4:pcie:10", "--algo", "ring", "--bytes", "256M", "--json"});
+  REQUIRE(ring.rc == 0);
+  CHECK(nlohmann::json::parse(ring.out)[0]["predicted"]["time_s"].get<double>() ==
+        doctest::Approx(1.75 * bound).epsilon(0.03));
+  CHECK(simulate({"--topology", "uniform:8", "--algo", "blink"}).rc == 2);
+  // Trees of unequal weight: equal-share channels (the default) never lose to one channel per
+  // tree, whose heavier trees fall behind under fair sharing.
+  const auto time_of = [](const std::string& split) {
+    const auto r = simulate({"--topology", "cluster:2x4:pcie:100", "--algo", "forest", "--bytes",
+                             "64M", "--json", "--split", split});
+    REQUIRE(r.rc == 0);
+    return nlohmann::json::parse(r.out)[0]["predicted"]["time_s"].get<double>();
+  };
+  const double one = time_of("0"), split = time_of("64");
+  CHECK(split <= one * 1.001);
+  CHECK(simulate({"--topology", "full4", "--split", "-1"}).rc == 2);
+}
+
+TEST_CASE("topology files: NCCL's XML dump and nvidia-smi topo -m are read by their content") {
+  const std::string dir = std::string(CCOLL_SOURCE_DIR) + "/data/topologies/";
+  for (const std::string f : {"dgx1v_nccl_topo.xml", "dgx1v_nvidia_smi_topo.txt", "small4.json"}) {
+    CAPTURE(f);
+    const auto r = plan({"--topology", dir + f, "--algo", "ring", "--bytes", "1M", "--json"});
+    CAPTURE(r.err);
+    REQUIRE(r.rc == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["ranks"].size() == (f == "small4.json" ? 4u : 8u));
+    CHECK(j["predicted"]["time_s"].get<double>() > 0);
+  }
+  const auto bad = write_temp("bad.txt", "GPU1\tX\n");
+  const auto r = plan({"--topology", bad, "--algo", "ring"});
+  CHECK(r.rc == 1);
+  CHECK(r.err.find("GPU0") != std::string::npos);
+  std::filesystem::remove(bad);
+}
+
+TEST_CASE("fit: a, b and gamma from nccl-tests output and ccoll_perf JSON") {
+  // Rows of all_reduce_perf made from t = a + b m (and a + gamma b m with two at once).
+  const double a = 30e-6, b = 1.0 / 12e9, gamma = 1.6;
+  const auto nccl_text = [&](double g) {
+    std::string text = "#       size         count      type   redop    root     time ...\n";
+    for (double m = 8192; m <= 256.0 * (1 << 20); m *= 4) {
+      char row[256];
+      const double us = (a + g * b * m) * 1e6;
+      std::snprintf(row, sizeof row, "%12.0f %12.0f float sum -1 %10.2f 0 0 0 %10.2f 0 0 0\n", m,
+                    m / 4, us, us);
+      text += row;
+    }
+    return text;
+  };
+  const auto one = write_temp("nccl1.txt", nccl_text(1.0));
+  const auto two = write_temp("nccl2.txt", nccl_text(gamma));
+  std::ostringstream out, err;
+  REQUIRE(ccoll::cli::run_fit({"--nccl-tests", one, "--with", "2", two, "--json"}, out, err) == 0);
+  const auto j = nlohmann::json::parse(out.str());
+  CHECK(j["a_s"].get<double>() == doctest::Approx(a).epsilon(0.01));
+  CHECK(j["bandwidth_GBps"].get<double>() == doctest::Approx(12.0).epsilon(0.001));
+  CHECK(j["r2"].get<double>() > 0.9999);
+  CHECK(j["gamma"].get<double>() == doctest::Approx(gamma).epsilon(0.001));
+  // The size range: only the first two rows, still on the line.
+  std::ostringstream o2, e2;
+  REQUIRE(ccoll::cli::run_fit({"--nccl-tests", one, "--max-bytes", "40000"}, o2, e2) == 0);
+  CHECK(o2.str().find("samples 2") != std::string::npos);
+  const auto perf = write_temp("perf.json", R"({"results": [
+      {"algo": "ring", "nranks": 4, "size": 1000000, "time_us": 110},
+      {"algo": "ring", "nranks": 4, "size": 3000000, "time_us": 310},
+      {"algo": "tree", "nranks": 4, "size": 1000000, "time_us": 999}]})");
+  std::ostringstream o3, e3;
+  REQUIRE(ccoll::cli::run_fit({"--ccoll-perf", perf, "--algo", "ring", "--json"}, o3, e3) == 0);
+  const auto p = nlohmann::json::parse(o3.str());
+  CHECK(p["a_s"].get<double>() == doctest::Approx(10e-6));
+  CHECK(p["bandwidth_GBps"].get<double>() == doctest::Approx(10.0));
+  std::ostringstream o4, e4;
+  CHECK(ccoll::cli::run_fit({"--nccl-tests", one, "--ccoll-perf", perf}, o4, e4) == 2);
+  CHECK(ccoll::cli::run_fit({"--nccl-tests", "/nonexistent"}, o4, e4) == 1);
+  for (const auto& f : {one, two, perf}) std::filesystem::remove(f);
 }

@@ -2,10 +2,12 @@
 // on a uniform network, max-min link sharing, FIFO slot limits, turnaround, traces, and physical
 // topologies.
 #include <doctest/doctest.h>
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ccoll/exec/sim/chrome_trace.hpp"
@@ -180,6 +182,83 @@ TEST_CASE("concurrent flows share a link max-min fairly") {
   const auto res = sim::simulate(fan_in(2, 1 << 20), net);
   // B runs at 1.5 GB/s until it is done, then A alone at 0.5 GB/s: A is the last, at bytes / 0.5.
   CHECK(res.time_s == doctest::Approx(bytes / 0.5e9).epsilon(1e-9));
+}
+
+TEST_CASE("flows that end at different times: max-min rates are recomputed as each ends") {
+  // Senders 0..2 send 1, 2 and 3 units through one shared 2 GB/s link (their own links are
+  // faster). All three run at 2/3 GB/s until the first is done, the last two at 1 GB/s, then the
+  // last alone: it finishes at 3 + 2 + 1 = 6 units / (2 GB/s). Each sender's step ends when its
+  // message has arrived, so the senders' finish times show each flow's end.
+  const std::uint64_t unit = 1 << 18;
+  sim::Network net;
+  for (int r = 0; r < 4; ++r) net.add_node(std::to_string(r).insert(0, 1, 'r'), false);
+  const int sw = net.add_node("switch", true);
+  for (int r = 0; r < 3; ++r) net.add_link(r, sw, 8e9, 1e-6);
+  net.add_link(sw, 3, 2e9, 1e-6);
+  plan::Plan p;
+  p.algorithm = "staggered";
+  p.count = 6 * unit;
+  p.slot_elems = 3 * unit;
+  p.nslots = 2;
+  p.reset(4, 1);
+  std::uint64_t offset = 0;
+  for (int r = 0; r < 3; ++r) {
+    const std::uint64_t n = static_cast<std::uint64_t>(r + 1) * unit;
+    p.add_step(0, r, offset, n, plan::Source::Input, {}, {3}, false, false);
+    p.add_step(0, 3, offset, n, plan::Source::None, {r}, {}, true, true);
+    offset += n;
+  }
+  p.finalize();
+  const auto res = sim::simulate(p, net);
+  const double u = 4.0 * unit / 2e9;  // one unit through the shared link alone
+  REQUIRE(res.rank_finish_s.size() == 4);
+  CHECK(res.rank_finish_s[0] == doctest::Approx(3 * u + 2e-6).epsilon(1e-9));
+  CHECK(res.rank_finish_s[1] == doctest::Approx(5 * u + 2e-6).epsilon(1e-9));
+  CHECK(res.rank_finish_s[2] == doctest::Approx(6 * u + 2e-6).epsilon(1e-9));
+  CHECK(res.time_s == doctest::Approx(6 * u + 2e-6).epsilon(1e-9));
+}
+
+TEST_CASE("ready: when each chunk is complete everywhere (seed 004's gradient queue)") {
+  for (int P : {4, 8, 16}) {
+    const auto net = sim::uniform_network(P, kBandwidth, kAlpha);
+    const int depth = floor_log2(P);
+    const std::uint32_t K = 16;
+    auto req = request(P, 4e6);
+    req.nchunks = K;
+    const double bytes = static_cast<double>(req.count) * 4;
+    const double step = kLink.time(bytes / K);
+    for (bool overlap : {false, true}) {
+      req.overlap = overlap;
+      const auto res = sim::simulate(plan::build_tree(req), net);
+      CAPTURE(P);
+      CAPTURE(overlap);
+      // The pieces tile the buffer, once each.
+      REQUIRE(res.ready.size() == K);
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> pieces;
+      for (const auto& r : res.ready) pieces.emplace_back(r.begin, r.end);
+      std::sort(pieces.begin(), pieces.end());
+      CHECK(pieces.front().first == 0);
+      CHECK(pieces.back().second == req.count);
+      for (std::size_t i = 1; i < pieces.size(); ++i)
+        CHECK(pieces[i].first == pieces[i - 1].second);
+      // The tree delivers chunks in order, one per step: chunk k is back everywhere after
+      // 2 depth + k steps (overlapped) or after the whole reduce, depth more, and k (phased).
+      for (std::uint32_t k = 0; k < K; ++k) {
+        const double expect = overlap ? (2.0 * depth + k) * step : (2.0 * depth + K - 1 + k) * step;
+        CHECK(res.ready[k].time_s == doctest::Approx(expect).epsilon(1e-6));
+        CHECK(res.ready[k].begin == pieces[k].first);
+      }
+      CHECK(res.turnaround_s == res.ready.front().time_s);
+      CHECK(res.ready.back().time_s == doctest::Approx(res.time_s).epsilon(1e-9));
+    }
+  }
+  // The ring completes every piece in its last P - 1 steps: nothing is ready before the
+  // all-gather has begun.
+  const int P = 8;
+  const auto res =
+      sim::simulate(plan::build_ring(request(P, 8e6)), sim::uniform_network(P, kBandwidth, kAlpha));
+  REQUIRE(!res.ready.empty());
+  CHECK(res.ready.front().time_s > res.time_s * (P - 1.0) / (2.0 * (P - 1)));
 }
 
 TEST_CASE("FIFO slots bound how far a sender runs ahead; reduction cost is charged") {

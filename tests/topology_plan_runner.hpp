@@ -24,8 +24,9 @@ inline ccoll::plan::Plan build_current(const ccoll::plan::PlanRequest& r) {
 
 // Verifies build(req) symbolically, then runs a float sum allreduce of `count` elements on one
 // thread per rank and checks every active rank's output (relays: untouched).
-inline void verify_and_run(std::function<ccoll::plan::Plan(const ccoll::plan::PlanRequest&)> build,
-                           std::size_t count) {
+inline void verify_and_run(
+    const std::function<ccoll::plan::Plan(const ccoll::plan::PlanRequest&)>& build,
+    std::size_t count) {
   ccoll::plan::PlanRequest req;
   req.count = count;
   req.slot_bytes = 4096;
@@ -53,6 +54,7 @@ inline void verify_and_run(std::function<ccoll::plan::Plan(const ccoll::plan::Pl
     out[static_cast<std::size_t>(r)].assign(count, -7.0f);
   }
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(p));
   std::vector<std::string> errors(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r)
     threads.emplace_back([&, r] {

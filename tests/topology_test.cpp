@@ -1,11 +1,14 @@
 // Tests for the physical topology model, presets, routes, loaders and DOT export.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "ccoll/topology/dot.hpp"
 #include "ccoll/topology/embedding.hpp"
+#include "ccoll/topology/hierarchical.hpp"
 #include "ccoll/topology/json_loader.hpp"
 #include "ccoll/topology/nccl_xml_loader.hpp"
 #include "ccoll/topology/nvidia_smi_loader.hpp"
@@ -87,6 +90,21 @@ TEST_CASE("cluster preset: seed 001 Fig. 3 ToR and aggregation switch") {
   CHECK(route_capacity_GBps(t, r) == doctest::Approx(1.25));
   CHECK(route_capacity_GBps(t, routes(t.require("m0.gpu0"), t.require("m0.gpu3"))) ==
         doctest::Approx(12.5));
+  // Seed 001's own abstraction: one duplex edge per pair of workers, nothing shared.
+  const auto pw = preset("cluster:3x8:nvlink:25:pairwise");
+  CHECK(pw.node_count() == 24);
+  CHECK(pw.gpus().size() == 24);
+  const auto pr = all_routes(pw);
+  for (int a = 0; a < 24; ++a)
+    for (int b = 0; b < 24; ++b) {
+      if (a == b) continue;
+      REQUIRE(pr(a, b).size() == 1);
+      const double cap = route_capacity_GBps(pw, pr(a, b));
+      if (a / 8 != b / 8)
+        CHECK(cap == doctest::Approx(25.0 / 8));
+      else
+        CHECK(cap == doctest::Approx(std::max(12.5, 25.0 * nvlink_lanes(pw, a, b))));
+    }
   const auto big = preset("cluster:8x8:nvlink:100");
   CHECK(big.gpus().size() == 64);
   CHECK_NOTHROW(big.validate());
@@ -240,12 +258,18 @@ TEST_CASE("double binary tree with detours (seed 004 Sec. IV-A)") {
     CHECK(nvlink_lanes(t, c, det.relay_node) > 0);
     CHECK(nvlink_lanes(t, det.relay_node, p) > 0);
   }
-  // Every remaining tree edge is an NVLink.
+  // Every remaining tree edge is an NVLink, and the two trees (which run at the same time) never
+  // put two edges on one link in the same direction: a relay is chosen where its links are free.
+  std::vector<int> up(t.links.size(), 0);
   for (const auto& tree : d.trees)
     for (std::size_t r = 0; r < tree.reduce_parent.size(); ++r)
-      if (tree.reduce_parent[r] >= 0)
-        CHECK(nvlink_lanes(t, d.rank_node[r],
-                           d.rank_node[static_cast<std::size_t>(tree.reduce_parent[r])]) > 0);
+      if (tree.reduce_parent[r] >= 0) {
+        const int a = d.rank_node[r],
+                  b = d.rank_node[static_cast<std::size_t>(tree.reduce_parent[r])];
+        CHECK(nvlink_lanes(t, a, b) > 0);
+        for (int l : routes(a, b)) ++up[static_cast<std::size_t>(l)];
+      }
+  CHECK(*std::max_element(up.begin(), up.end()) == 1);
   for (bool overlap : {false, true})
     topology_test::verify_and_run(
         [&](const ccoll::plan::PlanRequest& r) {
@@ -254,4 +278,106 @@ TEST_CASE("double binary tree with detours (seed 004 Sec. IV-A)") {
           return detour_tree_plan(d, req);
         },
         1500);
+}
+
+TEST_CASE("pack_single_root: Edmonds' bound on small graphs, never over capacity") {
+  // Four GPUs, every ordered pair joined by 10 GB/s: three edge-disjoint in-trees reach the root,
+  // and the root's three in-links cap any packing at 30 GB/s.
+  const auto full = fully_connected(4, 10.0);
+  const auto fr = all_routes(full);
+  const auto loads_ok = [](const PhysicalTopology& t, const RouteTable& routes,
+                           const std::vector<int>& nodes, const std::vector<RootedTree>& trees) {
+    std::vector<double> load(t.links.size(), 0.0);
+    for (const auto& tr : trees)
+      for (std::size_t i = 0; i < tr.parent.size(); ++i)
+        if (tr.parent[i] >= 0)
+          for (int l : routes(nodes[i], nodes[static_cast<std::size_t>(tr.parent[i])]))
+            load[static_cast<std::size_t>(l)] += tr.weight_GBps;
+    for (std::size_t l = 0; l < load.size(); ++l)
+      CHECK(load[l] <= t.links[l].capacity_GBps() * (1 + 1e-9));
+  };
+  for (int root = 0; root < 4; ++root) {
+    const std::vector<int> nodes{0, 1, 2, 3};
+    const auto trees = pack_single_root(full, fr, nodes, root);
+    double total = 0;
+    for (const auto& tr : trees) {
+      total += tr.weight_GBps;
+      CHECK(tr.parent[static_cast<std::size_t>(root)] == -1);
+    }
+    CHECK(total == doctest::Approx(30.0).epsilon(0.05));
+    loads_ok(full, fr, nodes, trees);
+  }
+  // GPUs behind one PCIe switch: every tree edge crosses the switch, the root's downlink caps the
+  // packing at one link's 12.5 GB/s, which chains reach and stars (12.5 / 3) do not.
+  const auto star = cluster(ClusterOptions{1, 4, IntraConnect::pcie, 12.5, 25.0, 1.25});
+  const auto sr = all_routes(star);
+  const auto gpus = star.gpus();
+  const auto trees = pack_single_root(star, sr, gpus, 0);
+  double total = 0;
+  for (const auto& tr : trees) total += tr.weight_GBps;
+  CHECK(total == doctest::Approx(12.5).epsilon(0.05));
+  loads_ok(star, sr, gpus, trees);
+  CHECK(pack_single_root(star, sr, {gpus[0]}, 0).size() == 1);
+}
+
+TEST_CASE("Blink-like and NCCL 2.4 hierarchical trees (seed 001's baselines)") {
+  for (const char* name :
+       {"cluster:2x4:pcie:10", "cluster:3x4:nvlink:25", "cluster:4x8:nvlink:100"}) {
+    CAPTURE(name);
+    auto t = preset(name);
+    const auto b = blink_trees(t);
+    const auto M = b.machines.size();
+    CHECK(b.rank_node == t.active_nodes());
+    double share = 0;
+    for (const auto& tr : b.trees) {
+      share += tr.share;
+      // The reduce chain of roots ends at the tree's root; the all-gather chain runs the other way.
+      const auto j = static_cast<std::size_t>(
+          std::find_if(b.machines.begin(), b.machines.end(),
+                       [&](const auto& m) { return m.front() == tr.root; }) -
+          b.machines.begin());
+      REQUIRE(j < M);
+      for (std::size_t k = 0; k < M; ++k) {
+        if (k == j) continue;
+        const auto rk = static_cast<std::size_t>(b.machines[k].front());
+        CHECK(tr.reduce_parent[rk] == b.machines[(k + 1) % M].front());
+        CHECK(tr.broadcast_parent[rk] == b.machines[(k + M - 1) % M].front());
+      }
+      // Inside a machine, parents stay inside it.
+      for (const auto& m : b.machines)
+        for (std::size_t i = 1; i < m.size(); ++i) {
+          const int p = tr.reduce_parent[static_cast<std::size_t>(m[i])];
+          CHECK(std::find(m.begin(), m.end(), p) != m.end());
+        }
+    }
+    CHECK(share == doctest::Approx(1.0));
+    const auto h = nccl_hierarchical_trees(t);
+    REQUIRE(h.trees.size() == 2);
+    for (const auto& tr : h.trees) {
+      CHECK(tr.share == 0.5);
+      for (const auto& m : h.machines)
+        for (std::size_t i = 1; i < m.size(); ++i)
+          CHECK(tr.reduce_parent[static_cast<std::size_t>(m[i])] == m[i - 1]);
+    }
+    CHECK(h.trees[0].root != h.trees[1].root);
+  }
+  // Partial active workers (seed 001 Fig. 5): machines with 1, 2, 3 and 4 active GPUs.
+  auto t = preset("cluster:4x4:pcie:10");
+  t.set_active(std::vector<std::string>{"m0.gpu0", "m1.gpu0", "m1.gpu2", "m2.gpu1", "m2.gpu2",
+                                        "m2.gpu3", "m3.gpu0", "m3.gpu1", "m3.gpu2", "m3.gpu3"});
+  const auto b = blink_trees(t);
+  REQUIRE(b.machines.size() == 4);
+  CHECK(b.machines[0].size() == 1);
+  CHECK(b.machines[3].size() == 4);
+  for (const auto& hb : {b, nccl_hierarchical_trees(t)})
+    for (bool overlap : {false, true})
+      topology_test::verify_and_run(
+          [&](const ccoll::plan::PlanRequest& r) {
+            auto req = r;
+            req.nranks = static_cast<ccoll::plan::Rank>(hb.rank_node.size());
+            req.overlap = overlap;
+            return ccoll::plan::build_trees(req, hb.trees,
+                                            std::vector<bool>(hb.rank_node.size(), true));
+          },
+          1201);
 }

@@ -24,6 +24,10 @@
 #include "ccoll/plan/ring.hpp"
 #include "ccoll/plan/tree.hpp"
 #include "ccoll/plan/verifier.hpp"
+#include "ccoll/topology/hierarchical.hpp"
+#include "ccoll/topology/json_loader.hpp"
+#include "ccoll/topology/nccl_xml_loader.hpp"
+#include "ccoll/topology/nvidia_smi_loader.hpp"
 #include "ccoll/topology/packed_forest.hpp"
 #include "ccoll/topology/physical.hpp"
 // GCC 12 at -O3 reports a false -Wrestrict (GCC bug 105329) inside topology::cluster()'s
@@ -44,7 +48,7 @@ struct UsageError : std::invalid_argument {
 };
 
 struct Options {
-  std::string topology;  // FILE | PRESET | uniform:P[:GBps[:latency_us]]
+  std::string topology;  // FILE (JSON, NCCL XML, nvidia-smi) | PRESET | uniform:P[:GBps[:us]]
   std::vector<std::string> algos{"forest"};
   std::vector<std::string> active;  // node ids; empty: the topology's default
   bool overlap = false;
@@ -59,6 +63,7 @@ struct Options {
   double reduce_GBps = 0;  // reduction throughput per rank; 0: free
   double step_overhead_us = 0;
   int max_links = 12;  // links listed by `simulate` (by utilisation)
+  int split = 64;      // forest / blink: cut trees into about this many equal-rate channels
 };
 
 // Sizes: plain numbers (1e6, 1330000000) or with a binary suffix K, M, G (16K = 16384).
@@ -112,7 +117,12 @@ inline double parse_number(const std::string& flag, const std::string& s) {
   return v;
 }
 
-inline const char* kAlgos = "ring, dbtree, tree, forest, ps";
+inline const char* kAlgos = "ring, dbtree, tree, forest, ps, blink, hdbtree";
+
+inline bool known_algo(const std::string& a) {
+  return a == "ring" || a == "dbtree" || a == "tree" || a == "forest" || a == "ps" ||
+         a == "blink" || a == "hdbtree";
+}
 
 inline Options parse_options(const std::vector<std::string>& args) {
   Options o;
@@ -127,7 +137,7 @@ inline Options parse_options(const std::vector<std::string>& args) {
     } else if (a == "--algo") {
       o.algos = split_list(value(i));
       for (const auto& al : o.algos)
-        if (al != "ring" && al != "dbtree" && al != "tree" && al != "forest" && al != "ps")
+        if (!known_algo(al))
           throw UsageError("--algo: unknown algorithm \"" + al + "\" (expected " + kAlgos + ")");
       if (o.algos.empty()) throw UsageError("--algo: expected " + std::string(kAlgos));
     } else if (a == "--active") {
@@ -162,6 +172,10 @@ inline Options parse_options(const std::vector<std::string>& args) {
       o.reduce_GBps = parse_number(a, value(i));
     } else if (a == "--step-overhead-us") {
       o.step_overhead_us = parse_number(a, value(i));
+    } else if (a == "--split") {
+      const double v = parse_number(a, value(i));
+      if (v < 0 || v != std::floor(v)) throw UsageError("--split: expected an integer >= 0");
+      o.split = static_cast<int>(v);
     } else if (a == "--links") {
       o.max_links = static_cast<int>(parse_number(a, value(i)));
     } else {
@@ -174,48 +188,34 @@ inline Options parse_options(const std::vector<std::string>& args) {
 }
 
 // Topology input ------------------------------------------------------------------------------
-
-// The documented JSON format (docs/simulator.md): {"name", "nodes": [id | {"id","kind","host"}],
-// "links": [{"a","b","bandwidth_GBps","count","latency_us","duplex"}], "active": [id...]}.
-inline topology::PhysicalTopology topology_from_json(const nlohmann::json& j,
-                                                     const std::string& where) {
-  using topology::TopologyError;
-  if (!j.is_object()) throw TopologyError(where + ": expected a JSON object");
+// A file is read by its first character: '{' the JSON format of topology/json_loader.hpp, '<'
+// NCCL's topology dump (topology/nccl_xml_loader.hpp), anything else the matrix of
+// `nvidia-smi topo -m` (topology/nvidia_smi_loader.hpp). docs/formats.md documents all three.
+inline topology::PhysicalTopology topology_from_file_text(const std::string& text,
+                                                          const std::string& where) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  const char c = first == std::string::npos ? '\0' : text[first];
   topology::PhysicalTopology t;
-  t.name = j.value("name", where);
-  if (!j.contains("nodes") || !j["nodes"].is_array() || j["nodes"].empty())
-    throw TopologyError(where + ": \"nodes\" must be a non-empty array");
-  for (const auto& n : j["nodes"]) {
-    if (n.is_string()) {
-      t.add_node(n.get<std::string>(), topology::NodeKind::gpu);
-    } else if (n.is_object() && n.contains("id") && n["id"].is_string()) {
-      t.add_node(n["id"].get<std::string>(),
-                 topology::parse_node_kind(n.value("kind", std::string("gpu"))),
-                 n.value("host", std::string{}));
-    } else {
-      throw TopologyError(where + ": a node must be an id string or {\"id\": ...}, got " +
-                          n.dump());
+  if (c == '<') {
+    t = topology::topology_from_nccl_xml(text);
+  } else if (c == '{' || c == '[') {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      throw topology::TopologyError(where + ": not valid JSON: " + e.what());
     }
+    try {
+      t = topology::topology_from_json(j);
+    } catch (const topology::TopologyError& e) {
+      throw topology::TopologyError(where + ": " + e.what());
+    }
+    if (!j.contains("name")) t.name = where;
+    return t;
+  } else {
+    t = topology::topology_from_nvidia_smi(text);
   }
-  if (!j.contains("links") || !j["links"].is_array())
-    throw TopologyError(where + ": \"links\" must be an array");
-  for (const auto& l : j["links"]) {
-    if (!l.is_object() || !l.contains("a") || !l.contains("b") || !l.contains("bandwidth_GBps"))
-      throw TopologyError(where + ": a link needs \"a\", \"b\" and \"bandwidth_GBps\", got " +
-                          l.dump());
-    const auto a = l["a"].get<std::string>(), b = l["b"].get<std::string>();
-    if (t.find(a) < 0)
-      throw TopologyError(where + ": link " + a + "-" + b + ": unknown node \"" + a + "\"");
-    if (t.find(b) < 0)
-      throw TopologyError(where + ": link " + a + "-" + b + ": unknown node \"" + b + "\"");
-    t.add_link(a, b, l["bandwidth_GBps"].get<double>(), l.value("count", 1),
-               l.value("latency_us", 0.0), l.value("type", std::string{}), l.value("duplex", true));
-  }
-  if (j.contains("active")) {
-    std::vector<std::string> ids;
-    for (const auto& a : j["active"]) ids.push_back(a.get<std::string>());
-    t.set_active(ids);
-  }
+  t.name = where.substr(where.find_last_of('/') + 1);
   return t;
 }
 
@@ -252,13 +252,7 @@ inline Setup load_setup(const Options& o) {
   if (in) {
     std::stringstream buf;
     buf << in.rdbuf();
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(buf.str());
-    } catch (const nlohmann::json::exception& e) {
-      throw topology::TopologyError(o.topology + ": not valid JSON: " + e.what());
-    }
-    s.topo = topology_from_json(j, o.topology);
+    s.topo = topology_from_file_text(buf.str(), o.topology);
   } else {
     try {
       s.topo = topology::preset(o.topology);
@@ -333,6 +327,31 @@ inline plan::PlanRequest make_request(const Options& o, const Setup& s, int nran
   return req;
 }
 
+// Max-min fair link sharing (the simulator's, and that of concurrent channels on real links)
+// gives the flows on a link equal rates, not rates in proportion to their trees' planned weights,
+// so in a tree set with unequal shares the heaviest trees fall behind and finish last. Cutting
+// every tree into round(share / unit) copies (unit = total share / target, at least one copy)
+// gives all channels about the same share; the planned rates are then feasible with equal rates
+// per flow, and max-min fairness, which maximises the smallest rate, gives every flow at least
+// its planned one. target <= 0 keeps one channel per tree.
+inline std::vector<plan::TreeSpec> equal_rate_trees(const std::vector<plan::TreeSpec>& specs,
+                                                    int target) {
+  if (target <= 0 || specs.size() < 2) return specs;
+  double total = 0;
+  for (const auto& t : specs) total += t.share;
+  if (!(total > 0) || !std::isfinite(total)) return specs;
+  const double unit = total / target;
+  std::vector<plan::TreeSpec> out;
+  for (const auto& t : specs) {
+    const long n = std::max(1L, std::lround(t.share / unit));
+    for (long k = 0; k < n; ++k) {
+      out.push_back(t);
+      out.back().share = t.share / static_cast<double>(n);
+    }
+  }
+  return out;
+}
+
 inline void add_parent_tree(Built& b, plan::Rank root, const std::vector<plan::Rank>& parent,
                             const char* phase, double share) {
   TreeOut t;
@@ -405,6 +424,19 @@ inline Built build(const Options& o, const Setup& s, const std::string& algo, do
     }
     b.plan = plan::build_trees(req, specs, active);
     b.plan.algorithm = "ps";
+  } else if (algo == "blink" || algo == "hdbtree") {
+    if (!s.topo)
+      throw UsageError("--algo " + algo +
+                       ": needs a topology with machines (a file or a preset), not uniform:P");
+    const auto h = algo == "blink" ? topology::blink_trees(*s.topo)
+                                   : topology::nccl_hierarchical_trees(*s.topo);
+    b.plan = plan::build_trees(req, equal_rate_trees(h.trees, o.split), active);
+    b.plan.algorithm = algo + (req.overlap ? "-overlap" : "");
+    for (const auto& t : h.trees) {
+      add_parent_tree(b, t.root, t.reduce_parent, "reduce", t.share);
+      add_parent_tree(b, t.root, t.broadcast_parent.empty() ? t.reduce_parent : t.broadcast_parent,
+                      "broadcast", t.share);
+    }
   } else if (algo == "forest") {
     topology::PhysicalTopology topo =
         s.topo ? *s.topo : topology::fully_connected(s.uniform_ranks, s.uniform_GBps);
@@ -441,7 +473,7 @@ inline Built build(const Options& o, const Setup& s, const std::string& algo, do
                              topo.nodes[static_cast<std::size_t>(to)].id);
       b.trees.push_back(std::move(t));
     }
-    b.plan = plan::build_trees(req, specs, active);
+    b.plan = plan::build_trees(req, equal_rate_trees(specs, o.split), active);
   } else {
     throw UsageError("--algo: unknown algorithm \"" + algo + "\" (expected " + kAlgos + ")");
   }
@@ -609,21 +641,36 @@ inline std::string csv_row(const Options& o, const Setup& s, const Built& b, con
   return buf;
 }
 
+// Shared by both sub-commands' --help.
+inline const char* kAlgoHelp =
+    "Algorithms (docs/topology.md):\n"
+    "  ring     one ring over the active nodes in node order\n"
+    "  dbtree   NCCL's double binary tree over the active nodes in node order\n"
+    "  tree     one binary tree (heap order)\n"
+    "  forest   seed 001's packed reduce/broadcast trees (relays allowed)\n"
+    "  ps       sharded parameter server on the workers (one one-hop tree per worker)\n"
+    "  blink    Blink-like: trees packed inside each machine + a ring of machine roots\n"
+    "  hdbtree  NCCL 2.4 across machines: a chain inside each machine, double binary tree "
+    "across\n"
+    "--split N: forest and blink cut their trees into about N channels of equal share, so that\n"
+    "  fair link sharing gives each tree its planned rate (default 64; 0: one per tree).\n"
+    "Formats: docs/formats.md. Simulator: docs/simulator.md.\n";
+
 inline const char* kPlanHelp =
     "usage: ccoll plan --topology FILE|PRESET|uniform:P[:GBps[:us]] --algo "
-    "ring|dbtree|tree|forest|ps\n"
+    "ring|dbtree|tree|forest|ps|blink|hdbtree\n"
     "                  [--active id,id,...] [--overlap] [--bytes N] [--json|--dot]\n"
-    "                  [--chunks K] [--slot-bytes N] [--nslots N] [--alpha-us A]\n"
+    "                  [--chunks K] [--slot-bytes N] [--nslots N] [--alpha-us A] [--split N]\n"
     "Builds the plan on the physical topology, checks it with the verifier, and prints its trees\n"
     "and the simulator's prediction (JSON with --json, Graphviz with --dot).\n"
     "Presets: dgx1p dgx1v dgx2 dgx-a100 dgx-h100 pcie4 pcie8 full<N>\n"
-    "         cluster:<M>x<G>[:pcie|:nvlink][:<Gbps>]   uniform:<P>[:GBps[:latency_us]]\n";
+    "         cluster:<M>x<G>[:pcie|:nvlink][:<Gbps>][:pairwise]  uniform:<P>[:GBps[:us]]\n";
 
 inline const char* kSimulateHelp =
     "usage: ccoll simulate --topology FILE|PRESET|uniform:P[:GBps[:us]] --algo A[,A...]\n"
     "                      [--active id,...] [--overlap] [--bytes N[,N...]] [--csv] [--json]\n"
     "                      [--trace FILE] [--links N] [--reduce-GBps R] [--step-overhead-us S]\n"
-    "                      [--chunks K] [--slot-bytes N] [--nslots N] [--alpha-us A]\n"
+    "                      [--chunks K] [--slot-bytes N] [--nslots N] [--alpha-us A] [--split N]\n"
     "Predicts time, algbw, busbw (nccl-tests convention), gradient turnaround and per-link\n"
     "utilisation with the discrete-event simulator; --trace writes a Chrome trace of the last "
     "run.\n";
@@ -637,7 +684,7 @@ inline bool wants_help(const std::vector<std::string>& args) {
 // `ccoll plan`: returns the exit status; output to `out`, errors to `err`.
 inline int run_plan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (wants_help(args)) {
-    out << kPlanHelp;
+    out << kPlanHelp << kAlgoHelp;
     return 0;
   }
   try {
@@ -674,7 +721,7 @@ inline int run_plan(const std::vector<std::string>& args, std::ostream& out, std
 inline int run_simulate(const std::vector<std::string>& args, std::ostream& out,
                         std::ostream& err) {
   if (wants_help(args)) {
-    out << kSimulateHelp;
+    out << kSimulateHelp << kAlgoHelp;
     return 0;
   }
   try {

@@ -7,15 +7,19 @@
 // link per peer pair, `reduce_s_per_byte` (Thakur's gamma; 0 = free arithmetic) per reduced byte.
 //
 //   binary tree (reduce up, then broadcast down, whole message per step, both children received
-//   one after the other as in Thakur):        a = 2 log P alpha,  b = (2 beta + gamma) log P
-//   recursive doubling:                         a = log P alpha,    b = (beta + gamma) log P
-//   recursive halving/doubling (Rabenseifner):  a = 2 log P alpha,  b = 2 (P-1)/P beta + (P-1)/P
-//   gamma ring:                                       a = 2 (P-1) alpha,  b = 2 (P-1)/P beta +
-//   (P-1)/P gamma double binary tree (two pipelined trees, each with half the data, K chunks per
-//   tree):
-//     T(K) = 2 (log P + K) (alpha + beta m / (2K)), minimised at K* = sqrt(log P beta m / (2
-//     alpha)): T* = 2 log P alpha + beta m + 2 sqrt(2 alpha beta m log P)   -- not a line in m; the
-//     a/b split of Table II holds only for a fixed K.
+//   one after the other as in Thakur):
+//       a = 2 log P alpha,    b = (2 beta + gamma) log P
+//   recursive doubling:
+//       a = log P alpha,      b = (beta + gamma) log P
+//   recursive halving/doubling (Rabenseifner):
+//       a = 2 log P alpha,    b = 2 (P-1)/P beta + (P-1)/P gamma
+//   ring:
+//       a = 2 (P-1) alpha,    b = 2 (P-1)/P beta + (P-1)/P gamma
+//   double binary tree (two pipelined trees, each with half the data, K chunks per tree):
+//       T(K) = 2 (log P + K) (alpha + beta m / (2K)),
+//       smallest at K* = sqrt(log P beta m / (2 alpha)):
+//       T* = 2 log P alpha + beta m + 2 sqrt(2 alpha beta m log P)
+//   which is not a line in m; the a/b split of Table II holds only for a fixed K.
 //
 // Seed 004 (C-Cube, Sec. II-C and III-C) gives the pipelined single tree with K chunks:
 //   Eq. 3: T_reduce = T_broadcast = (log P + K)(alpha + beta N / K)

@@ -13,7 +13,9 @@
 // m (say GPU2 -> GPU4 on a DGX-1, which has no NVLink and would cross PCIe and the CPUs) is
 // replaced by child -> relay -> parent, where the relay is an extra inactive plan rank that runs on
 // m and forwards (seed 004's separate forwarding kernel on GPU0). The relay costs a step (latency)
-// and shares m's links, which the simulator charges; it never adds to the data.
+// and shares m's links, which the simulator charges; it never adds to the data. Widths count the
+// links both trees already use (they run at the same time), so a relay whose links carry another
+// tree edge loses to one whose links are free.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -145,6 +148,7 @@ inline EmbeddedRings embed_rings(const PhysicalTopology& t, const RingOptions& o
       for (int i = 0; i < n; ++i) best[static_cast<std::size_t>(i)] = i;
     }
     std::vector<int> order;
+    order.reserve(best.size());
     for (int r : best) order.push_back(out.nodes[static_cast<std::size_t>(r)]);
     const auto uses = ring_link_uses(t, routes, order);
     const double w = ring_bottleneck(residual, uses);
@@ -208,11 +212,43 @@ inline DetourTrees double_binary_tree_with_detours(const PhysicalTopology& t) {
   out.rank_node = act;
   out.nactive = static_cast<int>(act.size());
   const auto routes = all_routes(t);
-  const auto cap = [&](int a, int b) {
-    const auto& r = routes(a, b);
-    return r.empty() ? 0.0 : route_capacity_GBps(t, r);
-  };
   const auto [p1, p2] = plan::double_binary_tree_parents(static_cast<plan::Rank>(act.size()));
+  // Link loads of both trees (they run at the same time): `up` in the reduce direction, `down` in
+  // the broadcast direction. An option's width is its narrowest link's capacity divided by the
+  // trees that would then share it, so a relay whose NVLinks another tree edge already uses (a
+  // detour through GPU1 onto GPU1 -> GPU3, which carries GPU1's own edge) loses to a free one.
+  std::vector<double> up(t.links.size(), 0.0), down(t.links.size(), 0.0);
+  const auto add = [&](std::vector<double>& load, const Route& r) {
+    for (int l : r) load[PhysicalTopology::idx(l)] += 1;
+  };
+  const auto width = [&](const std::vector<const Route*>& ups,
+                         const std::vector<const Route*>& downs) {
+    std::map<int, double> u, d;
+    for (const Route* r : ups)
+      for (int l : *r) u[l] += 1;
+    for (const Route* r : downs)
+      for (int l : *r) d[l] += 1;
+    double w = std::numeric_limits<double>::infinity();
+    for (const auto& [l, k] : u)
+      w = std::min(w, t.links[PhysicalTopology::idx(l)].capacity_GBps() /
+                          (up[PhysicalTopology::idx(l)] + k));
+    for (const auto& [l, k] : d)
+      w = std::min(w, t.links[PhysicalTopology::idx(l)].capacity_GBps() /
+                          (down[PhysicalTopology::idx(l)] + k));
+    return w;
+  };
+  const auto direct_link = [&](int cn, int pn) {
+    return routes(cn, pn).size() == 1 && routes(pn, cn).size() == 1;
+  };
+  for (const auto* parents : {&p1, &p2})
+    for (std::size_t c = 0; c < parents->size(); ++c) {
+      const int p = (*parents)[c];
+      if (p < 0) continue;
+      const int cn = act[c], pn = act[static_cast<std::size_t>(p)];
+      if (!direct_link(cn, pn)) continue;
+      add(up, routes(cn, pn));
+      add(down, routes(pn, cn));
+    }
   std::vector<int> relay_load(t.nodes.size(), 0);
   int tree_index = 0;
   for (const auto* parents : {&p1, &p2}) {
@@ -226,20 +262,26 @@ inline DetourTrees double_binary_tree_with_detours(const PhysicalTopology& t) {
       const int p = (*parents)[c];
       if (p < 0) continue;
       const int cn = act[c], pn = act[static_cast<std::size_t>(p)];
-      if (routes(cn, pn).size() == 1 && routes(pn, cn).size() == 1) continue;  // a direct link
+      if (direct_link(cn, pn)) continue;
       // Both directions matter (reduce up, broadcast down).
-      const double direct = std::min(cap(cn, pn), cap(pn, cn));
+      const double direct = width({&routes(cn, pn)}, {&routes(pn, cn)});
       int best = -1;
       double best_w = direct;
       for (int m : t.compute_nodes()) {
-        if (m == cn || m == pn) continue;
-        const double w = std::min({cap(cn, m), cap(m, pn), cap(pn, m), cap(m, cn)});
+        if (m == cn || m == pn || routes(cn, m).empty() || routes(m, pn).empty()) continue;
+        const double w = width({&routes(cn, m), &routes(m, pn)}, {&routes(pn, m), &routes(m, cn)});
         if (w > best_w * (1 + 1e-9) ||
             (best >= 0 && w >= best_w * (1 - 1e-9) &&
              relay_load[PhysicalTopology::idx(m)] < relay_load[PhysicalTopology::idx(best)]))
           best = m, best_w = w;
       }
-      if (best < 0) continue;
+      if (best < 0) {
+        add(up, routes(cn, pn));
+        add(down, routes(pn, cn));
+        continue;
+      }
+      for (const Route* r : {&routes(cn, best), &routes(best, pn)}) add(up, *r);
+      for (const Route* r : {&routes(pn, best), &routes(best, cn)}) add(down, *r);
       ++relay_load[PhysicalTopology::idx(best)];
       const int relay_rank = static_cast<int>(out.rank_node.size());
       out.rank_node.push_back(best);

@@ -49,12 +49,15 @@ inline PhysicalTopology topology_from_json(const nlohmann::json& j) {
         throw TopologyError("topology JSON: a link needs string fields \"a\" and \"b\", got " +
                             l.dump());
       const auto a = l["a"].get<std::string>(), b = l["b"].get<std::string>();
-      if (t.find(a) < 0)
-        throw TopologyError("link " + a + "-" + b + ": unknown node \"" + a + "\"");
-      if (t.find(b) < 0)
-        throw TopologyError("link " + a + "-" + b + ": unknown node \"" + b + "\"");
+      const auto fail = [&](const std::string& what) {
+        std::string msg = "link ";
+        msg.append(a).append("-").append(b).append(": ").append(what);
+        throw TopologyError(msg);
+      };
+      if (t.find(a) < 0) fail("unknown node \"" + a + "\"");
+      if (t.find(b) < 0) fail("unknown node \"" + b + "\"");
       if (!l.contains("bandwidth_GBps") || !l["bandwidth_GBps"].is_number())
-        throw TopologyError("link " + a + "-" + b + ": \"bandwidth_GBps\" (a number) is required");
+        fail("\"bandwidth_GBps\" (a number) is required");
       t.add_link(a, b, l["bandwidth_GBps"].get<double>(), l.value("count", 1),
                  l.value("latency_us", 0.0), l.value("type", std::string()),
                  l.value("duplex", true));

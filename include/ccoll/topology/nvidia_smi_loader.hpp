@@ -131,6 +131,7 @@ inline PhysicalTopology topology_from_nvidia_smi(const std::string& text,
     }
   }
   std::vector<int> cpus;
+  cpus.reserve(static_cast<std::size_t>(ncpu));
   for (int c = 0; c < ncpu; ++c)
     cpus.push_back(t.add_node("cpu" + std::to_string(c), NodeKind::cpu));
   for (std::size_t i = 0; i < cpus.size(); ++i)

@@ -99,6 +99,7 @@ inline MachineNodes add_nvswitch_machine(PhysicalTopology& t, const std::string&
   auto m = add_pcie_tree(t, host, ngpu, 2, 2, pcie_GBps, cpu_GBps, nics_per_switch);
   const std::string p = host.empty() ? "" : host + ".";
   std::vector<int> sw;
+  sw.reserve(static_cast<std::size_t>(boards));
   for (int b = 0; b < boards; ++b)
     sw.push_back(t.add_node(nid(p, "nvswitch", b), NodeKind::switch_, host));
   for (int g = 0; g < ngpu; ++g)
@@ -169,6 +170,13 @@ enum class IntraConnect { pcie, nvlink };
 // aggregation switch. PCIe machines join their GPUs and NIC through one PCIe switch at
 // `intra_GBps` (seed 001: 100 Gbps = 12.5 GB/s); NVLink machines add a DGX-1V cube mesh (G = 8) or
 // a full mesh (G <= 4) at `nvlink_GBps` per lane on top of that PCIe switch.
+//
+// `pairwise` builds seed 001's own abstraction instead (Sec. III-A and Fig. 3(d)): the graph's
+// vertices are the workers, and every pair of workers is one duplex edge whose bandwidth is that
+// of the path between them: NVLink lanes where a machine has them, `intra_GBps` (the PCIe path)
+// for other pairs in a machine, `nic_GBps` for pairs in different machines. No switch or NIC is
+// shared: a machine has G^2 (M - 1) edges to the other machines, each with the NIC's bandwidth.
+// docs/repro-seed001.md compares the two models.
 struct ClusterOptions {
   int machines = 4;
   int gpus_per_machine = 4;
@@ -176,6 +184,7 @@ struct ClusterOptions {
   double intra_GBps = 12.5;   // PCIe, per direction
   double nvlink_GBps = 25.0;  // per lane (NVLink machines)
   double nic_GBps = 1.25;     // per direction (10 Gbps)
+  bool pairwise = false;      // seed 001's worker-pair abstraction (see above)
 };
 
 inline PhysicalTopology cluster(const ClusterOptions& o) {
@@ -186,7 +195,34 @@ inline PhysicalTopology cluster(const ClusterOptions& o) {
   PhysicalTopology t;
   t.name = std::string("cluster-").append(std::to_string(o.machines)) + "x" +
            std::to_string(o.gpus_per_machine) +
-           (o.intra == IntraConnect::nvlink ? "-nvlink" : "-pcie");
+           (o.intra == IntraConnect::nvlink ? "-nvlink" : "-pcie") +
+           (o.pairwise ? "-pairwise" : "");
+  if (o.pairwise) {
+    const int G = o.gpus_per_machine;
+    for (int m = 0; m < o.machines; ++m)
+      for (int g = 0; g < G; ++g)
+        t.add_node(
+            std::string("m").append(std::to_string(m)).append(".gpu").append(std::to_string(g)),
+            NodeKind::gpu, std::string("m").append(std::to_string(m)));
+    for (int a = 0; a < t.node_count(); ++a)
+      for (int b = a + 1; b < t.node_count(); ++b) {
+        const int ma = a / G, mb = b / G, ga = a % G, gb = b % G;
+        if (ma != mb) {
+          t.add_link(a, b, o.nic_GBps, 1, 4.0, "net");
+          continue;
+        }
+        int lanes = 0;
+        if (o.intra == IntraConnect::nvlink)
+          lanes = G == 8 ? preset_detail::kDgx1vLanes[static_cast<std::size_t>(ga)]
+                                                     [static_cast<std::size_t>(gb)]
+                         : 1;
+        if (lanes > 0)
+          t.add_link(a, b, o.nvlink_GBps, lanes, 0.7, "nvlink");
+        else
+          t.add_link(a, b, o.intra_GBps, 1, 1.0, "pcie");
+      }
+    return t;
+  }
   std::vector<preset_detail::MachineNodes> ms;
   for (int m = 0; m < o.machines; ++m) {
     const std::string host = std::string("m").append(std::to_string(m));
@@ -222,7 +258,8 @@ inline PhysicalTopology fully_connected(int n, double GBps = 10.0) {
 }
 
 // Names accepted by preset(): dgx1p, dgx1v (or dgx1), dgx2, dgx-a100, dgx-h100, pcie4, pcie8,
-// full<N>, and cluster:<M>x<G>[:pcie|:nvlink][:<Gbps>] (NIC bandwidth in Gbit/s, default 10).
+// full<N>, and cluster:<M>x<G>[:pcie|:nvlink][:<Gbps>][:pairwise] (NIC bandwidth in Gbit/s,
+// default 10; pairwise: seed 001's worker-pair abstraction, see ClusterOptions).
 inline PhysicalTopology preset(std::string_view name) {
   if (name == "dgx1p") return dgx1p();
   if (name == "dgx1v" || name == "dgx1") return dgx1v();
@@ -261,6 +298,8 @@ inline PhysicalTopology preset(std::string_view name) {
         o.intra = IntraConnect::pcie;
       else if (parts[i] == "nvlink")
         o.intra = IntraConnect::nvlink;
+      else if (parts[i] == "pairwise")
+        o.pairwise = true;
       else
         o.nic_GBps = to_int(parts[i]) / 8.0;
     }
@@ -268,7 +307,7 @@ inline PhysicalTopology preset(std::string_view name) {
   }
   throw TopologyError("unknown topology preset \"" + std::string(name) +
                       "\" (dgx1p, dgx1v, dgx2, dgx-a100, dgx-h100, pcie4, pcie8, full<N>, "
-                      "cluster:<M>x<G>[:pcie|:nvlink][:<Gbps>])");
+                      "cluster:<M>x<G>[:pcie|:nvlink][:<Gbps>][:pairwise])");
 }
 
 inline std::vector<std::string> preset_names() {

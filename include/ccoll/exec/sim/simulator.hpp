@@ -15,7 +15,9 @@
 //     route).
 // It reports the total time, per-rank finish times, per-link bytes and utilisation, the gradient
 // turnaround (seed 004 Sec. III-C: the first moment some element is reduced and written at every
-// active rank) and, if asked, a timeline for exec/sim/chrome_trace.hpp.
+// active rank), when every part of the buffer is complete at every active rank (`ready`: what
+// seed 004's gradient queue could hand to the next forward pass, and when) and, if asked, a
+// timeline for exec/sim/chrome_trace.hpp.
 #pragma once
 
 #include <algorithm>
@@ -27,6 +29,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ccoll/exec/sim/network.hpp"
@@ -66,9 +69,19 @@ struct LinkRateSample {
   double rate_Bps = 0;
 };
 
+// Elements [begin, end) are reduced and written at every active rank from time_s on.
+struct ReadyRange {
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+  double time_s = 0;
+};
+
 struct SimResult {
   double time_s = 0;
   double turnaround_s = 0;  // first element reduced and written at every active rank
+  // The output, cut where writes begin or end, each piece with the time it is complete at every
+  // active rank; sorted by time. turnaround_s is ready.front().time_s.
+  std::vector<ReadyRange> ready;
   std::vector<double> rank_finish_s;
   std::vector<LinkUsage> links;  // links that carried bytes
   std::uint64_t steps = 0;
@@ -88,6 +101,72 @@ inline const char* step_kind(const plan::Step& s) {
 }
 
 namespace detail {
+
+// The end times of the flows in flight, one entry per flow, with O(log n) updates: a reshare
+// changes many flows' rates at once, and pushing a new event for each (leaving the old ones to be
+// skipped) grew the event queue with stale entries until it dominated the run time.
+class EndHeap {
+ public:
+  bool empty() const { return heap_.empty(); }
+  double top_key() const { return key_[heap_.front()]; }
+  // Inserts flow `id` or moves it to `t`.
+  void set(std::size_t id, double t) {
+    if (id >= pos_.size()) {
+      pos_.resize(id + 1, kAbsent);
+      key_.resize(id + 1, 0);
+    }
+    const double old = key_[id];
+    key_[id] = t;
+    if (pos_[id] == kAbsent) {
+      pos_[id] = heap_.size();
+      heap_.push_back(id);
+      up(pos_[id]);
+    } else if (t < old) {
+      up(pos_[id]);
+    } else {
+      down(pos_[id]);
+    }
+  }
+  // Removes and returns the flow that ends first.
+  std::size_t pop() {
+    const std::size_t id = heap_.front();
+    swap_at(0, heap_.size() - 1);
+    heap_.pop_back();
+    pos_[id] = kAbsent;
+    if (!heap_.empty()) down(0);
+    return id;
+  }
+
+ private:
+  static constexpr std::size_t kAbsent = static_cast<std::size_t>(-1);
+  // Ties go to the smaller flow id, so runs are deterministic.
+  bool before(std::size_t a, std::size_t b) const {
+    return key_[a] != key_[b] ? key_[a] < key_[b] : a < b;
+  }
+  void swap_at(std::size_t i, std::size_t j) {
+    std::swap(heap_[i], heap_[j]);
+    pos_[heap_[i]] = i;
+    pos_[heap_[j]] = j;
+  }
+  void up(std::size_t i) {
+    while (i > 0 && before(heap_[i], heap_[(i - 1) / 2])) {
+      swap_at(i, (i - 1) / 2);
+      i = (i - 1) / 2;
+    }
+  }
+  void down(std::size_t i) {
+    for (;;) {
+      std::size_t m = i;
+      for (std::size_t c = 2 * i + 1; c <= 2 * i + 2 && c < heap_.size(); ++c)
+        if (before(heap_[c], heap_[m])) m = c;
+      if (m == i) return;
+      swap_at(i, m);
+      i = m;
+    }
+  }
+  std::vector<std::size_t> heap_, pos_;
+  std::vector<double> key_;
+};
 
 class Simulation {
  public:
@@ -140,20 +219,30 @@ class Simulation {
   SimResult run() {
     for (std::size_t ch = 0; ch < nch_; ++ch)
       for (plan::Rank r = 0; r < plan_.nranks; ++r) try_start(static_cast<std::uint32_t>(ch), r);
-    while (!events_.empty()) {
-      const Event e = events_.top();
-      events_.pop();
-      now_ = e.t;
-      switch (e.kind) {
-        case Kind::ComputeDone:
+    for (;;) {
+      // The next event: a step's compute or a message's arrival (events_), or the end of a flow
+      // (ends_, one entry per flow, moved whenever its rate changes).
+      const bool have_event = !events_.empty(), have_end = !ends_.empty();
+      if (!have_event && !have_end) break;
+      if (have_end && (!have_event || ends_.top_key() <= events_.top().t)) {
+        if (!std::isfinite(ends_.top_key())) break;  // reported as a stall below
+        now_ = ends_.top_key();
+        flow_done(ends_.pop());
+      } else {
+        const Event e = events_.top();
+        events_.pop();
+        now_ = e.t;
+        if (e.kind == Kind::ComputeDone)
           compute_done(static_cast<std::uint32_t>(e.a), e.b);
-          break;
-        case Kind::FlowDone:
-          flow_done(static_cast<std::size_t>(e.a), e.b);
-          break;
-        case Kind::Arrival:
+        else
           arrival(static_cast<std::uint32_t>(e.a), e.seq);
-          break;
+      }
+      // Flows that start or end at the same instant share links from that instant on: one
+      // max-min computation after the last of them gives the same rates as one per flow (the
+      // rates in between would hold for zero time) at a fraction of the cost.
+      if (dirty_ && next_time() > now_) {
+        dirty_ = false;
+        reshare();
       }
     }
     for (std::size_t ch = 0; ch < nch_; ++ch)
@@ -169,7 +258,7 @@ class Simulation {
   }
 
  private:
-  enum class Kind : std::uint8_t { ComputeDone, FlowDone, Arrival };
+  enum class Kind : std::uint8_t { ComputeDone, Arrival };
   struct Event {
     double t;
     std::uint64_t order;
@@ -193,7 +282,6 @@ class Simulation {
     double remaining = 0;
     double rate = 0;
     double last_t = 0;
-    std::int32_t version = 0;
     bool active = false;
   };
 
@@ -317,7 +405,7 @@ class Simulation {
     if (shared_before == 0 && shared_links_ == 0) {
       set_rate(id, route_[conn].bottleneck_Bps);
     } else {
-      reshare();
+      dirty_ = true;  // run() reshares once the events of this instant are done
     }
   }
 
@@ -331,9 +419,14 @@ class Simulation {
     else
       for (int l : route_[f.conn].links) link_rate_[static_cast<std::size_t>(l)] += rate - f.rate;
     f.rate = rate;
-    ++f.version;
-    push(now_ + (rate > 0 ? f.remaining / rate : std::numeric_limits<double>::infinity()),
-         Kind::FlowDone, static_cast<std::int64_t>(id), f.version);
+    ends_.set(id, now_ + (rate > 0 ? f.remaining / rate : std::numeric_limits<double>::infinity()));
+  }
+
+  double next_time() const {
+    double t = std::numeric_limits<double>::infinity();
+    if (!events_.empty()) t = events_.top().t;
+    if (!ends_.empty()) t = std::min(t, ends_.top_key());
+    return t;
   }
 
   void note_rate(int l, double rate) {
@@ -343,7 +436,10 @@ class Simulation {
     link_rate_[ul] = rate;
   }
 
-  // Max-min fair rates by progressive filling over the links that carry flows.
+  // Max-min fair rates by progressive filling over the links that carry flows: raise every
+  // unfrozen flow's rate together; the links whose remaining capacity per unfrozen flow is
+  // smallest fill first and freeze their flows at that level; repeat. (A heap of link levels was
+  // tried: plans have few distinct levels, and the heap's pushes per frozen flow cost more.)
   void reshare() {
     active_links_.clear();
     for (std::size_t l = 0; l < link_flows_.size(); ++l)
@@ -357,17 +453,16 @@ class Simulation {
       frozen_.resize(flows_.size());
     }
     ++stamp_;
-    std::vector<std::size_t> tight;
     for (;;) {
       double share = std::numeric_limits<double>::infinity();
       for (std::size_t l : active_links_)
         if (left_n_[l] > 0) share = std::min(share, left_cap_[l] / static_cast<double>(left_n_[l]));
       if (!std::isfinite(share)) break;
-      tight.clear();
+      tight_.clear();
       for (std::size_t l : active_links_)
         if (left_n_[l] > 0 && left_cap_[l] / static_cast<double>(left_n_[l]) <= share * (1 + 1e-12))
-          tight.push_back(l);
-      for (std::size_t l : tight)
+          tight_.push_back(l);
+      for (std::size_t l : tight_)
         for (std::size_t id : link_flows_[l]) {
           if (frozen_[id] == stamp_) continue;
           frozen_[id] = stamp_;
@@ -378,6 +473,8 @@ class Simulation {
             --left_n_[um];
           }
         }
+      // Links with no unfrozen flow left drop out of the scans.
+      std::erase_if(active_links_, [&](std::size_t l) { return left_n_[l] == 0; });
     }
     for (std::size_t id = 0; id < flows_.size(); ++id)
       if (flows_[id].active && frozen_[id] == stamp_ &&
@@ -385,9 +482,8 @@ class Simulation {
         set_rate(id, new_rate_[id]);
   }
 
-  void flow_done(std::size_t id, std::int32_t version) {
+  void flow_done(std::size_t id) {
     Flow& f = flows_[id];
-    if (!f.active || f.version != version) return;
     f.active = false;
     f.remaining = 0;
     const std::uint32_t conn = f.conn, seq = f.seq;
@@ -407,7 +503,7 @@ class Simulation {
     }
     f.rate = 0;
     free_flows_.push_back(id);
-    if (shared_before > 0) reshare();
+    if (shared_before > 0) dirty_ = true;
     push(now_ + route_[conn].latency_s, Kind::Arrival, conn, 0, seq);
   }
 
@@ -445,8 +541,8 @@ class Simulation {
     double t;
   };
 
-  // The earliest time at which some element has been written at every active rank.
-  double turnaround() const {
+  // When each piece of the output has been written at every active rank (see SimResult::ready).
+  std::vector<ReadyRange> ready() const {
     std::vector<std::uint64_t> cuts;
     for (const auto& w : writes_)
       if (w.end > w.begin) {
@@ -455,7 +551,7 @@ class Simulation {
       }
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-    if (cuts.size() < 2) return 0;
+    if (cuts.size() < 2) return {};
     const std::size_t nseg = cuts.size() - 1;
     std::vector<double> latest(nseg, 0);
     std::vector<int> writers(nseg, 0);
@@ -477,10 +573,17 @@ class Simulation {
         }
       }
     const int need = plan_.nactive();
-    double best = std::numeric_limits<double>::infinity();
+    std::vector<ReadyRange> out;
     for (std::size_t i = 0; i < nseg; ++i)
-      if (writers[i] >= need) best = std::min(best, latest[i]);
-    return std::isfinite(best) ? best : 0;
+      if (writers[i] >= need) {
+        if (!out.empty() && out.back().end == cuts[i] && out.back().time_s == latest[i])
+          out.back().end = cuts[i + 1];  // a chunk written in several pieces at the same time
+        else
+          out.push_back(ReadyRange{cuts[i], cuts[i + 1], latest[i]});
+      }
+    std::stable_sort(out.begin(), out.end(),
+                     [](const ReadyRange& a, const ReadyRange& b) { return a.time_s < b.time_s; });
+    return out;
   }
 
   SimResult finish() {
@@ -503,7 +606,8 @@ class Simulation {
           static_cast<int>(l), link.name, link.capacity_Bps, link_bytes_[l], link_busy_[l],
           res.time_s > 0 ? link_bytes_[l] / (link.capacity_Bps * res.time_s) : 0.0});
     }
-    res.turnaround_s = turnaround();
+    res.ready = ready();
+    res.turnaround_s = res.ready.empty() ? 0 : res.ready.front().time_s;
     res.spans = std::move(spans_);
     res.link_rates = std::move(link_rates_);
     return res;
@@ -523,11 +627,13 @@ class Simulation {
   std::vector<std::vector<std::size_t>> link_flows_;
   std::vector<double> link_rate_, link_bytes_, link_busy_, link_busy_since_;
   int shared_links_ = 0;
-  std::vector<std::size_t> active_links_, left_n_;
+  bool dirty_ = false;  // flows started or ended since the last reshare()
+  std::vector<std::size_t> active_links_, tight_, left_n_;
   std::vector<double> left_cap_, new_rate_;
   std::vector<std::uint64_t> frozen_;
   std::uint64_t stamp_ = 0;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  EndHeap ends_;
   std::uint64_t order_ = 0;
   double now_ = 0;
   std::uint64_t steps_ = 0, messages_ = 0;
