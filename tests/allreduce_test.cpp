@@ -294,21 +294,25 @@ TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched
 TEST_CASE("threads: a rank that never arrives makes the others time out, then stay aborted") {
   const int p = 4;
   Config c = small_config(p);
-  c.timeout = 200ms;
+  // Long enough that the good call below never times out on a loaded 2-core CI machine (TSan, or
+  // ctest -j2 beside the shm tests); the failing call still ends within a few seconds.
+  c.timeout = 1500ms;
   Allreduce<transport::HostThreads, topology::Ring, Overlapped> ar(c);
   const std::uint64_t n = 5000;
   std::vector<std::vector<float>> in(p, std::vector<float>(n, 1.0f)), out(p, std::vector<float>(n));
   // One good call first, so that the failure happens on warm connections.
   auto errors = on_threads(
       p, [&](int r) { ar.run(r, in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum); });
-  for (const auto& e : errors) REQUIRE_FALSE(e.has_value());
+  for (const auto& e : errors) {
+    if (e) FAIL_CHECK(e->what());
+  }
   const auto t0 = std::chrono::steady_clock::now();
   errors = on_threads(p, [&](int r) {
     if (r == 2) return;  // never arrives
     ar.run(r, in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum);
   });
   const auto elapsed = std::chrono::steady_clock::now() - t0;
-  CHECK(elapsed < 10s);  // bounded by the deadline, not a hang (generous: loaded machine)
+  CHECK(elapsed < 20s);  // bounded by the deadline, not a hang (generous: loaded machine)
   for (int r = 0; r < p; ++r) {
     if (r == 2) continue;
     const auto& e = errors[static_cast<std::size_t>(r)];
