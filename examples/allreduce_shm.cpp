@@ -27,7 +27,8 @@ int run_rank(const ccoll::Config& config) {
     const std::size_t count = 1 << 20;
     std::vector<float> send(count, static_cast<float>(ar.rank())), recv(count);
     ar.run(send.data(), recv.data(), count, ccoll::DataType::f32, ccoll::ReduceOp::sum);
-    const float expected = static_cast<float>(ar.nranks() * (ar.nranks() - 1) / 2);
+    const int sum_of_ranks = ar.nranks() * (ar.nranks() - 1) / 2;  // 0 + 1 + ... + (P-1)
+    const auto expected = static_cast<float>(sum_of_ranks);
     long wrong = 0;
     for (float x : recv) wrong += x != expected;
     std::printf("rank %d of %d: %ld wrong elements\n", ar.rank(), ar.nranks(), wrong);

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
 
   std::vector<int> wrong(static_cast<std::size_t>(nranks), 0);
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(nranks));
   for (int rank = 0; rank < nranks; ++rank) {
     threads.emplace_back([&, rank] {
       std::vector<float> grad(count, static_cast<float>(rank + 1));

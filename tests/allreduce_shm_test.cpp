@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -30,6 +32,10 @@ using namespace std::chrono_literals;
 namespace {
 
 using Overlapped = schedule::Pipelined<schedule::Overlap::ReduceBroadcast>;
+
+// The object representation of a T, for bitwise comparison.
+template <class T>
+using Bytes = std::array<unsigned char, sizeof(T)>;
 
 struct Outcome {
   int exit_code = -1;   // 0: fine; 1: threw; 2: wrong results; -1: killed
@@ -142,7 +148,7 @@ std::string check_all(AR& ar, const std::vector<std::uint64_t>& counts, bool eve
                 T ref = value<T>(op, 0, p, i);
                 for (int r = 1; r < p; ++r) ref = combine<kOp>(ref, value<T>(op, r, p, i));
                 ref = finalize<kOp>(ref, p);
-                if (std::memcmp(&ref, &out[i], sizeof(T)) != 0)
+                if (std::bit_cast<Bytes<T>>(ref) != std::bit_cast<Bytes<T>>(out[i]))
                   wrong = "rank " + std::to_string(rank) + " " + std::string(to_string(d)) + " " +
                           std::string(to_string(op)) + " n=" + std::to_string(n) + " element " +
                           std::to_string(i);

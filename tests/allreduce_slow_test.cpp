@@ -19,6 +19,7 @@ TEST_CASE("threads: 2^31 + 5 one-byte elements, in place, on 2 ranks") {
   Allreduce<transport::HostThreads, topology::Ring, schedule::Phased> ar(c);
   std::vector<std::vector<std::uint8_t>> buf(2);
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(2));
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
       auto& b = buf[static_cast<std::size_t>(r)];
@@ -43,6 +44,7 @@ TEST_CASE("threads: 2000 small calls on 16 threads") {
   Allreduce<transport::HostThreads, topology::Ring, schedule::Phased> ar(c);
   std::vector<long> wrong(16, 0);
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(16));
   for (int r = 0; r < 16; ++r)
     threads.emplace_back([&, r] {
       std::vector<std::int32_t> in(257), out(257);

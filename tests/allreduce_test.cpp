@@ -34,6 +34,7 @@ std::vector<std::optional<Error>> on_threads(int p, const std::function<void(int
   std::vector<std::optional<Error>> errors(static_cast<std::size_t>(p));
   std::vector<std::string> other(static_cast<std::size_t>(p));
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r)
     threads.emplace_back([&, r] {
       try {
@@ -113,7 +114,8 @@ void check_allreduce(AR& ar, int p, const std::vector<std::uint64_t>& counts, Da
           REQUIRE_FALSE(errors[static_cast<std::size_t>(r)].has_value());
           const auto& out = outs[static_cast<std::size_t>(r)];
           // Bitwise: every rank holds the reference, and hence the same bits as every other.
-          REQUIRE(std::memcmp(out.data(), ref.data(), n * sizeof(T)) == 0);
+          const bool bitwise_equal = std::memcmp(out.data(), ref.data(), n * sizeof(T)) == 0;
+          REQUIRE(bitwise_equal);
         }
       }
     });

@@ -19,7 +19,7 @@ struct Run {
   std::string out, err;
 };
 
-Run schedule(std::vector<std::string> args) {
+Run schedule(const std::vector<std::string>& args) {
   std::ostringstream out, err;
   const int rc = ccoll::cli::run_schedule(args, out, err);
   return Run{rc, out.str(), err.str()};

@@ -158,6 +158,7 @@ void run_threads(Harness& h, const std::vector<std::vector<T>>& in,
                  std::vector<std::vector<T>>& out) {
   const Rank p = h.plan.nranks;
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(p));
   std::vector<int> ok(static_cast<std::size_t>(p), 0);
   const std::uint64_t deadline = sync::now_ns() + 10'000'000'000ull;
   for (Rank r = 0; r < p; ++r)
@@ -289,6 +290,8 @@ TEST_CASE("element loops: every shape matches a scalar reference, in place too")
           for (auto& x : s) x = static_cast<double>(rng() % 100);
         std::vector<const double*> sp;
         std::vector<double*> dp;
+        sp.reserve(src.size());
+        dp.reserve(dst.size());
         for (auto& s : src) sp.push_back(s.data());
         for (auto& d : dst) dp.push_back(d.data());
         exec::detail::element_loop<double, ReduceOp::avg, true>(exec::HostGroup{}, dp.data(), ndst,
@@ -357,6 +360,7 @@ TEST_CASE("a plan that stalls: the waiting ranks report channel, step and peer, 
   std::vector<std::string> what(3);
   std::vector<ErrorCode> codes(3, ErrorCode::Parse);
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(3));
   for (int r = 0; r < 3; ++r)
     threads.emplace_back([&, r] {
       try {
@@ -390,8 +394,8 @@ TEST_CASE("communicator: plans are cached per count and element size") {
       },
       "hand");
   std::vector<std::byte> area(comm.layout().total + 128);
-  auto* base = reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(area.data()) + 127) /
-                                            128 * 128);
+  const auto misalignment = reinterpret_cast<std::uintptr_t>(area.data()) % 128;
+  std::byte* base = area.data() + (misalignment == 0 ? 0 : 128 - misalignment);
   comm.init_area(base, 1);
   comm.attach(base);
   const auto& a = comm.prepared_plan(90, 4);

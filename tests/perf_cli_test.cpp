@@ -20,7 +20,7 @@
 using namespace ccoll_perf;
 
 namespace {
-Options parse(std::vector<std::string> args) {
+Options parse(const std::vector<std::string>& args) {
   return parse_args(args);
 }
 }  // namespace
@@ -150,7 +150,7 @@ TEST_CASE("algorithm lists: all, duplicates, the underscore spelling") {
 }
 
 TEST_CASE("bad input names the flag") {
-  auto message = [](std::vector<std::string> args) {
+  auto message = [](const std::vector<std::string>& args) {
     try {
       parse_args(args);
     } catch (const UsageError& e) {

@@ -116,6 +116,7 @@ TEST_CASE("abort record: the first failure wins and is published whole") {
   AbortRecord a;
   CHECK_FALSE(a.raised());
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(8));
   std::atomic<int> winners{0};
   for (int r = 0; r < 8; ++r)
     threads.emplace_back([&, r] {
@@ -135,6 +136,7 @@ TEST_CASE("backoff: 16 threads pass a token around a ring on few cores and all p
   std::vector<std::uint64_t> words(kThreads * 16, 0);  // one cache line apart
   auto word = [&](int t) { return &words[static_cast<std::size_t>(t) * 16]; };
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(kThreads));
   std::atomic<int> failures{0};
   const std::uint64_t deadline = now_ns() + 60'000'000'000ull;
   for (int t = 0; t < kThreads; ++t)

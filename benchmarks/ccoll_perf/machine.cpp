@@ -105,9 +105,15 @@ MemoryBandwidth measure_memory_bandwidth(int threads, std::size_t array_bytes, i
   std::unique_ptr<double, FreeDeleter> c(static_cast<double*>(std::aligned_alloc(64, n * 8 + 64)));
   if (!a || !b || !c) return result;
 
-  // seconds[kernel][rep][thread]
   constexpr int kKernels = 4;
-  std::vector<double> seconds(static_cast<std::size_t>(kKernels * reps * threads), 0.0);
+  // seconds[kernel][rep][thread], indexed in size_t so no int product can overflow.
+  const auto at = [reps, threads](int k, int rep, int t) {
+    return (static_cast<std::size_t>(k) * static_cast<std::size_t>(reps) +
+            static_cast<std::size_t>(rep)) *
+               static_cast<std::size_t>(threads) +
+           static_cast<std::size_t>(t);
+  };
+  std::vector<double> seconds(at(kKernels, 0, 0), 0.0);
   std::barrier sync(threads);
   auto worker = [&](int t) {
     double* pa = a.get() + per * static_cast<std::size_t>(t);
@@ -127,7 +133,7 @@ MemoryBandwidth measure_memory_bandwidth(int threads, std::size_t array_bytes, i
         if (k == 2) triad_kernel(pa, pb, pc, per, 3.0);
         if (k == 3) copy_nt_kernel(pa, pb, per);
         const auto t1 = std::chrono::steady_clock::now();
-        seconds[static_cast<std::size_t>((k * reps + rep) * threads + t)] =
+        seconds[at(k, rep, t)] =
             std::chrono::duration<double>(t1 - t0).count();
       }
     }
@@ -145,8 +151,7 @@ MemoryBandwidth measure_memory_bandwidth(int threads, std::size_t array_bytes, i
     for (int rep = 0; rep < reps; ++rep) {
       double slowest = 0;
       for (int t = 0; t < threads; ++t) {
-        slowest =
-            std::max(slowest, seconds[static_cast<std::size_t>((k * reps + rep) * threads + t)]);
+        slowest = std::max(slowest, seconds[at(k, rep, t)]);
       }
       if (slowest > 0) gbps[k] = std::max(gbps[k], streams[k] * bytes_moved / slowest / 1e9);
     }

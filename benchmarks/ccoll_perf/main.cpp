@@ -274,7 +274,9 @@ void shm_rank_body(Report& report, Control& control, const std::string& session_
       printer->section(title);
     }
     control.barrier();
-    auto coll = make_shm_allreduce(algo, rank, nranks, session_prefix + "." + name, o);
+    std::string session = session_prefix;
+    session.append(".").append(name);
+    auto coll = make_shm_allreduce(algo, rank, nranks, session, o);
     run_sweep(make_spec(o, sizes, "shm", name), *coll, control, buffers, emit,
               mpi ? &paired : nullptr);
     control.barrier();  // nobody destroys its end of the session while a peer still uses it

@@ -213,6 +213,13 @@ Examples:
 }
 
 namespace detail {
+// "<flag>: <expected>, got '<value>'", the shape of every usage error below.
+inline UsageError bad_value(std::string_view flag, std::string_view expected, std::string_view got) {
+  std::string message(flag);
+  message.append(": ").append(expected).append(", got '").append(got).append("'");
+  return UsageError(message);
+}
+
 inline long parse_long(std::string_view flag, std::string_view v, long lo, long hi) {
   if (v.empty()) throw UsageError(std::string(flag) + ": expected an integer, got ''");
   long value = 0;
@@ -265,19 +272,19 @@ inline Options parse_args(const std::vector<std::string>& args) {
     } else if (is("-b", "--minbytes")) {
       const std::string v = next();
       const auto s = parse_size(v);
-      if (!s) throw UsageError(flag + ": expected a size like 8, 64K, 16M or 1G, got '" + v + "'");
+      if (!s) throw detail::bad_value(flag, "expected a size like 8, 64K, 16M or 1G", v);
       o.min_bytes = *s;
     } else if (is("-e", "--maxbytes")) {
       const std::string v = next();
       const auto s = parse_size(v);
-      if (!s) throw UsageError(flag + ": expected a size like 8, 64K, 16M or 1G, got '" + v + "'");
+      if (!s) throw detail::bad_value(flag, "expected a size like 8, 64K, 16M or 1G", v);
       o.max_bytes = *s;
     } else if (is("-f", "--stepfactor")) {
       const std::string v = next();
       char* end = nullptr;
       const double f = std::strtod(v.c_str(), &end);
       if (v.empty() || *end != '\0' || !(f >= 1.0) || !std::isfinite(f)) {
-        throw UsageError(flag + ": expected a number >= 1, got '" + v + "'");
+        throw detail::bad_value(flag, "expected a number >= 1", v);
       }
       o.step_factor = f;
     } else if (is("-n", "--iters")) {
@@ -299,15 +306,13 @@ inline Options parse_args(const std::vector<std::string>& args) {
       const std::string v = next();
       const auto d = ccoll::parse_data_type(v);
       if (!d) {
-        throw UsageError(flag +
-                         ": expected float, double, half, bfloat16, int32, int64 or uint8, got '" +
-                         v + "'");
+        throw detail::bad_value(flag, "expected float, double, half, bfloat16, int32, int64 or uint8", v);
       }
       o.dtype = *d;
     } else if (is("-o", "--op")) {
       const std::string v = next();
       const auto op = ccoll::parse_reduce_op(v);
-      if (!op) throw UsageError(flag + ": expected sum, prod, min, max or avg, got '" + v + "'");
+      if (!op) throw detail::bad_value(flag, "expected sum, prod, min, max or avg", v);
       o.op = *op;
     } else if (flag == "--transport") {
       const std::string v = next();
@@ -316,17 +321,17 @@ inline Options parse_args(const std::vector<std::string>& args) {
       } else if (v == "shm") {
         o.transport = Transport::shm;
       } else {
-        throw UsageError(flag + ": expected threads or shm, got '" + v + "'");
+        throw detail::bad_value(flag, "expected threads or shm", v);
       }
     } else if (flag == "--peer") {
       const std::string v = next();
-      if (v != "mpi") throw UsageError(flag + ": expected mpi, got '" + v + "'");
+      if (v != "mpi") throw detail::bad_value(flag, "expected mpi", v);
       o.peer_mpi = true;
     } else if (flag == "--slot_bytes") {
       const std::string v = next();
       const auto s = parse_size(v);
       if (!s || *s == 0)
-        throw UsageError(flag + ": expected a size like 64K or 1M, got '" + v + "'");
+        throw detail::bad_value(flag, "expected a size like 64K or 1M", v);
       o.slot_bytes = *s;
     } else if (flag == "--nslots") {
       o.nslots = static_cast<std::uint32_t>(detail::parse_long(flag, next(), 1, 1024));
@@ -337,7 +342,7 @@ inline Options parse_args(const std::vector<std::string>& args) {
     } else if (flag == "--stream_slot_bytes") {
       const std::string v = next();
       const auto s = parse_size(v);
-      if (!s) throw UsageError(flag + ": expected a size like 8M, or 0 for never, got '" + v + "'");
+      if (!s) throw detail::bad_value(flag, "expected a size like 8M, or 0 for never", v);
       o.stream_slot_bytes = *s;
     } else if (flag == "--slot_stores") {
       const std::string v = next();
@@ -348,7 +353,7 @@ inline Options parse_args(const std::vector<std::string>& args) {
       } else if (v == "cached") {
         o.slot_stores = Options::SlotStores::cached;
       } else {
-        throw UsageError(flag + ": expected auto, streamed or cached, got '" + v + "'");
+        throw detail::bad_value(flag, "expected auto, streamed or cached", v);
       }
     } else if (flag == "--json") {
       o.json_path = next();

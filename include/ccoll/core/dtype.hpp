@@ -121,12 +121,12 @@ inline constexpr bool kIsFloatLike = std::is_floating_point_v<T> || std::is_same
 
 constexpr std::size_t size_of(DataType d) {
   switch (d) {
-    case DataType::f32: return 4;
-    case DataType::f64: return 8;
-    case DataType::f16: return 2;
-    case DataType::bf16: return 2;
+    case DataType::f32:
     case DataType::i32: return 4;
+    case DataType::f64:
     case DataType::i64: return 8;
+    case DataType::f16:
+    case DataType::bf16: return 2;
     case DataType::u8: return 1;
   }
   return 0;
