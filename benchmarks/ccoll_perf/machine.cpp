@@ -133,8 +133,7 @@ MemoryBandwidth measure_memory_bandwidth(int threads, std::size_t array_bytes, i
         if (k == 2) triad_kernel(pa, pb, pc, per, 3.0);
         if (k == 3) copy_nt_kernel(pa, pb, per);
         const auto t1 = std::chrono::steady_clock::now();
-        seconds[at(k, rep, t)] =
-            std::chrono::duration<double>(t1 - t0).count();
+        seconds[at(k, rep, t)] = std::chrono::duration<double>(t1 - t0).count();
       }
     }
   };

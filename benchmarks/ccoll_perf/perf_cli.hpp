@@ -214,7 +214,8 @@ Examples:
 
 namespace detail {
 // "<flag>: <expected>, got '<value>'", the shape of every usage error below.
-inline UsageError bad_value(std::string_view flag, std::string_view expected, std::string_view got) {
+inline UsageError bad_value(std::string_view flag, std::string_view expected,
+                            std::string_view got) {
   std::string message(flag);
   message.append(": ").append(expected).append(", got '").append(got).append("'");
   return UsageError(message);
@@ -306,7 +307,8 @@ inline Options parse_args(const std::vector<std::string>& args) {
       const std::string v = next();
       const auto d = ccoll::parse_data_type(v);
       if (!d) {
-        throw detail::bad_value(flag, "expected float, double, half, bfloat16, int32, int64 or uint8", v);
+        throw detail::bad_value(flag,
+                                "expected float, double, half, bfloat16, int32, int64 or uint8", v);
       }
       o.dtype = *d;
     } else if (is("-o", "--op")) {
@@ -330,8 +332,7 @@ inline Options parse_args(const std::vector<std::string>& args) {
     } else if (flag == "--slot_bytes") {
       const std::string v = next();
       const auto s = parse_size(v);
-      if (!s || *s == 0)
-        throw detail::bad_value(flag, "expected a size like 64K or 1M", v);
+      if (!s || *s == 0) throw detail::bad_value(flag, "expected a size like 64K or 1M", v);
       o.slot_bytes = *s;
     } else if (flag == "--nslots") {
       o.nslots = static_cast<std::uint32_t>(detail::parse_long(flag, next(), 1, 1024));

@@ -1,4 +1,5 @@
-// Consumer check: an installed ccoll, found with find_package(ccoll), runs an allreduce on 4 threads.
+// Consumer check: an installed ccoll, found with find_package(ccoll), runs an allreduce on 4
+// threads.
 #include <ccoll/ccoll.hpp>
 
 #include <cstdio>
@@ -6,8 +7,9 @@
 #include <vector>
 
 int main() {
-  using AR = ccoll::Allreduce<ccoll::transport::HostThreads, ccoll::topology::Ring,
-                              ccoll::schedule::Pipelined<ccoll::schedule::Overlap::ReduceBroadcast>>;
+  using AR =
+      ccoll::Allreduce<ccoll::transport::HostThreads, ccoll::topology::Ring,
+                       ccoll::schedule::Pipelined<ccoll::schedule::Overlap::ReduceBroadcast>>;
   constexpr int kRanks = 4;
   constexpr std::size_t kCount = 1000;
   ccoll::Config cfg;

@@ -26,10 +26,14 @@ int main(int argc, char** argv) {
   unsigned long long seed = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string f = argv[i];
-    if (f == "--trials") trials = std::atoi(argv[i + 1]);
-    else if (f == "--seed") seed = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (f == "--max-layers") max_layers = std::atoi(argv[i + 1]);
-    else if (f == "--concurrency") K = std::atoi(argv[i + 1]);
+    if (f == "--trials")
+      trials = std::atoi(argv[i + 1]);
+    else if (f == "--seed")
+      seed = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (f == "--max-layers")
+      max_layers = std::atoi(argv[i + 1]);
+    else if (f == "--concurrency")
+      K = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "usage: %s [--trials N] [--seed S] [--max-layers L] [--concurrency K]\n",
                    argv[0]);
@@ -41,11 +45,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::mt19937_64 rng(seed);
-  auto uni = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
+  auto uni = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
   auto logu = [&](double lo, double hi) { return std::exp(uni(std::log(lo), std::log(hi))); };
   const char* regimes[] = {"compute", "balanced", "comm"};
-  std::printf("trial,regime,layers,a_s,b_s_per_B,gamma,optimal_s,proven,asc_s,mg_s,mg_paper_s,"
-              "wfbp_s,single_s,backward_end_s\n");
+  std::printf(
+      "trial,regime,layers,a_s,b_s_per_B,gamma,optimal_s,proven,asc_s,mg_s,mg_paper_s,"
+      "wfbp_s,single_s,backward_end_s\n");
   OptimalOptions opt;
   opt.max_concurrent = K;
   opt.time_limit_s = 60;

@@ -86,7 +86,9 @@ struct BFloat16 {
   std::uint16_t bits = 0;
   BFloat16() = default;
   CCOLL_HD explicit BFloat16(float f) : bits(from_float(f)) {}
-  CCOLL_HD explicit operator float() const { return bits_float(static_cast<std::uint32_t>(bits) << 16); }
+  CCOLL_HD explicit operator float() const {
+    return bits_float(static_cast<std::uint32_t>(bits) << 16);
+  }
 
   CCOLL_HD static std::uint16_t from_float(float f) {
     const std::uint32_t x = float_bits(f);
@@ -99,48 +101,73 @@ struct BFloat16 {
 template <DataType D>
 struct DataTypeTraits;
 template <>
-struct DataTypeTraits<DataType::f32> { using type = float; };
+struct DataTypeTraits<DataType::f32> {
+  using type = float;
+};
 template <>
-struct DataTypeTraits<DataType::f64> { using type = double; };
+struct DataTypeTraits<DataType::f64> {
+  using type = double;
+};
 template <>
-struct DataTypeTraits<DataType::f16> { using type = Half; };
+struct DataTypeTraits<DataType::f16> {
+  using type = Half;
+};
 template <>
-struct DataTypeTraits<DataType::bf16> { using type = BFloat16; };
+struct DataTypeTraits<DataType::bf16> {
+  using type = BFloat16;
+};
 template <>
-struct DataTypeTraits<DataType::i32> { using type = std::int32_t; };
+struct DataTypeTraits<DataType::i32> {
+  using type = std::int32_t;
+};
 template <>
-struct DataTypeTraits<DataType::i64> { using type = std::int64_t; };
+struct DataTypeTraits<DataType::i64> {
+  using type = std::int64_t;
+};
 template <>
-struct DataTypeTraits<DataType::u8> { using type = std::uint8_t; };
+struct DataTypeTraits<DataType::u8> {
+  using type = std::uint8_t;
+};
 template <DataType D>
 using element_t = typename DataTypeTraits<D>::type;
 
 template <class T>
-inline constexpr bool kIsFloatLike = std::is_floating_point_v<T> || std::is_same_v<T, Half> ||
-                                     std::is_same_v<T, BFloat16>;
+inline constexpr bool kIsFloatLike =
+    std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
 constexpr std::size_t size_of(DataType d) {
   switch (d) {
     case DataType::f32:
-    case DataType::i32: return 4;
+    case DataType::i32:
+      return 4;
     case DataType::f64:
-    case DataType::i64: return 8;
+    case DataType::i64:
+      return 8;
     case DataType::f16:
-    case DataType::bf16: return 2;
-    case DataType::u8: return 1;
+    case DataType::bf16:
+      return 2;
+    case DataType::u8:
+      return 1;
   }
   return 0;
 }
 
 constexpr std::string_view to_string(DataType d) {
   switch (d) {
-    case DataType::f32: return "float";
-    case DataType::f64: return "double";
-    case DataType::f16: return "half";
-    case DataType::bf16: return "bfloat16";
-    case DataType::i32: return "int32";
-    case DataType::i64: return "int64";
-    case DataType::u8: return "uint8";
+    case DataType::f32:
+      return "float";
+    case DataType::f64:
+      return "double";
+    case DataType::f16:
+      return "half";
+    case DataType::bf16:
+      return "bfloat16";
+    case DataType::i32:
+      return "int32";
+    case DataType::i64:
+      return "int64";
+    case DataType::u8:
+      return "uint8";
   }
   return "?";
 }
@@ -152,12 +179,12 @@ inline std::optional<DataType> parse_data_type(std::string_view s) {
     DataType type;
   };
   static constexpr Name kNames[] = {
-      {"f32", DataType::f32},     {"float", DataType::f32},   {"float32", DataType::f32},
-      {"f64", DataType::f64},     {"double", DataType::f64},  {"float64", DataType::f64},
-      {"f16", DataType::f16},     {"half", DataType::f16},    {"fp16", DataType::f16},
-      {"float16", DataType::f16}, {"bf16", DataType::bf16},   {"bfloat16", DataType::bf16},
-      {"i32", DataType::i32},     {"int32", DataType::i32},   {"int", DataType::i32},
-      {"i64", DataType::i64},     {"int64", DataType::i64},   {"u8", DataType::u8},
+      {"f32", DataType::f32},     {"float", DataType::f32},  {"float32", DataType::f32},
+      {"f64", DataType::f64},     {"double", DataType::f64}, {"float64", DataType::f64},
+      {"f16", DataType::f16},     {"half", DataType::f16},   {"fp16", DataType::f16},
+      {"float16", DataType::f16}, {"bf16", DataType::bf16},  {"bfloat16", DataType::bf16},
+      {"i32", DataType::i32},     {"int32", DataType::i32},  {"int", DataType::i32},
+      {"i64", DataType::i64},     {"int64", DataType::i64},  {"u8", DataType::u8},
       {"uint8", DataType::u8}};
   for (const auto& n : kNames)
     if (n.name == s) return n.type;
@@ -168,13 +195,20 @@ inline std::optional<DataType> parse_data_type(std::string_view s) {
 template <class F>
 decltype(auto) dispatch_data_type(DataType d, F&& f) {
   switch (d) {
-    case DataType::f32: return f(float{});
-    case DataType::f64: return f(double{});
-    case DataType::f16: return f(Half{});
-    case DataType::bf16: return f(BFloat16{});
-    case DataType::i32: return f(std::int32_t{});
-    case DataType::i64: return f(std::int64_t{});
-    case DataType::u8: return f(std::uint8_t{});
+    case DataType::f32:
+      return f(float{});
+    case DataType::f64:
+      return f(double{});
+    case DataType::f16:
+      return f(Half{});
+    case DataType::bf16:
+      return f(BFloat16{});
+    case DataType::i32:
+      return f(std::int32_t{});
+    case DataType::i64:
+      return f(std::int64_t{});
+    case DataType::u8:
+      return f(std::uint8_t{});
   }
   return f(float{});
 }

@@ -26,14 +26,22 @@ enum class ErrorCode : std::uint8_t {
 
 inline const char* to_string(ErrorCode c) {
   switch (c) {
-    case ErrorCode::InvalidArgument: return "invalid argument";
-    case ErrorCode::Mismatch: return "mismatch across ranks";
-    case ErrorCode::Unsupported: return "unsupported";
-    case ErrorCode::Timeout: return "timeout";
-    case ErrorCode::Aborted: return "aborted";
-    case ErrorCode::InvalidPlan: return "invalid plan";
-    case ErrorCode::System: return "system error";
-    case ErrorCode::Parse: return "parse error";
+    case ErrorCode::InvalidArgument:
+      return "invalid argument";
+    case ErrorCode::Mismatch:
+      return "mismatch across ranks";
+    case ErrorCode::Unsupported:
+      return "unsupported";
+    case ErrorCode::Timeout:
+      return "timeout";
+    case ErrorCode::Aborted:
+      return "aborted";
+    case ErrorCode::InvalidPlan:
+      return "invalid plan";
+    case ErrorCode::System:
+      return "system error";
+    case ErrorCode::Parse:
+      return "parse error";
   }
   return "error";
 }
@@ -60,8 +68,7 @@ class Error : public std::runtime_error {
 
 // "argument 'count' on rank 3: expected > 0, got 0"
 [[noreturn]] inline void throw_invalid_argument(int rank, std::string_view argument,
-                                                std::string_view expected,
-                                                std::string_view got) {
+                                                std::string_view expected, std::string_view got) {
   std::ostringstream os;
   os << "argument '" << argument << "': expected " << expected << ", got " << got;
   throw Error(ErrorCode::InvalidArgument, rank, os.str());

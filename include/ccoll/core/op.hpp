@@ -20,11 +20,16 @@ inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::sum, ReduceOp::prod, Redu
 
 constexpr std::string_view to_string(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::prod: return "prod";
-    case ReduceOp::min: return "min";
-    case ReduceOp::max: return "max";
-    case ReduceOp::avg: return "avg";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::prod:
+      return "prod";
+    case ReduceOp::min:
+      return "min";
+    case ReduceOp::max:
+      return "max";
+    case ReduceOp::avg:
+      return "avg";
   }
   return "?";
 }
@@ -37,8 +42,9 @@ inline std::optional<ReduceOp> parse_reduce_op(std::string_view s) {
 
 // Every dtype/op pair is supported today; the check exists so that the API has one place to refuse
 // a pair (e.g. a future bitwise op on floats) with a clear error.
-constexpr bool is_supported(DataType, ReduceOp) { return true; }
-
+constexpr bool is_supported(DataType, ReduceOp) {
+  return true;
+}
 
 // Combine two elements. 16-bit floats compute in float and round once per combine.
 template <ReduceOp Op, class T>
@@ -72,11 +78,16 @@ CCOLL_HD inline T finalize(T v, int contributors) {
 template <class F>
 decltype(auto) dispatch_reduce_op(ReduceOp op, F&& f) {
   switch (op) {
-    case ReduceOp::sum: return f(std::integral_constant<ReduceOp, ReduceOp::sum>{});
-    case ReduceOp::prod: return f(std::integral_constant<ReduceOp, ReduceOp::prod>{});
-    case ReduceOp::min: return f(std::integral_constant<ReduceOp, ReduceOp::min>{});
-    case ReduceOp::max: return f(std::integral_constant<ReduceOp, ReduceOp::max>{});
-    case ReduceOp::avg: return f(std::integral_constant<ReduceOp, ReduceOp::avg>{});
+    case ReduceOp::sum:
+      return f(std::integral_constant<ReduceOp, ReduceOp::sum>{});
+    case ReduceOp::prod:
+      return f(std::integral_constant<ReduceOp, ReduceOp::prod>{});
+    case ReduceOp::min:
+      return f(std::integral_constant<ReduceOp, ReduceOp::min>{});
+    case ReduceOp::max:
+      return f(std::integral_constant<ReduceOp, ReduceOp::max>{});
+    case ReduceOp::avg:
+      return f(std::integral_constant<ReduceOp, ReduceOp::avg>{});
   }
   return f(std::integral_constant<ReduceOp, ReduceOp::sum>{});
 }

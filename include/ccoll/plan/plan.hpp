@@ -1,17 +1,16 @@
 // ccoll/plan/plan.hpp: the Plan, the one intermediate form every executor runs.
 //
 // A plan is built once for (ranks, count, element size, algorithm) and then interpreted by the host
-// threads, shared-memory, MPI and CUDA executors and by the simulator. For P ranks (relays that only
-// forward are ranks too) it holds channels; each channel holds, per rank, a program: an ordered list
-// of steps. Channels run concurrently and independently (a GPU block or a host group each); the steps
-// of one (rank, channel) program run in order.
+// threads, shared-memory, MPI and CUDA executors and by the simulator. For P ranks (relays that
+// only forward are ranks too) it holds channels; each channel holds, per rank, a program: an
+// ordered list of steps. Channels run concurrently and independently (a GPU block or a host group
+// each); the steps of one (rank, channel) program run in order.
 //
 // A step computes one value per element of its chunk [offset, offset + count):
 //
-//     value = (src == Input ? in[i] : src == Output ? out[i] : nothing)  (+)  recv_1[i] (+) ... recv_n[i]
-//     if final:        value = finalize(value)      (avg divides by the number of active ranks)
-//     if write_output: out[i] = value
-//     for each send port: slot[i] = value
+//     value = (src == Input ? in[i] : src == Output ? out[i] : nothing)  (+)  recv_1[i] (+) ...
+//     recv_n[i] if final:        value = finalize(value)      (avg divides by the number of active
+//     ranks) if write_output: out[i] = value for each send port: slot[i] = value
 //
 // which covers NCCL's vocabulary: send (src, 1 send), recv (1 recv, write), recv-reduce-send,
 // recv-reduce-copy(-send), recv-copy-send (relays and broadcast), local copy (src=Input, write).
@@ -70,12 +69,12 @@ struct Channel {
 };
 
 struct Plan {
-  std::string algorithm;          // "ring", "dbtree", "tree", "tree-overlap", "forest", ...
-  Rank nranks = 0;                // every participant, relays included
-  std::vector<bool> active;       // contributes input and receives output (false: relay)
-  std::uint64_t count = 0;        // elements of the allreduce
-  std::uint64_t slot_elems = 0;   // capacity of one slot, in elements
-  std::uint32_t nslots = 2;       // FIFO depth of every connection
+  std::string algorithm;         // "ring", "dbtree", "tree", "tree-overlap", "forest", ...
+  Rank nranks = 0;               // every participant, relays included
+  std::vector<bool> active;      // contributes input and receives output (false: relay)
+  std::uint64_t count = 0;       // elements of the allreduce
+  std::uint64_t slot_elems = 0;  // capacity of one slot, in elements
+  std::uint32_t nslots = 2;      // FIFO depth of every connection
   std::vector<Connection> connections;
   std::vector<Port> ports;
   std::vector<Channel> channels;
@@ -123,7 +122,8 @@ struct Plan {
   // Sizes channels/programs; call before add_step.
   void reset(Rank ranks, std::uint32_t nchannels) {
     nranks = ranks;
-    if (active.size() != static_cast<std::size_t>(ranks)) active.assign(static_cast<std::size_t>(ranks), true);
+    if (active.size() != static_cast<std::size_t>(ranks))
+      active.assign(static_cast<std::size_t>(ranks), true);
     channels.assign(nchannels, Channel{});
     for (auto& c : channels) c.programs.assign(static_cast<std::size_t>(ranks), Program{});
   }
@@ -154,12 +154,12 @@ struct PlanRequest {
   std::uint64_t count = 0;
   std::size_t elem_size = 4;
   std::uint32_t nchannels = 1;
-  std::uint32_t nchunks = 0;              // chunks per channel; 0: the cost model's optimum
-  bool overlap = true;                    // tree: overlap reduce and broadcast (seed 004, C1)
-  std::uint64_t slot_bytes = 1u << 20;    // capacity of one slot
-  std::uint32_t nslots = 4;               // FIFO depth
-  double alpha_s = 5e-6;                  // per-message latency for the chunk-count model
-  double beta_s_per_byte = 1.0 / 10e9;    // inverse link bandwidth for the chunk-count model
+  std::uint32_t nchunks = 0;            // chunks per channel; 0: the cost model's optimum
+  bool overlap = true;                  // tree: overlap reduce and broadcast (seed 004, C1)
+  std::uint64_t slot_bytes = 1u << 20;  // capacity of one slot
+  std::uint32_t nslots = 4;             // FIFO depth
+  double alpha_s = 5e-6;                // per-message latency for the chunk-count model
+  double beta_s_per_byte = 1.0 / 10e9;  // inverse link bandwidth for the chunk-count model
 };
 
 }  // namespace ccoll::plan
