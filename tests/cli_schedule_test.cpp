@@ -54,6 +54,19 @@ TEST_CASE("schedule: usage errors name the option") {
   CHECK(schedule({"--help"}).rc == 0);
 }
 
+TEST_CASE("schedule: --policy takes a comma list, empty items skipped, all expands") {
+  auto r = schedule({"--profile", "resnet50", "--policy", "wfbp,,mg", "--json"});
+  REQUIRE(r.rc == 0);
+  auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j.is_array());
+  REQUIRE(j.size() == 2);
+  CHECK(j[0].at("policy") == "wfbp");
+  CHECK(j[1].at("policy") == "mg");
+  r = schedule({"--profile", "googlenet", "--policy", "all", "--time-limit", "0.05", "--json"});
+  REQUIRE(r.rc == 0);
+  CHECK(nlohmann::json::parse(r.out).size() == 8);
+}
+
 TEST_CASE("schedule: every policy on a shipped model, the issue's JSON form") {
   for (const char* pol :
        {"wfbp", "single", "mg", "mg-paper", "asc", "optimal", "bucket", "horovod"}) {

@@ -290,5 +290,11 @@ TEST_CASE("fit: a, b and gamma from nccl-tests output and ccoll_perf JSON") {
   std::ostringstream o4, e4;
   CHECK(ccoll::cli::run_fit({"--nccl-tests", one, "--ccoll-perf", perf}, o4, e4) == 2);
   CHECK(ccoll::cli::run_fit({"--nccl-tests", "/nonexistent"}, o4, e4) == 1);
+  // Usage errors exit 2 and name the flag; data that cannot be fitted is a run-time error, 1.
+  std::ostringstream o5, e5;
+  CHECK(ccoll::cli::run_fit({"--ccoll-perf", perf, "--nranks", "four"}, o5, e5) == 2);
+  CHECK(e5.str().find("--nranks") != std::string::npos);
+  CHECK(ccoll::cli::run_fit({"--ccoll-perf", perf, "--algo", "tree"}, o5, e5) == 1);
+  CHECK(e5.str().find("ccoll fit: ") != std::string::npos);
   for (const auto& f : {one, two, perf}) std::filesystem::remove(f);
 }

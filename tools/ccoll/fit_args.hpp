@@ -14,6 +14,7 @@
 
 #include "ccoll/model/fit.hpp"
 #include "ccoll/model/fit_json.hpp"
+#include "cli_common.hpp"
 
 namespace ccoll::cli {
 
@@ -28,40 +29,19 @@ inline const char* kFitHelp =
     "it. Prints a (us), b (s/byte), 1/b (GB/s), r^2, the largest relative error and gamma.\n"
     "See docs/models.md.\n";
 
-inline std::string read_text_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read \"" + path + "\"");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 inline int run_fit(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") {
-      out << kFitHelp;
-      return 0;
-    }
-  try {
+  if (wants_help(args)) {
+    out << kFitHelp;
+    return 0;
+  }
+  return run_reporting("fit", err, [&] {
     std::string nccl, perf, algo, with_file;
     bool in_place = false, json = false;
     int nranks = 0, with_k = 0;
     double min_bytes = 0, max_bytes = INFINITY;
     const auto value = [&](std::size_t& i) -> const std::string& {
-      if (i + 1 >= args.size()) throw std::invalid_argument(args[i] + ": missing value");
+      if (i + 1 >= args.size()) throw UsageError(args[i] + ": missing value");
       return args[++i];
-    };
-    const auto number = [](const std::string& flag, const std::string& s) {
-      std::size_t used = 0;
-      double v = 0;
-      try {
-        v = std::stod(s, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != s.size() || !std::isfinite(v))
-        throw std::invalid_argument(flag + ": expected a number, got \"" + s + "\"");
-      return v;
     };
     for (std::size_t i = 0; i < args.size(); ++i) {
       const std::string& a = args[i];
@@ -74,23 +54,23 @@ inline int run_fit(const std::vector<std::string>& args, std::ostream& out, std:
       } else if (a == "--algo") {
         algo = value(i);
       } else if (a == "--nranks") {
-        nranks = static_cast<int>(number(a, value(i)));
+        nranks = static_cast<int>(parse_number(a, value(i)));
       } else if (a == "--with") {
-        with_k = static_cast<int>(number(a, value(i)));
+        with_k = static_cast<int>(parse_number(a, value(i)));
         with_file = value(i);
-        if (with_k < 2) throw std::invalid_argument("--with K FILE: K must be >= 2");
+        if (with_k < 2) throw UsageError("--with K FILE: K must be >= 2");
       } else if (a == "--min-bytes") {
-        min_bytes = number(a, value(i));
+        min_bytes = parse_number(a, value(i));
       } else if (a == "--max-bytes") {
-        max_bytes = number(a, value(i));
+        max_bytes = parse_number(a, value(i));
       } else if (a == "--json") {
         json = true;
       } else {
-        throw std::invalid_argument("unknown option \"" + a + "\" (see --help)");
+        throw UsageError("unknown option \"" + a + "\" (see --help)");
       }
     }
     if (nccl.empty() == perf.empty())
-      throw std::invalid_argument("give exactly one of --nccl-tests FILE and --ccoll-perf FILE");
+      throw UsageError("give exactly one of --nccl-tests FILE and --ccoll-perf FILE");
     const auto load = [&](const std::string& path, int concurrent) {
       auto rows = !nccl.empty() ? model::parse_nccl_tests(read_text_file(path), in_place)
                                 : model::parse_ccoll_perf_json(read_text_file(path), algo, nranks);
@@ -144,13 +124,7 @@ inline int run_fit(const std::vector<std::string>& args, std::ostream& out, std:
       }
     }
     return 0;
-  } catch (const std::invalid_argument& e) {
-    err << "ccoll fit: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    err << "ccoll fit: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }
 
 }  // namespace ccoll::cli

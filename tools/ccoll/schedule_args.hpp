@@ -26,14 +26,11 @@
 #include "ccoll/schedule/single_layer.hpp"
 #include "ccoll/schedule/timeline.hpp"
 #include "ccoll/schedule/wfbp.hpp"
+#include "cli_common.hpp"
 
 namespace ccoll::cli {
 
 namespace sched = ccoll::schedule;
-
-struct ScheduleUsageError : std::invalid_argument {
-  using std::invalid_argument::invalid_argument;
-};
 
 struct ScheduleOptions {
   std::string profile;  // FILE or the name of a shipped profile
@@ -52,6 +49,8 @@ struct ScheduleOptions {
   std::string trace;
 };
 
+inline const std::vector<std::string> kPolicyNames{"wfbp", "single",  "mg",     "mg-paper",
+                                                   "asc",  "optimal", "bucket", "horovod"};
 inline const char* kSchedulePolicies = "wfbp, single, mg, mg-paper, asc, optimal, bucket, horovod";
 
 inline const char* kScheduleHelp =
@@ -83,101 +82,79 @@ inline const char* kScheduleHelp =
     "             predicted_iteration_s, ...}; an array with several policies\n"
     "  --trace F  Chrome trace (compute lane, one lane per concurrent allreduce) of the last one\n";
 
-inline double schedule_number(const std::string& flag, const std::string& s) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != s.size() || !std::isfinite(v))
-    throw ScheduleUsageError(flag + ": expected a number, got \"" + s + "\"");
-  return v;
-}
-
 inline ScheduleOptions parse_schedule_options(const std::vector<std::string>& args) {
   ScheduleOptions o;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& f = args[i];
     auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw ScheduleUsageError(f + ": missing value");
+      if (i + 1 >= args.size()) throw UsageError(f + ": missing value");
       return args[++i];
     };
     auto positive = [&](double v) {
-      if (!(v > 0)) throw ScheduleUsageError(f + ": expected a positive number");
+      if (!(v > 0)) throw UsageError(f + ": expected a positive number");
       return v;
     };
     if (f == "--profile") {
       o.profile = value();
     } else if (f == "--policy") {
-      std::string cur;
-      for (char c : value() + ",") {
-        if (c != ',') {
-          cur += c;
-          continue;
+      for (const auto& name : split_list(value())) {
+        if (name == "all") {
+          o.policies.insert(o.policies.end(), kPolicyNames.begin(), kPolicyNames.end());
+        } else if (std::find(kPolicyNames.begin(), kPolicyNames.end(), name) !=
+                   kPolicyNames.end()) {
+          o.policies.push_back(name);
+        } else {
+          throw UsageError("--policy: unknown policy \"" + name + "\" (expected " +
+                           kSchedulePolicies + " or all)");
         }
-        if (cur == "all") {
-          for (const char* p :
-               {"wfbp", "single", "mg", "mg-paper", "asc", "optimal", "bucket", "horovod"})
-            o.policies.emplace_back(p);
-        } else if (!cur.empty()) {
-          static const std::vector<std::string> known{"wfbp", "single",  "mg",     "mg-paper",
-                                                      "asc",  "optimal", "bucket", "horovod"};
-          if (std::find(known.begin(), known.end(), cur) == known.end())
-            throw ScheduleUsageError("--policy: unknown policy \"" + cur + "\" (expected " +
-                                     kSchedulePolicies + " or all)");
-          o.policies.push_back(cur);
-        }
-        cur.clear();
       }
     } else if (f == "--evaluate") {
       o.evaluate = value();
     } else if (f == "--collective") {
       o.collective = value();
       if (o.collective != "line" && o.collective != "ring" && o.collective != "dbtree")
-        throw ScheduleUsageError("--collective: expected line, ring or dbtree, got \"" +
-                                 o.collective + "\"");
+        throw UsageError("--collective: expected line, ring or dbtree, got \"" + o.collective +
+                         "\"");
     } else if (f == "--a") {
-      o.a = schedule_number(f, value());
-      if (o.a < 0) throw ScheduleUsageError("--a: expected >= 0");
+      o.a = parse_number(f, value());
+      if (o.a < 0) throw UsageError("--a: expected >= 0");
     } else if (f == "--b") {
-      o.b = schedule_number(f, value());
-      if (o.b < 0) throw ScheduleUsageError("--b: expected >= 0");
+      o.b = parse_number(f, value());
+      if (o.b < 0) throw UsageError("--b: expected >= 0");
     } else if (f == "--gamma") {
-      o.gamma = schedule_number(f, value());
-      if (o.gamma < 1) throw ScheduleUsageError("--gamma: expected >= 1 (seed 000 Eq. 9)");
+      o.gamma = parse_number(f, value());
+      if (o.gamma < 1) throw UsageError("--gamma: expected >= 1 (seed 000 Eq. 9)");
     } else if (f == "--workers") {
-      const double w = positive(schedule_number(f, value()));
-      if (w != std::floor(w) || w > 1e7) throw ScheduleUsageError("--workers: expected an integer");
+      const double w = positive(parse_number(f, value()));
+      if (w != std::floor(w) || w > 1e7) throw UsageError("--workers: expected an integer");
       o.workers = static_cast<int>(w);
     } else if (f == "--concurrency") {
-      const double k = positive(schedule_number(f, value()));
-      if (k != std::floor(k) || k > 16) throw ScheduleUsageError("--concurrency: expected 1..16");
+      const double k = positive(parse_number(f, value()));
+      if (k != std::floor(k) || k > 16) throw UsageError("--concurrency: expected 1..16");
       o.concurrency = static_cast<int>(k);
     } else if (f == "--time-limit") {
-      o.time_limit_s = schedule_number(f, value());
+      o.time_limit_s = parse_number(f, value());
     } else if (f == "--bucket-mb") {
-      o.bucket_mb = positive(schedule_number(f, value()));
+      o.bucket_mb = positive(parse_number(f, value()));
     } else if (f == "--first-bucket-mb") {
-      o.first_bucket_mb = positive(schedule_number(f, value()));
+      o.first_bucket_mb = positive(parse_number(f, value()));
     } else if (f == "--fusion-mb") {
-      o.fusion_mb = positive(schedule_number(f, value()));
+      o.fusion_mb = positive(parse_number(f, value()));
     } else if (f == "--cycle-ms") {
-      o.cycle_ms = positive(schedule_number(f, value()));
+      o.cycle_ms = positive(parse_number(f, value()));
     } else if (f == "--json") {
       o.json = true;
     } else if (f == "--trace") {
       o.trace = value();
     } else {
-      throw ScheduleUsageError("unknown option \"" + f + "\" (see --help)");
+      throw UsageError("unknown option \"" + f + "\" (see --help)");
     }
   }
-  if (o.profile.empty()) throw ScheduleUsageError("--profile: required (a file or a model name)");
+  if (o.profile.empty()) throw UsageError("--profile: required (a file or a model name)");
   if (o.evaluate.empty() && o.policies.empty())
-    throw ScheduleUsageError("--policy: required unless --evaluate is given");
+    throw UsageError("--policy: required unless --evaluate is given");
   if (!o.evaluate.empty() && !o.policies.empty())
-    throw ScheduleUsageError("--evaluate and --policy exclude each other");
+    throw UsageError("--evaluate and --policy exclude each other");
   return o;
 }
 
@@ -286,12 +263,11 @@ inline sched::Schedule schedule_from_file(const std::string& path, int num_layer
 // `ccoll schedule`: returns the exit status; output to `out`, errors to `err`.
 inline int run_schedule(const std::vector<std::string>& args, std::ostream& out,
                         std::ostream& err) {
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") {
-      out << kScheduleHelp;
-      return 0;
-    }
-  try {
+  if (wants_help(args)) {
+    out << kScheduleHelp;
+    return 0;
+  }
+  return run_reporting("schedule", err, [&] {
     const ScheduleOptions o = parse_schedule_options(args);
     const sched::ModelProfile p = resolve_profile(o.profile);
     const sched::CommModel c = comm_model(o);
@@ -354,13 +330,7 @@ inline int run_schedule(const std::vector<std::string>& args, std::ostream& out,
       sched::write_chrome_trace(f, p, last.schedule, sched::evaluate(p, last.schedule, c));
     }
     return 0;
-  } catch (const ScheduleUsageError& e) {
-    err << "ccoll schedule: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    err << "ccoll schedule: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }
 
 }  // namespace ccoll::cli

@@ -30,6 +30,7 @@
 #include "ccoll/topology/nvidia_smi_loader.hpp"
 #include "ccoll/topology/packed_forest.hpp"
 #include "ccoll/topology/physical.hpp"
+#include "cli_common.hpp"
 // GCC 12 at -O3 reports a false -Wrestrict (GCC bug 105329) inside topology::cluster()'s
 // "m" + std::to_string(m) once inlined here.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -42,10 +43,6 @@
 #endif
 
 namespace ccoll::cli {
-
-struct UsageError : std::invalid_argument {
-  using std::invalid_argument::invalid_argument;
-};
 
 struct Options {
   std::string topology;  // FILE (JSON, NCCL XML, nvidia-smi) | PRESET | uniform:P[:GBps[:us]]
@@ -87,34 +84,6 @@ inline double parse_bytes(const std::string& s) {
     throw UsageError("--bytes: expected a positive size like 1048576, 64M or 1.33e9, got \"" + s +
                      "\"");
   return v * mult;
-}
-
-inline std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : s) {
-    if (c == ',') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  if (!cur.empty()) out.push_back(cur);
-  return out;
-}
-
-inline double parse_number(const std::string& flag, const std::string& s) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != s.size() || !std::isfinite(v))
-    throw UsageError(flag + ": expected a number, got \"" + s + "\"");
-  return v;
 }
 
 inline const char* kAlgos = "ring, dbtree, tree, forest, ps, blink, hdbtree";
@@ -248,11 +217,8 @@ inline Setup load_setup(const Options& o) {
     if (!o.active.empty()) throw UsageError("--active: not supported on uniform networks");
     return s;
   }
-  std::ifstream in(o.topology);
-  if (in) {
-    std::stringstream buf;
-    buf << in.rdbuf();
-    s.topo = topology_from_file_text(buf.str(), o.topology);
+  if (std::ifstream(o.topology)) {
+    s.topo = topology_from_file_text(read_text_file(o.topology), o.topology);
   } else {
     try {
       s.topo = topology::preset(o.topology);
@@ -675,19 +641,13 @@ inline const char* kSimulateHelp =
     "utilisation with the discrete-event simulator; --trace writes a Chrome trace of the last "
     "run.\n";
 
-inline bool wants_help(const std::vector<std::string>& args) {
-  for (const auto& a : args)
-    if (a == "--help" || a == "-h") return true;
-  return false;
-}
-
 // `ccoll plan`: returns the exit status; output to `out`, errors to `err`.
 inline int run_plan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (wants_help(args)) {
     out << kPlanHelp << kAlgoHelp;
     return 0;
   }
-  try {
+  return run_reporting("plan", err, [&] {
     const Options o = parse_options(args);
     if (o.algos.size() != 1) throw UsageError("--algo: `plan` takes one algorithm");
     const Setup s = load_setup(o);
@@ -708,13 +668,7 @@ inline int run_plan(const std::vector<std::string>& args, std::ostream& out, std
       }
     }
     return 0;
-  } catch (const UsageError& e) {
-    err << "ccoll plan: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    err << "ccoll plan: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }
 
 // `ccoll simulate`.
@@ -724,7 +678,7 @@ inline int run_simulate(const std::vector<std::string>& args, std::ostream& out,
     out << kSimulateHelp << kAlgoHelp;
     return 0;
   }
-  try {
+  return run_reporting("simulate", err, [&] {
     const Options o = parse_options(args);
     const Setup s = load_setup(o);
     if (o.csv) out << csv_header();
@@ -749,13 +703,7 @@ inline int run_simulate(const std::vector<std::string>& args, std::ostream& out,
       }
     if (o.json) out << all.dump(2) << "\n";
     return 0;
-  } catch (const UsageError& e) {
-    err << "ccoll simulate: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    err << "ccoll simulate: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }
 
 }  // namespace ccoll::cli

@@ -1,0 +1,81 @@
+// tools/ccoll/cli_common.hpp: what every `ccoll` sub-command shares: the usage error (exit status
+// 2), number and list arguments, --help detection, reading a whole file, and the mapping from
+// exceptions to exit statuses with the command's name in front of the message.
+#pragma once
+
+#include <cmath>
+#include <exception>
+#include <fstream>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ccoll::cli {
+
+// A bad command line: exit status 2. Anything else that fails is exit status 1.
+struct UsageError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+// A finite number, all of `s`; the error names the flag.
+inline double parse_number(const std::string& flag, const std::string& s) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != s.size() || !std::isfinite(v))
+    throw UsageError(flag + ": expected a number, got \"" + s + "\"");
+  return v;
+}
+
+// "a,b,,c" -> {"a", "b", "c"}.
+inline std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : s) {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+inline bool wants_help(const std::vector<std::string>& args) {
+  for (const auto& a : args)
+    if (a == "--help" || a == "-h") return true;
+  return false;
+}
+
+inline std::string read_text_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read \"" + path + "\"");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs a sub-command's body and turns its exceptions into "ccoll <name>: <what>" on `err` and the
+// exit status (2 for a usage error, 1 for anything else).
+template <class Body>
+int run_reporting(const char* name, std::ostream& err, Body&& body) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    err << "ccoll " << name << ": " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    err << "ccoll " << name << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace ccoll::cli
