@@ -222,7 +222,7 @@ inline UsageError bad_value(std::string_view flag, std::string_view expected,
 }
 
 inline long parse_long(std::string_view flag, std::string_view v, long lo, long hi) {
-  if (v.empty()) throw UsageError(std::string(flag) + ": expected an integer, got ''");
+  if (v.empty()) throw bad_value(flag, "expected an integer", v);
   long value = 0;
   std::size_t i = 0;
   bool negative = false;
@@ -230,12 +230,10 @@ inline long parse_long(std::string_view flag, std::string_view v, long lo, long 
     negative = true;
     i = 1;
   }
-  if (i == v.size())
-    throw UsageError(std::string(flag) + ": expected an integer, got '" + std::string(v) + "'");
+  if (i == v.size()) throw bad_value(flag, "expected an integer", v);
   for (; i < v.size(); ++i) {
-    if (v[i] < '0' || v[i] > '9' || value > 100000000000L) {
-      throw UsageError(std::string(flag) + ": expected an integer, got '" + std::string(v) + "'");
-    }
+    if (v[i] < '0' || v[i] > '9' || value > 100000000000L)
+      throw bad_value(flag, "expected an integer", v);
     value = value * 10 + (v[i] - '0');
   }
   if (negative) value = -value;
