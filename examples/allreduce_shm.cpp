@@ -20,7 +20,7 @@
 namespace {
 
 int run_rank(const ccoll::Config& config) {
-  using AR = ccoll::Allreduce<ccoll::transport::SharedMemory, ccoll::topology::Ring,
+  using AR = ccoll::Allreduce<ccoll::transport::SharedMemory, ccoll::algo::Ring,
                               ccoll::schedule::Phased>;
   try {
     AR ar(config);  // collective: every process constructs it

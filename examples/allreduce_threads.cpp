@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   ccoll::Config config;
   config.nranks = nranks;
   using AR =
-      ccoll::Allreduce<ccoll::transport::HostThreads, ccoll::topology::Ring,
+      ccoll::Allreduce<ccoll::transport::HostThreads, ccoll::algo::Ring,
                        ccoll::schedule::Pipelined<ccoll::schedule::Overlap::ReduceBroadcast>>;
   AR ar(config);  // set up once: shared FIFOs, plan cache
 
@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
     threads.emplace_back([&, rank] {
       std::vector<float> grad(count, static_cast<float>(rank + 1));
       for (int step = 0; step < 3; ++step)  // many calls; no allocation after the first
-        ar.run(rank, grad.data(), grad.data(), count, ccoll::DataType::f32, ccoll::ReduceOp::avg);
+        ar.rank(rank).run(grad.data(), grad.data(), count, ccoll::DataType::f32, ccoll::ReduceOp::avg);
       // avg of 1..P is (P+1)/2; after three in-place averages it stays (P+1)/2.
       const float expected = static_cast<float>(nranks + 1) / 2.0f;
       for (float g : grad) wrong[static_cast<std::size_t>(rank)] += g != expected;
@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   for (auto& t : threads) t.join();
   int total = 0;
   for (int w : wrong) total += w;
-  std::printf("%s: %d threads x %zu floats, %d wrong elements\n", AR::name().c_str(), nranks, count,
+  std::printf("%s: %d threads x %zu floats, %d wrong elements\n", ar.name().c_str(), nranks, count,
               total);
   return total == 0 ? 0 : 1;
 }

@@ -5,8 +5,9 @@ Each model is written out layer by layer (conv / batch-norm / linear / layer-nor
 shapes, tracking the spatial size), which gives every gradient tensor's fp32 bytes and every
 layer's forward MACs. One profile entry is one gradient tensor, in the order of the network from
 the input side (layers[0] = layer 1) to the output side, as PyTorch's autograd hands them to a
-WFBP hook. The total forward and backward times come from the seeds (see TIMINGS below); the
-backward total is apportioned to the entries in proportion to each entry's backward FLOPs.
+WFBP hook. The total forward and backward times come from the papers of docs/references.md (see
+TIMINGS below); the backward total is apportioned to the entries in proportion to each entry's
+backward FLOPs.
 
 Usage: scripts/gen_profiles.py [--out data/profiles] [--check]
   --check  regenerate in memory and fail if the files on disk differ (for CI).
@@ -306,8 +307,8 @@ def bert_base(seq=64, batch=64, vocab=30522, hidden=768, layers=12, inter=3072, 
 
 
 # ---------------------------------------------------------------- timings
-# Totals on an RTX 2080 Ti (seed 000's testbed). Seconds per iteration at the given batch.
-# tf_plus_tb from seed 000 Table V (S) and Table IV (ASC-WFBP time): S = 32 (t_f + t_b) / T_ASC.
+# Totals on an RTX 2080 Ti (the [ASC-WFBP] Sec. VI-A testbed). Seconds per iteration at the given batch.
+# tf_plus_tb from [ASC-WFBP] Table V (S) and Table IV (ASC-WFBP time): S = 32 (t_f + t_b) / T_ASC.
 # t_b from Eq. 42 with S^max (Table V) and t_c^min = 2 m 32 / 9.43e9 (Eq. 43, m = Table III
 # parameter count) where t_b < t_c^min, i.e. S^max = P (t_f+t_b) / (t_f+t_b+t_c^min-t_b).
 def from_table_v(s, t_asc, s_max, m_params, p=32):
@@ -319,7 +320,7 @@ def from_table_v(s, t_asc, s_max, m_params, p=32):
 
 def timings(macs224):
     t = {}
-    # ResNet-152: seed 000 Sec. VI-E gives t_f = 0.091 s and t_b = 0.182 s (batch 32).
+    # ResNet-152: [ASC-WFBP] Sec. VI-E gives t_f = 0.091 s and t_b = 0.182 s (batch 32).
     t["resnet152"] = (0.091, 0.182, "seed 000 Sec. VI-E (stated)")
     tf, tb = from_table_v(16.1, 0.377, 17.2, 42e6)
     t["inceptionv4"] = (tf, tb, "seed 000 Tables IV, V and Eq. 42-43 (derived)")
@@ -330,7 +331,7 @@ def timings(macs224):
     total = 22.3 * 0.314 / 32
     t["densenet201"] = (total / 3, 2 * total / 3,
                         "seed 000 Table IV, V (derived total; t_b = 2 t_f as ResNet-152)")
-    # No seed gives these: scale a same-family model measured on the same GPU by forward MACs.
+    # No paper gives these: scale a same-family model measured on the same GPU by forward MACs.
     for name, ref in (("resnet50", "resnet152"), ("densenet161", "densenet201"),
                       ("googlenet", "inceptionv4")):
         r = macs224[name] / macs224[ref]
@@ -351,7 +352,7 @@ MODELS = {
 
 BATCH = {"bert_base": "64 sequences of 64 tokens"}
 
-# What the seeds say (tensor count, parameters) and the exact architecture numbers we check.
+# What the papers say (tensor count, parameters) and the exact architecture numbers we check.
 SEED = {
     "googlenet": (59, "~13M", "seed 002 Table IV"),
     "resnet50": (161, "~25.5M", "seed 002 Table IV"),

@@ -7,7 +7,7 @@ python3-matplotlib; without it the tables are still written).
 
     scripts/repro_schedules.py [--build build] [--out docs/repro] [--trials 1500] [--quick]
 
-Everything is a prediction of the timeline evaluator (include/ccoll/schedule/timeline.hpp) from
+Everything is a prediction of the timeline evaluator (include/ccoll/gradient/timeline.hpp) from
 the shipped profiles (data/profiles, docs/profiles.md); nothing here is measured on a cluster.
 """
 import argparse
@@ -22,19 +22,20 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Seed 000 Sec. VI-B: a, b of one allreduce on its 8-node (32-GPU) 10GbE cluster, gamma of Fig. 4(b).
+# [ASC-WFBP] Sec. VI-B: a, b of one allreduce on its 8-node (32-GPU) 10GbE cluster; gamma of
+# Fig. 4(b).
 SEED000 = {"a": 1.4e-3, "b": 1.7e-9, "gamma": 1.5}
-# Seed 000 Table IV (measured): WFBP, MG-WFBP, ASC-WFBP iteration times in seconds.
+# [ASC-WFBP] Table IV (measured): WFBP, MG-WFBP, ASC-WFBP iteration times in seconds.
 SEED000_TABLE4 = {
     "resnet152": (0.956, 0.710, 0.524),
     "densenet201": (0.778, 0.375, 0.314),
     "inceptionv4": (0.719, 0.510, 0.377),
     "bert_base": (1.010, 1.062, 0.924),
 }
-# Seed 002 Sec. 6.4's simulation: K80 GPUs, 10GbE. Our profiles are RTX 2080 Ti at batch 32, so
+# [MG-WFBP] Sec. 6.4's simulation: K80 GPUs, 10GbE. Our profiles are RTX 2080 Ti at batch 32, so
 # their times are stretched by the FP32 peak ratio (13.45 TFLOP/s / 2.91 for one GK210 of a K80)
-# and seed 002's batch sizes (Table IV: GoogLeNet 64, ResNet-50 32). The link's alpha is an
-# assumption (TCP over 10GbE), beta is 10 Gb/s at 94% efficiency (seed 000's iperf 9.43 Gb/s).
+# and the batch sizes of [MG-WFBP] Table IV (GoogLeNet 64, ResNet-50 32). The link's alpha is an
+# assumption (TCP over 10GbE), beta is 10 Gb/s at 94% efficiency ([ASC-WFBP] Eq. 43: 9.43 Gb/s).
 K80_SLOWDOWN = 13.45 / 2.91
 SEED002_MODELS = {"googlenet": K80_SLOWDOWN * 64 / 32, "resnet50": K80_SLOWDOWN * 32 / 32}
 SEED002_LINK = {"alpha": 50e-6, "beta": 8 / 9.43e9}

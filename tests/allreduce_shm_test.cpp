@@ -20,11 +20,11 @@
 #include <thread>
 #include <vector>
 
-#include "ccoll/allreduce.hpp"
-#include "ccoll/topology/direct.hpp"
-#include "ccoll/topology/double_binary_tree.hpp"
-#include "ccoll/topology/ring.hpp"
-#include "ccoll/topology/tree.hpp"
+#include "ccoll/ccoll.hpp"
+#include "ccoll/algo/direct.hpp"
+#include "ccoll/algo/double_binary_tree.hpp"
+#include "ccoll/algo/ring.hpp"
+#include "ccoll/algo/tree.hpp"
 
 using namespace ccoll;
 using namespace std::chrono_literals;
@@ -172,7 +172,7 @@ Config shm_config(int p, int r, const std::string& session) {
 }
 
 bool segment_exists(const std::string& session) {
-  const std::string name = exec::detail::shm_name(session);
+  const std::string name = transport::detail::shm_name(session);
   const int fd = ::shm_open(name.c_str(), O_RDONLY, 0);
   if (fd < 0) return false;
   ::close(fd);
@@ -192,7 +192,7 @@ TEST_CASE("shm ring: P = 2..4, every dtype and op, in place, repeated calls; no 
   for (int p = 2; p <= 4; ++p) {
     const std::string session = unique_session("ring");
     auto out = on_processes(p, [&](int r) {
-      Allreduce<transport::SharedMemory, topology::Ring, Overlapped> ar(shm_config(p, r, session));
+      Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(shm_config(p, r, session));
       std::string wrong = check_all(ar, {1, 2, 131, 1000}, p != 3);
       if (wrong.empty()) wrong = check_all(ar, {1000, 4099}, false);  // cached plans, new counts
       return wrong;
@@ -209,7 +209,7 @@ TEST_CASE("shm direct: P = 2..4, every dtype and op, in place, counts around the
       Config c = shm_config(p, r, session);
       c.stream_output_bytes = p == 3 ? 1 : 0;  // both output store kinds
       c.stream_slot_bytes = p == 2 ? 0 : 1;    // and both slot store kinds
-      Allreduce<transport::SharedMemory, topology::Direct, Overlapped> ar(c);
+      Allreduce<transport::SharedMemory, algo::Direct, Overlapped> ar(c);
       // 128 floats fill a 512-byte slot: one piece, one chunk, many chunks, primes.
       std::string wrong = check_all(ar, {1, 2, 3, 5, 131, 1000, 4099}, p != 3);
       if (wrong.empty()) wrong = check_all(ar, {7919, 1}, false);  // cached plans, new counts
@@ -228,7 +228,7 @@ TEST_CASE("shm direct: a rank killed in the middle of a call makes the others ti
     c.slot_bytes = 4096;
     c.nslots = 2;
     c.timeout = 1000ms;  // the warm call must not time out under load
-    Allreduce<transport::SharedMemory, topology::Direct, Overlapped> ar(c);
+    Allreduce<transport::SharedMemory, algo::Direct, Overlapped> ar(c);
     // Large enough that rank 2 is still exchanging pieces when it dies.
     std::vector<float> in(1u << 22, 1.0f), res(in.size());
     ar.run(in.data(), res.data(), res.size(), DataType::f32, ReduceOp::sum);
@@ -258,11 +258,11 @@ TEST_CASE("shm: trees, two channels, big slots") {
   auto out = on_processes(4, [&](int r) {
     Config c = shm_config(4, r, session);
     c.nchannels = 2;
-    Allreduce<transport::SharedMemory, topology::DoubleBinaryTree, Overlapped> dbt(c);
+    Allreduce<transport::SharedMemory, algo::DoubleBinaryTree, Overlapped> dbt(c);
     std::string wrong = check_all(dbt, {3, 777}, false);
     c.session += "-b";
     c.slot_bytes = 1 << 20;
-    Allreduce<transport::SharedMemory, topology::Tree, schedule::Phased> tree(c);
+    Allreduce<transport::SharedMemory, algo::Tree, schedule::Phased> tree(c);
     if (wrong.empty()) wrong = check_all(tree, {1, 300000}, false);
     return wrong;
   });
@@ -282,7 +282,7 @@ TEST_CASE("shm: rank and size from the environment") {
     ::setenv("CCOLL_SESSION", session.c_str(), 1);
     Config c;
     c.timeout = 10s;
-    Allreduce<transport::SharedMemory, topology::Ring, Overlapped> ar(c);
+    Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(c);
     if (ar.rank() != r || ar.nranks() != 3) return std::string("wrong rank/size");
     return check_all(ar, {10, 5000}, false);
   });
@@ -294,7 +294,7 @@ TEST_CASE("shm: rank and size from the environment") {
     ::unsetenv("OMPI_COMM_WORLD_SIZE");
     ::unsetenv("PMI_RANK");
     ::unsetenv("PMI_SIZE");
-    Allreduce<transport::SharedMemory, topology::Ring, Overlapped> ar(Config{});
+    Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(Config{});
     return std::string("constructed without a size");
   });
   CHECK(error_code_of(bad[0]) == static_cast<int>(ErrorCode::InvalidArgument));
@@ -303,7 +303,7 @@ TEST_CASE("shm: rank and size from the environment") {
 TEST_CASE("shm: a count mismatch fails every rank, buffers untouched, communicator reusable") {
   const std::string session = unique_session("mismatch");
   auto out = on_processes(3, [&](int r) {
-    Allreduce<transport::SharedMemory, topology::Ring, Overlapped> ar(shm_config(3, r, session));
+    Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(shm_config(3, r, session));
     std::vector<float> in(64, 1.0f), res(64, -3.0f);
     try {
       ar.run(in.data(), res.data(), r == 1 ? 63 : 64, DataType::f32, ReduceOp::sum);
@@ -330,7 +330,7 @@ TEST_CASE("shm: a rank that never calls makes the others time out within the dea
   auto out = on_processes(3, [&](int r) {
     Config c = shm_config(3, r, session);
     c.timeout = 1000ms;  // the warm call must not time out under load
-    Allreduce<transport::SharedMemory, topology::Ring, Overlapped> ar(c);
+    Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(c);
     std::vector<float> in(10000, 1.0f), res(10000);
     ar.run(in.data(), res.data(), res.size(), DataType::f32, ReduceOp::sum);
     if (r == 2) {
@@ -355,7 +355,7 @@ TEST_CASE("shm: a rank that never starts makes the others fail at the rendezvous
     if (r == 1) return std::string();  // never constructs
     Config c = shm_config(3, r, session);
     c.timeout = 200ms;
-    Allreduce<transport::SharedMemory, topology::Ring, Overlapped> ar(c);
+    Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(c);
     return std::string("constructed without all ranks");
   });
   CHECK(error_code_of(out[0]) == static_cast<int>(ErrorCode::Timeout));
@@ -372,26 +372,27 @@ TEST_CASE("shm: a stale segment of a crashed run does not capture a new run") {
   {
     // A complete, ready segment whose creator is gone and whose ranks all "attached".
     Config c = shm_config(2, 0, session);
-    exec::Communicator comm(
-        c, 2, [](const plan::PlanRequest& req) { return topology::Ring::build(req); }, "stale");
-    const std::string name = exec::detail::shm_name(session);
+    runtime::AreaCommunicator comm(
+        c, 2, [](const plan::PlanRequest& req) { return algo::Ring::build(req); }, "stale");
+    const runtime::AreaLayout layout = runtime::area_layout(comm);
+    const std::string name = transport::detail::shm_name(session);
     const int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
     REQUIRE(fd >= 0);
-    REQUIRE(::ftruncate(fd, static_cast<off_t>(comm.layout().total)) == 0);
-    void* m = ::mmap(nullptr, comm.layout().total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    REQUIRE(::ftruncate(fd, static_cast<off_t>(layout.total)) == 0);
+    void* m = ::mmap(nullptr, layout.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     REQUIRE(m != MAP_FAILED);
-    comm.init_area(static_cast<std::byte*>(m), 12345, dead);
-    auto* d = reinterpret_cast<exec::RankDescriptor*>(static_cast<std::byte*>(m) +
-                                                      comm.layout().descriptors);
+    runtime::init_area(static_cast<std::byte*>(m), layout, 2, comm.fingerprint(), 12345, dead);
+    auto* d = reinterpret_cast<runtime::RankDescriptor*>(static_cast<std::byte*>(m) +
+                                                      layout.descriptors);
     d[0].attached_generation = d[1].attached_generation = 12345 | 1u;
-    ::munmap(m, comm.layout().total);
+    ::munmap(m, layout.total);
     ::close(fd);
   }
   REQUIRE(segment_exists(session));
   // Rank 1 starts well before rank 0.
   auto out = on_processes(2, [&](int r) {
     if (r == 0) std::this_thread::sleep_for(300ms);
-    Allreduce<transport::SharedMemory, topology::Ring, Overlapped> ar(shm_config(2, r, session));
+    Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(shm_config(2, r, session));
     return check_all(ar, {100}, false);
   });
   require_all_ok(out);
@@ -404,7 +405,7 @@ TEST_CASE("shm: ranks configured differently refuse to run together") {
     Config c = shm_config(2, r, session);
     c.timeout = 300ms;
     if (r == 1) c.slot_bytes *= 2;
-    Allreduce<transport::SharedMemory, topology::Ring, Overlapped> ar(c);
+    Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(c);
     return std::string("constructed");
   });
   CHECK(error_code_of(out[1]) == static_cast<int>(ErrorCode::Mismatch));

@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "ccoll/allreduce.hpp"
-#include "ccoll/topology/ring.hpp"
+#include "ccoll/ccoll.hpp"
+#include "ccoll/algo/ring.hpp"
 
 using namespace ccoll;
 
@@ -16,7 +16,7 @@ TEST_CASE("threads: 2^31 + 5 one-byte elements, in place, on 2 ranks") {
   Config c;
   c.nranks = 2;
   c.slot_bytes = 4u << 20;
-  Allreduce<transport::HostThreads, topology::Ring, schedule::Phased> ar(c);
+  Allreduce<transport::HostThreads, algo::Ring, schedule::Phased> ar(c);
   std::vector<std::vector<std::uint8_t>> buf(2);
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(2));
@@ -25,7 +25,7 @@ TEST_CASE("threads: 2^31 + 5 one-byte elements, in place, on 2 ranks") {
       auto& b = buf[static_cast<std::size_t>(r)];
       b.resize(n);
       for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>((i % 7) + r);
-      ar.run(r, b.data(), b.data(), n, DataType::u8, ReduceOp::sum);
+      ar.rank(r).run(b.data(), b.data(), n, DataType::u8, ReduceOp::sum);
     });
   for (auto& t : threads) t.join();
   std::size_t wrong = 0;
@@ -41,7 +41,7 @@ TEST_CASE("threads: 2000 small calls on 16 threads") {
   Config c;
   c.nranks = 16;
   c.slot_bytes = 4096;
-  Allreduce<transport::HostThreads, topology::Ring, schedule::Phased> ar(c);
+  Allreduce<transport::HostThreads, algo::Ring, schedule::Phased> ar(c);
   std::vector<long> wrong(16, 0);
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(16));
@@ -50,7 +50,7 @@ TEST_CASE("threads: 2000 small calls on 16 threads") {
       std::vector<std::int32_t> in(257), out(257);
       for (int call = 0; call < 2000; ++call) {
         for (std::size_t i = 0; i < in.size(); ++i) in[i] = r + call + static_cast<int>(i);
-        ar.run(r, in.data(), out.data(), in.size(), DataType::i32, ReduceOp::sum);
+        ar.rank(r).run(in.data(), out.data(), in.size(), DataType::i32, ReduceOp::sum);
         for (std::size_t i = 0; i < in.size(); ++i)
           wrong[static_cast<std::size_t>(r)] += out[i] != 120 + 16 * (call + static_cast<int>(i));
       }

@@ -16,11 +16,11 @@
 #include <thread>
 #include <vector>
 
-#include "ccoll/allreduce.hpp"
-#include "ccoll/topology/direct.hpp"
-#include "ccoll/topology/double_binary_tree.hpp"
-#include "ccoll/topology/ring.hpp"
-#include "ccoll/topology/tree.hpp"
+#include "ccoll/ccoll.hpp"
+#include "ccoll/algo/direct.hpp"
+#include "ccoll/algo/double_binary_tree.hpp"
+#include "ccoll/algo/ring.hpp"
+#include "ccoll/algo/tree.hpp"
 
 using namespace ccoll;
 using namespace std::chrono_literals;
@@ -102,10 +102,10 @@ void check_allreduce(AR& ar, int p, const std::vector<std::uint64_t>& counts, Da
           auto& out = outs[static_cast<std::size_t>(r)];
           if (in_place) {
             out = in;
-            ar.run(r, out.data(), out.data(), n, dtype, op);
+            ar.rank(r).run(out.data(), out.data(), n, dtype, op);
           } else {
             out.assign(n, T{});
-            ar.run(r, in.data(), out.data(), n, dtype, op);
+            ar.rank(r).run(in.data(), out.data(), n, dtype, op);
           }
         });
         for (int r = 0; r < p; ++r) {
@@ -136,7 +136,7 @@ Config small_config(int p) {
 TEST_CASE("threads ring: every P from 1 to 16, random counts, sum and avg on f32") {
   std::mt19937_64 rng(7);
   for (int p = 1; p <= 16; ++p) {
-    Allreduce<transport::HostThreads, topology::Ring, Overlapped> ar(small_config(p));
+    Allreduce<transport::HostThreads, algo::Ring, Overlapped> ar(small_config(p));
     std::vector<std::uint64_t> counts = {1, 2, 31, static_cast<std::uint64_t>(p) * 64 + 1};
     counts.push_back(1 + rng() % 3000);
     check_allreduce(ar, p, counts, DataType::f32, ReduceOp::sum, false);
@@ -148,7 +148,7 @@ TEST_CASE("threads ring: every dtype and op, in place and out of place") {
   for (int p : {3, 4}) {
     Config c = small_config(p);
     if (p == 3) c.stream_output_bytes = c.stream_slot_bytes = 1;  // non-temporal stores, every call
-    Allreduce<transport::HostThreads, topology::Ring, schedule::Phased> ar(c);
+    Allreduce<transport::HostThreads, algo::Ring, schedule::Phased> ar(c);
     for (DataType d : kAllDataTypes)
       for (ReduceOp op : kAllReduceOps)
         for (bool in_place : {false, true}) check_allreduce(ar, p, {97, 1000}, d, op, in_place);
@@ -158,9 +158,9 @@ TEST_CASE("threads ring: every dtype and op, in place and out of place") {
 TEST_CASE("threads: trees and double binary tree, both schedules, several P") {
   for (int p : {2, 5, 8}) {
     Config c = small_config(p);
-    Allreduce<transport::HostThreads, topology::Tree, schedule::Phased> tree(c);
-    Allreduce<transport::HostThreads, topology::Tree, Overlapped> tree_overlap(c);
-    Allreduce<transport::HostThreads, topology::DoubleBinaryTree, Overlapped> dbt(c);
+    Allreduce<transport::HostThreads, algo::Tree, schedule::Phased> tree(c);
+    Allreduce<transport::HostThreads, algo::Tree, Overlapped> tree_overlap(c);
+    Allreduce<transport::HostThreads, algo::DoubleBinaryTree, Overlapped> dbt(c);
     check_allreduce(tree, p, {1, 13, 1009}, DataType::f32, ReduceOp::sum, false);
     check_allreduce(tree_overlap, p, {1, 13, 1009}, DataType::i32, ReduceOp::max, true);
     check_allreduce(dbt, p, {1, 13, 1009}, DataType::f64, ReduceOp::avg, false);
@@ -171,13 +171,13 @@ TEST_CASE("threads: more channels and chunks, big slots, repeated calls") {
   Config c = small_config(4);
   c.nchannels = 3;
   c.nchunks = 5;
-  Allreduce<transport::HostThreads, topology::Ring, Overlapped> ar(c);
+  Allreduce<transport::HostThreads, algo::Ring, Overlapped> ar(c);
   for (int rep = 0; rep < 3; ++rep)
     check_allreduce(ar, 4, {7, 3001, 7, 1}, DataType::bf16, ReduceOp::sum, rep % 2 == 1);
   Config big = c;
   big.slot_bytes = 1 << 20;
   big.nchannels = 2;
-  Allreduce<transport::HostThreads, topology::Ring, Overlapped> ar_big(big);
+  Allreduce<transport::HostThreads, algo::Ring, Overlapped> ar_big(big);
   check_allreduce(ar_big, 4, {1u << 20, 3}, DataType::f32, ReduceOp::sum, false);
   CHECK(ar_big.plan(1u << 20, DataType::f32).channels.size() == 2);
 }
@@ -187,7 +187,7 @@ TEST_CASE("threads direct: P = 1..8, every dtype and op, in place, counts around
     Config c = small_config(p);
     c.stream_output_bytes = p % 2 == 0 ? 1 : 0;  // both output store kinds
     c.stream_slot_bytes = p % 3 == 0 ? 0 : 1;    // and both slot store kinds
-    Allreduce<transport::HostThreads, topology::Direct, Overlapped> ar(c);
+    Allreduce<transport::HostThreads, algo::Direct, Overlapped> ar(c);
     const auto up = static_cast<std::uint64_t>(p);
     // 64 floats fill a slot: counts below, at and around one piece, one chunk and many chunks.
     const std::vector<std::uint64_t> counts = {
@@ -203,7 +203,7 @@ TEST_CASE("threads direct: P = 1..8, every dtype and op, in place, counts around
   c.nchannels = 2;
   c.nslots = 1;
   c.nchunks = 7;
-  Allreduce<transport::HostThreads, topology::Direct, schedule::Phased> ar(c);
+  Allreduce<transport::HostThreads, algo::Direct, schedule::Phased> ar(c);
   for (int rep = 0; rep < 3; ++rep)
     check_allreduce(ar, 4, {1, 5000, 13}, DataType::f64, ReduceOp::avg, rep == 1);
   CHECK(ar.plan(5000, DataType::f64).channels.size() == 4);
@@ -211,7 +211,7 @@ TEST_CASE("threads direct: P = 1..8, every dtype and op, in place, counts around
 
 TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched") {
   const int p = 3;
-  Allreduce<transport::HostThreads, topology::Ring, Overlapped> ar(small_config(p));
+  Allreduce<transport::HostThreads, algo::Ring, Overlapped> ar(small_config(p));
   const std::uint64_t n = 100;
   std::vector<std::vector<float>> in(p, std::vector<float>(n, 1.0f)),
       out(p, std::vector<float>(n, -7.0f));
@@ -224,7 +224,7 @@ TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched
 
   SUBCASE("count 0 everywhere") {
     auto errors = on_threads(
-        p, [&](int r) { ar.run(r, in[r].data(), out[r].data(), 0, DataType::f32, ReduceOp::sum); });
+        p, [&](int r) { ar.rank(r).run(in[r].data(), out[r].data(), 0, DataType::f32, ReduceOp::sum); });
     for (const auto& e : errors) {
       REQUIRE(e.has_value());
       CHECK(e->code() == ErrorCode::InvalidArgument);
@@ -233,7 +233,7 @@ TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched
   }
   SUBCASE("count mismatch on one rank: every rank throws Mismatch naming both values") {
     auto errors = on_threads(p, [&](int r) {
-      ar.run(r, in[r].data(), out[r].data(), r == 2 ? n - 1 : n, DataType::f32, ReduceOp::sum);
+      ar.rank(r).run(in[r].data(), out[r].data(), r == 2 ? n - 1 : n, DataType::f32, ReduceOp::sum);
     });
     for (const auto& e : errors) {
       REQUIRE(e.has_value());
@@ -246,7 +246,7 @@ TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched
   }
   SUBCASE("dtype and op mismatches") {
     auto errors = on_threads(p, [&](int r) {
-      ar.run(r, in[r].data(), out[r].data(), n, r == 1 ? DataType::i32 : DataType::f32,
+      ar.rank(r).run(in[r].data(), out[r].data(), n, r == 1 ? DataType::i32 : DataType::f32,
              ReduceOp::sum);
     });
     for (const auto& e : errors) {
@@ -255,7 +255,7 @@ TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched
       CHECK(std::string(e->what()).find("int32") != std::string::npos);
     }
     errors = on_threads(p, [&](int r) {
-      ar.run(r, in[r].data(), out[r].data(), n, DataType::f32,
+      ar.rank(r).run(in[r].data(), out[r].data(), n, DataType::f32,
              r == 0 ? ReduceOp::max : ReduceOp::sum);
     });
     for (const auto& e : errors) {
@@ -266,7 +266,7 @@ TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched
   }
   SUBCASE("a null buffer on one rank fails every rank, naming it") {
     auto errors = on_threads(p, [&](int r) {
-      ar.run(r, r == 1 ? nullptr : in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum);
+      ar.rank(r).run(r == 1 ? nullptr : in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum);
     });
     for (int r = 0; r < p; ++r) {
       const auto& e = errors[static_cast<std::size_t>(r)];
@@ -280,17 +280,17 @@ TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched
     std::vector<float> big(2 * n);
     auto errors = on_threads(p, [&](int r) {
       if (r == 0)
-        ar.run(r, big.data(), big.data() + 1, n, DataType::f32, ReduceOp::sum);
+        ar.rank(r).run(big.data(), big.data() + 1, n, DataType::f32, ReduceOp::sum);
       else
-        ar.run(r, in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum);
+        ar.rank(r).run(in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum);
     });
     for (const auto& e : errors) REQUIRE(e.has_value());
   }
   CHECK(untouched());
   // The communicator is still usable after argument errors.
   check_allreduce(ar, p, {n}, DataType::f32, ReduceOp::sum, false);
-  CHECK_THROWS_AS(ar.run(3, in[0].data(), out[0].data(), n, DataType::f32, ReduceOp::sum), Error);
-  CHECK_THROWS_AS(ar.run(-1, in[0].data(), out[0].data(), n, DataType::f32, ReduceOp::sum), Error);
+  CHECK_THROWS_AS(ar.rank(3).run(in[0].data(), out[0].data(), n, DataType::f32, ReduceOp::sum), Error);
+  CHECK_THROWS_AS(ar.rank(-1).run(in[0].data(), out[0].data(), n, DataType::f32, ReduceOp::sum), Error);
 }
 
 TEST_CASE("threads: a rank that never arrives makes the others time out, then stay aborted") {
@@ -299,19 +299,19 @@ TEST_CASE("threads: a rank that never arrives makes the others time out, then st
   // Long enough that the good call below never times out on a loaded 2-core CI machine (TSan, or
   // ctest -j2 beside the shm tests); the failing call still ends within a few seconds.
   c.timeout = 1500ms;
-  Allreduce<transport::HostThreads, topology::Ring, Overlapped> ar(c);
+  Allreduce<transport::HostThreads, algo::Ring, Overlapped> ar(c);
   const std::uint64_t n = 5000;
   std::vector<std::vector<float>> in(p, std::vector<float>(n, 1.0f)), out(p, std::vector<float>(n));
   // One good call first, so that the failure happens on warm connections.
   auto errors = on_threads(
-      p, [&](int r) { ar.run(r, in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum); });
+      p, [&](int r) { ar.rank(r).run(in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum); });
   for (const auto& e : errors) {
     if (e) FAIL_CHECK(e->what());
   }
   const auto t0 = std::chrono::steady_clock::now();
   errors = on_threads(p, [&](int r) {
     if (r == 2) return;  // never arrives
-    ar.run(r, in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum);
+    ar.rank(r).run(in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum);
   });
   const auto elapsed = std::chrono::steady_clock::now() - t0;
   CHECK(elapsed < 10s);  // bounded by the deadline, not a hang (generous: loaded machine)
@@ -324,7 +324,7 @@ TEST_CASE("threads: a rank that never arrives makes the others time out, then st
   }
   // Sticky: the communicator is aborted for everyone, including the late rank.
   errors = on_threads(
-      p, [&](int r) { ar.run(r, in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum); });
+      p, [&](int r) { ar.rank(r).run(in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum); });
   for (const auto& e : errors) {
     REQUIRE(e.has_value());
     CHECK((e->code() == ErrorCode::Timeout || e->code() == ErrorCode::Aborted));

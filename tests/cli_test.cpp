@@ -2,6 +2,8 @@
 // sub-commands): options, topology files and their errors, JSON / DOT / CSV output, traces.
 #include <doctest/doctest.h>
 #include <unistd.h>
+
+#include <any>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -71,6 +73,65 @@ TEST_CASE("usage errors name the option") {
   CHECK(plan({"--help"}).rc == 0);
   CHECK(ccoll::cli::parse_bytes("16K") == 16384);
   CHECK(ccoll::cli::parse_bytes("1.33e9") == 1.33e9);
+}
+
+TEST_CASE("--algo takes the registry's names") {
+  // An unknown name is a usage error that lists every registered algorithm.
+  const auto r = plan({"--topology", "dgx1v", "--algo", "nosuchalgo"});
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("nosuchalgo") != std::string::npos);
+  CHECK(r.err.find(ccoll::algo::algorithm_names()) != std::string::npos);
+  for (const auto& a : ccoll::algo::algorithms()) CHECK(r.err.find(a.name) != std::string::npos);
+  const auto help = plan({"--help"});
+  REQUIRE(help.rc == 0);
+  for (const auto& a : ccoll::algo::algorithms())
+    CHECK(help.out.find("  " + a.name) != std::string::npos);
+  // A name's -overlap / -phased suffix overrides --overlap for that algorithm.
+  const auto ov = plan({"--topology", "full4", "--algo", "tree-overlap", "--json"});
+  REQUIRE(ov.rc == 0);
+  CHECK(nlohmann::json::parse(ov.out)["overlap"] == true);
+  const auto ph = plan({"--topology", "full4", "--algo", "tree-phased", "--overlap", "--json"});
+  REQUIRE(ph.rc == 0);
+  CHECK(nlohmann::json::parse(ph.out)["overlap"] == false);
+  // Every registered algorithm plans through the CLI on a graph.
+  for (const auto& a : ccoll::algo::algorithms()) {
+    CAPTURE(a.name);
+    CHECK(plan({"--topology", "full4", "--algo", a.name, "--bytes", "1M"}).rc == 0);
+  }
+}
+
+TEST_CASE("plan --algo forest is the registry's forest plan") {
+  namespace algo = ccoll::algo;
+  const std::vector<std::string> args{"--topology", "dgx1v", "--algo", "forest", "--json"};
+  const auto o = ccoll::cli::parse_options(args);
+  const auto s = ccoll::cli::load_setup(o);
+  const auto b = ccoll::cli::build(o, s, "forest", o.bytes.at(0));
+  // The same plan from the registry directly, for the same request.
+  const auto topo = ccoll::physical::preset("dgx1v");
+  const auto reg = algo::make_algorithm(algo::find_algorithm("forest").algorithm,
+                                        algo::AlgorithmRequest{&topo, 0, o.split});
+  const auto req = ccoll::cli::make_request(o, s, reg.nranks(), o.bytes.at(0));
+  const auto p = reg.build(req);
+  CHECK(b.plan.nranks == p.nranks);
+  CHECK(b.plan.channels.size() == p.channels.size());
+  CHECK(b.plan.connections.size() == p.connections.size());
+  CHECK(b.plan.algorithm == p.algorithm);
+  CHECK(b.rank_node == reg.rank_node());
+  CHECK(b.plan.active == p.active);
+  // The report shows the forest that was planned.
+  const auto* pf = std::any_cast<algo::PackedForest>(&reg.details());
+  REQUIRE(pf != nullptr);
+  REQUIRE(b.forest.has_value());
+  CHECK(b.forest->pairs.size() == pf->forest(false).pairs.size());
+  CHECK(b.forest->total_GBps == doctest::Approx(pf->forest(false).total_GBps));
+  // And `ccoll plan` prints that plan.
+  const auto r = plan(args);
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["plan"]["channels"].get<std::size_t>() == p.channels.size());
+  CHECK(j["plan"]["nranks"].get<int>() == p.nranks);
+  CHECK(j["ranks"].size() == static_cast<std::size_t>(p.nranks));
+  CHECK(j["forest"]["pairs"].get<std::size_t>() == pf->forest(false).pairs.size());
 }
 
 TEST_CASE("plan --json: the issue's format for every algorithm") {

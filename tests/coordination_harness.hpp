@@ -15,13 +15,13 @@
 #include <thread>
 #include <vector>
 
-#include "ccoll/schedule/coordinator.hpp"
-#include "ccoll/schedule/thread_control_plane.hpp"
+#include "ccoll/coord/coordinator.hpp"
+#include "ccoll/coord/thread_control_plane.hpp"
 
 namespace coordination_harness {
 
 using namespace ccoll;
-using namespace ccoll::schedule;
+using namespace ccoll::coord;
 
 // Concatenation through a stream: g++ 12's -Wrestrict misfires on "literal" + std::string.
 template <class... T>

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "ccoll/schedule/coordinator.hpp"
-#include "ccoll/schedule/mpi_control_plane.hpp"
+#include "ccoll/coord/coordinator.hpp"
+#include "ccoll/coord/mpi_control_plane.hpp"
 
 using namespace ccoll;
-using namespace ccoll::schedule;
+using namespace ccoll::coord;
 
 namespace {
 

@@ -13,16 +13,16 @@
 #include <thread>
 #include <vector>
 
-#include "ccoll/schedule/bitvector.hpp"
-#include "ccoll/schedule/coordinator.hpp"
-#include "ccoll/schedule/fusion.hpp"
-#include "ccoll/schedule/response_cache.hpp"
-#include "ccoll/schedule/tensor_queue.hpp"
-#include "ccoll/schedule/thread_control_plane.hpp"
+#include "ccoll/coord/bitvector.hpp"
+#include "ccoll/coord/coordinator.hpp"
+#include "ccoll/coord/fusion.hpp"
+#include "ccoll/coord/response_cache.hpp"
+#include "ccoll/coord/tensor_queue.hpp"
+#include "ccoll/coord/thread_control_plane.hpp"
 #include "coordination_harness.hpp"
 
 using namespace ccoll;
-using namespace ccoll::schedule;
+using namespace ccoll::coord;
 using namespace coordination_harness;
 
 TEST_CASE("bitvector: set, AND/OR, count, iteration over set bits") {

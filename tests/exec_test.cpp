@@ -1,4 +1,4 @@
-// Tests of the step interpreter (exec/interpreter.hpp) on plans built by hand through
+// Tests of the step interpreter (runtime/interpreter.hpp) on plans built by hand through
 // Plan::reset/add_step/finalize: rings, a tree with two receives and two sends, a relay, FIFOs of
 // depth one, the check form (all ranks interleaved on one thread) and the wait form (a thread per
 // rank), repeated calls over monotonic counters, and the error report of a plan that stalls.
@@ -12,10 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "ccoll/exec/communicator.hpp"
-#include "ccoll/exec/host_threads.hpp"
-#include "ccoll/exec/interpreter.hpp"
-#include "ccoll/exec/slot_store_tuner.hpp"
+#include "ccoll/runtime/communicator.hpp"
+#include "ccoll/transport/host_threads.hpp"
+#include "ccoll/runtime/interpreter.hpp"
+#include "ccoll/runtime/slot_store_tuner.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/plan/verifier.hpp"
 
@@ -55,8 +55,8 @@ struct Harness {
   }
 
   template <class T>
-  exec::ProgramContext<T> context(Rank r, std::uint32_t c, const T* in, T* out) const {
-    exec::ProgramContext<T> ctx;
+  runtime::ProgramContext<T> context(Rank r, std::uint32_t c, const T* in, T* out) const {
+    runtime::ProgramContext<T> ctx;
     const auto& steps = plan.channels[c].programs[static_cast<std::size_t>(r)].steps;
     ctx.steps = steps.data();
     ctx.nsteps = static_cast<std::uint32_t>(steps.size());
@@ -139,7 +139,7 @@ int run_interleaved(Harness& h, const std::vector<std::vector<T>>& in,
     for (Rank r = 0; r < p; ++r) {
       auto ctx = h.context<T>(r, 0, in[static_cast<std::size_t>(r)].data(),
                               out[static_cast<std::size_t>(r)].data());
-      if (exec::try_step<T, Op>(exec::HostGroup{}, ctx, pc[static_cast<std::size_t>(r)]))
+      if (runtime::try_step<T, Op>(runtime::HostGroup{}, ctx, pc[static_cast<std::size_t>(r)]))
         progress = true;
     }
   }
@@ -165,9 +165,9 @@ void run_threads(Harness& h, const std::vector<std::vector<T>>& in,
     threads.emplace_back([&, r] {
       auto ctx = h.context<T>(r, 0, in[static_cast<std::size_t>(r)].data(),
                               out[static_cast<std::size_t>(r)].data());
-      exec::StepFailure f;
+      runtime::StepFailure f;
       ok[static_cast<std::size_t>(r)] =
-          exec::run_program<T, Op>(exec::HostGroup{}, ctx, deadline, &f) ? 1 : 0;
+          runtime::run_program<T, Op>(runtime::HostGroup{}, ctx, deadline, &f) ? 1 : 0;
     });
   for (auto& t : threads) t.join();
   for (Rank r = 0; r < p; ++r) REQUIRE(ok[static_cast<std::size_t>(r)] == 1);
@@ -251,27 +251,27 @@ TEST_CASE("try_step does nothing until the step's messages and slots are there")
     auto c0 = h.context<float>(0, 0, in[0].data(), out[0].data());
     auto c1 = h.context<float>(1, 0, in[1].data(), out[1].data());
     std::uint32_t pc0 = 0, pc1 = 0;
-    const exec::HostGroup g;
-    CHECK(exec::try_step<float, ReduceOp::sum>(g, c0, pc0));        // send into the empty FIFO
-    CHECK_FALSE(exec::try_step<float, ReduceOp::sum>(g, c0, pc0));  // no message from rank 1 yet
-    const auto f = exec::blocked_port(c0, pc0, sync::WaitResult::Timeout);
+    const runtime::HostGroup g;
+    CHECK(runtime::try_step<float, ReduceOp::sum>(g, c0, pc0));        // send into the empty FIFO
+    CHECK_FALSE(runtime::try_step<float, ReduceOp::sum>(g, c0, pc0));  // no message from rank 1 yet
+    const auto f = runtime::blocked_port(c0, pc0, sync::WaitResult::Timeout);
     CHECK(f.peer == 1);
     CHECK_FALSE(f.waiting_for_slot);
-    CHECK(exec::try_step<float, ReduceOp::sum>(g, c1, pc1));
+    CHECK(runtime::try_step<float, ReduceOp::sum>(g, c1, pc1));
     if (nslots == 1) {
       // Every step of a ring receives and sends, and a slot is freed only when its step ends:
       // with one slot both ranks wait for each other, the deadlock plan::verify predicts.
       CHECK_FALSE(verify(plan).ok);
-      CHECK_FALSE(exec::try_step<float, ReduceOp::sum>(g, c0, pc0));
-      CHECK_FALSE(exec::try_step<float, ReduceOp::sum>(g, c1, pc1));
-      const auto f1 = exec::blocked_port(c1, pc1, sync::WaitResult::Timeout);
+      CHECK_FALSE(runtime::try_step<float, ReduceOp::sum>(g, c0, pc0));
+      CHECK_FALSE(runtime::try_step<float, ReduceOp::sum>(g, c1, pc1));
+      const auto f1 = runtime::blocked_port(c1, pc1, sync::WaitResult::Timeout);
       CHECK(f1.peer == 0);
       CHECK(f1.waiting_for_slot);
     } else {
-      CHECK(exec::try_step<float, ReduceOp::sum>(g, c1, pc1));
-      CHECK(exec::try_step<float, ReduceOp::sum>(g, c0, pc0));
-      CHECK(exec::try_step<float, ReduceOp::sum>(g, c0, pc0));
-      CHECK(exec::try_step<float, ReduceOp::sum>(g, c1, pc1));
+      CHECK(runtime::try_step<float, ReduceOp::sum>(g, c1, pc1));
+      CHECK(runtime::try_step<float, ReduceOp::sum>(g, c0, pc0));
+      CHECK(runtime::try_step<float, ReduceOp::sum>(g, c0, pc0));
+      CHECK(runtime::try_step<float, ReduceOp::sum>(g, c1, pc1));
       CHECK(pc0 == 3);
       CHECK(pc1 == 3);
       CHECK(out[0] == out[1]);
@@ -294,7 +294,7 @@ TEST_CASE("element loops: every shape matches a scalar reference, in place too")
         dp.reserve(dst.size());
         for (auto& s : src) sp.push_back(s.data());
         for (auto& d : dst) dp.push_back(d.data());
-        exec::detail::element_loop<double, ReduceOp::avg, true>(exec::HostGroup{}, dp.data(), ndst,
+        runtime::detail::element_loop<double, ReduceOp::avg, true>(runtime::HostGroup{}, dp.data(), ndst,
                                                                 sp.data(), nsrc, n, 4);
         for (std::uint64_t i = 0; i < n; ++i) {
           double v = src[0][i];
@@ -308,9 +308,9 @@ TEST_CASE("element loops: every shape matches a scalar reference, in place too")
           std::vector<std::vector<double>> out(ndst, std::vector<double>(n + 1, -1.0));
           std::vector<double*> op;
           for (std::uint32_t k = 0; k < ndst; ++k) op.push_back(out[k].data() + ((n + k) % 2));
-          exec::detail::element_loop_streaming<double, ReduceOp::avg, true>(
+          runtime::detail::element_loop_streaming<double, ReduceOp::avg, true>(
               op.data(), ndst, streamed, sp.data(), nsrc, n, 4);
-          exec::detail::stream_fence();
+          runtime::detail::stream_fence();
           for (std::uint32_t k = 0; k < ndst; ++k)
             for (std::uint64_t i = 0; i < n; ++i) REQUIRE(op[k][i] == dst[0][i]);
         }
@@ -318,9 +318,9 @@ TEST_CASE("element loops: every shape matches a scalar reference, in place too")
         if (nsrc == 1) {  // a plain copy streams from its source without staging
           std::vector<double> a(n + 1, -1.0), b(n, -1.0);
           double* two[2] = {a.data() + 1, b.data()};
-          exec::detail::element_loop_streaming<double, ReduceOp::sum, false>(two, 2, 1u, sp.data(),
+          runtime::detail::element_loop_streaming<double, ReduceOp::sum, false>(two, 2, 1u, sp.data(),
                                                                              1, n, 4);
-          exec::detail::stream_fence();
+          runtime::detail::stream_fence();
           for (std::uint64_t i = 0; i < n; ++i)
             REQUIRE((two[0][i] == src[0][i] && b[i] == src[0][i]));
         }
@@ -328,7 +328,7 @@ TEST_CASE("element loops: every shape matches a scalar reference, in place too")
         std::vector<double> io = src[0];
         sp[0] = io.data();
         dp[0] = io.data();
-        exec::detail::element_loop<double, ReduceOp::max, false>(exec::HostGroup{}, dp.data(), ndst,
+        runtime::detail::element_loop<double, ReduceOp::max, false>(runtime::HostGroup{}, dp.data(), ndst,
                                                                  sp.data(), nsrc, n, 4);
         for (std::uint64_t i = 0; i < n; ++i) {
           double v = src[0][i];
@@ -354,7 +354,7 @@ TEST_CASE("a plan that stalls: the waiting ranks report channel, step and peer, 
   c.nslots = 2;
   c.timeout = 200ms;
   c.verify_plans = false;  // the verifier would reject it, which is the point
-  exec::HostThreadsExecutor ex(c, &Broken::build, "broken");
+  transport::HostThreads::Executor ex(c, &Broken::build, "broken");
   std::vector<std::vector<float>> in(3, std::vector<float>(30, 1.0f)),
       out(3, std::vector<float>(30));
   std::vector<std::string> what(3);
@@ -387,17 +387,18 @@ TEST_CASE("communicator: plans are cached per count and element size") {
   Config c;
   c.nranks = 3;
   c.slot_bytes = 1024;
-  exec::Communicator comm(
+  runtime::AreaCommunicator comm(
       c, 3,
       [](const PlanRequest& req) {
         return hand_ring(req.nranks, req.count, req.slot_bytes / req.elem_size, req.nslots);
       },
       "hand");
-  std::vector<std::byte> area(comm.layout().total + 128);
+  const runtime::AreaLayout layout = runtime::area_layout(comm);
+  std::vector<std::byte> area(layout.total + 128);
   const auto misalignment = reinterpret_cast<std::uintptr_t>(area.data()) % 128;
   std::byte* base = area.data() + (misalignment == 0 ? 0 : 128 - misalignment);
-  comm.init_area(base, 1);
-  comm.attach(base);
+  runtime::init_area(base, layout, 3, comm.fingerprint(), 1);
+  runtime::attach_area(comm, base);
   const auto& a = comm.prepared_plan(90, 4);
   const auto& b = comm.prepared_plan(90, 4);
   const auto& d = comm.prepared_plan(90, 8);
@@ -408,7 +409,7 @@ TEST_CASE("communicator: plans are cached per count and element size") {
 }
 
 TEST_CASE("slot store tuner: explores both modes, keeps the faster, probes less while it wins") {
-  using Tuner = exec::SlotStoreTuner;
+  using Tuner = runtime::SlotStoreTuner;
   // Synthetic machine: the time of a call in each mode.
   std::uint64_t cost[2] = {800, 1000};  // cached faster by 20%
   Tuner t;

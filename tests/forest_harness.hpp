@@ -13,14 +13,16 @@
 #include <utility>
 #include <vector>
 
-#include "ccoll/topology/arborescence.hpp"
-#include "ccoll/topology/lp.hpp"
-#include "ccoll/topology/packed_forest.hpp"
-#include "ccoll/topology/physical.hpp"
+#include "ccoll/solve/arborescence.hpp"
+#include "ccoll/solve/lp.hpp"
+#include "ccoll/forest/packed_forest.hpp"
+#include "ccoll/physical/graph.hpp"
 
 namespace forest_test {
 
-using namespace ccoll::topology;
+using namespace ccoll::physical;
+using namespace ccoll::forest;
+using namespace ccoll::solve;
 
 // Every out-arborescence rooted at `root` that contains all terminals (optional nodes only as
 // internal relays): lists of edge indices. Brute force over a parent choice per node.

@@ -7,11 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "ccoll/topology/packed_forest.hpp"
-#include "ccoll/topology/presets.hpp"
+#include "ccoll/forest/packed_forest.hpp"
+#include "ccoll/physical/presets.hpp"
 #include "forest_harness.hpp"
 
-using namespace ccoll::topology;
+using namespace ccoll::physical;
+using namespace ccoll::forest;
+using namespace ccoll::solve;
 using namespace forest_test;
 
 TEST_CASE("forest sweep: 600 random graphs, all active or one inactive, against brute force") {

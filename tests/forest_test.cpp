@@ -14,16 +14,18 @@
 #include <set>
 #include <vector>
 
-#include "ccoll/topology/arborescence.hpp"
-#include "ccoll/topology/forest_exact.hpp"
-#include "ccoll/topology/lp.hpp"
-#include "ccoll/topology/mwu_packing.hpp"
-#include "ccoll/topology/packed_forest.hpp"
-#include "ccoll/topology/presets.hpp"
-#include "ccoll/topology/steiner.hpp"
+#include "ccoll/solve/arborescence.hpp"
+#include "ccoll/forest/exact.hpp"
+#include "ccoll/solve/lp.hpp"
+#include "ccoll/solve/mwu_packing.hpp"
+#include "ccoll/forest/packed_forest.hpp"
+#include "ccoll/physical/presets.hpp"
+#include "ccoll/solve/steiner.hpp"
 #include "forest_harness.hpp"
 
-using namespace ccoll::topology;
+using namespace ccoll::physical;
+using namespace ccoll::forest;
+using namespace ccoll::solve;
 using namespace forest_test;
 
 TEST_CASE("arborescence: heap and matrix forms of Edmonds equal brute force, node subsets too") {
@@ -586,7 +588,7 @@ TEST_CASE("forest: a single worker, and a disconnected active set, are handled")
       TopologyError);
 }
 
-#include "ccoll/topology/forest_plan.hpp"
+#include "ccoll/forest/to_plan.hpp"
 #include "topology_plan_runner.hpp"
 
 TEST_CASE("forest plans: verified and correct on host threads, relays included") {

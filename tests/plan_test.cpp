@@ -14,10 +14,10 @@
 #include "ccoll/plan/ring.hpp"
 #include "ccoll/plan/tree.hpp"
 #include "ccoll/plan/verifier.hpp"
-#include "ccoll/topology/direct.hpp"
-#include "ccoll/topology/double_binary_tree.hpp"
-#include "ccoll/topology/ring.hpp"
-#include "ccoll/topology/tree.hpp"
+#include "ccoll/algo/direct.hpp"
+#include "ccoll/algo/double_binary_tree.hpp"
+#include "ccoll/algo/ring.hpp"
+#include "ccoll/algo/tree.hpp"
 
 using namespace ccoll;
 using namespace ccoll::plan;
@@ -238,8 +238,8 @@ TEST_CASE("direct: one hop per phase, rounds, step shapes and the slot working s
   for (const auto& ch : big.channels)
     for (const auto& prog : ch.programs)
       for (const Step& s : prog.steps) CHECK(s.count <= big.slot_elems);
-  CHECK(ccoll::topology::Direct::build(request(3, 99)).algorithm == "direct");
-  CHECK(ccoll::topology::Direct::name == "direct");
+  CHECK(ccoll::algo::Direct::build(request(3, 99)).algorithm == "direct");
+  CHECK(ccoll::algo::Direct::name == "direct");
 }
 
 TEST_CASE("trees need no more than one slot per connection") {
@@ -419,15 +419,15 @@ TEST_CASE("chunking: seed 004 Eq. 4 and the slot limit") {
 }
 
 TEST_CASE("policies satisfy LogicalTopology and build what their builders build") {
-  static_assert(ccoll::topology::LogicalTopology<ccoll::topology::Ring>);
-  static_assert(ccoll::topology::LogicalTopology<ccoll::topology::Tree>);
-  static_assert(ccoll::topology::LogicalTopology<ccoll::topology::DoubleBinaryTree>);
+  static_assert(ccoll::algo::LogicalTopology<ccoll::algo::Ring>);
+  static_assert(ccoll::algo::LogicalTopology<ccoll::algo::Tree>);
+  static_assert(ccoll::algo::LogicalTopology<ccoll::algo::DoubleBinaryTree>);
   const PlanRequest req = request(6, 1234, 2, 2);
-  CHECK(ccoll::topology::Ring::build(req).algorithm == "ring");
-  CHECK(ccoll::topology::Tree::build(req).algorithm == "tree-overlap");
-  CHECK(ccoll::topology::DoubleBinaryTree::build(req).algorithm == "dbtree-overlap");
-  CHECK(ccoll::topology::Ring::name == "ring");
-  require_ok(ccoll::topology::DoubleBinaryTree::build(req), "policy");
+  CHECK(ccoll::algo::Ring::build(req).algorithm == "ring");
+  CHECK(ccoll::algo::Tree::build(req).algorithm == "tree-overlap");
+  CHECK(ccoll::algo::DoubleBinaryTree::build(req).algorithm == "dbtree-overlap");
+  CHECK(ccoll::algo::Ring::name == "ring");
+  require_ok(ccoll::algo::DoubleBinaryTree::build(req), "policy");
 }
 
 namespace {

@@ -108,13 +108,13 @@ TEST_CASE("profiles run from the input side to the output side") {
   CHECK(b768 == 160);  // 78 x norm2 (4 x 48 channels) + 2 norm1 with 192 input channels
 }
 
-#if __has_include("ccoll/schedule/profile.hpp")
-#include "ccoll/schedule/profile.hpp"
+#if __has_include("ccoll/gradient/profile.hpp")
+#include "ccoll/gradient/profile.hpp"
 
 TEST_CASE("the schedule's profile loader reads every shipped profile") {
   for (const Expected& e : kExpected) {
     CAPTURE(e.file);
-    const auto p = ccoll::schedule::load_profile(std::string(CCOLL_SOURCE_DIR) + "/data/profiles/" +
+    const auto p = ccoll::gradient::load_profile(std::string(CCOLL_SOURCE_DIR) + "/data/profiles/" +
                                                  e.file + ".json");
     CHECK(p.name == e.file);
     CHECK(static_cast<std::size_t>(p.num_layers()) == e.tensors);

@@ -2,16 +2,16 @@
 // (seed 002 Eq. 6-8, seed 000 Eq. 9), and the planners against brute force over every schedule.
 #include <doctest/doctest.h>
 
-#include <ccoll/schedule/asc_wfbp.hpp>
-#include <ccoll/schedule/comm_model.hpp>
-#include <ccoll/schedule/fusion_buffer.hpp>
-#include <ccoll/schedule/lower_bound.hpp>
-#include <ccoll/schedule/mg_wfbp.hpp>
-#include <ccoll/schedule/optimal.hpp>
-#include <ccoll/schedule/profile.hpp>
-#include <ccoll/schedule/single_layer.hpp>
-#include <ccoll/schedule/timeline.hpp>
-#include <ccoll/schedule/wfbp.hpp>
+#include <ccoll/gradient/asc_wfbp.hpp>
+#include <ccoll/gradient/comm_model.hpp>
+#include <ccoll/gradient/fusion_buffer.hpp>
+#include <ccoll/gradient/lower_bound.hpp>
+#include <ccoll/gradient/mg_wfbp.hpp>
+#include <ccoll/gradient/optimal.hpp>
+#include <ccoll/gradient/profile.hpp>
+#include <ccoll/gradient/single_layer.hpp>
+#include <ccoll/gradient/timeline.hpp>
+#include <ccoll/gradient/wfbp.hpp>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -20,7 +20,7 @@
 #include <sstream>
 #include <string>
 
-using namespace ccoll::schedule;
+using namespace ccoll::gradient;
 
 namespace {
 
@@ -30,7 +30,7 @@ ModelProfile make_profile(std::vector<std::uint64_t> bytes, std::vector<double> 
   p.forward_s = fwd;
   for (std::size_t i = 0; i < bytes.size(); ++i)
     p.layers.push_back(
-        {ccoll::schedule::detail::cat({"l", std::to_string(i + 1)}), bytes[i], bwd[i]});
+        {ccoll::gradient::detail::cat({"l", std::to_string(i + 1)}), bytes[i], bwd[i]});
   return p;
 }
 
@@ -47,7 +47,7 @@ struct Random {
     p.name = "random";
     p.forward_s = uniform(0, 0.01);
     for (int i = 0; i < L; ++i)
-      p.layers.push_back({ccoll::schedule::detail::cat({"l", std::to_string(i + 1)}),
+      p.layers.push_back({ccoll::gradient::detail::cat({"l", std::to_string(i + 1)}),
                           static_cast<std::uint64_t>(log_uniform(256, 8e6)) / 4 * 4,
                           log_uniform(1e-5, 3e-3)});
     return p;

@@ -10,15 +10,15 @@
 #include <utility>
 #include <vector>
 
-#include "ccoll/exec/sim/chrome_trace.hpp"
-#include "ccoll/exec/sim/from_physical.hpp"
-#include "ccoll/exec/sim/simulator.hpp"
+#include "ccoll/sim/chrome_trace.hpp"
+#include "ccoll/sim/from_physical.hpp"
+#include "ccoll/sim/simulator.hpp"
 #include "ccoll/model/alpha_beta.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/ring.hpp"
 #include "ccoll/plan/tree.hpp"
 #include "ccoll/plan/verifier.hpp"
-#include "ccoll/topology/presets.hpp"
+#include "ccoll/physical/presets.hpp"
 
 using namespace ccoll;
 
@@ -348,22 +348,22 @@ TEST_CASE("Chrome trace has one slice per step and link counters") {
 
 TEST_CASE("physical topologies: routes through switches and NICs, per-link utilisation") {
   SUBCASE("ring over two PCIe machines is bound by the 10 Gbps NICs") {
-    // Seed 001 Fig. 3 by hand (topology::cluster builds the same; GCC 12 -O3 reports a false
+    // Seed 001 Fig. 3 by hand (physical::cluster builds the same; GCC 12 -O3 reports a false
     // -Wrestrict inside it when it is inlined here).
-    topology::PhysicalTopology topo;
+    physical::PhysicalTopology topo;
     for (int m = 0; m < 2; ++m) {
       const std::string host(1, static_cast<char>('a' + m));
       for (int g = 0; g < 4; ++g)
-        topo.add_node(host + std::to_string(g), topology::NodeKind::gpu, host);
+        topo.add_node(host + std::to_string(g), physical::NodeKind::gpu, host);
     }
     for (int m = 0; m < 2; ++m) {
       const std::string host(1, static_cast<char>('a' + m));
-      const int pcie = topo.add_node(host + "pcie", topology::NodeKind::switch_, host);
-      const int nic = topo.add_node(host + "nic", topology::NodeKind::nic, host);
+      const int pcie = topo.add_node(host + "pcie", physical::NodeKind::switch_, host);
+      const int nic = topo.add_node(host + "nic", physical::NodeKind::nic, host);
       for (int g = 0; g < 4; ++g) topo.add_link(m * 4 + g, pcie, 12.5, 1, 1.0, "pcie");
       topo.add_link(pcie, nic, 12.5, 1, 1.0, "pcie");
     }
-    const int tor = topo.add_node("tor", topology::NodeKind::switch_);
+    const int tor = topo.add_node("tor", physical::NodeKind::switch_);
     topo.add_link(topo.find("anic"), tor, 1.25, 1, 2.0, "net");
     topo.add_link(topo.find("bnic"), tor, 1.25, 1, 2.0, "net");
     const auto net = sim::to_network(topo);
@@ -383,7 +383,7 @@ TEST_CASE("physical topologies: routes through switches and NICs, per-link utili
     CHECK(nic_util <= 1.0 + 1e-9);
   }
   SUBCASE("every link stays within its capacity on DGX-1V") {
-    const auto topo = topology::dgx1v();
+    const auto topo = physical::dgx1v();
     const auto res = sim::simulate(plan::build_ring(request(8, 16e6)), sim::to_network(topo),
                                    sim::compute_rank_nodes(topo));
     CHECK(res.time_s > 0);

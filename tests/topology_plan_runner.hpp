@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "ccoll/exec/host_threads.hpp"
+#include "ccoll/transport/host_threads.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/plan/verifier.hpp"
 
@@ -42,7 +42,7 @@ inline void verify_and_run(
   c.slot_bytes = 4096;
   c.nslots = 4;
   c.timeout = std::chrono::milliseconds(30000);
-  ccoll::exec::HostThreadsExecutor ex(c, &build_current, "topology-test");
+  ccoll::transport::HostThreads::Executor ex(c, &build_current, "topology-test");
   std::vector<std::vector<float>> in(static_cast<std::size_t>(p)), out(static_cast<std::size_t>(p));
   std::vector<float> expect(count, 0.0f);
   for (int r = 0; r < p; ++r) {

@@ -6,17 +6,20 @@
 #include <string>
 #include <vector>
 
-#include "ccoll/topology/dot.hpp"
-#include "ccoll/topology/embedding.hpp"
-#include "ccoll/topology/hierarchical.hpp"
-#include "ccoll/topology/json_loader.hpp"
-#include "ccoll/topology/nccl_xml_loader.hpp"
-#include "ccoll/topology/nvidia_smi_loader.hpp"
-#include "ccoll/topology/physical.hpp"
-#include "ccoll/topology/presets.hpp"
+#include "ccoll/forest/dot.hpp"
+#include "ccoll/algo/embedding.hpp"
+#include "ccoll/algo/hierarchical.hpp"
+#include "ccoll/physical/json_loader.hpp"
+#include "ccoll/physical/nccl_xml_loader.hpp"
+#include "ccoll/physical/nvidia_smi_loader.hpp"
+#include "ccoll/physical/graph.hpp"
+#include "ccoll/physical/presets.hpp"
 #include "topology_plan_runner.hpp"
 
-using namespace ccoll::topology;
+using namespace ccoll::physical;
+using namespace ccoll::forest;
+using namespace ccoll::solve;
+using namespace ccoll::algo;
 
 namespace {
 

@@ -20,13 +20,13 @@
 #include <thread>
 #include <vector>
 
-#include "ccoll/schedule/coordinator.hpp"
-#include "ccoll/schedule/thread_control_plane.hpp"
+#include "ccoll/coord/coordinator.hpp"
+#include "ccoll/coord/thread_control_plane.hpp"
 
 namespace {
 
 using namespace ccoll;
-using namespace ccoll::schedule;
+using namespace ccoll::coord;
 
 struct PhaseBytes {
   std::uint64_t cycles = 0, bitvector = 0, invalid = 0, gather = 0, broadcast = 0;

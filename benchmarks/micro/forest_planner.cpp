@@ -20,13 +20,15 @@
 #include <utility>
 #include <vector>
 
-#include "ccoll/topology/arborescence.hpp"
-#include "ccoll/topology/packed_forest.hpp"
-#include "ccoll/topology/presets.hpp"
+#include "ccoll/solve/arborescence.hpp"
+#include "ccoll/forest/packed_forest.hpp"
+#include "ccoll/physical/presets.hpp"
 
 namespace {
 
-using namespace ccoll::topology;
+using namespace ccoll::physical;
+using namespace ccoll::forest;
+using namespace ccoll::solve;
 
 // Seed 001 Fig. 6's notation per machine of a DGX-1 cluster: "2G" = GPUs A and G, "3G" = A, B, G,
 // "4H" = A, B, G, H, a number k = the first k GPUs.

@@ -1,4 +1,4 @@
-// bench_reduce_kernel: the host element loops of the step interpreter (exec/interpreter.hpp), the
+// bench_reduce_kernel: the host element loops of the step interpreter (runtime/interpreter.hpp), the
 // inner loop of every host allreduce: copy (recv -> out), reduce (in (+) recv -> out) and reduce
 // into two destinations (in (+) recv -> out and the next slot), per element type.
 //
@@ -13,8 +13,8 @@
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
 
-#if __has_include(<ccoll/exec/interpreter.hpp>)
-#include "ccoll/exec/interpreter.hpp"
+#if __has_include(<ccoll/runtime/interpreter.hpp>)
+#include "ccoll/runtime/interpreter.hpp"
 #define CCOLL_MICRO_HAVE_INTERPRETER 1
 #else
 #define CCOLL_MICRO_HAVE_INTERPRETER 0
@@ -50,7 +50,7 @@ void BM_ElementLoop(benchmark::State& state) {
   for (int k = 0; k < NDst; ++k) dsts[k] = dst[static_cast<std::size_t>(k)].data();
   for (auto _ : state) {
 #if CCOLL_MICRO_HAVE_INTERPRETER
-    ccoll::exec::detail::element_loop<T, ccoll::ReduceOp::sum, false>(ccoll::exec::HostGroup{},
+    ccoll::runtime::detail::element_loop<T, ccoll::ReduceOp::sum, false>(ccoll::runtime::HostGroup{},
                                                                       dsts, NDst, srcs, NSrc, n, 1);
 #else
     // Same shape, plain loop (the interpreter is not in this checkout).

@@ -7,14 +7,14 @@
 
 #include <string>
 
-#include "ccoll/schedule/asc_wfbp.hpp"
-#include "ccoll/schedule/mg_wfbp.hpp"
-#include "ccoll/schedule/optimal.hpp"
-#include "ccoll/schedule/profile.hpp"
+#include "ccoll/gradient/asc_wfbp.hpp"
+#include "ccoll/gradient/mg_wfbp.hpp"
+#include "ccoll/gradient/optimal.hpp"
+#include "ccoll/gradient/profile.hpp"
 
 namespace {
 
-using namespace ccoll::schedule;
+using namespace ccoll::gradient;
 
 const char* const kModels[] = {"resnet50",    "resnet152", "densenet161", "densenet201",
                                "inceptionv4", "googlenet", "bert_base"};

@@ -7,7 +7,7 @@
 // writer must first take those lines back from the reader's cache; with streamed stores the message
 // goes through memory. Which is faster depends on where the two cores sit (docs/results/
 // shm-vs-mpi.md: on the development VM it changes when the hypervisor moves the virtual CPUs), and
-// SlotStoreTuner (exec/slot_store_tuner.hpp) decides at run time; this program shows the two costs
+// SlotStoreTuner (runtime/slot_store_tuner.hpp) decides at run time; this program shows the two costs
 // side by side.
 //
 //   bench_slot_handoff [piece KiB ...]      (default 64 256 1024; threads pinned to CPUs 0 and 1)
@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "ccoll/exec/interpreter.hpp"
+#include "ccoll/runtime/interpreter.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/backoff.hpp"
 
@@ -89,8 +89,8 @@ Result handoff(std::size_t piece, bool streamed) {
     const auto t0 = std::chrono::steady_clock::now();
     unsigned char* slot = slots + (m % kSlots) * piece;
     if (streamed) {
-      ccoll::exec::detail::stream_copy(slot, src.data(), piece);
-      ccoll::exec::detail::stream_fence();
+      ccoll::runtime::detail::stream_copy(slot, src.data(), piece);
+      ccoll::runtime::detail::stream_fence();
     } else {
       std::memcpy(slot, src.data(), piece);
     }

@@ -8,7 +8,7 @@
 
 int main() {
   using AR =
-      ccoll::Allreduce<ccoll::transport::HostThreads, ccoll::topology::Ring,
+      ccoll::Allreduce<ccoll::transport::HostThreads, ccoll::algo::Ring,
                        ccoll::schedule::Pipelined<ccoll::schedule::Overlap::ReduceBroadcast>>;
   constexpr int kRanks = 4;
   constexpr std::size_t kCount = 1000;
@@ -21,7 +21,7 @@ int main() {
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r)
     threads.emplace_back([&, r] {
-      ar.run(r, data[r].data(), data[r].data(), kCount, ccoll::DataType::f32, ccoll::ReduceOp::sum);
+      ar.rank(r).run(data[r].data(), data[r].data(), kCount, ccoll::DataType::f32, ccoll::ReduceOp::sum);
     });
   for (auto& t : threads) t.join();
   for (int r = 0; r < kRanks; ++r)

@@ -1,123 +1,135 @@
-// ccoll/allreduce.hpp: ccoll::Allreduce, the public allreduce type, and ccoll::Config.
+// ccoll/allreduce.hpp: ccoll::Allreduce, the public allreduce type: one transport, one logical
+// topology and one schedule composed (docs/api.md).
 //
-// One type per system, composed of three policies (see docs/api.md):
-//
-//   using AR = ccoll::Allreduce<ccoll::transport::SharedMemory, ccoll::topology::Ring,
+//   using AR = ccoll::Allreduce<ccoll::transport::SharedMemory, ccoll::algo::Ring,
 //                               ccoll::schedule::Phased>;
-//   AR ar(ccoll::Config{});                       // collective: every rank constructs it
-//   ar.run(send, recv, count, ccoll::DataType::f32, ccoll::ReduceOp::sum);   // many times
+//   AR ar(ccoll::Config{});     // collective: every rank constructs it
+//   ar.run(send, recv, count, ccoll::DataType::f32, ccoll::ReduceOp::sum);  // many times
 //
-// The object is set up once; each run() validates its arguments on every rank and across ranks
+// One calling convention for every transport: a call is made through a rank handle,
+// ar.rank(r).run(...), for a rank r this process hosts (local_ranks()). The host-threads transport
+// hosts every rank, and thread r uses ar.rank(r); a process transport hosts one, its own
+// (ar.rank()), and ar.run(...) is short for ar.rank(ar.rank()).run(...). Stateful topologies are passed in: Allreduce<T, algo::PackedForest, S>
+// ar(config, algo::PackedForest(physical::preset("dgx1v"))).
+//
+// The object is set up once; each call validates its arguments on every rank and across ranks
 // (count, dtype and op must agree) before any buffer is touched, looks up the plan cached for its
 // count (built and verified on the first call of that count), and interprets it. After the first
-// call of a given count, run() allocates nothing. send == recv runs in place. All ranks receive
+// call of a given count, a call allocates nothing. send == recv runs in place. All ranks receive
 // bitwise identical results (each element is finalised once, by one rank, and then copied). Errors
 // are ccoll::Error with a code: InvalidArgument, Mismatch, Unsupported, Timeout, Aborted, System.
-//
-// Transports with an executor here: transport::HostThreads (ranks are threads; each thread calls
-// run(rank, ...)) and transport::SharedMemory (ranks are processes on one host). The other
-// transport tags have no executor yet and fail to compile with a message.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
+#include <span>
 #include <string>
-#include <string_view>
+#include <utility>
 
+#include "ccoll/algo/concepts.hpp"
+#include "ccoll/core/config.hpp"
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/error.hpp"
 #include "ccoll/core/op.hpp"
-#include "ccoll/exec/config.hpp"
-#include "ccoll/exec/host_threads.hpp"
-#include "ccoll/exec/shared_memory.hpp"
 #include "ccoll/plan/plan.hpp"
+#include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/schedule/pipelined.hpp"
-#include "ccoll/topology/concepts.hpp"
-#include "ccoll/transport.hpp"
+#include "ccoll/transport/concept.hpp"
 
 namespace ccoll {
 
-namespace detail {
-
-template <class L, class S>
-plan::Plan build_with_policies(const plan::PlanRequest& request) {
-  plan::PlanRequest req = request;
-  S::configure(req);
-  return L::build(req);
-}
-
-template <class T, class L, class S>
-std::string policy_name() {
-  return std::string(T::name) + "/" + std::string(L::name) + "/" + std::string(S::name);
-}
-
-template <class>
-inline constexpr bool kAlwaysFalse = false;
-
-}  // namespace detail
-
-template <transport::Transport T, topology::LogicalTopology L, schedule::Schedule S>
+template <transport::Transport T, algo::LogicalTopology L,
+          schedule::Schedule S = schedule::Pipelined<schedule::Overlap::ReduceBroadcast>>
 class Allreduce {
-  static_assert(detail::kAlwaysFalse<T>,
-                "ccoll: this transport has no executor in this version of ccoll "
-                "(implemented: transport::HostThreads, transport::SharedMemory)");
-};
-
-// Ranks are the threads of one process. Construct once; each of config.nranks threads calls
-// run(rank, ...) with its own rank for every collective.
-template <topology::LogicalTopology L, schedule::Schedule S>
-class Allreduce<transport::HostThreads, L, S> {
  public:
-  using transport_type = transport::HostThreads;
+  using transport_type = T;
   using topology_type = L;
   using schedule_type = S;
 
-  explicit Allreduce(const Config& config)
-      : exec_(config, &detail::build_with_policies<L, S>,
-              detail::policy_name<transport::HostThreads, L, S>()) {}
+  // One rank's view: every call of that rank goes through it.
+  class Rank {
+   public:
+    void run(const void* sendbuff, void* recvbuff, std::size_t count, DataType dtype,
+             ReduceOp op) {
+      exec_->run(rank_, sendbuff, recvbuff, count, dtype, op);
+    }
+    int id() const { return rank_; }
 
-  // Collective over all nranks threads; each passes its own rank.
-  void run(int rank, const void* sendbuff, void* recvbuff, std::size_t count, DataType dtype,
-           ReduceOp op) {
-    exec_.run(rank, sendbuff, recvbuff, count, dtype, op);
-  }
-  int nranks() const { return exec_.nranks(); }
-  const Config& config() const { return exec_.config(); }
-  // The plan run for `count` elements of `dtype` (built, verified and cached on first use).
-  const plan::Plan& plan(std::size_t count, DataType dtype) {
-    return exec_.communicator().prepared_plan(count, size_of(dtype)).plan;
-  }
-  static std::string name() { return detail::policy_name<transport::HostThreads, L, S>(); }
-
- private:
-  exec::HostThreadsExecutor exec_;
-};
-
-// Ranks are processes on one host. Every process constructs it (a collective rendezvous bounded
-// by config.timeout) and calls run() for every collective.
-template <topology::LogicalTopology L, schedule::Schedule S>
-class Allreduce<transport::SharedMemory, L, S> {
- public:
-  using transport_type = transport::SharedMemory;
-  using topology_type = L;
-  using schedule_type = S;
+   private:
+    friend class Allreduce;
+    Rank(typename T::Executor* exec, int rank) : exec_(exec), rank_(rank) {}
+    typename T::Executor* exec_;
+    int rank_;
+  };
 
   explicit Allreduce(const Config& config = Config{})
-      : exec_(config, &detail::build_with_policies<L, S>,
-              detail::policy_name<transport::SharedMemory, L, S>()) {}
+    requires std::default_initializable<L>
+      : Allreduce(config, L{}) {}
+  Allreduce(const Config& config, L topology)
+      : topology_(std::move(topology)),
+        exec_(resolve(config, topology_),
+              [this](const plan::PlanRequest& request) { return build(request); }, name()) {}
+  Allreduce(const Allreduce&) = delete;
+  Allreduce& operator=(const Allreduce&) = delete;
 
-  void run(const void* sendbuff, void* recvbuff, std::size_t count, DataType dtype, ReduceOp op) {
-    exec_.run(sendbuff, recvbuff, count, dtype, op);
+  // The handle of local rank r (threads: 0..nranks-1; a process: its own rank).
+  Rank rank(int r) {
+    for (int local : exec_.local_ranks())
+      if (local == r) return Rank(&exec_, r);
+    std::string locals;
+    for (int local : exec_.local_ranks()) locals += (locals.empty() ? "" : ", ") + std::to_string(local);
+    throw_invalid_argument(r, "rank", "a rank of this process (" + locals + ")", std::to_string(r));
   }
-  int rank() const { return exec_.rank(); }
+  // This process's rank, for transports that host one rank per process (SharedMemory).
+  int rank() const {
+    const auto locals = exec_.local_ranks();
+    if (locals.size() != 1)
+      throw_invalid_argument(-1, "rank", "rank(r): this transport hosts " +
+                                             std::to_string(locals.size()) + " ranks per process",
+                             "rank()");
+    return locals[0];
+  }
+  // A call by this process's rank (transports with one rank per process).
+  void run(const void* sendbuff, void* recvbuff, std::size_t count, DataType dtype, ReduceOp op) {
+    exec_.run(rank(), sendbuff, recvbuff, count, dtype, op);
+  }
+  std::span<const int> local_ranks() const { return exec_.local_ranks(); }
   int nranks() const { return exec_.nranks(); }
   const Config& config() const { return exec_.config(); }
+  const L& topology() const { return topology_; }
+  // The plan run for `count` elements of `dtype` (built, verified and cached on first use).
   const plan::Plan& plan(std::size_t count, DataType dtype) {
-    return exec_.communicator().prepared_plan(count, size_of(dtype)).plan;
+    return exec_.plan(count, size_of(dtype));
   }
-  static std::string name() { return detail::policy_name<transport::SharedMemory, L, S>(); }
+  std::string name() const {
+    return std::string(T::name) + "/" + std::string(topology_.name) + "/" + std::string(S::name);
+  }
 
  private:
-  exec::SharedMemoryExecutor exec_;
+  static Config resolve(Config config, const L& topology) {
+    if constexpr (algo::FixedRankTopology<L>) {
+      const int needed = static_cast<int>(topology.nranks());  // 0: any
+      if (needed <= 0) return T::resolve(config);
+      if (config.nranks == 0) config.nranks = needed;
+      config = T::resolve(config);
+      if (config.nranks != needed)
+        throw_invalid_argument(config.rank, "Config::nranks",
+                               std::to_string(needed) + " (the ranks topology '" +
+                                   std::string(topology.name) + "' was planned for)",
+                               std::to_string(config.nranks));
+      return config;
+    } else {
+      return T::resolve(config);
+    }
+  }
+  plan::Plan build(const plan::PlanRequest& request) const {
+    plan::PlanRequest req = request;
+    S::configure(req);
+    return topology_.build(req);
+  }
+
+  L topology_;
+  typename T::Executor exec_;
 };
 
 }  // namespace ccoll

@@ -1,5 +1,5 @@
 // gpu_persistent_kernel: runs ccoll plans on one GPU with virtual ranks, through the same step
-// interpreter the host executors use (exec/interpreter.hpp) instantiated with a CUDA block Group,
+// interpreter the host executors use (runtime/interpreter.hpp) instantiated with a CUDA block Group,
 // and checks the results against a host reference. One block per (rank, channel); buffers, FIFO
 // slots and counters in device memory; counters through cuda::atomic_ref (seed 004's device-side
 // post / wait without host intervention).
@@ -18,8 +18,8 @@
 
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
-#include "ccoll/exec/cuda/persistent_kernel.cuh"
-#include "ccoll/exec/interpreter.hpp"
+#include "ccoll/transport/cuda/persistent_kernel.cuh"
+#include "ccoll/runtime/interpreter.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/plan/ring.hpp"
@@ -31,7 +31,8 @@ namespace {
 using ccoll::DataType;
 using ccoll::ReduceOp;
 namespace plan = ccoll::plan;
-namespace exec = ccoll::exec;
+namespace transport = ccoll::transport;
+namespace runtime = ccoll::runtime;
 
 #define CHECK_CUDA(call)                                                 \
   do {                                                                   \
@@ -99,8 +100,8 @@ long run_plan(const plan::Plan& p, int calls, unsigned threads) {
   ccoll::sync::ConnectionRef* d_refs = nullptr;
   std::uint64_t* d_base = nullptr;
   std::uint32_t* d_abort = nullptr;
-  exec::StepFailure* d_failures = nullptr;
-  exec::ProgramContext<T>* d_ctx = nullptr;
+  runtime::StepFailure* d_failures = nullptr;
+  runtime::ProgramContext<T>* d_ctx = nullptr;
   const unsigned nblocks = nch * static_cast<unsigned>(nranks);
   CHECK_CUDA(cudaMalloc(&d_refs, sizeof(ccoll::sync::ConnectionRef) * nconn));
   CHECK_CUDA(cudaMemcpy(d_refs, refs.data(), sizeof(ccoll::sync::ConnectionRef) * nconn,
@@ -108,10 +109,10 @@ long run_plan(const plan::Plan& p, int calls, unsigned threads) {
   CHECK_CUDA(cudaMalloc(&d_base, sizeof(std::uint64_t) * (nconn + 1)));
   CHECK_CUDA(cudaMalloc(&d_abort, sizeof(std::uint32_t)));
   CHECK_CUDA(cudaMemset(d_abort, 0, sizeof(std::uint32_t)));
-  CHECK_CUDA(cudaMalloc(&d_failures, sizeof(exec::StepFailure) * nblocks));
-  CHECK_CUDA(cudaMalloc(&d_ctx, sizeof(exec::ProgramContext<T>) * nblocks));
+  CHECK_CUDA(cudaMalloc(&d_failures, sizeof(runtime::StepFailure) * nblocks));
+  CHECK_CUDA(cudaMalloc(&d_ctx, sizeof(runtime::ProgramContext<T>) * nblocks));
 
-  std::vector<exec::ProgramContext<T>> ctx(nblocks);
+  std::vector<runtime::ProgramContext<T>> ctx(nblocks);
   for (std::uint32_t c = 0; c < nch; ++c)
     for (int r = 0; r < nranks; ++r) {
       const std::size_t b = c * static_cast<std::size_t>(nranks) + static_cast<std::size_t>(r);
@@ -129,7 +130,7 @@ long run_plan(const plan::Plan& p, int calls, unsigned threads) {
       x.channel = c;
       x.abort = d_abort;
     }
-  CHECK_CUDA(cudaMemcpy(d_ctx, ctx.data(), sizeof(exec::ProgramContext<T>) * nblocks,
+  CHECK_CUDA(cudaMemcpy(d_ctx, ctx.data(), sizeof(runtime::ProgramContext<T>) * nblocks,
                         cudaMemcpyHostToDevice));
 
   std::vector<T> in(count * static_cast<std::size_t>(nranks));
@@ -152,7 +153,7 @@ long run_plan(const plan::Plan& p, int calls, unsigned threads) {
     CHECK_CUDA(
         cudaMemcpy(d_base, base.data(), sizeof(std::uint64_t) * nconn, cudaMemcpyHostToDevice));
     CHECK_CUDA(cudaMemset(d_out, 0, sizeof(T) * count * nranks));
-    const cudaError_t launched = exec::cuda::launch_persistent_plan<T, Op>(
+    const cudaError_t launched = transport::cuda::launch_persistent_plan<T, Op>(
         d_ctx, nblocks, threads, 10'000'000'000ull, d_failures, d_abort);
     if (launched == cudaErrorCooperativeLaunchTooLarge) {
       std::printf("SKIP: %u blocks cannot be resident at once on this GPU\n", nblocks);
@@ -160,8 +161,8 @@ long run_plan(const plan::Plan& p, int calls, unsigned threads) {
     }
     CHECK_CUDA(launched);
     CHECK_CUDA(cudaDeviceSynchronize());
-    std::vector<exec::StepFailure> failures(nblocks);
-    CHECK_CUDA(cudaMemcpy(failures.data(), d_failures, sizeof(exec::StepFailure) * nblocks,
+    std::vector<runtime::StepFailure> failures(nblocks);
+    CHECK_CUDA(cudaMemcpy(failures.data(), d_failures, sizeof(runtime::StepFailure) * nblocks,
                           cudaMemcpyDeviceToHost));
     for (unsigned b = 0; b < nblocks; ++b)
       if (failures[b].result != ccoll::sync::WaitResult::Ok) {

@@ -17,20 +17,20 @@
 #include <string>
 #include <vector>
 
-#include "ccoll/schedule/asc_wfbp.hpp"
-#include "ccoll/schedule/comm_model.hpp"
-#include "ccoll/schedule/fusion_buffer.hpp"
-#include "ccoll/schedule/mg_wfbp.hpp"
-#include "ccoll/schedule/optimal.hpp"
-#include "ccoll/schedule/profile.hpp"
-#include "ccoll/schedule/single_layer.hpp"
-#include "ccoll/schedule/timeline.hpp"
-#include "ccoll/schedule/wfbp.hpp"
+#include "ccoll/gradient/asc_wfbp.hpp"
+#include "ccoll/gradient/comm_model.hpp"
+#include "ccoll/gradient/fusion_buffer.hpp"
+#include "ccoll/gradient/mg_wfbp.hpp"
+#include "ccoll/gradient/optimal.hpp"
+#include "ccoll/gradient/profile.hpp"
+#include "ccoll/gradient/single_layer.hpp"
+#include "ccoll/gradient/timeline.hpp"
+#include "ccoll/gradient/wfbp.hpp"
 #include "cli_common.hpp"
 
 namespace ccoll::cli {
 
-namespace sched = ccoll::schedule;
+namespace grad = ccoll::gradient;
 
 struct ScheduleOptions {
   std::string profile;  // FILE or the name of a shipped profile
@@ -160,9 +160,9 @@ inline ScheduleOptions parse_schedule_options(const std::vector<std::string>& ar
 
 // A file path, or a shipped model name looked up in $CCOLL_PROFILE_DIR, the source tree's
 // data/profiles and the installed share/ccoll/profiles.
-inline sched::ModelProfile resolve_profile(const std::string& name) {
+inline grad::ModelProfile resolve_profile(const std::string& name) {
   namespace fs = std::filesystem;
-  if (fs::exists(name)) return sched::load_profile(name);
+  if (fs::exists(name)) return grad::load_profile(name);
   std::vector<fs::path> dirs;
   if (const char* env = std::getenv("CCOLL_PROFILE_DIR")) dirs.emplace_back(env);
 #ifdef CCOLL_DATA_DIR
@@ -176,58 +176,58 @@ inline sched::ModelProfile resolve_profile(const std::string& name) {
   std::string tried;
   for (const auto& d : dirs) {
     const fs::path p = d / (name + ".json");
-    if (fs::exists(p)) return sched::load_profile(p.string());
+    if (fs::exists(p)) return grad::load_profile(p.string());
     tried += " " + p.string();
   }
   throw std::runtime_error("--profile: \"" + name + "\" is neither a file nor a shipped model" +
                            (tried.empty() ? std::string() : " (looked for" + tried + ")"));
 }
 
-inline sched::CommModel comm_model(const ScheduleOptions& o) {
-  if (o.collective == "line") return sched::CommModel::from_line(o.a, o.b, o.gamma);
-  return sched::CommModel::collective(sched::parse_collective(o.collective), o.workers,
+inline grad::CommModel comm_model(const ScheduleOptions& o) {
+  if (o.collective == "line") return grad::CommModel::from_line(o.a, o.b, o.gamma);
+  return grad::CommModel::collective(grad::parse_collective(o.collective), o.workers,
                                       model::AlphaBeta{o.a, o.b}, o.gamma);
 }
 
 struct Planned {
-  sched::Schedule schedule;
+  grad::Schedule schedule;
   double planning_s = 0;
-  std::optional<sched::OptimalResult> optimal;
+  std::optional<grad::OptimalResult> optimal;
 };
 
 inline Planned plan_policy(const ScheduleOptions& o, const std::string& policy,
-                           const sched::ModelProfile& p, const sched::CommModel& c) {
+                           const grad::ModelProfile& p, const grad::CommModel& c) {
   Planned out;
   const auto t0 = std::chrono::steady_clock::now();
   if (policy == "wfbp") {
-    out.schedule = sched::plan_wfbp(p);
+    out.schedule = grad::plan_wfbp(p);
   } else if (policy == "single") {
-    out.schedule = sched::plan_single_layer(p);
+    out.schedule = grad::plan_single_layer(p);
   } else if (policy == "mg") {
-    out.schedule = sched::plan_mg_wfbp(p, c);
+    out.schedule = grad::plan_mg_wfbp(p, c);
   } else if (policy == "mg-paper") {
-    out.schedule = sched::plan_mg_wfbp_paper(p, c);
+    out.schedule = grad::plan_mg_wfbp_paper(p, c);
   } else if (policy == "asc") {
-    out.schedule = sched::plan_asc_wfbp(p, c, o.concurrency);
+    out.schedule = grad::plan_asc_wfbp(p, c, o.concurrency);
   } else if (policy == "optimal") {
-    sched::OptimalOptions opt;
+    grad::OptimalOptions opt;
     opt.max_concurrent = o.concurrency;
     opt.time_limit_s = o.time_limit_s;
-    out.optimal = sched::solve_optimal(p, c, opt);
+    out.optimal = grad::solve_optimal(p, c, opt);
     out.schedule = out.optimal->schedule;
   } else if (policy == "bucket") {
     out.schedule =
-        sched::plan_ddp_buckets(p, {static_cast<std::uint64_t>(o.bucket_mb * 1048576),
+        grad::plan_ddp_buckets(p, {static_cast<std::uint64_t>(o.bucket_mb * 1048576),
                                     static_cast<std::uint64_t>(o.first_bucket_mb * 1048576)});
   } else {
-    out.schedule = sched::plan_horovod_fusion(
+    out.schedule = grad::plan_horovod_fusion(
         p, {static_cast<std::uint64_t>(o.fusion_mb * 1048576), o.cycle_ms * 1e-3});
   }
   out.planning_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
 
-inline sched::Schedule schedule_from_file(const std::string& path, int num_layers,
+inline grad::Schedule schedule_from_file(const std::string& path, int num_layers,
                                           int default_concurrency) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("--evaluate: cannot read \"" + path + "\"");
@@ -256,7 +256,7 @@ inline sched::Schedule schedule_from_file(const std::string& path, int num_layer
     throw std::runtime_error("--evaluate: layer_types has " + std::to_string(typing.size()) +
                              " entries, the profile " + std::to_string(num_layers) + " layers");
   const int k = j.value("max_concurrent", default_concurrency);
-  return sched::schedule_from_typing(sched::parse_typing(typing), k,
+  return grad::schedule_from_typing(grad::parse_typing(typing), k,
                                      j.value("policy", "evaluated"));
 }
 
@@ -269,8 +269,8 @@ inline int run_schedule(const std::vector<std::string>& args, std::ostream& out,
   }
   return run_reporting("schedule", err, [&] {
     const ScheduleOptions o = parse_schedule_options(args);
-    const sched::ModelProfile p = resolve_profile(o.profile);
-    const sched::CommModel c = comm_model(o);
+    const grad::ModelProfile p = resolve_profile(o.profile);
+    const grad::CommModel c = comm_model(o);
     std::vector<Planned> runs;
     if (!o.evaluate.empty()) {
       Planned e;
@@ -292,9 +292,9 @@ inline int run_schedule(const std::vector<std::string>& args, std::ostream& out,
              "notes\n";
     }
     for (const Planned& r : runs) {
-      const sched::Timeline tl = sched::evaluate(p, r.schedule, c);
+      const grad::Timeline tl = grad::evaluate(p, r.schedule, c);
       if (o.json) {
-        nlohmann::json j = sched::to_json(p, r.schedule, tl);
+        nlohmann::json j = grad::to_json(p, r.schedule, tl);
         j["planning_s"] = r.planning_s;
         j["cost_model"] = c.describe();
         if (r.optimal) {
@@ -327,7 +327,7 @@ inline int run_schedule(const std::vector<std::string>& args, std::ostream& out,
       std::ofstream f(o.trace);
       if (!f) throw std::runtime_error("--trace: cannot write \"" + o.trace + "\"");
       const Planned& last = runs.back();
-      sched::write_chrome_trace(f, p, last.schedule, sched::evaluate(p, last.schedule, c));
+      grad::write_chrome_trace(f, p, last.schedule, grad::evaluate(p, last.schedule, c));
     }
     return 0;
   });

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <algorithm>
+#include <any>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
-#include <map>
+#include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
@@ -16,31 +18,28 @@
 #include <string>
 #include <vector>
 
-#include "ccoll/exec/sim/chrome_trace.hpp"
-#include "ccoll/exec/sim/from_physical.hpp"
-#include "ccoll/exec/sim/simulator.hpp"
-#include "ccoll/model/alpha_beta.hpp"
-#include "ccoll/plan/double_binary_tree.hpp"
-#include "ccoll/plan/ring.hpp"
-#include "ccoll/plan/tree.hpp"
-#include "ccoll/plan/verifier.hpp"
-#include "ccoll/topology/hierarchical.hpp"
-#include "ccoll/topology/json_loader.hpp"
-#include "ccoll/topology/nccl_xml_loader.hpp"
-#include "ccoll/topology/nvidia_smi_loader.hpp"
-#include "ccoll/topology/packed_forest.hpp"
-#include "ccoll/topology/physical.hpp"
-#include "cli_common.hpp"
-// GCC 12 at -O3 reports a false -Wrestrict (GCC bug 105329) inside topology::cluster()'s
+// GCC 12 at -O3 reports a false -Wrestrict (GCC bug 105329) inside physical::cluster()'s
 // "m" + std::to_string(m) once inlined here.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wrestrict"
 #endif
-#include "ccoll/topology/presets.hpp"
+#include "ccoll/physical/load.hpp"
+#include "ccoll/physical/presets.hpp"
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+#include "ccoll/algo/all.hpp"
+#include "ccoll/forest/packed_forest.hpp"
+#include "ccoll/model/alpha_beta.hpp"
+#include "ccoll/physical/graph.hpp"
+#include "ccoll/plan/double_binary_tree.hpp"
+#include "ccoll/plan/tree.hpp"
+#include "ccoll/plan/verifier.hpp"
+#include "ccoll/sim/chrome_trace.hpp"
+#include "ccoll/sim/from_physical.hpp"
+#include "ccoll/sim/simulator.hpp"
+#include "cli_common.hpp"
 
 namespace ccoll::cli {
 
@@ -86,11 +85,14 @@ inline double parse_bytes(const std::string& s) {
   return v * mult;
 }
 
-inline const char* kAlgos = "ring, dbtree, tree, forest, ps, blink, hdbtree";
-
-inline bool known_algo(const std::string& a) {
-  return a == "ring" || a == "dbtree" || a == "tree" || a == "forest" || a == "ps" ||
-         a == "blink" || a == "hdbtree";
+// An --algo name: a registered algorithm (algo/registry.hpp), optionally with -overlap or -phased.
+inline algo::AlgorithmSpec find_algo(const std::string& name) {
+  try {
+    return algo::find_algorithm(name);
+  } catch (const Error&) {
+    throw UsageError("--algo: unknown algorithm \"" + name + "\" (expected one of " +
+                     algo::algorithm_names() + ", optionally with -overlap or -phased)");
+  }
 }
 
 inline Options parse_options(const std::vector<std::string>& args) {
@@ -105,10 +107,8 @@ inline Options parse_options(const std::vector<std::string>& args) {
       o.topology = value(i);
     } else if (a == "--algo") {
       o.algos = split_list(value(i));
-      for (const auto& al : o.algos)
-        if (!known_algo(al))
-          throw UsageError("--algo: unknown algorithm \"" + al + "\" (expected " + kAlgos + ")");
-      if (o.algos.empty()) throw UsageError("--algo: expected " + std::string(kAlgos));
+      for (const auto& al : o.algos) find_algo(al);
+      if (o.algos.empty()) throw UsageError("--algo: expected one of " + algo::algorithm_names());
     } else if (a == "--active") {
       o.active = split_list(value(i));
     } else if (a == "--overlap") {
@@ -157,40 +157,12 @@ inline Options parse_options(const std::vector<std::string>& args) {
 }
 
 // Topology input ------------------------------------------------------------------------------
-// A file is read by its first character: '{' the JSON format of topology/json_loader.hpp, '<'
-// NCCL's topology dump (topology/nccl_xml_loader.hpp), anything else the matrix of
-// `nvidia-smi topo -m` (topology/nvidia_smi_loader.hpp). docs/formats.md documents all three.
-inline topology::PhysicalTopology topology_from_file_text(const std::string& text,
-                                                          const std::string& where) {
-  const auto first = text.find_first_not_of(" \t\r\n");
-  const char c = first == std::string::npos ? '\0' : text[first];
-  topology::PhysicalTopology t;
-  if (c == '<') {
-    t = topology::topology_from_nccl_xml(text);
-  } else if (c == '{' || c == '[') {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      throw topology::TopologyError(where + ": not valid JSON: " + e.what());
-    }
-    try {
-      t = topology::topology_from_json(j);
-    } catch (const topology::TopologyError& e) {
-      throw topology::TopologyError(where + ": " + e.what());
-    }
-    if (!j.contains("name")) t.name = where;
-    return t;
-  } else {
-    t = topology::topology_from_nvidia_smi(text);
-  }
-  t.name = where.substr(where.find_last_of('/') + 1);
-  return t;
-}
-
+// A file is read by its first character (physical::topology_from_file_text, physical/load.hpp:
+// JSON, NCCL's XML dump or `nvidia-smi topo -m`; docs/formats.md), anything else is a preset, and
+// uniform:P[:GBps[:us]] is a network of P ranks with a link per ordered pair and no graph.
 struct Setup {
   std::string name;
-  std::optional<topology::PhysicalTopology> topo;  // absent for uniform networks
+  std::optional<physical::PhysicalTopology> topo;  // absent for uniform networks
   sim::Network net;
   int uniform_ranks = 0;
   double uniform_GBps = 0, uniform_latency_us = 0;
@@ -218,12 +190,12 @@ inline Setup load_setup(const Options& o) {
     return s;
   }
   if (std::ifstream(o.topology)) {
-    s.topo = topology_from_file_text(read_text_file(o.topology), o.topology);
+    s.topo = physical::topology_from_file_text(read_text_file(o.topology), o.topology);
   } else {
     try {
-      s.topo = topology::preset(o.topology);
-    } catch (const topology::TopologyError& e) {
-      throw topology::TopologyError("--topology: \"" + o.topology +
+      s.topo = physical::preset(o.topology);
+    } catch (const physical::TopologyError& e) {
+      throw physical::TopologyError("--topology: \"" + o.topology +
                                     "\" is neither a readable file nor a preset (" + e.what() +
                                     ")");
     }
@@ -232,12 +204,12 @@ inline Setup load_setup(const Options& o) {
   s.topo->validate();
   // Every active node must reach every other one.
   const auto active = s.topo->active_nodes();
-  if (active.empty()) throw topology::TopologyError("the active set is empty");
-  const auto routes = topology::all_routes(*s.topo);
+  if (active.empty()) throw physical::TopologyError("the active set is empty");
+  const auto routes = physical::all_routes(*s.topo);
   for (int a : active)
     for (int b : active)
       if (a != b && routes(a, b).empty())
-        throw topology::TopologyError("the active set is disconnected: no route from " +
+        throw physical::TopologyError("the active set is disconnected: no route from " +
                                       s.topo->nodes[static_cast<std::size_t>(a)].id + " to " +
                                       s.topo->nodes[static_cast<std::size_t>(b)].id);
   s.net = sim::to_network(*s.topo);
@@ -245,6 +217,10 @@ inline Setup load_setup(const Options& o) {
 }
 
 // Plans --------------------------------------------------------------------------------------
+// Every plan comes from the algorithm registry (algo/registry.hpp, algo/all.hpp): the CLI makes
+// the registered algorithm for the topology (or for P abstract ranks on uniform:P), builds its plan
+// with the request below, and takes the physical node of each rank from it. What it reports beyond
+// the plan (trees, rings, the forest's solution) is read from the same registered object.
 
 struct TreeOut {
   std::string root;
@@ -255,13 +231,14 @@ struct TreeOut {
 };
 
 struct Built {
-  std::string algo;
+  std::string algo;      // the name given to --algo
+  bool overlap = false;  // the schedule planned (--overlap, or the name's -overlap / -phased)
   plan::Plan plan;
   std::vector<int> rank_node;  // network node of each rank
   std::vector<std::string> rank_id;
   std::vector<TreeOut> trees;
   std::vector<std::vector<std::string>> rings;
-  std::optional<topology::PackedForest> forest;
+  std::optional<forest::PackedForest> forest;  // the forest the plan was built from
 };
 
 inline plan::PlanRequest make_request(const Options& o, const Setup& s, int nranks, double bytes) {
@@ -293,29 +270,26 @@ inline plan::PlanRequest make_request(const Options& o, const Setup& s, int nran
   return req;
 }
 
-// Max-min fair link sharing (the simulator's, and that of concurrent channels on real links)
-// gives the flows on a link equal rates, not rates in proportion to their trees' planned weights,
-// so in a tree set with unequal shares the heaviest trees fall behind and finish last. Cutting
-// every tree into round(share / unit) copies (unit = total share / target, at least one copy)
-// gives all channels about the same share; the planned rates are then feasible with equal rates
-// per flow, and max-min fairness, which maximises the smallest rate, gives every flow at least
-// its planned one. target <= 0 keeps one channel per tree.
-inline std::vector<plan::TreeSpec> equal_rate_trees(const std::vector<plan::TreeSpec>& specs,
-                                                    int target) {
-  if (target <= 0 || specs.size() < 2) return specs;
-  double total = 0;
-  for (const auto& t : specs) total += t.share;
-  if (!(total > 0) || !std::isfinite(total)) return specs;
-  const double unit = total / target;
-  std::vector<plan::TreeSpec> out;
-  for (const auto& t : specs) {
-    const long n = std::max(1L, std::lround(t.share / unit));
-    for (long k = 0; k < n; ++k) {
-      out.push_back(t);
-      out.back().share = t.share / static_cast<double>(n);
-    }
+// The registered algorithm `spec` for the CLI's topology: on a graph, the graph; on uniform:P,
+// P abstract ranks, except for algorithms planned on a graph: the forest then plans on
+// physical::fully_connected(P) (the uniform network as a graph), the others are usage errors.
+inline algo::Registered make_registered(const Options& o, const Setup& s,
+                                        const algo::AlgorithmSpec& spec, const std::string& name) {
+  algo::AlgorithmRequest ar;
+  ar.split = o.split;
+  std::optional<physical::PhysicalTopology> full;
+  if (s.topo) {
+    ar.topology = &*s.topo;
+  } else if (!spec.algorithm.needs_topology) {
+    ar.nranks = s.uniform_ranks;
+  } else if (spec.algorithm.name == "forest") {
+    full = physical::fully_connected(s.uniform_ranks, s.uniform_GBps);
+    ar.topology = &*full;
+  } else {
+    throw UsageError("--algo " + name +
+                     ": needs a topology with machines (a file or a preset), not uniform:P");
   }
-  return out;
+  return algo::make_algorithm(spec.algorithm, ar);  // copies what it keeps of the topology
 }
 
 inline void add_parent_tree(Built& b, plan::Rank root, const std::vector<plan::Rank>& parent,
@@ -334,35 +308,18 @@ inline void add_parent_tree(Built& b, plan::Rank root, const std::vector<plan::R
   b.trees.push_back(std::move(t));
 }
 
-inline Built build(const Options& o, const Setup& s, const std::string& algo, double bytes) {
-  Built b;
-  b.algo = algo;
-  std::vector<bool> active;
-  if (s.topo) {
-    const auto nodes = algo == "forest" ? s.topo->compute_nodes() : s.topo->active_nodes();
-    for (int n : nodes) {
-      b.rank_node.push_back(n);
-      b.rank_id.push_back(s.topo->nodes[static_cast<std::size_t>(n)].id);
-      active.push_back(s.topo->is_active(n));
-    }
-  } else {
-    for (int r = 0; r < s.uniform_ranks; ++r) {
-      b.rank_node.push_back(r);
-      b.rank_id.push_back(s.net.nodes[static_cast<std::size_t>(r)].name);
-      active.push_back(true);
-    }
-  }
-  const auto P = static_cast<plan::Rank>(b.rank_node.size());
-  const auto req = make_request(o, s, P, bytes);
+// The trees (or rings) of the plan just built, for the report.
+inline void add_report(Built& b, const algo::Registered& reg, const plan::PlanRequest& req) {
+  const plan::Rank P = req.nranks;
+  const std::string& algo = reg.name;
   if (algo == "ring") {
-    b.plan = plan::build_ring(req);
+    // plan::build_ring's rings: ranks in order, odd channels reversed.
     for (std::uint32_t c = 0; c < std::max<std::uint32_t>(1, req.nchannels); ++c) {
       b.rings.emplace_back();
       for (plan::Rank r = 0; r < P; ++r)
-        b.rings.back().push_back(b.rank_id[static_cast<std::size_t>(r)]);
+        b.rings.back().push_back(b.rank_id[static_cast<std::size_t>(c % 2 ? P - 1 - r : r)]);
     }
   } else if (algo == "dbtree") {
-    b.plan = plan::build_double_binary_tree(req);
     const auto [t1, t2] = plan::double_binary_tree_parents(P);
     for (const auto* t : {&t1, &t2}) {
       const auto root = static_cast<plan::Rank>(std::find(t->begin(), t->end(), -1) - t->begin());
@@ -370,68 +327,30 @@ inline Built build(const Options& o, const Setup& s, const std::string& algo, do
       add_parent_tree(b, root, *t, "broadcast", 0.5);
     }
   } else if (algo == "tree") {
-    b.plan = plan::build_tree(req);
     const auto parent = plan::binary_tree_parents(P);
     add_parent_tree(b, 0, parent, "reduce", 1.0);
     add_parent_tree(b, 0, parent, "broadcast", 1.0);
   } else if (algo == "ps") {
-    // Sharded parameter server on the workers: worker j owns 1/P of the parameters, every worker
-    // pushes that shard to j, j pushes the sum back (one one-hop star per worker).
-    std::vector<plan::TreeSpec> specs;
-    for (plan::Rank j = 0; j < P; ++j) {
-      plan::TreeSpec t;
-      t.root = j;
-      t.reduce_parent.assign(static_cast<std::size_t>(P), j);
-      t.reduce_parent[static_cast<std::size_t>(j)] = -1;
-      t.share = 1.0;
-      add_parent_tree(b, j, t.reduce_parent, "reduce", 1.0 / P);
-      add_parent_tree(b, j, t.reduce_parent, "broadcast", 1.0 / P);
-      specs.push_back(std::move(t));
+    for (const auto& t : algo::ParameterServer::stars(P)) {
+      add_parent_tree(b, t.root, t.reduce_parent, "reduce", 1.0 / P);
+      add_parent_tree(b, t.root, t.reduce_parent, "broadcast", 1.0 / P);
     }
-    b.plan = plan::build_trees(req, specs, active);
-    b.plan.algorithm = "ps";
-  } else if (algo == "blink" || algo == "hdbtree") {
-    if (!s.topo)
-      throw UsageError("--algo " + algo +
-                       ": needs a topology with machines (a file or a preset), not uniform:P");
-    const auto h = algo == "blink" ? topology::blink_trees(*s.topo)
-                                   : topology::nccl_hierarchical_trees(*s.topo);
-    b.plan = plan::build_trees(req, equal_rate_trees(h.trees, o.split), active);
-    b.plan.algorithm = algo + (req.overlap ? "-overlap" : "");
-    for (const auto& t : h.trees) {
+  } else if (const auto* h =
+                 std::any_cast<std::shared_ptr<const algo::HierarchicalTrees>>(&reg.details())) {
+    for (const auto& t : (*h)->trees) {  // blink, hdbtree: the trees before --split cuts them
       add_parent_tree(b, t.root, t.reduce_parent, "reduce", t.share);
       add_parent_tree(b, t.root, t.broadcast_parent.empty() ? t.reduce_parent : t.broadcast_parent,
                       "broadcast", t.share);
     }
-  } else if (algo == "forest") {
-    topology::PhysicalTopology topo =
-        s.topo ? *s.topo : topology::fully_connected(s.uniform_ranks, s.uniform_GBps);
-    topology::ForestOptions fo;
-    fo.schedule =
-        o.overlap ? topology::ForestSchedule::concurrent : topology::ForestSchedule::phased;
-    b.forest = topology::solve_packed_forest(topo, fo);
-    std::map<int, plan::Rank> rank_of;
-    for (std::size_t r = 0; r < b.rank_node.size(); ++r)
-      rank_of[b.rank_node[r]] = static_cast<plan::Rank>(r);
-    std::vector<plan::TreeSpec> specs;
+  } else if (const auto* pf = std::any_cast<algo::PackedForest>(&reg.details())) {
+    b.forest = pf->forest(req.overlap);  // solved (and cached) by the build just done
+    const auto& topo = pf->physical();
     double total = 0;
     for (const auto& p : b.forest->pairs) total += p.weight_GBps;
-    for (const auto& p : b.forest->pairs) {
-      plan::TreeSpec t;
-      t.root = rank_of.at(p.root);
-      t.reduce_parent.assign(static_cast<std::size_t>(P), -1);
-      t.broadcast_parent.assign(static_cast<std::size_t>(P), -1);
-      for (const auto& [from, to] : p.reduce_edges)
-        t.reduce_parent[static_cast<std::size_t>(rank_of.at(from))] = rank_of.at(to);
-      for (const auto& [from, to] : p.broadcast_edges)
-        t.broadcast_parent[static_cast<std::size_t>(rank_of.at(to))] = rank_of.at(from);
-      t.share = std::isfinite(p.weight_GBps) ? p.weight_GBps : 1.0;
-      specs.push_back(std::move(t));
-    }
     for (const auto& ft : b.forest->trees()) {
       TreeOut t;
       t.root = topo.nodes[static_cast<std::size_t>(ft.root)].id;
-      t.phase = ft.phase == topology::TreePhase::reduce ? "reduce" : "broadcast";
+      t.phase = ft.phase == forest::TreePhase::reduce ? "reduce" : "broadcast";
       t.weight_GBps = ft.weight_GBps;
       t.share = total > 0 && std::isfinite(total) ? ft.weight_GBps / total : 1.0;
       for (const auto& [from, to] : ft.edges)
@@ -439,10 +358,30 @@ inline Built build(const Options& o, const Setup& s, const std::string& algo, do
                              topo.nodes[static_cast<std::size_t>(to)].id);
       b.trees.push_back(std::move(t));
     }
-    b.plan = plan::build_trees(req, equal_rate_trees(specs, o.split), active);
-  } else {
-    throw UsageError("--algo: unknown algorithm \"" + algo + "\" (expected " + kAlgos + ")");
   }
+}
+
+inline Built build(const Options& o, const Setup& s, const std::string& name, double bytes) {
+  const algo::AlgorithmSpec spec = find_algo(name);
+  const algo::Registered reg = make_registered(o, s, spec, name);
+  Built b;
+  b.algo = name;
+  if (s.topo) {
+    b.rank_node = reg.rank_node();
+    for (int n : b.rank_node) b.rank_id.push_back(s.topo->nodes[static_cast<std::size_t>(n)].id);
+  } else {
+    const int P = reg.nranks() > 0 ? reg.nranks() : s.uniform_ranks;
+    for (int r = 0; r < P; ++r) {
+      b.rank_node.push_back(r);
+      b.rank_id.push_back(s.net.nodes[static_cast<std::size_t>(r)].name);
+    }
+  }
+  auto req = make_request(o, s, static_cast<int>(b.rank_node.size()), bytes);
+  // The CLI's schedule is --overlap (phased without it); a name's -overlap or -phased overrides it.
+  if (spec.algorithm.name != name) req.overlap = spec.overlap;
+  b.overlap = req.overlap;
+  b.plan = reg.build(req);
+  add_report(b, reg, req);
   return b;
 }
 
@@ -477,10 +416,10 @@ inline Prediction predict(const Options& o, const Setup& s, const Built& b, doub
 
 // Rendering ----------------------------------------------------------------------------------
 
-inline nlohmann::json plan_json(const Options& o, const Built& b, const Prediction& p) {
+inline nlohmann::json plan_json(const Built& b, const Prediction& p) {
   nlohmann::json j;
   j["algorithm"] = b.algo;
-  j["overlap"] = o.overlap;
+  j["overlap"] = b.overlap;
   j["ranks"] = b.rank_id;
   std::vector<bool> act(b.plan.active.begin(), b.plan.active.end());
   j["active"] = nlohmann::json::array();
@@ -499,8 +438,8 @@ inline nlohmann::json plan_json(const Options& o, const Built& b, const Predicti
   }
   if (!b.rings.empty()) j["rings"] = b.rings;
   if (b.forest) {
-    j["forest"] = {{"schedule", topology::to_string(b.forest->schedule)},
-                   {"method", topology::to_string(b.forest->method)},
+    j["forest"] = {{"schedule", forest::to_string(b.forest->schedule)},
+                   {"method", forest::to_string(b.forest->method)},
                    {"total_GBps", b.forest->total_GBps},
                    {"optimum_found_GBps", b.forest->optimum_found_GBps},
                    {"prune_loss", b.forest->prune_loss()},
@@ -597,34 +536,35 @@ inline std::string csv_header() {
          "max_link_util\n";
 }
 
-inline std::string csv_row(const Options& o, const Setup& s, const Built& b, const Prediction& p) {
+inline std::string csv_row(const Setup& s, const Built& b, const Prediction& p) {
   double util = 0;
   for (const auto& l : p.sim.links) util = std::max(util, l.utilisation);
   char buf[512];
   std::snprintf(buf, sizeof buf, "%s,%s,%d,%d,%d,%.0f,%.9g,%.6g,%.6g,%.9g,%.4f\n", s.name.c_str(),
-                b.algo.c_str(), o.overlap ? 1 : 0, b.plan.nranks, b.plan.nactive(), p.bytes,
+                b.algo.c_str(), b.overlap ? 1 : 0, b.plan.nranks, b.plan.nactive(), p.bytes,
                 p.time_s, p.algbw_GBps, p.busbw_GBps, p.sim.turnaround_s, util);
   return buf;
 }
 
-// Shared by both sub-commands' --help.
-inline const char* kAlgoHelp =
-    "Algorithms (docs/topology.md):\n"
-    "  ring     one ring over the active nodes in node order\n"
-    "  dbtree   NCCL's double binary tree over the active nodes in node order\n"
-    "  tree     one binary tree (heap order)\n"
-    "  forest   seed 001's packed reduce/broadcast trees (relays allowed)\n"
-    "  ps       sharded parameter server on the workers (one one-hop tree per worker)\n"
-    "  blink    Blink-like: trees packed inside each machine + a ring of machine roots\n"
-    "  hdbtree  NCCL 2.4 across machines: a chain inside each machine, double binary tree "
-    "across\n"
-    "--split N: forest and blink cut their trees into about N channels of equal share, so that\n"
-    "  fair link sharing gives each tree its planned rate (default 64; 0: one per tree).\n"
-    "Formats: docs/formats.md. Simulator: docs/simulator.md.\n";
+// Shared by both sub-commands' --help: the registry's algorithms.
+inline std::string algo_help() {
+  std::string h = "Algorithms (--algo NAME[-overlap|-phased]; docs/topology.md):\n";
+  for (const auto& a : algo::algorithms()) {
+    std::string name = "  " + a.name;
+    name.resize(std::max<std::size_t>(name.size() + 1, 11), ' ');
+    h += name + a.description + "\n";
+  }
+  h += "--overlap plans the overlapped schedule (default phased); a name's -overlap or -phased\n"
+       "  overrides it for that algorithm.\n"
+       "--split N: forest, blink and hdbtree cut their trees into about N channels of equal\n"
+       "  share, so that fair link sharing gives each tree its planned rate (default 64; 0: one\n"
+       "  per tree).\n"
+       "Formats: docs/formats.md. Simulator: docs/simulator.md.\n";
+  return h;
+}
 
 inline const char* kPlanHelp =
-    "usage: ccoll plan --topology FILE|PRESET|uniform:P[:GBps[:us]] --algo "
-    "ring|dbtree|tree|forest|ps|blink|hdbtree\n"
+    "usage: ccoll plan --topology FILE|PRESET|uniform:P[:GBps[:us]] --algo NAME\n"
     "                  [--active id,id,...] [--overlap] [--bytes N] [--json|--dot]\n"
     "                  [--chunks K] [--slot-bytes N] [--nslots N] [--alpha-us A] [--split N]\n"
     "Builds the plan on the physical topology, checks it with the verifier, and prints its trees\n"
@@ -644,7 +584,7 @@ inline const char* kSimulateHelp =
 // `ccoll plan`: returns the exit status; output to `out`, errors to `err`.
 inline int run_plan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (wants_help(args)) {
-    out << kPlanHelp << kAlgoHelp;
+    out << kPlanHelp << algo_help();
     return 0;
   }
   return run_reporting("plan", err, [&] {
@@ -656,7 +596,7 @@ inline int run_plan(const std::vector<std::string>& args, std::ostream& out, std
     if (!rep.ok) throw std::runtime_error("the plan fails verification: " + rep.error);
     const Prediction p = predict(o, s, b, o.bytes.at(0));
     if (o.json) {
-      out << plan_json(o, b, p).dump(2) << "\n";
+      out << plan_json(b, p).dump(2) << "\n";
     } else if (o.dot) {
       out << plan_dot(s, b, p);
     } else {
@@ -675,7 +615,7 @@ inline int run_plan(const std::vector<std::string>& args, std::ostream& out, std
 inline int run_simulate(const std::vector<std::string>& args, std::ostream& out,
                         std::ostream& err) {
   if (wants_help(args)) {
-    out << kSimulateHelp << kAlgoHelp;
+    out << kSimulateHelp << algo_help();
     return 0;
   }
   return run_reporting("simulate", err, [&] {
@@ -689,9 +629,9 @@ inline int run_simulate(const std::vector<std::string>& args, std::ostream& out,
         const Built b = build(o, s, algo, o.bytes[i]);
         const Prediction p = predict(o, s, b, o.bytes[i], last && !o.trace.empty());
         if (o.csv) {
-          out << csv_row(o, s, b, p);
+          out << csv_row(s, b, p);
         } else if (o.json) {
-          all.push_back(plan_json(o, b, p));
+          all.push_back(plan_json(b, p));
         } else {
           print_text(out, s, b, p, o.max_links);
         }

@@ -1,7 +1,7 @@
-// repro_seed004: seed 004 (C-Cube) Sec. II-C, III-C and V-B with ccoll's simulator and the closed
+// repro_seed004: [C-Cube] Sec. II-C, III-C and V-B with ccoll's simulator and the closed
 // forms of model/alpha_beta.hpp: overlapped (C1) against phased (B) trees, rings and double binary
 // trees for P = 8..1024 and 16 KiB..64 MiB, gradient turnaround, when every chunk is back at every
-// rank, and the double tree with detours on a DGX-1V (seed 004 Fig. 12). docs/repro-seed004.md
+// rank, and the double tree with detours on a DGX-1V ([C-Cube] Fig. 12). docs/repro-seed004.md
 // presents the results; docs/repro/seed004.py runs this program and draws the plots.
 //
 // Writes into --out DIR:
@@ -21,16 +21,16 @@
 #include <string>
 #include <vector>
 
-#include "ccoll/exec/sim/from_physical.hpp"
-#include "ccoll/exec/sim/simulator.hpp"
+#include "ccoll/algo/embedding.hpp"
 #include "ccoll/model/alpha_beta.hpp"
+#include "ccoll/physical/presets.hpp"
 #include "ccoll/plan/chunking.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/ring.hpp"
 #include "ccoll/plan/tree.hpp"
 #include "ccoll/plan/verifier.hpp"
-#include "ccoll/topology/embedding.hpp"
-#include "ccoll/topology/presets.hpp"
+#include "ccoll/sim/from_physical.hpp"
+#include "ccoll/sim/simulator.hpp"
 
 using namespace ccoll;
 
@@ -177,7 +177,7 @@ int main(int argc, char** argv) try {
           K = plan::resolve_chunks(req, req.count, static_cast<std::uint64_t>(P), 0.0,
                                    2.0 * (P - 1));
           model_t = model::ring_allreduce_time(link, P, bytes);
-          paper = model_t;  // seed 004 Eq. 2
+          paper = model_t;  // [C-Cube] Eq. 2
           model_ta = -1;
         } else if (algo == "ring-bidir") {
           // Two rings in opposite directions, half of the data each.
@@ -190,7 +190,7 @@ int main(int argc, char** argv) try {
           K = plan::resolve_chunks(req, elems, 1, 2.0 * depth, overlap ? 1.0 : 2.0);
           const double b = static_cast<double>(elems) * 4;
           const auto Kd = static_cast<double>(K);
-          // The exact lock-step pipeline: depth + K - 1 steps per phase (seed 004 counts log P +
+          // The exact lock-step pipeline: depth + K - 1 steps per phase ([C-Cube] counts log P +
           // K).
           const double step = link.time(b / Kd);
           model_t = overlap ? (2.0 * depth + Kd - 1) * step : 2.0 * (depth + Kd - 1) * step;
@@ -211,14 +211,14 @@ int main(int argc, char** argv) try {
     }
   }
   if (a.dgx1) {
-    // Seed 004 Fig. 12: B (phased) and C1 (overlapped) double binary trees with detours on a
-    // DGX-1V, and R, NCCL-style rings embedded on the NVLinks (topology/embedding.hpp).
+    // [C-Cube] Fig. 12: B (phased) and C1 (overlapped) double binary trees with detours on a
+    // DGX-1V, and R, NCCL-style rings embedded on the NVLinks (algo/embedding.hpp).
     std::ofstream dgx(a.out + "/seed004_dgx1.csv");
     dgx << "bytes,algo,channels,time_s,turnaround_s,algbw_GBps\n";
-    const auto topo = topology::dgx1v();
+    const auto topo = physical::dgx1v();
     const auto net = sim::to_network(topo);
-    const auto d = topology::double_binary_tree_with_detours(topo);
-    const auto rings = topology::embed_rings(topo);
+    const auto d = algo::double_binary_tree_with_detours(topo);
+    const auto rings = algo::embed_rings(topo);
     for (double N : {1048576.0, 4194304.0, 16777216.0, 67108864.0, 268435456.0}) {
       plan::PlanRequest req = request(a, 8, N, false, 1);
       req.alpha_s = 1.4e-6;  // two NVLink hops of the preset (0.7 us each): the detour path
@@ -230,10 +230,10 @@ int main(int argc, char** argv) try {
       };
       std::vector<Case> cases;
       req.overlap = false;
-      cases.push_back({"B", topology::detour_tree_plan(d, req), d.rank_node});
+      cases.push_back({"B", algo::detour_tree_plan(d, req), d.rank_node});
       req.overlap = true;
-      cases.push_back({"C1", topology::detour_tree_plan(d, req), d.rank_node});
-      cases.push_back({"R", topology::ring_plan(rings, req), rings.nodes});
+      cases.push_back({"C1", algo::detour_tree_plan(d, req), d.rank_node});
+      cases.push_back({"R", algo::ring_plan(rings, req), rings.nodes});
       for (const auto& c : cases) {
         const auto res = sim::simulate(c.plan, net, c.nodes);
         char buf[256];

@@ -1,10 +1,10 @@
-// ccoll_schedule_gaps: how far the published planners fall from the optimum (issue 4, item 3).
+// ccoll_schedule_gaps: how far the published planners fall from the optimum.
 //
 // Draws random profiles small enough for the exact search to finish with a proof (L = 3..12),
 // in three regimes set by the ratio of communication to backward time, solves each exactly with
 // at most two allreduces in flight (ASC-WFBP's two-way simultaneity), and prints one CSV row per
-// instance: the exact optimum, ASC-WFBP (seed 000 Alg. 1), MG-WFBP exact and seed 002's rule, WFBP
-// and single-layer. scripts/repro_schedules.py summarises the rows (docs/schedules.md).
+// instance: the exact optimum, ASC-WFBP ([ASC-WFBP] Alg. 1), MG-WFBP exact and [MG-WFBP]'s rule,
+// WFBP and single-layer. scripts/repro_schedules.py summarises the rows (docs/schedules.md).
 //
 //   ccoll_schedule_gaps [--trials N] [--seed S] [--max-layers L] [--concurrency K]
 #include <cmath>
@@ -13,13 +13,13 @@
 #include <random>
 #include <string>
 
-#include "ccoll/schedule/asc_wfbp.hpp"
-#include "ccoll/schedule/mg_wfbp.hpp"
-#include "ccoll/schedule/optimal.hpp"
-#include "ccoll/schedule/single_layer.hpp"
-#include "ccoll/schedule/wfbp.hpp"
+#include "ccoll/gradient/asc_wfbp.hpp"
+#include "ccoll/gradient/mg_wfbp.hpp"
+#include "ccoll/gradient/optimal.hpp"
+#include "ccoll/gradient/single_layer.hpp"
+#include "ccoll/gradient/wfbp.hpp"
 
-using namespace ccoll::schedule;
+using namespace ccoll::gradient;
 
 int main(int argc, char** argv) {
   int trials = 1000, max_layers = 12, K = 2;

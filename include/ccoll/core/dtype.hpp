@@ -11,7 +11,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "ccoll/config.hpp"
+#include "ccoll/core/platform.hpp"
 
 namespace ccoll {
 

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string_view>
 
-#include "ccoll/config.hpp"
+#include "ccoll/core/platform.hpp"
 #include "ccoll/core/dtype.hpp"
 
 namespace ccoll {

@@ -1,8 +1,8 @@
 // ccoll/model/alpha_beta.hpp: the alpha-beta cost of one message and of whole allreduces.
 //
 // One message of m bytes over one link costs alpha + beta m (Hockney). An allreduce over P workers
-// is then, for each algorithm, again a line a + b m whose coefficients seed 002 (MG-WFBP, Sec. 2.5,
-// Table II) tabulates after Thakur et al. Our copy of seed 002 lost the table's formulas, so the
+// is then, for each algorithm, again a line a + b m whose coefficients [MG-WFBP] (Sec. 2.5,
+// Table II) tabulates after Thakur et al. Our copy of [MG-WFBP] lost the table's formulas, so the
 // coefficients below are derived here, step by step, in the classic model: full-duplex links, one
 // link per peer pair, `reduce_s_per_byte` (Thakur's gamma; 0 = free arithmetic) per reduced byte.
 //
@@ -21,7 +21,7 @@
 //       T* = 2 log P alpha + beta m + 2 sqrt(2 alpha beta m log P)
 //   which is not a line in m; the a/b split of Table II holds only for a fixed K.
 //
-// Seed 004 (C-Cube, Sec. II-C and III-C) gives the pipelined single tree with K chunks:
+// [C-Cube] (Sec. II-C and III-C) gives the pipelined single tree with K chunks:
 //   Eq. 3: T_reduce = T_broadcast = (log P + K)(alpha + beta N / K)
 //   Eq. 4: K_opt = sqrt(log P beta N / alpha)
 //   Eq. 6: T_tree = 2 log P alpha + 2 beta N + 4 sqrt(alpha beta N log P)
@@ -29,7 +29,7 @@
 // Eq. 7's 3 sqrt(...) is (2 log P + K)(alpha + beta N / K) evaluated at Eq. 4's K, which is the
 // phased optimum; the overlapped pipeline's own optimum is K = sqrt(2 log P beta N / alpha) with
 // 2 sqrt(2) sqrt(...) ~ 2.83 sqrt(...). Both are provided; plan/chunking.hpp uses the latter.
-// "log P" is log2 P in the seeds; callers with an actual tree pass its depth instead.
+// "log P" is log2 P in the papers; callers with an actual tree pass its depth instead.
 #pragma once
 
 #include <algorithm>
@@ -105,46 +105,46 @@ inline double recursive_halving_doubling_allreduce_time(const AlphaBeta& link, i
   return recursive_halving_doubling_allreduce_line(link, P, reduce_s_per_byte).time(bytes);
 }
 
-// Pipelined trees (seed 004) ---------------------------------------------------------------------
+// Pipelined trees ([C-Cube] Sec. II-C, III-C) -----------------------------------------------------
 
-// Seed 004 Eq. 3: one phase (reduce or broadcast) of a pipelined tree of depth `depth` with K
+// [C-Cube] Eq. 3: one phase (reduce or broadcast) of a pipelined tree of depth `depth` with K
 // chunks.
 inline double tree_phase_time(const AlphaBeta& link, double depth, double bytes, double chunks) {
   chunks = std::max(1.0, chunks);
   return (depth + chunks) * link.time(bytes / chunks);
 }
 
-// Seed 004 Eq. 3 + 5: phased tree (baseline B), reduce then broadcast.
+// [C-Cube] Eq. 3 + 5: phased tree (baseline B), reduce then broadcast.
 inline double phased_tree_time(const AlphaBeta& link, double depth, double bytes, double chunks) {
   return 2.0 * tree_phase_time(link, depth, bytes, chunks);
 }
 
-// Seed 004 Sec. III-C: overlapped tree (C1), 2 depth + K steps of one chunk each.
+// [C-Cube] Sec. III-C: overlapped tree (C1), 2 depth + K steps of one chunk each.
 inline double overlapped_tree_time(const AlphaBeta& link, double depth, double bytes,
                                    double chunks) {
   chunks = std::max(1.0, chunks);
   return (2.0 * depth + chunks) * link.time(bytes / chunks);
 }
 
-// Seed 004 Eq. 4 (real-valued): the phased tree's optimal chunk count.
+// [C-Cube] Eq. 4 (real-valued): the phased tree's optimal chunk count.
 inline double phased_tree_optimal_chunks(const AlphaBeta& link, double depth, double bytes) {
   if (!(link.alpha_s > 0)) return bytes > 0 ? bytes : 1.0;
   return std::sqrt(depth * link.beta_s_per_byte * bytes / link.alpha_s);
 }
 
-// The overlapped tree's own optimum (not in the seed): K = sqrt(2 depth beta N / alpha).
+// The overlapped tree's own optimum (not in [C-Cube]): K = sqrt(2 depth beta N / alpha).
 inline double overlapped_tree_optimal_chunks(const AlphaBeta& link, double depth, double bytes) {
   if (!(link.alpha_s > 0)) return bytes > 0 ? bytes : 1.0;
   return std::sqrt(2.0 * depth * link.beta_s_per_byte * bytes / link.alpha_s);
 }
 
-// Seed 004 Eq. 6: the phased tree at K_opt.
+// [C-Cube] Eq. 6: the phased tree at K_opt.
 inline double phased_tree_optimal_time(const AlphaBeta& link, double depth, double bytes) {
   return 2.0 * depth * link.alpha_s + 2.0 * link.beta_s_per_byte * bytes +
          4.0 * std::sqrt(link.alpha_s * link.beta_s_per_byte * bytes * depth);
 }
 
-// Seed 004 Eq. 7 as printed (overlapped tree at the phased K_opt of Eq. 4).
+// [C-Cube] Eq. 7 as printed (overlapped tree at the phased K_opt of Eq. 4).
 inline double overlapped_tree_time_seed004_eq7(const AlphaBeta& link, double depth, double bytes) {
   return 2.0 * depth * link.alpha_s + link.beta_s_per_byte * bytes +
          3.0 * std::sqrt(link.alpha_s * link.beta_s_per_byte * bytes * depth);
@@ -156,7 +156,7 @@ inline double overlapped_tree_optimal_time(const AlphaBeta& link, double depth, 
          2.0 * std::sqrt(2.0 * link.alpha_s * link.beta_s_per_byte * bytes * depth);
 }
 
-// Gradient turnaround (seed 004 Sec. III-C): when the first chunk is reduced and back at every
+// Gradient turnaround ([C-Cube] Sec. III-C): when the first chunk is reduced and back at every
 // worker. Overlapped: 2 depth steps. Phased: the whole reduce (depth + K steps) then depth more.
 inline double overlapped_tree_turnaround(const AlphaBeta& link, double depth, double bytes,
                                          double chunks) {

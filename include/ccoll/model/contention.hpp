@@ -1,6 +1,6 @@
 // ccoll/model/contention.hpp: the cost of running several allreduces at the same time.
 //
-// Seed 000 (ASC-WFBP, Sec. III) models one allreduce of m bytes as a + b m (Eq. 3) and two
+// [ASC-WFBP] (Sec. III) models one allreduce of m bytes as a + b m (Eq. 3) and two
 // simultaneous ones as each taking a + gamma b m with 1 < gamma <= 2 (Eq. 9): the startup a is paid
 // once in parallel, and the shared bandwidth stretches the transfer part. We generalise to k
 // simultaneous allreduces with gamma_k = 1 + (gamma - 1)(k - 1), which is gamma_2 = gamma for k =
@@ -18,8 +18,8 @@
 namespace ccoll::model {
 
 struct Contention {
-  AlphaBeta line;    // a + b m of one allreduce alone (seed 000 Eq. 3)
-  double gamma = 1;  // transfer-time stretch with two at once (seed 000 Eq. 9)
+  AlphaBeta line;    // a + b m of one allreduce alone ([ASC-WFBP] Eq. 3)
+  double gamma = 1;  // transfer-time stretch with two at once ([ASC-WFBP] Eq. 9)
 
   // Stretch with k allreduces at once (our generalisation; gamma_2 = gamma).
   double gamma_k(int k) const { return k <= 1 ? 1.0 : 1.0 + (gamma - 1.0) * (k - 1); }
@@ -29,22 +29,22 @@ struct Contention {
     return line.alpha_s + gamma_k(k) * line.beta_s_per_byte * bytes;
   }
 
-  // Seed 000 Eq. 7 (k = 1) and Eq. 9 (k = 2), generalised: aggregate throughput k m / (a + gamma_k
-  // b m).
+  // [ASC-WFBP] Eq. 7 (k = 1) and Eq. 9 (k = 2), generalised: aggregate throughput k m / (a +
+  // gamma_k b m).
   double throughput(int k, double bytes) const {
     const double t = simultaneous_time(k, bytes);
     return t > 0 ? k * bytes / t : 0.0;
   }
 
-  // Seed 000 Eq. 8 generalised: k allreduces one after the other.
+  // [ASC-WFBP] Eq. 8 generalised: k allreduces one after the other.
   double sequential_time(int k, double bytes) const { return k * line.time(bytes); }
 
-  // Seed 000 Eq. 11: extra time each of two fully overlapped allreduces pays, (gamma - 1) b m.
+  // [ASC-WFBP] Eq. 11: extra time each of two fully overlapped allreduces pays, (gamma - 1) b m.
   double full_overlap_penalty(double bytes) const {
     return (gamma - 1.0) * line.beta_s_per_byte * bytes;
   }
 
-  // Seed 000 Eq. 12: bytes of task 1 (m1 bytes, alone a + b m1 long) still in flight when task 2
+  // [ASC-WFBP] Eq. 12: bytes of task 1 (m1 bytes, alone a + b m1 long) still in flight when task 2
   // starts `delay` seconds after it; 0 when task 1 is done by then.
   double overlapped_bytes(double bytes1, double delay) const {
     const double t1 = line.time(bytes1);
@@ -52,7 +52,7 @@ struct Contention {
     return std::clamp(bytes1 - delay * bytes1 / t1, 0.0, bytes1);
   }
 
-  // Seed 000 Eq. 13: the penalty of that partial overlap, (gamma - 1) b m.
+  // [ASC-WFBP] Eq. 13: the penalty of that partial overlap, (gamma - 1) b m.
   double partial_overlap_penalty(double bytes1, double delay) const {
     return (gamma - 1.0) * line.beta_s_per_byte * overlapped_bytes(bytes1, delay);
   }

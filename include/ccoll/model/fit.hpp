@@ -1,7 +1,7 @@
 // ccoll/model/fit.hpp: alpha-beta(-gamma) parameters fitted to measured (size, time) samples.
 //
-// Seed 000 (Sec. VI-B) and seed 002 (Sec. 6.2) fit t = a + b m to nccl-tests runs over a range of
-// sizes and gamma to runs with two allreduces at once; we do the same by ordinary least squares.
+// [ASC-WFBP] (Sec. VI-B) and [MG-WFBP] (Sec. 6.2) fit t = a + b m to nccl-tests runs over a range
+// of sizes and gamma to runs with two allreduces at once; we do the same by ordinary least squares.
 // Samples come from nccl-tests' text output (parse_nccl_tests, here) or from our own ccoll_perf
 // JSON (model/fit_json.hpp, which needs nlohmann-json).
 #pragma once
@@ -60,7 +60,7 @@ inline LinearFit fit_alpha_beta(const std::vector<Sample>& samples) {
   return fit;
 }
 
-// Least-squares gamma of seed 000 Eq. 9 given the single-allreduce line: each sample with k > 1
+// Least-squares gamma of [ASC-WFBP] Eq. 9 given the single-allreduce line: each sample with k > 1
 // concurrent allreduces contributes t - a - b m = (gamma - 1)(k - 1) b m (model/contention.hpp).
 inline double fit_gamma(const AlphaBeta& line, const std::vector<Sample>& samples) {
   double num = 0, den = 0;

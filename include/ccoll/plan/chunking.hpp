@@ -1,17 +1,17 @@
 // ccoll/plan/chunking.hpp: how many pipeline chunks a plan cuts its buffer into.
 //
-// Seed 004 (C-Cube, Sec. II-C) models a pipelined tree with the alpha-beta cost of one message of
+// [C-Cube] (Sec. II-C) models a pipelined tree with the alpha-beta cost of one message of
 // N/K bytes per step. With a pipeline that needs L steps to fill and m steps per chunk,
 //
 //     T(K) = (L + m K) (alpha + beta N / K) = L alpha + m beta N + m K alpha + L beta N / K,
 //
-// which is smallest at K* = sqrt(L beta N / (m alpha)). The seed's cases:
-//   - phased tree (reduce, then broadcast; seed 004 Eq. 3): L = 2 log P, m = 2, so
-//     K* = sqrt(log(P) beta N / alpha), seed 004 Eq. 4, and T = 2 log(P) alpha + 2 beta N
+// which is smallest at K* = sqrt(L beta N / (m alpha)). [C-Cube]'s cases:
+//   - phased tree (reduce, then broadcast; [C-Cube] Eq. 3): L = 2 log P, m = 2, so
+//     K* = sqrt(log(P) beta N / alpha), [C-Cube] Eq. 4, and T = 2 log(P) alpha + 2 beta N
 //     + 4 sqrt(alpha beta N log P) (Eq. 6).
 //   - overlapped tree (C1; Eq. 7: "the number of steps is 2 log(P) + K"): L = 2 log P, m = 1, so
 //     K* = sqrt(2 log(P) beta N / alpha) and T = 2 log(P) alpha + beta N + 2 sqrt(2) sqrt(alpha
-//     beta N log P). Seed 004 Eq. 7 writes 3 sqrt(...) instead of 2 sqrt(2) sqrt(...) = 2.83
+//     beta N log P). [C-Cube] Eq. 7 writes 3 sqrt(...) instead of 2 sqrt(2) sqrt(...) = 2.83
 //     sqrt(...): it keeps Eq. 4's K, which is optimal for the phased tree but not for the
 //     overlapped one. We use the overlapped model's own optimum.
 //   - ring (each chunk takes 2(P-1) steps on every rank and ranks are never idle): L = 0, so K* = 0
@@ -57,7 +57,7 @@ inline std::uint32_t pipeline_optimal_chunks(double alpha_s, double beta_s_per_b
   return static_cast<std::uint32_t>(t_hi < t_lo ? hi : lo);
 }
 
-// Seed 004 Eq. 4 as written: K_opt = sqrt(log2(P) beta N / alpha), N in bytes, rounded to the
+// [C-Cube] Eq. 4 as written: K_opt = sqrt(log2(P) beta N / alpha), N in bytes, rounded to the
 // better integer neighbour, at least 1.
 inline std::uint32_t optimal_chunks(double alpha_s, double beta_s_per_byte, int nranks,
                                     double bytes) {

@@ -1,5 +1,5 @@
 // ccoll/plan/double_binary_tree.hpp: NCCL's double binary tree (Sanders, Speck and Traeff's
-// two-tree construction, seed 004 ref. [45]), for any P.
+// two-tree construction, [C-Cube] ref. [45]), for any P.
 //
 // Tree 1 is the in-order binary tree over ranks 0..P-1 with root 0 (NCCL's ncclGetBtree): a rank's
 // parent is found from its lowest set bit, so odd ranks are leaves and every rank has at most two

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "ccoll/config.hpp"
+#include "ccoll/core/platform.hpp"
 
 namespace ccoll::plan {
 
@@ -155,7 +155,7 @@ struct PlanRequest {
   std::size_t elem_size = 4;
   std::uint32_t nchannels = 1;
   std::uint32_t nchunks = 0;            // chunks per channel; 0: the cost model's optimum
-  bool overlap = true;                  // tree: overlap reduce and broadcast (seed 004, C1)
+  bool overlap = true;                  // tree: overlap reduce and broadcast ([C-Cube]'s C1)
   std::uint64_t slot_bytes = 1u << 20;  // capacity of one slot
   std::uint32_t nslots = 4;             // FIFO depth
   double alpha_s = 5e-6;                // per-message latency for the chunk-count model

@@ -1,29 +1,30 @@
 // ccoll/plan/tree.hpp: pipelined tree allreduce over any set of trees (reduce up, broadcast down).
 //
 // build_trees() takes trees as parent arrays. Each tree carries a contiguous `share` of the
-// elements (seed 001: shares proportional to tree bandwidth) and cuts it into K chunks that flow
-// through the tree as a pipeline:
+// elements (shares proportional to tree bandwidth, [TopoSync] Property 3) and cuts it into K chunks
+// that flow through the tree as a pipeline:
 //   - reduce, child -> parent: a node's step for chunk k receives chunk k from all its children at
 //     once (one step, several receive ports), adds its own input and sends the sum to its parent
-//     (recv-reduce-send). Relays (inactive ranks, seed 001's Steiner points) add nothing.
+//     (recv-reduce-send). Relays (inactive ranks, the Steiner points of [TopoSync] Sec. III-D) add
+//     nothing.
 //   - the root's step for chunk k completes the reduction (final: avg divides here) and writes its
 //     output (recv-reduce-copy).
 //   - broadcast, parent -> children: recv-copy-send; relays forward without writing output.
-// The reduce tree and the broadcast tree may differ (seed 001's forests) but share the root.
-// Branches with no active rank below them are pruned: a relay leaf has nothing to contribute and
-// nobody to deliver to.
+// The reduce tree and the broadcast tree may differ ([TopoSync] Sec. III-D's forests) but share the
+// root. Branches with no active rank below them are pruned: a relay leaf has nothing to contribute
+// and nobody to deliver to.
 //
-// Two schedules (seed 004, Fig. 5 and 7):
-//   - phased (req.overlap = false, seed 004's baseline B): one channel per tree; every rank runs
-//     its K reduce steps, then its K broadcast steps, and the root broadcasts from its output once
-//     all K chunks are reduced. Lock-step rounds: H + D + 2K (H = reduce height, D = broadcast
-//     depth; 2 log2 P + 2K for a complete binary tree).
-//   - overlapped (req.overlap = true, seed 004's C1): two channels per tree, one running the reduce
-//     and one the broadcast, so a rank drives its uplink and its downlink at the same time (as in
-//     NCCL's split tree). The root's reduce step for chunk k also sends chunk k down: its send
-//     ports are connections read by the children's broadcast programs (the one place where a
-//     connection's two ends are in different channels; Connection::channel is the receiver's).
-//     Rounds: H + D + K (2 log2 P + K for a complete binary tree).
+// Two schedules ([C-Cube] Fig. 5 and 7):
+//   - phased (req.overlap = false, baseline B of [C-Cube] Sec. V-A): one channel per tree; every
+//     rank runs its K reduce steps, then its K broadcast steps, and the root broadcasts from its
+//     output once all K chunks are reduced. Lock-step rounds: H + D + 2K (H = reduce height, D =
+//     broadcast depth; 2 log2 P + 2K for a complete binary tree).
+//   - overlapped (req.overlap = true, C1 of [C-Cube] Sec. III-C): two channels per tree, one
+//     running the reduce and one the broadcast, so a rank drives its uplink and its downlink at the
+//     same time (as in NCCL's split tree). The root's reduce step for chunk k also sends chunk k
+//     down: its send ports are connections read by the children's broadcast programs (the one place
+//     where a connection's two ends are in different channels; Connection::channel is the
+//     receiver's). Rounds: H + D + K (2 log2 P + K for a complete binary tree).
 // Every program runs its chunks in order, which is the order of an ideal lock-step pipeline, so
 // the plan is deadlock-free for every nslots >= 1: a reduce step waits only on steps of the same or
 // an earlier chunk in the subtree below (which never wait on anything above them but free slots,
@@ -319,7 +320,7 @@ inline Plan build_trees(const PlanRequest& req, const std::vector<TreeSpec>& tre
 }
 
 // One binary tree (heap layout, root 0) per channel, each carrying 1/nchannels of the elements.
-// req.overlap selects seed 004's overlapped C1 or the phased baseline B.
+// req.overlap selects [C-Cube]'s overlapped C1 or the phased baseline B.
 inline Plan build_tree(const PlanRequest& req) {
   check_request(req);
   const std::uint32_t n = std::max<std::uint32_t>(1, req.nchannels);

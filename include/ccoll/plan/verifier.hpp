@@ -535,7 +535,7 @@ inline VerifyReport verify(const Plan& plan) {
 }
 
 // Verifies `plan` and fills `timeline` with the lock-step round (1-based) of every step, as in
-// seed 004's Fig. 5 and 7 (unfired steps of a rejected plan stay 0). For pictures and the CLI.
+// [C-Cube] Fig. 5 and 7 (unfired steps of a rejected plan stay 0). For pictures and the CLI.
 inline VerifyReport verify(const Plan& plan, LockstepTimeline& timeline) {
   return detail::PlanVerifier(plan, &timeline).run();
 }

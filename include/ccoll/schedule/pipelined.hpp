@@ -2,9 +2,9 @@
 // ccoll::Allreduce.
 //
 // A schedule decides how a logical topology's plan is pipelined: whether a tree's reduce and
-// broadcast phases overlap (seed 004's C1: the broadcast of chunk k starts as soon as chunk k is
+// broadcast phases overlap ([C-Cube]'s C1: the broadcast of chunk k starts as soon as chunk k is
 // reduced at the root, so the two phases run at the same time on different links) or run one
-// after the other (seed 004's baseline B). It does so by filling the PlanRequest before the
+// after the other ([C-Cube]'s baseline B). It does so by filling the PlanRequest before the
 // topology builds the plan. Ring plans have no separate phases to overlap; both schedules give the
 // same ring.
 #pragma once
@@ -18,7 +18,7 @@ namespace ccoll::schedule {
 
 enum class Overlap : unsigned char {
   None,             // reduce, then broadcast (pipelined by chunks within each phase)
-  ReduceBroadcast,  // reduce and broadcast of different chunks run concurrently (seed 004, C1)
+  ReduceBroadcast,  // reduce and broadcast of different chunks run concurrently ([C-Cube]'s C1)
 };
 
 template <class S>

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "ccoll/config.hpp"
+#include "ccoll/core/platform.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/backoff.hpp"
 

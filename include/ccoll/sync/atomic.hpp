@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "ccoll/config.hpp"
+#include "ccoll/core/platform.hpp"
 
 #if CCOLL_HAVE_LIBCUDACXX
 #include <cuda/atomic>

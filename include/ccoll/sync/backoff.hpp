@@ -1,7 +1,7 @@
 // ccoll/sync/backoff.hpp: how a waiter spends its time, and the clock its deadlines use.
 //
-// Waits in ccoll must make progress when there are more ranks than cores (16 thread-ranks or 4
-// process-ranks on a 2-core machine): a waiter that spins holds the core its peer needs. So a host
+// Waits in ccoll must make progress when there are more ranks than cores (e.g. 16 thread-ranks or 4
+// process-ranks on 2 cores): a waiter that spins holds the core its peer needs. So a host
 // waiter spins with the CPU's pause instruction for a while (WaitPolicy::spin_ns: the peer is
 // probably running on another core and about to post; none at all when ranks outnumber cores),
 // then yields its time slice (WaitPolicy::yield_ns), then sleeps for intervals that grow to
@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "ccoll/config.hpp"
+#include "ccoll/core/platform.hpp"
 
 #if !CCOLL_DEVICE_PASS
 #include <chrono>

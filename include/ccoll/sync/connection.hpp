@@ -14,7 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ccoll/config.hpp"
+#include "ccoll/core/platform.hpp"
 #include "ccoll/sync/counter.hpp"
 
 namespace ccoll::sync {

@@ -1,6 +1,6 @@
-// ccoll/sync/counter.hpp: monotonic counters with post, wait and check (seed 004, Fig. 11).
+// ccoll/sync/counter.hpp: monotonic counters with post, wait and check ([C-Cube] Fig. 11).
 //
-// Seed 004 builds its semaphores from a lock (atomicCAS + threadfence) around a count: post
+// [C-Cube] builds its semaphores from a lock (atomicCAS + threadfence) around a count: post
 // increments it, wait blocks until it is non-zero and decrements it, check only reads it. ccoll
 // keeps the three operations but drops the lock: every counter has exactly one writer (a FIFO's
 // tail is written only by its sender, its head only by its receiver) and only grows, so
@@ -8,7 +8,7 @@
 //   - wait(target) is "acquire-load until value >= target": nothing is consumed, so a waiter
 //     never needs to write the counter and no lock is needed,
 //   - check(target) is one acquire load, for callers that interleave several waits themselves
-//     (seed 004 uses it for gradient queuing; ccoll's host executors use it to run several
+//     ([C-Cube] uses it for gradient queuing; ccoll's host executors use it to run several
 //     channels of a rank on one thread).
 // Counters never reset: a collective call adds its message count to a per-connection base, so a
 // stale post from an earlier call can never satisfy a later wait.
@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "ccoll/config.hpp"
+#include "ccoll/core/platform.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/backoff.hpp"
 

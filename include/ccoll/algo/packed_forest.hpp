@@ -1,0 +1,98 @@
+// ccoll/algo/packed_forest.hpp: the packed forest of reduce/broadcast trees ([TopoSync] Sec. IV)
+// as a stateful logical topology policy, built from a physical topology.
+//
+//   ccoll::algo::PackedForest forest(ccoll::physical::load("dgx1v"));
+//   ccoll::Allreduce<ccoll::transport::HostThreads, ccoll::algo::PackedForest, ccoll::schedule::Phased>
+//       ar(config, forest);   // config.nranks 0: the forest's rank count
+//
+// Ranks are the graph's compute nodes in node order (forest::compute_ranks): active GPUs
+// contribute and receive the result; inactive compute nodes that some tree routes through are
+// relays, real ranks that receive, add nothing of their own, and forward. The forest is solved on
+// first use for each schedule (phased when the request does not overlap the phases, the options'
+// overlap schedule when it does), once per policy object and its copies. The solver is
+// deterministic, so every process of a job that plans the same graph gets the same plan; the
+// communicator's fingerprint (runtime/plan_cache.hpp) checks it.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ccoll/algo/concepts.hpp"
+#include "ccoll/algo/registry.hpp"
+#include "ccoll/forest/packed_forest.hpp"
+#include "ccoll/forest/to_plan.hpp"
+#include "ccoll/forest/types.hpp"
+#include "ccoll/physical/graph.hpp"
+#include "ccoll/plan/plan.hpp"
+
+namespace ccoll::algo {
+
+struct PackedForestOptions {
+  forest::ForestOptions solver{};  // its `schedule` is the one used without overlap
+  forest::ForestSchedule overlap_schedule = forest::ForestSchedule::concurrent;
+  int split = 0;  // cut trees into about this many equal-rate channels (forest::equal_rate_trees)
+};
+
+class PackedForest {
+ public:
+  std::string name = "forest";
+
+  explicit PackedForest(physical::PhysicalTopology topology, PackedForestOptions options = {})
+      : state_(std::make_shared<State>(std::move(topology), options)) {}
+
+  plan::Plan build(const plan::PlanRequest& req) const {
+    plan::Plan p = forest::forest_plan(forest(req.overlap), state_->ranks, req, state_->options.split);
+    p.algorithm = req.overlap ? "forest-overlap" : "forest";
+    return p;
+  }
+  int nranks() const { return static_cast<int>(state_->ranks.rank_node.size()); }
+  // The physical node of each rank.
+  const std::vector<int>& rank_node() const { return state_->ranks.rank_node; }
+  const forest::RankMap& ranks() const { return state_->ranks; }
+  const physical::PhysicalTopology& physical() const { return state_->topology; }
+  // The forest planned for the phased (false) or overlapped (true) schedule.
+  const forest::PackedForest& forest(bool overlap) const {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto& slot = state_->forests[overlap ? 1 : 0];
+    if (!slot) {
+      forest::ForestOptions o = state_->options.solver;
+      if (overlap) o.schedule = state_->options.overlap_schedule;
+      slot = forest::solve_packed_forest(state_->topology, o);
+    }
+    return *slot;
+  }
+
+ private:
+  struct State {
+    State(physical::PhysicalTopology t, PackedForestOptions o)
+        : topology(std::move(t)), options(o), ranks(forest::compute_ranks(topology)) {}
+    physical::PhysicalTopology topology;
+    PackedForestOptions options;
+    forest::RankMap ranks;
+    std::mutex mutex;
+    std::optional<forest::PackedForest> forests[2];
+  };
+  std::shared_ptr<State> state_;
+};
+
+static_assert(FixedRankTopology<PackedForest>);
+
+}  // namespace ccoll::algo
+
+CCOLL_REGISTER_ALGORITHM(
+    PackedForest,
+    ccoll::algo::Algorithm{
+        "forest",
+        "[TopoSync]'s packed reduce/broadcast trees on the physical graph, rooted at every worker, "
+        "relays allowed",
+        true, false, [](const ccoll::algo::AlgorithmRequest& req) {
+          ccoll::algo::PackedForestOptions o;
+          o.split = req.split;
+          ccoll::algo::PackedForest f(*req.topology, o);
+          auto build = [f](const ccoll::plan::PlanRequest& r) { return f.build(r); };
+          return ccoll::algo::Registered("forest", build, f.nranks(), f.rank_node(), f);
+        }})

@@ -1,0 +1,44 @@
+// ccoll/core/config.hpp: ccoll::Config, the settings of one Allreduce communicator.
+//
+// Every transport reads the fields it needs; fields a transport does not use are ignored by it
+// (each says which transports read it).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace ccoll {
+
+struct Config {
+  int nranks = 0;       // HostThreads: number of threads; SharedMemory: 0 = from the environment
+                        // (CCOLL_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE)
+  int rank = -1;        // SharedMemory: -1 = from the environment (CCOLL_RANK,
+                        // OMPI_COMM_WORLD_RANK, PMI_RANK); ignored by HostThreads
+  std::string session;  // SharedMemory: name of the segment the processes share
+                        // ("" = env CCOLL_SESSION, else the launcher's job id:
+                        // PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid, SLURM_JOB_ID; else
+                        // "ccoll-default")
+  std::chrono::milliseconds timeout{60000};  // deadline of every wait of one call
+  std::uint64_t slot_bytes = 1u << 20;       // capacity of one FIFO slot of a connection
+  std::uint32_t nslots = 4;                  // FIFO depth of every connection
+  std::uint32_t nchannels = 0;               // 0 = automatic (1 on the host transports)
+  std::uint32_t nchunks = 0;                 // chunks per channel; 0 = the cost model's optimum
+  bool verify_plans = true;  // run plan::verify on every plan before its first use (once per count)
+  double alpha_s = 2e-6;     // per-message latency the chunk-count model assumes (host handshake)
+  double beta_s_per_byte = 1.0 / 5e9;  // inverse copy bandwidth the chunk-count model assumes
+  // Calls of at least this many bytes write their output with non-temporal stores (x86 hosts;
+  // 0 = never): above the cache sizes this saves the read-for-ownership of every output line.
+  std::uint64_t stream_output_bytes = 8u << 20;
+  // Calls of at least this many bytes may write their FIFO slots with non-temporal stores (x86
+  // hosts; 0 = never), so that a message reaches its reader through memory rather than through
+  // the writer's cache. Where a core is slow to take back the cache lines its reader holds (every
+  // slot is rewritten after its reader read it), that is several times faster, at the price of
+  // writing and reading each message through memory (docs/results/shm-vs-mpi.md).
+  std::uint64_t stream_slot_bytes = 1u << 20;
+  // true: for each size, rank 0 times both kinds of slot store and uses the faster
+  // (runtime/slot_store_tuner.hpp); false: calls from stream_slot_bytes up always stream.
+  bool tune_slot_stores = true;
+};
+
+}  // namespace ccoll

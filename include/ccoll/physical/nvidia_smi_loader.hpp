@@ -1,0 +1,187 @@
+// ccoll/physical/nvidia_smi_loader.hpp: reads the matrix of `nvidia-smi topo -m`.
+//
+// The matrix gives, for every pair of devices (GPUs and NICs), the kind of path between them:
+// NV# (# bonded NVLinks), PIX (one PCIe switch), PXB (several PCIe switches), PHB (a PCIe host
+// bridge), NODE (host bridges within one NUMA node), SYS (across the CPU interconnect), X (self).
+// It gives no bandwidths and no switch identities, so the physical graph is reconstructed:
+//   - NV#: a direct link of # lanes at `nvlink_GBps` each;
+//   - devices related by PIX share one PCIe switch ("pcie<k>", connected components of PIX);
+//     PXB/PHB pairs hang off the same CPU;
+//   - a CPU per NUMA group: the "NUMA Affinity" column when present, else the components of the
+//     relation "not SYS";
+//   - every device (or its PCIe switch) links to its CPU at `pcie_GBps`; CPUs link at `cpu_GBps`.
+// Routes between GPUs then cross the same kinds of hops nvidia-smi reports, which is what the
+// planners need (widest path, detours around SYS pairs). Load a JSON file for measured figures.
+#pragma once
+
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ccoll/physical/graph.hpp"
+
+namespace ccoll::physical {
+
+struct NvidiaSmiOptions {
+  double nvlink_GBps = 25.0;  // per lane
+  double pcie_GBps = 16.0;
+  double cpu_GBps = 20.0;
+};
+
+inline PhysicalTopology topology_from_nvidia_smi(const std::string& text,
+                                                 const NvidiaSmiOptions& opt = {}) {
+  std::istringstream in(text);
+  std::string line;
+  std::vector<std::string> header;
+  // Header: the first line whose first token is GPU0 (after optional leading whitespace/escapes).
+  const auto split = [](const std::string& l) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (std::size_t i = 0; i <= l.size(); ++i) {
+      if (i == l.size() || l[i] == '\t' || l[i] == ' ') {
+        if (!cur.empty()) out.push_back(cur), cur.clear();
+      } else if (l[i] != '\x1b') {
+        cur += l[i];
+      }
+    }
+    return out;
+  };
+  while (std::getline(in, line)) {
+    auto tok = split(line);
+    if (!tok.empty() && tok[0] == "GPU0") {
+      header = tok;
+      break;
+    }
+  }
+  if (header.empty()) throw TopologyError("nvidia-smi topo -m: no header line starting with GPU0");
+  std::vector<std::string> devices;
+  for (const auto& h : header) {
+    if (h.rfind("GPU", 0) == 0 || h.rfind("NIC", 0) == 0 || h.rfind("mlx", 0) == 0)
+      devices.push_back(h);
+    else
+      break;  // "CPU Affinity", "NUMA Affinity" ...
+  }
+  const std::size_t nd = devices.size();
+  std::vector<std::vector<std::string>> rel(nd, std::vector<std::string>(nd));
+  std::vector<std::string> numa(nd);
+  const bool has_numa = line.find("NUMA Affinity") != std::string::npos;
+  std::size_t rows = 0;
+  while (rows < nd && std::getline(in, line)) {
+    auto tok = split(line);
+    if (tok.empty()) continue;
+    if (tok[0] != devices[rows])
+      throw TopologyError("nvidia-smi topo -m: expected a row for " + devices[rows] + ", got \"" +
+                          tok[0] + "\"");
+    if (tok.size() < nd + 1) throw TopologyError("nvidia-smi topo -m: row " + tok[0] + " is short");
+    for (std::size_t j = 0; j < nd; ++j) rel[rows][j] = tok[j + 1];
+    // GPUs report CPU affinity then NUMA affinity; NICs leave them empty.
+    if (has_numa && tok.size() >= nd + 3 && tok[0].rfind("GPU", 0) == 0) numa[rows] = tok[nd + 2];
+    ++rows;
+  }
+  if (rows < nd) throw TopologyError("nvidia-smi topo -m: matrix has fewer rows than columns");
+  PhysicalTopology t;
+  t.name = "nvidia-smi";
+  std::vector<int> node(nd);
+  for (std::size_t i = 0; i < nd; ++i) {
+    std::string id = devices[i];
+    for (char& c : id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    node[i] = t.add_node(id, id.rfind("gpu", 0) == 0 ? NodeKind::gpu : NodeKind::nic);
+  }
+  // Union-find helper.
+  const auto components = [&](auto related) {
+    std::vector<int> comp(nd, -1);
+    int k = 0;
+    for (std::size_t i = 0; i < nd; ++i) {
+      if (comp[i] >= 0) continue;
+      std::vector<std::size_t> stack{i};
+      comp[i] = k;
+      while (!stack.empty()) {
+        const auto u = stack.back();
+        stack.pop_back();
+        for (std::size_t v = 0; v < nd; ++v)
+          if (comp[v] < 0 && related(u, v)) comp[v] = k, stack.push_back(v);
+      }
+      ++k;
+    }
+    return std::pair{comp, k};
+  };
+  // NUMA groups: from the affinity column (NICs join the group of a GPU they are not SYS to), else
+  // from "not SYS".
+  std::map<std::string, int> numa_ids;
+  auto [cpu_of, ncpu] =
+      components([&](std::size_t a, std::size_t b) { return rel[a][b] != "SYS"; });
+  if (has_numa) {
+    bool ok = true;
+    for (std::size_t i = 0; i < nd; ++i)
+      if (!numa[i].empty() && numa[i] != "N/A")
+        numa_ids.emplace(numa[i], static_cast<int>(numa_ids.size()));
+    if (!numa_ids.empty()) {
+      std::vector<int> c(nd, -1);
+      for (std::size_t i = 0; i < nd; ++i)
+        if (numa_ids.count(numa[i])) c[i] = numa_ids[numa[i]];
+      for (std::size_t i = 0; i < nd; ++i)
+        if (c[i] < 0)
+          for (std::size_t j = 0; j < nd && c[i] < 0; ++j)
+            if (c[j] >= 0 && rel[i][j] != "SYS") c[i] = c[j];
+      for (int v : c) ok = ok && v >= 0;
+      if (ok) cpu_of = c, ncpu = static_cast<int>(numa_ids.size());
+    }
+  }
+  std::vector<int> cpus;
+  cpus.reserve(static_cast<std::size_t>(ncpu));
+  for (int c = 0; c < ncpu; ++c)
+    cpus.push_back(t.add_node("cpu" + std::to_string(c), NodeKind::cpu));
+  for (std::size_t i = 0; i < cpus.size(); ++i)
+    for (std::size_t k = i + 1; k < cpus.size(); ++k)
+      t.add_link(cpus[i], cpus[k], opt.cpu_GBps, 1, 1.0, "qpi");
+  auto [sw_of, nsw] = components([&](std::size_t a, std::size_t b) { return rel[a][b] == "PIX"; });
+  std::vector<int> sw_size(static_cast<std::size_t>(nsw), 0);
+  for (std::size_t i = 0; i < nd; ++i) ++sw_size[static_cast<std::size_t>(sw_of[i])];
+  std::map<int, int> sw_node;
+  for (std::size_t i = 0; i < nd; ++i) {
+    const int cpu = cpus[static_cast<std::size_t>(cpu_of[i])];
+    if (sw_size[static_cast<std::size_t>(sw_of[i])] < 2) {
+      t.add_link(node[i], cpu, opt.pcie_GBps, 1, 0.5, "pcie");
+      continue;
+    }
+    auto it = sw_node.find(sw_of[i]);
+    if (it == sw_node.end()) {
+      const int s = t.add_node("pcie" + std::to_string(sw_node.size()), NodeKind::switch_);
+      t.add_link(s, cpu, opt.pcie_GBps, 1, 0.5, "pcie");
+      it = sw_node.emplace(sw_of[i], s).first;
+    }
+    t.add_link(node[i], it->second, opt.pcie_GBps, 1, 0.5, "pcie");
+  }
+  for (std::size_t i = 0; i < nd; ++i)
+    for (std::size_t j = i + 1; j < nd; ++j) {
+      const std::string& r = rel[i][j];
+      if (r.size() > 2 && r.rfind("NV", 0) == 0) {
+        int lanes = 0;
+        try {
+          lanes = std::stoi(r.substr(2));
+        } catch (const std::exception&) {
+          throw TopologyError("nvidia-smi topo -m: bad entry \"" + r + "\" for " + devices[i] +
+                              "-" + devices[j]);
+        }
+        if (lanes > 0) t.add_link(node[i], node[j], opt.nvlink_GBps, lanes, 0.7, "nvlink");
+      }
+    }
+  t.validate();
+  return t;
+}
+
+inline PhysicalTopology load_topology_nvidia_smi(const std::string& path,
+                                                 const NvidiaSmiOptions& opt = {}) {
+  std::ifstream in(path);
+  if (!in) throw TopologyError("cannot open nvidia-smi topology file \"" + path + "\"");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto t = topology_from_nvidia_smi(ss.str(), opt);
+  t.name = path.substr(path.find_last_of('/') + 1);
+  return t;
+}
+
+}  // namespace ccoll::physical

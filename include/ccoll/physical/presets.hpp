@@ -1,0 +1,326 @@
+// ccoll/physical/presets.hpp: physical topologies of common machines and clusters.
+//
+// Bandwidths are nominal per direction (GB/s, 1 GB = 1e9 bytes): NVLink1 20 per lane, NVLink2-4 25
+// per lane, PCIe Gen3/4/5 x16 16/32/64, InfiniBand EDR/HDR/NDR 12.5/25/50. They are the figures the
+// planners optimise against, not measurements; load a JSON file (json_loader.hpp) with measured
+// figures to plan for a real machine. NVSwitch fabrics are modelled as one switch node per
+// baseboard whose link to each GPU has count = the GPU's NVLink lanes: every GPU can drive its full
+// NVLink bandwidth to any other, which is what the switch chips provide.
+//
+// Node ids: single machines use "gpu0".."gpuN", "cpu0", "pcie0", "nic0", "nvswitch0"; clusters
+// prefix them with the machine ("m3.gpu5") and add "tor" and "agg". GPU i of machine m is always
+// the (m * G + i)-th GPU in node order, so node order is rank order for plans over all GPUs.
+#pragma once
+
+#include <array>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ccoll/physical/graph.hpp"
+
+namespace ccoll::physical {
+
+namespace preset_detail {
+
+inline std::string nid(const std::string& prefix, const char* kind, int i) {
+  return prefix + kind + std::to_string(i);
+}
+
+struct MachineNodes {
+  std::vector<int> gpus, pcie, cpus, nics;
+};
+
+// GPUs two per PCIe switch, switches split over `ncpu` CPUs joined by `cpu_GBps`, `nics_per_switch`
+// NICs on every switch. Every PCIe link runs at `pcie_GBps`.
+inline MachineNodes add_pcie_tree(PhysicalTopology& t, const std::string& host, int ngpu,
+                                  int gpus_per_switch, int ncpu, double pcie_GBps, double cpu_GBps,
+                                  int nics_per_switch) {
+  const std::string p = host.empty() ? "" : host + ".";
+  MachineNodes m;
+  for (int g = 0; g < ngpu; ++g)
+    m.gpus.push_back(t.add_node(nid(p, "gpu", g), NodeKind::gpu, host));
+  const int nsw = (ngpu + gpus_per_switch - 1) / gpus_per_switch;
+  for (int c = 0; c < ncpu; ++c)
+    m.cpus.push_back(t.add_node(nid(p, "cpu", c), NodeKind::cpu, host));
+  for (int c = 1; c < ncpu; ++c)
+    t.add_link(m.cpus[0], m.cpus[static_cast<std::size_t>(c)], cpu_GBps, 1, 0.5, "qpi");
+  for (int s = 0; s < nsw; ++s) {
+    const int sw = t.add_node(nid(p, "pcie", s), NodeKind::switch_, host);
+    m.pcie.push_back(sw);
+    t.add_link(sw, m.cpus[static_cast<std::size_t>(s * ncpu / nsw)], pcie_GBps, 1, 0.5, "pcie");
+    for (int g = s * gpus_per_switch; g < std::min(ngpu, (s + 1) * gpus_per_switch); ++g)
+      t.add_link(m.gpus[static_cast<std::size_t>(g)], sw, pcie_GBps, 1, 0.5, "pcie");
+    for (int k = 0; k < nics_per_switch; ++k) {
+      const int nic = t.add_node(nid(p, "nic", s * nics_per_switch + k), NodeKind::nic, host);
+      m.nics.push_back(nic);
+      t.add_link(nic, sw, pcie_GBps, 1, 0.5, "pcie");
+    }
+  }
+  return m;
+}
+
+// DGX-1 hybrid cube-mesh: lanes[i][j] NVLinks between GPUs i and j (nvidia-smi topo -m of a
+// DGX-1V: NV1/NV2 entries). The P100 version has one lane on each of these 16 pairs.
+inline constexpr std::array<std::array<int, 8>, 8> kDgx1vLanes{{
+    {0, 1, 1, 2, 2, 0, 0, 0},
+    {1, 0, 2, 1, 0, 2, 0, 0},
+    {1, 2, 0, 2, 0, 0, 1, 0},
+    {2, 1, 2, 0, 0, 0, 0, 1},
+    {2, 0, 0, 0, 0, 1, 1, 2},
+    {0, 2, 0, 0, 1, 0, 2, 1},
+    {0, 0, 1, 0, 1, 2, 0, 2},
+    {0, 0, 0, 1, 2, 1, 2, 0},
+}};
+
+inline void add_cube_mesh(PhysicalTopology& t, const std::vector<int>& gpus, double lane_GBps,
+                          bool double_lanes) {
+  for (int i = 0; i < 8; ++i)
+    for (int j = i + 1; j < 8; ++j) {
+      const int lanes = kDgx1vLanes[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
+      if (lanes > 0)
+        t.add_link(gpus[static_cast<std::size_t>(i)], gpus[static_cast<std::size_t>(j)], lane_GBps,
+                   double_lanes ? lanes : 1, 0.7, "nvlink");
+    }
+}
+
+inline MachineNodes add_dgx1(PhysicalTopology& t, const std::string& host, bool volta) {
+  auto m = add_pcie_tree(t, host, 8, 2, 2, 16.0, 20.0, 1);
+  add_cube_mesh(t, m.gpus, volta ? 25.0 : 20.0, volta);
+  return m;
+}
+
+// NVSwitch machine: every GPU joined to one switch node per baseboard with `lanes` NVLinks.
+inline MachineNodes add_nvswitch_machine(PhysicalTopology& t, const std::string& host, int ngpu,
+                                         int lanes, int boards, double pcie_GBps, double cpu_GBps,
+                                         int nics_per_switch) {
+  auto m = add_pcie_tree(t, host, ngpu, 2, 2, pcie_GBps, cpu_GBps, nics_per_switch);
+  const std::string p = host.empty() ? "" : host + ".";
+  std::vector<int> sw;
+  sw.reserve(static_cast<std::size_t>(boards));
+  for (int b = 0; b < boards; ++b)
+    sw.push_back(t.add_node(nid(p, "nvswitch", b), NodeKind::switch_, host));
+  for (int g = 0; g < ngpu; ++g)
+    t.add_link(m.gpus[static_cast<std::size_t>(g)], sw[static_cast<std::size_t>(g * boards / ngpu)],
+               25.0, lanes, 0.7, "nvlink");
+  // DGX-2: 6 switches per board, 8 lanes each to the other board: 48 lanes.
+  for (int b = 1; b < boards; ++b)
+    t.add_link(sw[0], sw[static_cast<std::size_t>(b)], 25.0, 48, 0.3, "nvlink");
+  return m;
+}
+
+}  // namespace preset_detail
+
+// DGX-1 with P100 (NVLink1, 20 GB/s per lane, one lane per connected pair).
+inline PhysicalTopology dgx1p() {
+  PhysicalTopology t;
+  t.name = "dgx1p";
+  preset_detail::add_dgx1(t, "", false);
+  return t;
+}
+
+// DGX-1 with V100 (NVLink2, 25 GB/s per lane, some pairs doubled: the hybrid cube-mesh of
+// [C-Cube] Fig. 10(c)).
+inline PhysicalTopology dgx1v() {
+  PhysicalTopology t;
+  t.name = "dgx1v";
+  preset_detail::add_dgx1(t, "", true);
+  return t;
+}
+
+// DGX-2: 16 V100 on two baseboards of NVSwitches, 6 lanes per GPU.
+inline PhysicalTopology dgx2() {
+  PhysicalTopology t;
+  t.name = "dgx2";
+  preset_detail::add_nvswitch_machine(t, "", 16, 6, 2, 16.0, 20.0, 1);
+  return t;
+}
+
+// DGX A100: 8 A100, 12 NVLink3 lanes each to the NVSwitch fabric, PCIe Gen4, 8 HDR NICs.
+inline PhysicalTopology dgx_a100() {
+  PhysicalTopology t;
+  t.name = "dgx-a100";
+  preset_detail::add_nvswitch_machine(t, "", 8, 12, 1, 32.0, 64.0, 2);
+  return t;
+}
+
+// DGX H100: 8 H100, 18 NVLink4 lanes each, PCIe Gen5, 8 NDR NICs.
+inline PhysicalTopology dgx_h100() {
+  PhysicalTopology t;
+  t.name = "dgx-h100";
+  preset_detail::add_nvswitch_machine(t, "", 8, 18, 1, 64.0, 64.0, 2);
+  return t;
+}
+
+// A PCIe server: GPUs two per PCIe switch (Gen3 x16 by default), two CPUs joined by QPI when
+// there are more than 4 GPUs, a NIC on every PCIe switch.
+inline PhysicalTopology pcie_server(int ngpu = 8, double pcie_GBps = 16.0) {
+  if (ngpu < 1) throw TopologyError("pcie_server: ngpu must be >= 1");
+  PhysicalTopology t;
+  t.name = std::string("pcie").append(std::to_string(ngpu));
+  preset_detail::add_pcie_tree(t, "", ngpu, 2, ngpu > 4 ? 2 : 1, pcie_GBps, 20.0, 1);
+  return t;
+}
+
+enum class IntraConnect { pcie, nvlink };
+
+// [TopoSync] Fig. 3: M machines with G GPUs each, one NIC per machine to a ToR switch, the ToR to
+// an aggregation switch. PCIe machines join their GPUs and NIC through one PCIe switch at
+// `intra_GBps` ([TopoSync]: 100 Gbps = 12.5 GB/s); NVLink machines add a DGX-1V cube mesh (G = 8)
+// or a full mesh (G <= 4) at `nvlink_GBps` per lane on top of that PCIe switch.
+//
+// `pairwise` builds [TopoSync]'s own abstraction instead (Sec. III-A and Fig. 3(d)): the graph's
+// vertices are the workers, and every pair of workers is one duplex edge whose bandwidth is that
+// of the path between them: NVLink lanes where a machine has them, `intra_GBps` (the PCIe path)
+// for other pairs in a machine, `nic_GBps` for pairs in different machines. No switch or NIC is
+// shared: a machine has G^2 (M - 1) edges to the other machines, each with the NIC's bandwidth.
+// docs/repro-seed001.md compares the two models.
+struct ClusterOptions {
+  int machines = 4;
+  int gpus_per_machine = 4;
+  IntraConnect intra = IntraConnect::pcie;
+  double intra_GBps = 12.5;   // PCIe, per direction
+  double nvlink_GBps = 25.0;  // per lane (NVLink machines)
+  double nic_GBps = 1.25;     // per direction (10 Gbps)
+  bool pairwise = false;      // [TopoSync]'s worker-pair abstraction (see above)
+};
+
+inline PhysicalTopology cluster(const ClusterOptions& o) {
+  if (o.machines < 1 || o.gpus_per_machine < 1)
+    throw TopologyError("cluster: machines and gpus_per_machine must be >= 1");
+  if (o.intra == IntraConnect::nvlink && o.gpus_per_machine != 8 && o.gpus_per_machine > 4)
+    throw TopologyError("cluster: NVLink machines have 8 GPUs (DGX-1 cube mesh) or at most 4");
+  PhysicalTopology t;
+  t.name = std::string("cluster-").append(std::to_string(o.machines)) + "x" +
+           std::to_string(o.gpus_per_machine) +
+           (o.intra == IntraConnect::nvlink ? "-nvlink" : "-pcie") +
+           (o.pairwise ? "-pairwise" : "");
+  if (o.pairwise) {
+    const int G = o.gpus_per_machine;
+    for (int m = 0; m < o.machines; ++m)
+      for (int g = 0; g < G; ++g)
+        t.add_node(
+            std::string("m").append(std::to_string(m)).append(".gpu").append(std::to_string(g)),
+            NodeKind::gpu, std::string("m").append(std::to_string(m)));
+    for (int a = 0; a < t.node_count(); ++a)
+      for (int b = a + 1; b < t.node_count(); ++b) {
+        const int ma = a / G, mb = b / G, ga = a % G, gb = b % G;
+        if (ma != mb) {
+          t.add_link(a, b, o.nic_GBps, 1, 4.0, "net");
+          continue;
+        }
+        int lanes = 0;
+        if (o.intra == IntraConnect::nvlink)
+          lanes = G == 8 ? preset_detail::kDgx1vLanes[static_cast<std::size_t>(ga)]
+                                                     [static_cast<std::size_t>(gb)]
+                         : 1;
+        if (lanes > 0)
+          t.add_link(a, b, o.nvlink_GBps, lanes, 0.7, "nvlink");
+        else
+          t.add_link(a, b, o.intra_GBps, 1, 1.0, "pcie");
+      }
+    return t;
+  }
+  std::vector<preset_detail::MachineNodes> ms;
+  for (int m = 0; m < o.machines; ++m) {
+    const std::string host = std::string("m").append(std::to_string(m));
+    auto mn = preset_detail::add_pcie_tree(t, host, o.gpus_per_machine, o.gpus_per_machine, 1,
+                                           o.intra_GBps, 1.0, 1);
+    if (o.intra == IntraConnect::nvlink) {
+      if (o.gpus_per_machine == 8) {
+        preset_detail::add_cube_mesh(t, mn.gpus, o.nvlink_GBps, true);
+      } else {
+        for (std::size_t i = 0; i < mn.gpus.size(); ++i)
+          for (std::size_t j = i + 1; j < mn.gpus.size(); ++j)
+            t.add_link(mn.gpus[i], mn.gpus[j], o.nvlink_GBps, 1, 0.7, "nvlink");
+      }
+    }
+    ms.push_back(std::move(mn));
+  }
+  const int tor = t.add_node("tor", NodeKind::switch_);
+  const int agg = t.add_node("agg", NodeKind::switch_);
+  for (const auto& m : ms) t.add_link(m.nics.front(), tor, o.nic_GBps, 1, 2.0, "net");
+  t.add_link(tor, agg, o.nic_GBps * o.machines, 1, 2.0, "net");
+  return t;
+}
+
+// Every pair of `n` GPUs joined directly by `GBps` per direction (tests, uniform clusters).
+inline PhysicalTopology fully_connected(int n, double GBps = 10.0) {
+  PhysicalTopology t;
+  t.name = std::string("full").append(std::to_string(n));
+  for (int i = 0; i < n; ++i)
+    t.add_node(std::string("gpu").append(std::to_string(i)), NodeKind::gpu);
+  for (int i = 0; i < n; ++i)
+    for (int j = i + 1; j < n; ++j) t.add_link(i, j, GBps, 1, 1.0, "link");
+  return t;
+}
+
+// Names accepted by preset(): dgx1p, dgx1v (or dgx1), dgx2, dgx-a100, dgx-h100, pcie4, pcie8,
+// full<N>, and cluster:<M>x<G>[:pcie|:nvlink][:<Gbps>][:pairwise] (NIC bandwidth in Gbit/s,
+// default 10; pairwise: [TopoSync]'s worker-pair abstraction, see ClusterOptions).
+inline PhysicalTopology preset(std::string_view name) {
+  if (name == "dgx1p") return dgx1p();
+  if (name == "dgx1v" || name == "dgx1") return dgx1v();
+  if (name == "dgx2") return dgx2();
+  if (name == "dgx-a100" || name == "dgxa100") return dgx_a100();
+  if (name == "dgx-h100" || name == "dgxh100") return dgx_h100();
+  if (name == "pcie4") return pcie_server(4);
+  if (name == "pcie8") return pcie_server(8);
+  const auto to_int = [&](std::string_view s) {
+    int v = 0;
+    if (s.empty()) throw TopologyError("preset \"" + std::string(name) + "\": expected a number");
+    for (char c : s) {
+      if (c < '0' || c > '9')
+        throw TopologyError("preset \"" + std::string(name) + "\": bad number \"" + std::string(s) +
+                            "\"");
+      v = v * 10 + (c - '0');
+    }
+    return v;
+  };
+  if (name.substr(0, 4) == "full") return fully_connected(to_int(name.substr(4)));
+  if (name.substr(0, 8) == "cluster:") {
+    std::string_view rest = name.substr(8);
+    std::vector<std::string_view> parts;
+    for (std::size_t pos; (pos = rest.find(':')) != std::string_view::npos;
+         rest = rest.substr(pos + 1))
+      parts.push_back(rest.substr(0, pos));
+    parts.push_back(rest);
+    const auto x = parts[0].find('x');
+    if (x == std::string_view::npos)
+      throw TopologyError("preset \"" + std::string(name) + "\": expected cluster:<M>x<G>");
+    ClusterOptions o;
+    o.machines = to_int(parts[0].substr(0, x));
+    o.gpus_per_machine = to_int(parts[0].substr(x + 1));
+    for (std::size_t i = 1; i < parts.size(); ++i) {
+      if (parts[i] == "pcie")
+        o.intra = IntraConnect::pcie;
+      else if (parts[i] == "nvlink")
+        o.intra = IntraConnect::nvlink;
+      else if (parts[i] == "pairwise")
+        o.pairwise = true;
+      else
+        o.nic_GBps = to_int(parts[i]) / 8.0;
+    }
+    return cluster(o);
+  }
+  throw TopologyError("unknown topology preset \"" + std::string(name) +
+                      "\" (dgx1p, dgx1v, dgx2, dgx-a100, dgx-h100, pcie4, pcie8, full<N>, "
+                      "cluster:<M>x<G>[:pcie|:nvlink][:<Gbps>][:pairwise])");
+}
+
+inline std::vector<std::string> preset_names() {
+  return {"dgx1p",
+          "dgx1v",
+          "dgx2",
+          "dgx-a100",
+          "dgx-h100",
+          "pcie4",
+          "pcie8",
+          "full8",
+          "cluster:4x4:pcie:10",
+          "cluster:8x8:nvlink:100"};
+}
+
+}  // namespace ccoll::physical

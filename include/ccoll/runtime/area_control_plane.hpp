@@ -1,0 +1,169 @@
+// ccoll/runtime/area_control_plane.hpp: the control plane of transports whose ranks share memory
+// (host threads, processes on one host): agreement through per-rank descriptors and an abort
+// record, both in the shared area (runtime/shared_area.hpp).
+//
+// Agreement on call `seq`, rank r:
+//   1. r waits until every rank has acknowledged call seq-1 (read its descriptors), then writes
+//      its descriptor (count, dtype, op, local verdict and reason, and on rank 0 its per-call
+//      choice) and publishes seq last (release);
+//   2. r waits for every rank's descriptor of seq and compares them: every rank reaches the same
+//      verdict from the same data, so a mismatch or a bad argument anywhere makes every rank throw
+//      before any rank has touched a buffer; then r acknowledges seq.
+// A rank whose own arguments are bad publishes them and throws at once (it has nothing to read).
+// Waits give up at the call's deadline or when the abort record is raised; the first failure
+// wins the record, so every rank reports the root cause.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <sstream>
+#include <string>
+
+#include "ccoll/core/dtype.hpp"
+#include "ccoll/core/error.hpp"
+#include "ccoll/core/op.hpp"
+#include "ccoll/runtime/call_args.hpp"
+#include "ccoll/runtime/control_plane.hpp"
+#include "ccoll/runtime/shared_area.hpp"
+#include "ccoll/sync/atomic.hpp"
+#include "ccoll/sync/backoff.hpp"
+#include "ccoll/sync/counter.hpp"
+
+namespace ccoll::runtime {
+
+class AreaControlPlane {
+ public:
+  AreaControlPlane() = default;
+  AreaControlPlane(std::byte* area, const AreaLayout& layout, int nranks, long timeout_ms,
+                   const sync::WaitPolicy& policy)
+      : header_(reinterpret_cast<AreaHeader*>(area)),
+        descriptors_(reinterpret_cast<RankDescriptor*>(area + layout.descriptors)),
+        nranks_(nranks),
+        timeout_ms_(timeout_ms),
+        policy_(policy) {}
+
+  Agreement agree(const CallArgs& args, std::uint64_t seq, std::uint64_t deadline_ns,
+                  FailurePoint where) {
+    const int rank = where.rank;
+    // The previous call's descriptors must have been read by everyone before ours is overwritten.
+    for (int q = 0; q < nranks_; ++q) wait_word(&descriptors_[q].ack, seq - 1, rank, q, deadline_ns, seq);
+    RankDescriptor& mine = descriptors_[rank];
+    mine.count = args.count;
+    mine.dtype = static_cast<std::uint32_t>(args.dtype);
+    mine.op = static_cast<std::uint32_t>(args.op);
+    mine.status = args.ok() ? 0u : 1u + static_cast<std::uint32_t>(args.error);
+    if (rank == 0) mine.root_choice = args.root_choice;
+    std::memset(mine.reason, 0, sizeof mine.reason);
+    std::memcpy(mine.reason, args.reason.data(), std::min(args.reason.size(), sizeof mine.reason - 1));
+    sync::AtomicWord<std::uint64_t>(&mine.seq).store_release(seq);
+    if (!args.ok()) {
+      // Nothing of ours to read any more: let the others overwrite their descriptors later.
+      sync::AtomicWord<std::uint64_t>(&mine.ack).store_release(seq);
+      throw Error(args.error, rank, args.reason);
+    }
+    for (int q = 0; q < nranks_; ++q) wait_word(&descriptors_[q].seq, seq, rank, q, deadline_ns, seq);
+    Agreement a;
+    for (int q = 0; q < nranks_ && a.verdict.empty(); ++q) {
+      const RankDescriptor& d = descriptors_[q];
+      if (d.status != 0) {
+        a.code = static_cast<ErrorCode>(d.status - 1);
+        a.verdict = "rank " + std::to_string(q) + " passed bad arguments to call " +
+                    std::to_string(seq) + " (" + std::string(d.reason) +
+                    "); no rank touched its buffers";
+      }
+    }
+    const RankDescriptor& d0 = descriptors_[0];
+    for (int q = 1; q < nranks_ && a.verdict.empty(); ++q) {
+      const RankDescriptor& d = descriptors_[q];
+      std::ostringstream os;
+      if (d.count != d0.count) {
+        os << "count differs: rank 0 has " << d0.count << ", rank " << q << " has " << d.count;
+      } else if (d.dtype != d0.dtype) {
+        os << "datatype differs: rank 0 has " << to_string(static_cast<DataType>(d0.dtype))
+           << ", rank " << q << " has " << to_string(static_cast<DataType>(d.dtype));
+      } else if (d.op != d0.op) {
+        os << "op differs: rank 0 has " << to_string(static_cast<ReduceOp>(d0.op)) << ", rank " << q
+           << " has " << to_string(static_cast<ReduceOp>(d.op));
+      }
+      if (!os.str().empty()) a.verdict = os.str() + " (call " + std::to_string(seq) + ")";
+    }
+    // Read before the acknowledgement below, after which rank 0 may reuse its descriptor.
+    a.root_choice = d0.root_choice;
+    sync::AtomicWord<std::uint64_t>(&mine.ack).store_release(seq);
+    return a;
+  }
+
+  const std::uint32_t* abort_word() const { return &header_->abort.flag; }
+  bool aborted() const { return header_->abort.raised(); }
+  void raise(ErrorCode code, FailurePoint where) {
+    header_->abort.raise(static_cast<std::uint32_t>(code), where.rank, where.channel, where.step,
+                         where.peer, static_cast<std::uint32_t>(where.waiting_for));
+  }
+
+  // Every rank that stops because another failed reports the first failure's code, so that a
+  // rank that never arrives makes every other rank report a timeout.
+  Error stopped_error(FailurePoint where, std::uint64_t seq) const {
+    std::ostringstream os;
+    os << "stopped in call " << seq;
+    if (where.channel >= 0)
+      os << " at channel " << where.channel << ", step " << where.step << " (waiting for "
+         << (where.waiting_for == FailurePoint::Waiting::free_slot ? "a free slot at rank "
+                                                                    : "a message from rank ")
+         << where.peer << ")";
+    os << " because " << describe_origin();
+    const auto code =
+        header_->abort.settle() ? static_cast<ErrorCode>(header_->abort.code) : ErrorCode::Aborted;
+    return Error(code == ErrorCode::Timeout ? ErrorCode::Timeout : ErrorCode::Aborted, where.rank,
+                 os.str());
+  }
+
+ private:
+  static const char* what_text(std::uint32_t what) {
+    switch (what) {
+      case 1:
+        return "a message from";
+      case 2:
+        return "a free slot at";
+      case 3:
+        return "the arrival of";
+      default:
+        return "";
+    }
+  }
+
+  std::string describe_origin() const {
+    const sync::AbortRecord& a = header_->abort;
+    if (!a.settle()) return "another rank failed";
+    std::ostringstream os;
+    os << "rank " << a.rank << " failed first (" << to_string(static_cast<ErrorCode>(a.code));
+    if (a.waiting_for != 0) os << " waiting for " << what_text(a.waiting_for) << " rank " << a.peer;
+    if (a.channel >= 0) os << " on channel " << a.channel << ", step " << a.step;
+    os << ")";
+    return os.str();
+  }
+
+  // Waits until *word >= target; `peer` is the rank whose word it is.
+  void wait_word(const std::uint64_t* word, std::uint64_t target, int rank, int peer,
+                 std::uint64_t deadline_ns, std::uint64_t seq) {
+    sync::Counter c(const_cast<std::uint64_t*>(word));
+    const sync::WaitResult r = c.wait(target, &header_->abort.flag, deadline_ns, policy_);
+    if (r == sync::WaitResult::Ok) return;
+    FailurePoint where{rank, -1, -1, peer, FailurePoint::Waiting::arrival};
+    if (r == sync::WaitResult::Aborted) throw stopped_error(where, seq);
+    raise(ErrorCode::Timeout, where);
+    throw Error(ErrorCode::Timeout, rank,
+                "rank " + std::to_string(peer) + " did not arrive at call " + std::to_string(seq) +
+                    " within " + std::to_string(timeout_ms_) + " ms");
+  }
+
+  AreaHeader* header_ = nullptr;
+  RankDescriptor* descriptors_ = nullptr;
+  int nranks_ = 0;
+  long timeout_ms_ = 0;
+  sync::WaitPolicy policy_;
+};
+
+static_assert(ControlPlane<AreaControlPlane>);
+
+}  // namespace ccoll::runtime

@@ -1,0 +1,168 @@
+// ccoll/runtime/communicator.hpp: one collective call, composed from the runtime's parts and a
+// transport's control plane and connections.
+//
+// One call on rank r (every transport whose ranks run the interpreter on host threads):
+//   1. local argument checks (runtime/call_args.hpp); rank 0 also decides how this call writes
+//      its slots (runtime/slot_store_tuner.hpp);
+//   2. agreement through the transport's control plane (runtime/control_plane.hpp): every rank
+//      throws, before touching a buffer, if any rank's arguments are bad or differ;
+//   3. the plan for (count, element size) from the plan cache (runtime/plan_cache.hpp), built and
+//      verified on first use and mapped onto the transport's connections;
+//   4. the rank's programs through the run loop (runtime/run_loop.hpp);
+//   5. the connections' per-call bases advance by their messages per call: counters never reset,
+//      the next call's messages follow this call's.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "ccoll/core/config.hpp"
+#include "ccoll/core/dtype.hpp"
+#include "ccoll/core/error.hpp"
+#include "ccoll/core/op.hpp"
+#include "ccoll/runtime/call_args.hpp"
+#include "ccoll/runtime/connection.hpp"
+#include "ccoll/runtime/control_plane.hpp"
+#include "ccoll/runtime/plan_cache.hpp"
+#include "ccoll/runtime/run_loop.hpp"
+#include "ccoll/runtime/slot_store_tuner.hpp"
+#include "ccoll/sync/backoff.hpp"
+#include "ccoll/sync/counter.hpp"
+
+namespace ccoll::runtime {
+
+// Rejects settings no transport can run with (named after the Config field).
+inline void check_config(const Config& config, int nranks) {
+  if (nranks < 1) throw_invalid_argument(-1, "Config::nranks", ">= 1", std::to_string(nranks));
+  if (config.slot_bytes < 16 || config.slot_bytes % 16 != 0)
+    throw_invalid_argument(-1, "Config::slot_bytes", "a multiple of 16, >= 16",
+                           std::to_string(config.slot_bytes));
+  if (config.nslots < 1) throw_invalid_argument(-1, "Config::nslots", ">= 1", "0");
+  if (config.timeout.count() <= 0)
+    throw_invalid_argument(-1, "Config::timeout", "> 0 ms", std::to_string(config.timeout.count()));
+}
+
+template <ControlPlane P, Connection C>
+class Communicator {
+ public:
+  using connection_type = C;
+  using rank_state = RankState<C>;
+
+  Communicator(const Config& config, int nranks, PlanSource source, std::string_view policy_id)
+      : config_((check_config(config, nranks), config)),
+        nranks_(nranks),
+        plans_(config, nranks, std::move(source), policy_id),
+        wait_policy_(sync::WaitPolicy::for_ranks(static_cast<unsigned>(nranks),
+                                                 std::thread::hardware_concurrency())) {}
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  const Config& config() const { return config_; }
+  int nranks() const { return nranks_; }
+  // The connections the transport must provide, and the fingerprint ranks must agree on.
+  const std::vector<ConnectionKey>& connection_keys() const { return plans_.keys(); }
+  std::uint64_t fingerprint() const { return plans_.fingerprint(); }
+  // How this communicator's waits spin, yield and sleep (no spinning when ranks outnumber cores).
+  const sync::WaitPolicy& wait_policy() const { return wait_policy_; }
+
+  // Connects the communicator to the transport: its control plane and one connection per key.
+  void attach(P plane, std::vector<C> connections) {
+    plane_ = std::move(plane);
+    plans_.set_connections(std::move(connections));
+  }
+  P& control_plane() { return plane_; }
+
+  void init_rank_state(rank_state& s) const {
+    s.base_by_set.assign(plans_.keys().size(), 0);
+    s.base.assign(plans_.keys().size(), 0);
+  }
+
+  // The plan for `count` elements of `elem_size` bytes (built, verified and cached on first use).
+  const PreparedPlan<C>& prepared_plan(std::uint64_t count, std::size_t elem_size) {
+    return plans_.prepared(count, elem_size);
+  }
+
+  // One collective call by `rank` (its state must be used by one thread only).
+  void run(rank_state& st, int rank, const void* send, void* recv, std::size_t count,
+           DataType dtype, ReduceOp op) {
+    StepOptions o;
+    o.start_ns = sync::now_ns();
+    o.timeout_ms = static_cast<long>(config_.timeout.count());
+    o.deadline_ns =
+        o.start_ns + static_cast<std::uint64_t>(
+                         std::chrono::duration_cast<std::chrono::nanoseconds>(config_.timeout).count());
+    FailurePoint here{rank, -1, -1, -1, FailurePoint::Waiting::nothing};
+    if (plane_.aborted()) throw plane_.stopped_error(here, st.seq + 1);
+
+    // 1. Local checks; rank 0 chooses how every rank writes its slots in this call.
+    CallArgs args = check_call_arguments(send, recv, count, dtype, op);
+    SlotStoreTuner* tuner = nullptr;
+    if (rank == 0) {
+      const bool eligible = args.ok() && config_.stream_slot_bytes != 0 &&
+                            count * size_of(dtype) >= config_.stream_slot_bytes;
+      SlotStoreTuner::Mode mode = eligible ? SlotStoreTuner::Streamed : SlotStoreTuner::Cached;
+      if (eligible && config_.tune_slot_stores) {
+        tuner = &st.tuners[count * 16 + size_of(dtype)];
+        mode = tuner->next();
+      }
+      args.root_choice = mode;
+    }
+    o.seq = ++st.seq;
+
+    // 2. Agreement.
+    const Agreement agreed = plane_.agree(args, o.seq, o.deadline_ns, here);
+    if (!agreed.verdict.empty()) throw Error(agreed.code, rank, agreed.verdict);
+    o.stream_slots = static_cast<SlotStoreTuner::Mode>(agreed.root_choice) == SlotStoreTuner::Streamed;
+
+    // 3. The plan.
+    const PreparedPlan<C>* pp = st.last_plan;
+    if (pp == nullptr || st.last_count != count || st.last_elem_size != size_of(dtype)) {
+      try {
+        pp = &plans_.prepared(count, size_of(dtype));
+      } catch (const Error& e) {
+        plane_.raise(e.code(), here);
+        throw;
+      }
+      st.last_plan = pp;
+      st.last_count = count;
+      st.last_elem_size = size_of(dtype);
+    }
+    const plan::Plan& p = pp->plan;
+    for (std::size_t i = 0; i < pp->set_index.size(); ++i)
+      st.base[i] = st.base_by_set[pp->set_index[i]];
+    if (st.pcs.size() < p.channels.size()) st.pcs.resize(p.channels.size());
+    o.stream_output =
+        config_.stream_output_bytes != 0 && count * size_of(dtype) >= config_.stream_output_bytes;
+
+    // 4. The steps.
+    const std::uint64_t steps_start = sync::now_ns();
+    dispatch_data_type(dtype, [&](auto t) {
+      using T = decltype(t);
+      dispatch_reduce_op(op, [&](auto tag) {
+        run_steps<T, decltype(tag)::value>(plane_, st, *pp, rank, static_cast<const T*>(send),
+                                           static_cast<T*>(recv), o, wait_policy_);
+      });
+    });
+    if (tuner != nullptr)
+      tuner->record(static_cast<SlotStoreTuner::Mode>(agreed.root_choice),
+                    sync::now_ns() - steps_start);
+    // 5. Bases.
+    for (std::size_t i = 0; i < pp->set_index.size(); ++i)
+      st.base_by_set[pp->set_index[i]] += p.connections[i].messages_per_call;
+  }
+
+ private:
+  Config config_;
+  int nranks_;
+  PlanCache<C> plans_;
+  sync::WaitPolicy wait_policy_;
+  P plane_{};
+};
+
+}  // namespace ccoll::runtime

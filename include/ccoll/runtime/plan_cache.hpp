@@ -1,0 +1,181 @@
+// ccoll/runtime/plan_cache.hpp: plans built, verified and mapped onto a transport's connections,
+// once per (count, element size).
+//
+// A communicator's connections are fixed when it is created: processes cannot grow shared memory
+// or re-wire peers in agreement cheaply. The set is the union of the connections of reference
+// plans (counts at which every piece of every channel is non-empty); plans for other counts use a
+// subset of it (ring and tree builders only drop connections for tiny counts). A plan that needs a
+// connection outside the set is refused with ErrorCode::Unsupported.
+//
+// The fingerprint covers everything that shapes the connection set and the plans (rank count,
+// slot geometry, channels, chunks, the policies' identity and the reference plans' steps), so
+// that ranks built differently refuse to run together instead of exchanging wrong data.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "ccoll/core/config.hpp"
+#include "ccoll/core/error.hpp"
+#include "ccoll/plan/plan.hpp"
+#include "ccoll/plan/verifier.hpp"
+#include "ccoll/runtime/connection.hpp"
+#include "ccoll/runtime/interpreter.hpp"
+
+namespace ccoll::runtime {
+
+// Builds the plan for a request: a logical topology and a schedule composed (allreduce.hpp).
+using PlanSource = std::function<plan::Plan(const plan::PlanRequest&)>;
+
+struct ConnectionKey {
+  std::uint32_t channel = 0;
+  plan::Rank from = 0;
+  plan::Rank to = 0;
+  friend bool operator<(const ConnectionKey& a, const ConnectionKey& b) {
+    return std::tie(a.channel, a.from, a.to) < std::tie(b.channel, b.from, b.to);
+  }
+  friend bool operator==(const ConnectionKey& a, const ConnectionKey& b) = default;
+};
+
+// A plan ready to run: per plan connection, its index in the communicator's set and its object.
+template <Connection C>
+struct PreparedPlan {
+  plan::Plan plan;
+  std::vector<std::uint32_t> set_index;
+  std::vector<C> connections;
+  int nactive = 1;
+};
+
+// FNV-1a over 64-bit words.
+class Fingerprint {
+ public:
+  void mix(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) h_ = (h_ ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  }
+  void mix(std::string_view s) {
+    for (char ch : s) mix(static_cast<std::uint64_t>(static_cast<unsigned char>(ch)));
+  }
+  std::uint64_t value() const { return h_; }
+
+ private:
+  std::uint64_t h_ = 1469598103934665603ull;
+};
+
+template <Connection C>
+class PlanCache {
+ public:
+  PlanCache(const Config& config, int nranks, PlanSource source, std::string_view policy_id)
+      : config_(config), nranks_(nranks), source_(std::move(source)) {
+    Fingerprint fp;
+    fp.mix(static_cast<std::uint64_t>(nranks));
+    fp.mix(config.slot_bytes);
+    fp.mix(config.nslots);
+    fp.mix(config.nchannels);
+    fp.mix(config.nchunks);
+    fp.mix(policy_id);
+    for (std::size_t elem : {std::size_t{4}, std::size_t{1}}) {
+      const std::uint64_t nch = std::max<std::uint32_t>(1, config.nchannels);
+      const plan::Plan p = build(static_cast<std::uint64_t>(nranks) * nch * 4096, elem);
+      if (p.nranks != nranks)
+        throw Error(ErrorCode::InvalidArgument, -1,
+                    "the logical topology '" + p.algorithm + "' plans for " +
+                        std::to_string(p.nranks) + " ranks; the communicator has " +
+                        std::to_string(nranks));
+      for (const auto& c : p.connections) keys_.push_back(ConnectionKey{c.channel, c.from, c.to});
+      for (const auto& ch : p.channels)
+        for (const auto& prog : ch.programs)
+          for (const auto& s : prog.steps) {
+            fp.mix(s.offset);
+            fp.mix(s.count);
+            fp.mix((std::uint64_t{s.recv_count} << 32) | s.send_count);
+          }
+    }
+    std::sort(keys_.begin(), keys_.end());
+    keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
+    fp.mix(keys_.size());
+    fingerprint_ = fp.value();
+  }
+  PlanCache(const PlanCache&) = delete;
+  PlanCache& operator=(const PlanCache&) = delete;
+
+  const std::vector<ConnectionKey>& keys() const { return keys_; }
+  std::uint64_t fingerprint() const { return fingerprint_; }
+  // The transport's connection object for every key, in key order.
+  void set_connections(std::vector<C> connections) { connections_ = std::move(connections); }
+
+  // The plan for (count, elem_size), built, verified and mapped on first use. Thread-safe.
+  const PreparedPlan<C>& prepared(std::uint64_t count, std::size_t elem_size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::uint64_t key = count * 16 + elem_size;  // elem_size <= 8
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return *it->second;
+    auto prepared = std::make_unique<PreparedPlan<C>>();
+    prepared->plan = build(count, elem_size);
+    const plan::Plan& p = prepared->plan;
+    if (p.nranks != nranks_ || p.count != count)
+      throw Error(ErrorCode::InvalidPlan, -1,
+                  "the topology built a plan for " + std::to_string(p.nranks) + " ranks and " +
+                      std::to_string(p.count) + " elements; expected " + std::to_string(nranks_) +
+                      " and " + std::to_string(count));
+    if (config_.verify_plans) plan::verify_or_throw(p);
+    if (!check_step_shapes(p))
+      throw Error(ErrorCode::Unsupported, -1,
+                  "plan '" + p.algorithm + "' has a step with more than " +
+                      std::to_string(kMaxStepPorts) + " ports");
+    if (p.slot_elems * elem_size > config_.slot_bytes)
+      throw Error(ErrorCode::InvalidPlan, -1, "plan messages exceed Config::slot_bytes");
+    prepared->nactive = p.nactive();
+    for (const auto& c : p.connections) {
+      const ConnectionKey k{c.channel, c.from, c.to};
+      auto pos = std::lower_bound(keys_.begin(), keys_.end(), k);
+      if (pos == keys_.end() || !(*pos == k))
+        throw Error(ErrorCode::Unsupported, -1,
+                    "plan '" + p.algorithm + "' for count " + std::to_string(count) +
+                        " uses connection " + std::to_string(c.from) + "->" + std::to_string(c.to) +
+                        " on channel " + std::to_string(c.channel) +
+                        ", which the reference plans did not; the communicator has no room for it");
+      const auto idx = static_cast<std::uint32_t>(pos - keys_.begin());
+      prepared->set_index.push_back(idx);
+      prepared->connections.push_back(connections_.at(idx));
+    }
+    const PreparedPlan<C>& result = *prepared;
+    plans_.emplace(key, std::move(prepared));
+    return result;
+  }
+
+ private:
+  plan::Plan build(std::uint64_t count, std::size_t elem_size) const {
+    plan::PlanRequest req;
+    req.nranks = nranks_;
+    req.count = count;
+    req.elem_size = elem_size;
+    req.nchannels = config_.nchannels == 0 ? 1 : config_.nchannels;
+    req.nchunks = config_.nchunks;
+    req.slot_bytes = config_.slot_bytes;
+    req.nslots = config_.nslots;
+    req.alpha_s = config_.alpha_s;
+    req.beta_s_per_byte = config_.beta_s_per_byte;
+    return source_(req);
+  }
+
+  Config config_;
+  int nranks_;
+  PlanSource source_;
+  std::vector<ConnectionKey> keys_;
+  std::uint64_t fingerprint_ = 0;
+  std::vector<C> connections_;
+  std::mutex mutex_;
+  std::unordered_map<std::uint64_t, std::unique_ptr<PreparedPlan<C>>> plans_;
+};
+
+}  // namespace ccoll::runtime

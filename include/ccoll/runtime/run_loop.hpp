@@ -1,0 +1,116 @@
+// ccoll/runtime/run_loop.hpp: one rank's steps of one call, on one host thread.
+//
+// A rank runs one program per channel. One thread interleaves them with the interpreter's
+// non-blocking try_step ([C-Cube] Sec. 4.3's "check"), so channels never wait on each other and
+// the thread cannot deadlock; when no channel can make progress it backs off (sync/backoff.hpp)
+// until the call's deadline or an abort, and then reports the first blocked step: call, channel,
+// step, and the peer and message it was waiting for.
+#pragma once
+
+#include <cstdint>
+#include <sstream>
+#include <unordered_map>
+#include <vector>
+
+#include "ccoll/core/error.hpp"
+#include "ccoll/core/op.hpp"
+#include "ccoll/runtime/connection.hpp"
+#include "ccoll/runtime/control_plane.hpp"
+#include "ccoll/runtime/interpreter.hpp"
+#include "ccoll/runtime/plan_cache.hpp"
+#include "ccoll/runtime/slot_store_tuner.hpp"
+#include "ccoll/sync/backoff.hpp"
+#include "ccoll/sync/counter.hpp"
+
+namespace ccoll::runtime {
+
+// What one rank keeps between calls (only that rank's thread touches it).
+template <Connection C>
+struct alignas(128) RankState {
+  std::uint64_t seq = 0;                   // calls attempted
+  std::vector<std::uint64_t> base_by_set;  // messages of earlier calls per set connection
+  std::vector<std::uint64_t> base;         // per connection of the current plan
+  std::vector<std::uint32_t> pcs;          // per channel: next step
+  const PreparedPlan<C>* last_plan = nullptr;  // cache of the last lookup (no lock)
+  std::uint64_t last_count = 0;
+  std::size_t last_elem_size = 0;
+  // Rank 0 only: how to write slots, per (count, element size) (Config::tune_slot_stores).
+  std::unordered_map<std::uint64_t, SlotStoreTuner> tuners;
+};
+
+struct StepOptions {
+  std::uint64_t deadline_ns = 0;
+  std::uint64_t start_ns = 0;
+  std::uint64_t seq = 0;
+  long timeout_ms = 0;
+  bool stream_output = false;
+  bool stream_slots = false;
+};
+
+template <class T, ReduceOp Op, ControlPlane P, Connection C>
+void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, const T* input,
+               T* output, const StepOptions& o, const sync::WaitPolicy& policy) {
+  const plan::Plan& p = pp.plan;
+  const auto nch = static_cast<std::uint32_t>(p.channels.size());
+  ProgramContext<T, C> ctx;
+  ctx.ports = p.ports.data();
+  ctx.connections = pp.connections.data();
+  ctx.base = st.base.data();
+  ctx.input = input;
+  ctx.output = output;
+  ctx.nactive = pp.nactive;
+  ctx.rank = rank;
+  ctx.abort = plane.abort_word();
+  ctx.stream_output = o.stream_output;
+  ctx.stream_slots = o.stream_slots;
+  std::uint32_t unfinished = 0;
+  for (std::uint32_t c = 0; c < nch; ++c) {
+    st.pcs[c] = 0;
+    if (!p.channels[c].programs[static_cast<std::size_t>(rank)].steps.empty()) ++unfinished;
+  }
+  const HostGroup group;
+  sync::Backoff backoff(policy);
+  while (unfinished > 0) {
+    bool progressed = false;
+    for (std::uint32_t c = 0; c < nch; ++c) {
+      const auto& steps = p.channels[c].programs[static_cast<std::size_t>(rank)].steps;
+      if (st.pcs[c] >= steps.size()) continue;
+      ctx.steps = steps.data();
+      ctx.nsteps = static_cast<std::uint32_t>(steps.size());
+      ctx.channel = c;
+      while (try_step<T, Op>(group, ctx, st.pcs[c])) progressed = true;
+      if (st.pcs[c] >= steps.size()) --unfinished;
+    }
+    if (progressed) {
+      backoff.reset();
+      continue;
+    }
+    const bool aborted = plane.aborted();
+    if (aborted || sync::now_ns() >= o.deadline_ns) {
+      // Report the first unfinished channel's blocked step.
+      for (std::uint32_t c = 0; c < nch; ++c) {
+        const auto& steps = p.channels[c].programs[static_cast<std::size_t>(rank)].steps;
+        if (st.pcs[c] >= steps.size()) continue;
+        ctx.steps = steps.data();
+        ctx.nsteps = static_cast<std::uint32_t>(steps.size());
+        ctx.channel = c;
+        const StepFailure f = blocked_port(ctx, st.pcs[c], sync::WaitResult::Timeout);
+        const FailurePoint where{rank, static_cast<int>(c), f.step, f.peer,
+                                 f.waiting_for_slot ? FailurePoint::Waiting::free_slot
+                                                    : FailurePoint::Waiting::message};
+        if (aborted) throw plane.stopped_error(where, o.seq);
+        plane.raise(ErrorCode::Timeout, where);
+        std::ostringstream os;
+        os << "call " << o.seq << ", channel " << c << ", step " << f.step << " of "
+           << steps.size() << ": waiting for "
+           << (f.waiting_for_slot ? "a free slot at rank " : "a message from rank ") << f.peer
+           << " for " << (sync::now_ns() - o.start_ns) / 1000000 << " ms (Config::timeout "
+           << o.timeout_ms << " ms)";
+        throw Error(ErrorCode::Timeout, rank, os.str());
+      }
+    }
+    backoff.pause();
+  }
+}
+
+}  // namespace ccoll::runtime

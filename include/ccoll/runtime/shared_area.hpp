@@ -1,0 +1,112 @@
+// ccoll/runtime/shared_area.hpp: the memory that ranks of one host share: its layout and header.
+//
+// The host-threads transport puts the area on the heap, the shared-memory transport in a POSIX
+// segment; both lay it out the same way:
+//
+//   AreaHeader | RankDescriptor x nranks | ConnectionCounters x nconn | slots (nconn x nslots x
+//   slot_bytes)
+//
+// The header and descriptors are the control plane's (runtime/area_control_plane.hpp); the
+// counters and slots are the connections' (sync/connection.hpp), one per ConnectionKey of the
+// communicator's fixed connection set (runtime/plan_cache.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <vector>
+
+#include "ccoll/plan/plan.hpp"
+#include "ccoll/runtime/plan_cache.hpp"
+#include "ccoll/sync/abort.hpp"
+#include "ccoll/sync/atomic.hpp"
+#include "ccoll/sync/connection.hpp"
+
+namespace ccoll::runtime {
+
+inline constexpr std::uint64_t kAreaMagic = 0x63636f6c6c763031ull;  // "ccollv01"
+inline constexpr std::size_t kPage = 4096;
+
+struct alignas(128) AreaHeader {
+  std::uint64_t magic = 0;       // kAreaMagic once the area is initialised
+  std::uint64_t generation = 0;  // nonce of the run that created the area
+  std::uint32_t ready = 0;       // 1: initialised (written last, release)
+  std::int32_t nranks = 0;
+  std::uint64_t config_hash = 0;  // ranks must agree on everything that shapes the area
+  std::uint64_t total_bytes = 0;
+  std::uint32_t attached = 0;    // ranks that attached (shared memory)
+  std::uint32_t left = 0;        // ranks that detached; the last one unlinks
+  std::int64_t creator_pid = 0;  // shared memory: a segment whose creator died is stale
+  alignas(128) sync::AbortRecord abort;
+};
+
+// One rank's arguments for one call, published for the others to compare.
+struct alignas(128) RankDescriptor {
+  std::uint64_t seq = 0;  // the call this describes (1, 2, ...); written last (release)
+  std::uint64_t ack = 0;  // the last call whose descriptors this rank has read
+  std::uint64_t count = 0;
+  std::uint32_t dtype = 0;
+  std::uint32_t op = 0;
+  std::uint32_t status = 0;  // 0: arguments fine; otherwise 1 + ErrorCode
+  std::uint32_t attached_generation = 0;
+  std::uint32_t root_choice = 0;  // rank 0 only: CallArgs::root_choice
+  char reason[80] = {};           // the local error's text (truncated)
+};
+
+struct AreaLayout {
+  std::size_t descriptors = 0;  // offsets from the start of the area
+  std::size_t counters = 0;
+  std::size_t slots = 0;
+  std::size_t total = 0;
+  std::uint64_t slot_stride = 0;
+
+  static constexpr std::size_t round_up(std::size_t x, std::size_t a) {
+    return (x + a - 1) / a * a;
+  }
+  static AreaLayout make(int nranks, std::size_t nconnections, std::uint64_t slot_bytes,
+                         std::uint32_t nslots) {
+    AreaLayout l;
+    l.slot_stride = round_up(slot_bytes, 128);
+    l.descriptors = round_up(sizeof(AreaHeader), 128);
+    l.counters =
+        round_up(l.descriptors + sizeof(RankDescriptor) * static_cast<std::size_t>(nranks), kPage);
+    l.slots = round_up(l.counters + sizeof(sync::ConnectionCounters) * nconnections, kPage);
+    l.total = round_up(l.slots + nconnections * nslots * l.slot_stride, kPage);
+    return l;
+  }
+};
+
+// Writes a fresh header into a zeroed area (the creator only; `ready` is published last).
+inline void init_area(std::byte* area, const AreaLayout& layout, int nranks,
+                      std::uint64_t config_hash, std::uint64_t generation,
+                      std::int64_t creator_pid = 0) {
+  auto* h = new (area) AreaHeader{};
+  h->magic = kAreaMagic;
+  h->creator_pid = creator_pid;
+  h->generation = generation;
+  h->nranks = nranks;
+  h->config_hash = config_hash;
+  h->total_bytes = layout.total;
+  sync::AtomicWord<std::uint32_t>(&h->ready).store_release(1);
+}
+
+// The connections of `keys`, in key order, in an initialised area.
+inline std::vector<sync::ConnectionRef> area_connections(std::byte* area, const AreaLayout& layout,
+                                                         const std::vector<ConnectionKey>& keys,
+                                                         std::uint32_t nslots) {
+  auto* counters = reinterpret_cast<sync::ConnectionCounters*>(area + layout.counters);
+  std::vector<sync::ConnectionRef> refs(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    sync::ConnectionRef& r = refs[i];
+    r.slots = area + layout.slots + i * nslots * layout.slot_stride;
+    r.tail = &counters[i].tail;
+    r.head = &counters[i].head;
+    r.slot_bytes = layout.slot_stride;
+    r.nslots = nslots;
+    r.from = keys[i].from;
+    r.to = keys[i].to;
+  }
+  return refs;
+}
+
+}  // namespace ccoll::runtime

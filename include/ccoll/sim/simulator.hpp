@@ -1,0 +1,655 @@
+// ccoll/sim/simulator.hpp: discrete-event execution of a Plan on a Network.
+//
+// The simulator runs a plan with the executors' semantics and the network's physics:
+//   - a (rank, channel) program runs its steps in order; a step starts when its previous step is
+//     done, every message it receives has arrived, and every connection it sends on has a free slot
+//     (message seq may be written once message seq - nslots has been consumed) -- the verifier's
+//     and the executors' rules;
+//   - the step then reduces (bytes x (inputs - 1) / reduce_Bps, plus a fixed per-step overhead) and
+//     sends each message over its connection's route; the step is done when all its messages have
+//     arrived (a writer posts `tail` after its write lands), and only then are its received slots
+//     consumed (the reader posts `head`);
+//   - a message is a flow over the links of its route. Concurrent flows share each link max-min
+//     fairly (progressive filling, recomputed whenever a flow starts or ends); the message arrives
+//     the route's latency after its last byte has left (alpha + bytes / bandwidth on an idle
+//     route).
+// It reports the total time, per-rank finish times, per-link bytes and utilisation, the gradient
+// turnaround ([C-Cube] Sec. III-C: the first moment some element is reduced and written at every
+// active rank), when every part of the buffer is complete at every active rank (`ready`: what
+// [C-Cube]'s gradient queue could hand to the next forward pass, and when) and, if asked, a
+// timeline for sim/chrome_trace.hpp.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "ccoll/plan/plan.hpp"
+#include "ccoll/sim/network.hpp"
+
+namespace ccoll::sim {
+
+struct SimOptions {
+  std::size_t elem_size = 4;   // bytes per element (a Plan counts elements)
+  double reduce_Bps = 0;       // reduction throughput per program, bytes/s; 0 = free
+  double step_overhead_s = 0;  // fixed cost of every step (loop / kernel overhead)
+  bool record_trace = false;   // keep per-step and per-link timelines
+};
+
+struct LinkUsage {
+  int link = 0;
+  std::string name;
+  double capacity_Bps = 0;
+  double bytes = 0;        // carried during the collective
+  double busy_s = 0;       // time with at least one flow on it
+  double utilisation = 0;  // bytes / (capacity x total time)
+};
+
+struct StepSpan {
+  plan::Rank rank = 0;
+  std::uint32_t channel = 0;
+  std::uint32_t step = 0;
+  double start_s = 0;
+  double end_s = 0;
+  std::uint64_t bytes = 0;
+  const char* kind = "";
+};
+
+struct LinkRateSample {
+  int link = 0;
+  double time_s = 0;
+  double rate_Bps = 0;
+};
+
+// Elements [begin, end) are reduced and written at every active rank from time_s on.
+struct ReadyRange {
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+  double time_s = 0;
+};
+
+struct SimResult {
+  double time_s = 0;
+  double turnaround_s = 0;  // first element reduced and written at every active rank
+  // The output, cut where writes begin or end, each piece with the time it is complete at every
+  // active rank; sorted by time. turnaround_s is ready.front().time_s.
+  std::vector<ReadyRange> ready;
+  std::vector<double> rank_finish_s;
+  std::vector<LinkUsage> links;  // links that carried bytes
+  std::uint64_t steps = 0;
+  std::uint64_t messages = 0;
+  double bytes_sent = 0;                   // message bytes (each counted once, however many hops)
+  std::vector<StepSpan> spans;             // record_trace only
+  std::vector<LinkRateSample> link_rates;  // record_trace only
+};
+
+// A step's shape in NCCL's vocabulary, for traces.
+inline const char* step_kind(const plan::Step& s) {
+  const bool src = s.src != plan::Source::None;
+  if (s.recv_count == 0) return s.send_count ? "send" : (s.write_output ? "copy" : "local");
+  if (s.send_count == 0) return src ? "recv-reduce-copy" : "recv";
+  if (src) return s.write_output ? "recv-reduce-copy-send" : "recv-reduce-send";
+  return s.write_output ? "recv-copy-send" : "recv-forward";
+}
+
+namespace detail {
+
+// The end times of the flows in flight, one entry per flow, with O(log n) updates: a reshare
+// changes many flows' rates at once, and pushing a new event for each (leaving the old ones to be
+// skipped) would grow the event queue with stale entries until it dominates the run time.
+class EndHeap {
+ public:
+  bool empty() const { return heap_.empty(); }
+  double top_key() const { return key_[heap_.front()]; }
+  // Inserts flow `id` or moves it to `t`.
+  void set(std::size_t id, double t) {
+    if (id >= pos_.size()) {
+      pos_.resize(id + 1, kAbsent);
+      key_.resize(id + 1, 0);
+    }
+    const double old = key_[id];
+    key_[id] = t;
+    if (pos_[id] == kAbsent) {
+      pos_[id] = heap_.size();
+      heap_.push_back(id);
+      up(pos_[id]);
+    } else if (t < old) {
+      up(pos_[id]);
+    } else {
+      down(pos_[id]);
+    }
+  }
+  // Removes and returns the flow that ends first.
+  std::size_t pop() {
+    const std::size_t id = heap_.front();
+    swap_at(0, heap_.size() - 1);
+    heap_.pop_back();
+    pos_[id] = kAbsent;
+    if (!heap_.empty()) down(0);
+    return id;
+  }
+
+ private:
+  static constexpr std::size_t kAbsent = static_cast<std::size_t>(-1);
+  // Ties go to the smaller flow id, so runs are deterministic.
+  bool before(std::size_t a, std::size_t b) const {
+    return key_[a] != key_[b] ? key_[a] < key_[b] : a < b;
+  }
+  void swap_at(std::size_t i, std::size_t j) {
+    std::swap(heap_[i], heap_[j]);
+    pos_[heap_[i]] = i;
+    pos_[heap_[j]] = j;
+  }
+  void up(std::size_t i) {
+    while (i > 0 && before(heap_[i], heap_[(i - 1) / 2])) {
+      swap_at(i, (i - 1) / 2);
+      i = (i - 1) / 2;
+    }
+  }
+  void down(std::size_t i) {
+    for (;;) {
+      std::size_t m = i;
+      for (std::size_t c = 2 * i + 1; c <= 2 * i + 2 && c < heap_.size(); ++c)
+        if (before(heap_[c], heap_[m])) m = c;
+      if (m == i) return;
+      swap_at(i, m);
+      i = m;
+    }
+  }
+  std::vector<std::size_t> heap_, pos_;
+  std::vector<double> key_;
+};
+
+class Simulation {
+ public:
+  Simulation(const plan::Plan& plan, const Network& net, const std::vector<int>& rank_node,
+             const SimOptions& opt)
+      : plan_(plan), net_(net), opt_(opt) {
+    const auto P = static_cast<std::size_t>(plan.nranks);
+    node_of_.resize(P);
+    for (std::size_t r = 0; r < P; ++r) {
+      node_of_[r] = rank_node.empty() ? static_cast<int>(r) : rank_node.at(r);
+      if (node_of_[r] < 0 || node_of_[r] >= static_cast<int>(net_.nodes.size()))
+        throw std::invalid_argument("simulate: rank " + std::to_string(r) +
+                                    " is placed on a node the network does not have");
+    }
+    nch_ = plan.channels.size();
+    programs_.resize(nch_ * P);
+    build_routes();
+    const auto C = plan.connections.size();
+    std::vector<std::uint32_t> nmsg(C, 0);
+    // A connection's sender and receiver may run it on different channels (the overlapped tree's
+    // root sends the broadcast from its reduce channel), so find each end's program.
+    send_ch_.assign(C, 0);
+    recv_ch_.assign(C, 0);
+    for (std::uint32_t ch = 0; ch < nch_; ++ch)
+      for (const auto& prog : plan.channels[ch].programs)
+        for (const auto& s : prog.steps) {
+          for (std::uint32_t p = 0; p < s.send_count; ++p) {
+            const auto c = plan.ports[s.send_begin + p].connection;
+            ++nmsg[c];
+            send_ch_[c] = ch;
+          }
+          for (std::uint32_t p = 0; p < s.recv_count; ++p)
+            recv_ch_[plan.ports[s.recv_begin + p].connection] = ch;
+        }
+    arrived_.resize(C);
+    consumed_.resize(C);
+    for (std::size_t c = 0; c < C; ++c) {
+      arrived_[c].assign(nmsg[c], false);
+      consumed_[c].assign(nmsg[c], false);
+    }
+    link_flows_.resize(net_.links.size());
+    link_rate_.assign(net_.links.size(), 0);
+    link_bytes_.assign(net_.links.size(), 0);
+    link_busy_.assign(net_.links.size(), 0);
+    link_busy_since_.assign(net_.links.size(), 0);
+    left_cap_.assign(net_.links.size(), 0);
+    left_n_.assign(net_.links.size(), 0);
+  }
+
+  SimResult run() {
+    for (std::size_t ch = 0; ch < nch_; ++ch)
+      for (plan::Rank r = 0; r < plan_.nranks; ++r) try_start(static_cast<std::uint32_t>(ch), r);
+    for (;;) {
+      // The next event: a step's compute or a message's arrival (events_), or the end of a flow
+      // (ends_, one entry per flow, moved whenever its rate changes).
+      const bool have_event = !events_.empty(), have_end = !ends_.empty();
+      if (!have_event && !have_end) break;
+      if (have_end && (!have_event || ends_.top_key() <= events_.top().t)) {
+        if (!std::isfinite(ends_.top_key())) break;  // reported as a stall below
+        now_ = ends_.top_key();
+        flow_done(ends_.pop());
+      } else {
+        const Event e = events_.top();
+        events_.pop();
+        now_ = e.t;
+        if (e.kind == Kind::ComputeDone)
+          compute_done(static_cast<std::uint32_t>(e.a), e.b);
+        else
+          arrival(static_cast<std::uint32_t>(e.a), e.seq);
+      }
+      // Flows that start or end at the same instant share links from that instant on: one
+      // max-min computation after the last of them gives the same rates as one per flow (the
+      // rates in between would hold for zero time) at a fraction of the cost.
+      if (dirty_ && next_time() > now_) {
+        dirty_ = false;
+        reshare();
+      }
+    }
+    for (std::size_t ch = 0; ch < nch_; ++ch)
+      for (plan::Rank r = 0; r < plan_.nranks; ++r) {
+        const Prog& p = prog(static_cast<std::uint32_t>(ch), r);
+        const auto& steps = plan_.channels[ch].programs[static_cast<std::size_t>(r)].steps;
+        if (p.next < steps.size())
+          throw std::runtime_error("simulate: the plan stalls at rank " + std::to_string(r) +
+                                   ", channel " + std::to_string(ch) + ", step " +
+                                   std::to_string(p.next) + " (run it through plan::verify)");
+      }
+    return finish();
+  }
+
+ private:
+  enum class Kind : std::uint8_t { ComputeDone, Arrival };
+  struct Event {
+    double t;
+    std::uint64_t order;
+    Kind kind;
+    std::int64_t a;
+    std::int32_t b;
+    std::uint32_t seq;
+    bool operator>(const Event& o) const { return t != o.t ? t > o.t : order > o.order; }
+  };
+  struct Prog {
+    std::size_t next = 0;
+    bool busy = false;
+    std::uint32_t pending = 0;
+    double start = 0;
+    double finish = 0;
+  };
+  struct Flow {
+    std::uint32_t conn = 0;
+    std::uint32_t seq = 0;
+    double bytes = 0;
+    double remaining = 0;
+    double rate = 0;
+    double last_t = 0;
+    bool active = false;
+  };
+
+  Prog& prog(std::uint32_t ch, plan::Rank r) {
+    return programs_[ch * static_cast<std::size_t>(plan_.nranks) + static_cast<std::size_t>(r)];
+  }
+  const plan::Step& step_of(std::uint32_t ch, plan::Rank r, std::size_t i) const {
+    return plan_.channels[ch].programs[static_cast<std::size_t>(r)].steps[i];
+  }
+  void push(double t, Kind k, std::int64_t a, std::int32_t b, std::uint32_t seq = 0) {
+    events_.push(Event{t, order_++, k, a, b, seq});
+  }
+
+  void build_routes() {
+    const auto C = plan_.connections.size();
+    route_.resize(C);
+    std::unordered_map<std::uint64_t, int> direct;
+    std::unordered_map<int, std::vector<Route>> from;
+    for (std::size_t c = 0; c < C; ++c) {
+      const auto& conn = plan_.connections[c];
+      const int u = node_of_.at(static_cast<std::size_t>(conn.from));
+      const int v = node_of_.at(static_cast<std::size_t>(conn.to));
+      Route r;
+      if (u == v) {
+        r.bottleneck_Bps = std::numeric_limits<double>::infinity();
+      } else if (net_.uniform) {
+        const std::uint64_t key =
+            (static_cast<std::uint64_t>(static_cast<std::uint32_t>(u)) << 32) |
+            static_cast<std::uint32_t>(v);
+        auto it = direct.find(key);
+        if (it == direct.end())
+          it = direct
+                   .emplace(key,
+                            net_.add_link(u, v, net_.uniform_capacity_Bps, net_.uniform_latency_s))
+                   .first;
+        r.links = {it->second};
+        r.latency_s = net_.uniform_latency_s;
+        r.bottleneck_Bps = net_.uniform_capacity_Bps;
+      } else {
+        auto it = from.find(u);
+        if (it == from.end()) it = from.emplace(u, widest_routes_from(net_, u)).first;
+        r = it->second[static_cast<std::size_t>(v)];
+        if (r.links.empty())
+          throw std::invalid_argument("simulate: no route from " +
+                                      net_.nodes[static_cast<std::size_t>(u)].name + " (rank " +
+                                      std::to_string(conn.from) + ") to " +
+                                      net_.nodes[static_cast<std::size_t>(v)].name + " (rank " +
+                                      std::to_string(conn.to) + ")");
+      }
+      route_[c] = std::move(r);
+    }
+  }
+
+  void try_start(std::uint32_t ch, plan::Rank r) {
+    Prog& p = prog(ch, r);
+    const auto& steps = plan_.channels[ch].programs[static_cast<std::size_t>(r)].steps;
+    if (p.busy || p.next >= steps.size()) return;
+    const plan::Step& s = steps[p.next];
+    for (std::uint32_t i = 0; i < s.recv_count; ++i) {
+      const plan::Port& port = plan_.ports[s.recv_begin + i];
+      if (!arrived_[port.connection][port.seq]) return;
+    }
+    for (std::uint32_t i = 0; i < s.send_count; ++i) {
+      const plan::Port& port = plan_.ports[s.send_begin + i];
+      if (port.seq >= plan_.nslots && !consumed_[port.connection][port.seq - plan_.nslots]) return;
+    }
+    p.busy = true;
+    p.start = now_;
+    const double bytes = static_cast<double>(s.count) * static_cast<double>(opt_.elem_size);
+    const int inputs = static_cast<int>(s.recv_count) + (s.src != plan::Source::None ? 1 : 0);
+    double compute = opt_.step_overhead_s;
+    if (opt_.reduce_Bps > 0 && inputs > 1) compute += bytes * (inputs - 1) / opt_.reduce_Bps;
+    push(now_ + compute, Kind::ComputeDone, ch, r);
+  }
+
+  void compute_done(std::uint32_t ch, plan::Rank r) {
+    Prog& p = prog(ch, r);
+    const plan::Step& s = step_of(ch, r, p.next);
+    p.pending = s.send_count;
+    if (s.send_count == 0) {
+      complete(ch, r);
+      return;
+    }
+    const double bytes = static_cast<double>(s.count) * static_cast<double>(opt_.elem_size);
+    for (std::uint32_t i = 0; i < s.send_count; ++i) {
+      const plan::Port& port = plan_.ports[s.send_begin + i];
+      ++messages_;
+      bytes_sent_ += bytes;
+      const Route& route = route_[port.connection];
+      if (route.links.empty() || !(bytes > 0)) {
+        push(now_ + route.latency_s, Kind::Arrival, port.connection, 0, port.seq);
+        continue;
+      }
+      start_flow(port.connection, port.seq, bytes);
+    }
+  }
+
+  void start_flow(std::uint32_t conn, std::uint32_t seq, double bytes) {
+    std::size_t id;
+    if (!free_flows_.empty()) {
+      id = free_flows_.back();
+      free_flows_.pop_back();
+    } else {
+      id = flows_.size();
+      flows_.emplace_back();
+    }
+    Flow& f = flows_[id];
+    f.conn = conn;
+    f.seq = seq;
+    f.bytes = f.remaining = bytes;
+    f.rate = 0;
+    f.last_t = now_;
+    f.active = true;
+    const int shared_before = shared_links_;
+    for (int l : route_[conn].links) {
+      auto& lf = link_flows_[static_cast<std::size_t>(l)];
+      if (lf.empty()) link_busy_since_[static_cast<std::size_t>(l)] = now_;
+      lf.push_back(id);
+      if (lf.size() == 2) ++shared_links_;
+    }
+    if (shared_before == 0 && shared_links_ == 0) {
+      set_rate(id, route_[conn].bottleneck_Bps);
+    } else {
+      dirty_ = true;  // run() reshares once the events of this instant are done
+    }
+  }
+
+  void set_rate(std::size_t id, double rate) {
+    Flow& f = flows_[id];
+    f.remaining = std::max(0.0, f.remaining - f.rate * (now_ - f.last_t));
+    f.last_t = now_;
+    if (opt_.record_trace)
+      for (int l : route_[f.conn].links)
+        note_rate(l, link_rate_[static_cast<std::size_t>(l)] + rate - f.rate);
+    else
+      for (int l : route_[f.conn].links) link_rate_[static_cast<std::size_t>(l)] += rate - f.rate;
+    f.rate = rate;
+    ends_.set(id, now_ + (rate > 0 ? f.remaining / rate : std::numeric_limits<double>::infinity()));
+  }
+
+  double next_time() const {
+    double t = std::numeric_limits<double>::infinity();
+    if (!events_.empty()) t = events_.top().t;
+    if (!ends_.empty()) t = std::min(t, ends_.top_key());
+    return t;
+  }
+
+  void note_rate(int l, double rate) {
+    const auto ul = static_cast<std::size_t>(l);
+    if (std::abs(rate - link_rate_[ul]) > 1e-9 * net_.links[ul].capacity_Bps)
+      link_rates_.push_back(LinkRateSample{l, now_, std::max(0.0, rate)});
+    link_rate_[ul] = rate;
+  }
+
+  // Max-min fair rates by progressive filling over the links that carry flows: raise every
+  // unfrozen flow's rate together; the links whose remaining capacity per unfrozen flow is
+  // smallest fill first and freeze their flows at that level; repeat. (A heap of link levels was
+  // tried: plans have few distinct levels, and the heap's pushes per frozen flow cost more.)
+  void reshare() {
+    active_links_.clear();
+    for (std::size_t l = 0; l < link_flows_.size(); ++l)
+      if (!link_flows_[l].empty()) {
+        active_links_.push_back(l);
+        left_cap_[l] = net_.links[l].capacity_Bps;
+        left_n_[l] = link_flows_[l].size();
+      }
+    if (new_rate_.size() < flows_.size()) {
+      new_rate_.resize(flows_.size());
+      frozen_.resize(flows_.size());
+    }
+    ++stamp_;
+    for (;;) {
+      double share = std::numeric_limits<double>::infinity();
+      for (std::size_t l : active_links_)
+        if (left_n_[l] > 0) share = std::min(share, left_cap_[l] / static_cast<double>(left_n_[l]));
+      if (!std::isfinite(share)) break;
+      tight_.clear();
+      for (std::size_t l : active_links_)
+        if (left_n_[l] > 0 && left_cap_[l] / static_cast<double>(left_n_[l]) <= share * (1 + 1e-12))
+          tight_.push_back(l);
+      for (std::size_t l : tight_)
+        for (std::size_t id : link_flows_[l]) {
+          if (frozen_[id] == stamp_) continue;
+          frozen_[id] = stamp_;
+          new_rate_[id] = share;
+          for (int m : route_[flows_[id].conn].links) {
+            const auto um = static_cast<std::size_t>(m);
+            left_cap_[um] = std::max(0.0, left_cap_[um] - share);
+            --left_n_[um];
+          }
+        }
+      // Links with no unfrozen flow left drop out of the scans.
+      std::erase_if(active_links_, [&](std::size_t l) { return left_n_[l] == 0; });
+    }
+    for (std::size_t id = 0; id < flows_.size(); ++id)
+      if (flows_[id].active && frozen_[id] == stamp_ &&
+          std::abs(new_rate_[id] - flows_[id].rate) > 1e-12 * new_rate_[id])
+        set_rate(id, new_rate_[id]);
+  }
+
+  void flow_done(std::size_t id) {
+    Flow& f = flows_[id];
+    f.active = false;
+    f.remaining = 0;
+    const std::uint32_t conn = f.conn, seq = f.seq;
+    const int shared_before = shared_links_;
+    for (int l : route_[conn].links) {
+      const auto ul = static_cast<std::size_t>(l);
+      auto& lf = link_flows_[ul];
+      lf.erase(std::find(lf.begin(), lf.end(), id));
+      if (lf.size() == 1) --shared_links_;
+      if (lf.empty()) link_busy_[ul] += now_ - link_busy_since_[ul];
+      link_bytes_[ul] += f.bytes;
+      if (opt_.record_trace) {
+        note_rate(l, lf.empty() ? 0.0 : link_rate_[ul] - f.rate);
+      } else {
+        link_rate_[ul] -= f.rate;
+      }
+    }
+    f.rate = 0;
+    free_flows_.push_back(id);
+    if (shared_before > 0) dirty_ = true;
+    push(now_ + route_[conn].latency_s, Kind::Arrival, conn, 0, seq);
+  }
+
+  void arrival(std::uint32_t conn, std::uint32_t seq) {
+    arrived_[conn][seq] = true;
+    const auto& c = plan_.connections[conn];
+    Prog& sender = prog(send_ch_[conn], c.from);
+    if (--sender.pending == 0) complete(send_ch_[conn], c.from);
+    try_start(recv_ch_[conn], c.to);
+  }
+
+  void complete(std::uint32_t ch, plan::Rank r) {
+    Prog& p = prog(ch, r);
+    const plan::Step& s = step_of(ch, r, p.next);
+    ++steps_;
+    if (opt_.record_trace)
+      spans_.push_back(StepSpan{r, ch, static_cast<std::uint32_t>(p.next), p.start, now_,
+                                s.count * opt_.elem_size, step_kind(s)});
+    if (s.write_output && plan_.active.at(static_cast<std::size_t>(r)))
+      writes_.push_back(Write{r, s.offset, s.offset + s.count, now_});
+    p.busy = false;
+    ++p.next;
+    p.finish = now_;
+    for (std::uint32_t i = 0; i < s.recv_count; ++i) {
+      const plan::Port& port = plan_.ports[s.recv_begin + i];
+      consumed_[port.connection][port.seq] = true;
+      try_start(send_ch_[port.connection], plan_.connections[port.connection].from);
+    }
+    try_start(ch, r);
+  }
+
+  struct Write {
+    plan::Rank rank;
+    std::uint64_t begin, end;
+    double t;
+  };
+
+  // When each piece of the output has been written at every active rank (see SimResult::ready).
+  std::vector<ReadyRange> ready() const {
+    std::vector<std::uint64_t> cuts;
+    for (const auto& w : writes_)
+      if (w.end > w.begin) {
+        cuts.push_back(w.begin);
+        cuts.push_back(w.end);
+      }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    if (cuts.size() < 2) return {};
+    const std::size_t nseg = cuts.size() - 1;
+    std::vector<double> latest(nseg, 0);
+    std::vector<int> writers(nseg, 0);
+    // Count distinct writer ranks per segment: walk each rank's writes separately.
+    std::vector<std::vector<const Write*>> by_rank(static_cast<std::size_t>(plan_.nranks));
+    for (const auto& w : writes_) by_rank[static_cast<std::size_t>(w.rank)].push_back(&w);
+    std::vector<int> stamp(nseg, -1);
+    for (std::size_t r = 0; r < by_rank.size(); ++r)
+      for (const Write* w : by_rank[r]) {
+        if (w->end <= w->begin) continue;
+        auto lo = static_cast<std::size_t>(std::lower_bound(cuts.begin(), cuts.end(), w->begin) -
+                                           cuts.begin());
+        for (std::size_t i = lo; i < nseg && cuts[i] < w->end; ++i) {
+          latest[i] = std::max(latest[i], w->t);
+          if (stamp[i] != static_cast<int>(r)) {
+            stamp[i] = static_cast<int>(r);
+            ++writers[i];
+          }
+        }
+      }
+    const int need = plan_.nactive();
+    std::vector<ReadyRange> out;
+    for (std::size_t i = 0; i < nseg; ++i)
+      if (writers[i] >= need) {
+        if (!out.empty() && out.back().end == cuts[i] && out.back().time_s == latest[i])
+          out.back().end = cuts[i + 1];  // a chunk written in several pieces at the same time
+        else
+          out.push_back(ReadyRange{cuts[i], cuts[i + 1], latest[i]});
+      }
+    std::stable_sort(out.begin(), out.end(),
+                     [](const ReadyRange& a, const ReadyRange& b) { return a.time_s < b.time_s; });
+    return out;
+  }
+
+  SimResult finish() {
+    SimResult res;
+    res.steps = steps_;
+    res.messages = messages_;
+    res.bytes_sent = bytes_sent_;
+    res.rank_finish_s.assign(static_cast<std::size_t>(plan_.nranks), 0);
+    for (std::size_t ch = 0; ch < nch_; ++ch)
+      for (plan::Rank r = 0; r < plan_.nranks; ++r) {
+        const double t = prog(static_cast<std::uint32_t>(ch), r).finish;
+        auto& f = res.rank_finish_s[static_cast<std::size_t>(r)];
+        f = std::max(f, t);
+        res.time_s = std::max(res.time_s, t);
+      }
+    for (std::size_t l = 0; l < net_.links.size(); ++l) {
+      if (!(link_bytes_[l] > 0)) continue;
+      const NetLink& link = net_.links[l];
+      res.links.push_back(LinkUsage{
+          static_cast<int>(l), link.name, link.capacity_Bps, link_bytes_[l], link_busy_[l],
+          res.time_s > 0 ? link_bytes_[l] / (link.capacity_Bps * res.time_s) : 0.0});
+    }
+    res.ready = ready();
+    res.turnaround_s = res.ready.empty() ? 0 : res.ready.front().time_s;
+    res.spans = std::move(spans_);
+    res.link_rates = std::move(link_rates_);
+    return res;
+  }
+
+  const plan::Plan& plan_;
+  Network net_;  // a copy: uniform networks grow their links on demand
+  SimOptions opt_;
+  std::vector<int> node_of_;
+  std::size_t nch_ = 0;
+  std::vector<Prog> programs_;
+  std::vector<Route> route_;
+  std::vector<std::uint32_t> send_ch_, recv_ch_;
+  std::vector<std::vector<bool>> arrived_, consumed_;
+  std::vector<Flow> flows_;
+  std::vector<std::size_t> free_flows_;
+  std::vector<std::vector<std::size_t>> link_flows_;
+  std::vector<double> link_rate_, link_bytes_, link_busy_, link_busy_since_;
+  int shared_links_ = 0;
+  bool dirty_ = false;  // flows started or ended since the last reshare()
+  std::vector<std::size_t> active_links_, tight_, left_n_;
+  std::vector<double> left_cap_, new_rate_;
+  std::vector<std::uint64_t> frozen_;
+  std::uint64_t stamp_ = 0;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  EndHeap ends_;
+  std::uint64_t order_ = 0;
+  double now_ = 0;
+  std::uint64_t steps_ = 0, messages_ = 0;
+  double bytes_sent_ = 0;
+  std::vector<Write> writes_;
+  std::vector<StepSpan> spans_;
+  std::vector<LinkRateSample> link_rates_;
+};
+
+}  // namespace detail
+
+// Runs `plan` on `net` with rank r on node rank_node[r] (empty: rank r on node r).
+inline SimResult simulate(const plan::Plan& plan, const Network& net,
+                          const std::vector<int>& rank_node = {}, const SimOptions& opt = {}) {
+  detail::Simulation sim(plan, net, rank_node, opt);
+  return sim.run();
+}
+
+}  // namespace ccoll::sim

@@ -1,0 +1,63 @@
+// ccoll/exec/cuda/block_group.cuh: a CUDA thread block as the step interpreter's Group.
+//
+// All threads of the block execute a step together: thread i handles elements i, i + blockDim.x,
+// ...; thread 0 polls the counters (one poller per block keeps the counter lines quiet) and
+// broadcasts the outcome with __syncthreads_or; after the element loop a barrier and a system-scope
+// fence by thread 0 order every thread's slot writes before the release store that posts them
+// (seed 004 Fig. 11 uses threadfence around its lock for the same reason).
+//
+// The member functions are __host__ __device__ so that the interpreter's CCOLL_HD templates
+// instantiate cleanly in nvcc's host pass; they are only ever called on the device.
+#pragma once
+
+#include <cstdint>
+
+#include "ccoll/core/platform.hpp"
+
+namespace ccoll::transport::cuda {
+
+struct BlockGroup {
+  static constexpr bool kSingleThread = false;
+
+  CCOLL_HD std::uint64_t first() const {
+#if CCOLL_DEVICE_PASS
+    return threadIdx.x;
+#else
+    return 0;
+#endif
+  }
+  CCOLL_HD std::uint64_t stride() const {
+#if CCOLL_DEVICE_PASS
+    return blockDim.x;
+#else
+    return 1;
+#endif
+  }
+  CCOLL_HD bool leader() const {
+#if CCOLL_DEVICE_PASS
+    return threadIdx.x == 0;
+#else
+    return true;
+#endif
+  }
+  CCOLL_HD void sync() const {
+#if CCOLL_DEVICE_PASS
+    __syncthreads();
+#endif
+  }
+  // The leader's value, seen by every thread; also a barrier.
+  CCOLL_HD bool any(bool leader_value) const {
+#if CCOLL_DEVICE_PASS
+    return __syncthreads_or(leader_value ? 1 : 0) != 0;
+#else
+    return leader_value;
+#endif
+  }
+  CCOLL_HD void fence_before_post() const {
+#if CCOLL_DEVICE_PASS
+    __threadfence_system();
+#endif
+  }
+};
+
+}  // namespace ccoll::transport::cuda

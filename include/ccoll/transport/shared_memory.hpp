@@ -1,0 +1,333 @@
+// ccoll/exec/shared_memory.hpp: the shared-memory executor: the ranks are processes on one host.
+//
+// The shared area (see runtime/communicator.hpp) is a POSIX shared-memory segment named after the
+// session. Rendezvous, robust against slow starters and crashed earlier runs:
+//   - rank 0 unlinks any segment of that name (a stale one from a crashed run), creates a fresh
+//     one (O_EXCL), sizes it, writes the header with a new generation nonce and its pid, and sets
+//     `ready` last;
+//   - every other rank opens the name until the deadline, skipping segments that are too small,
+//     not ready, or whose creator process is gone (a stale segment); it checks that the creator's
+//     configuration hash equals its own (Mismatch otherwise);
+//   - every rank then registers the generation in its descriptor and waits for all ranks to have
+//     registered it. While waiting, a non-zero rank checks that the name still refers to the
+//     segment it mapped: if rank 0 of this run replaced a stale segment in the meantime, the rank
+//     starts over on the new one, so a stale segment can delay but never capture a new run;
+//   - once all ranks are registered rank 0 unlinks the name (the mappings stay valid), so a crash
+//     after setup leaves nothing behind in /dev/shm (unlinking then rather than when the last rank
+//     leaves covers crashes during the run too); the last rank to leave also unlinks it if a
+//     failed setup left it there.
+// Rank and size come from Config or the environment (CCOLL_RANK/CCOLL_SIZE,
+// OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, PMI_RANK/PMI_SIZE), so the executor runs under
+// mpirun without using MPI.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+#include <string>
+#include <utility>
+#include <string_view>
+#include <thread>
+
+#include "ccoll/core/error.hpp"
+#include "ccoll/runtime/area_communicator.hpp"
+#include "ccoll/core/config.hpp"
+#include "ccoll/transport/concept.hpp"
+#include "ccoll/sync/atomic.hpp"
+#include "ccoll/sync/backoff.hpp"
+
+namespace ccoll::transport {
+
+namespace detail {
+
+inline int env_int(const char* const* names, int fallback) {
+  for (const char* const* n = names; *n != nullptr; ++n) {
+    if (const char* v = std::getenv(*n); v != nullptr && *v != '\0') {
+      char* end = nullptr;
+      const long x = std::strtol(v, &end, 10);
+      if (end != nullptr && *end == '\0') return static_cast<int>(x);
+      throw_invalid_argument(-1, std::string("environment variable ") + *n, "an integer", v);
+    }
+  }
+  return fallback;
+}
+
+// Fills rank, nranks and session from the environment where Config leaves them open.
+inline Config resolve_shm_config(Config c) {
+  static constexpr const char* kRankVars[] = {"CCOLL_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                              nullptr};
+  static constexpr const char* kSizeVars[] = {"CCOLL_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                              nullptr};
+  if (c.rank < 0) c.rank = env_int(kRankVars, -1);
+  if (c.nranks <= 0) c.nranks = env_int(kSizeVars, 0);
+  if (c.nranks <= 0)
+    throw_invalid_argument(c.rank, "Config::nranks",
+                           "> 0 (or CCOLL_SIZE / OMPI_COMM_WORLD_SIZE / PMI_SIZE set)",
+                           std::to_string(c.nranks));
+  if (c.rank < 0 || c.rank >= c.nranks)
+    throw_invalid_argument(c.rank, "Config::rank",
+                           "0.." + std::to_string(c.nranks - 1) +
+                               " (or CCOLL_RANK / OMPI_COMM_WORLD_RANK / PMI_RANK set)",
+                           std::to_string(c.rank));
+  if (c.session.empty()) {
+    // A launcher's job id keeps two concurrent jobs on one host apart without configuration.
+    static constexpr const char* kSessionVars[] = {"CCOLL_SESSION", "PMIX_NAMESPACE",
+                                                   "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID"};
+    for (const char* var : kSessionVars)
+      if (const char* s = std::getenv(var); s != nullptr && *s != '\0' && c.session.empty())
+        c.session = s;
+    if (c.session.empty()) c.session = "ccoll-default";
+  }
+  return c;
+}
+
+// POSIX shm names: one leading slash, no other slash, portable characters only.
+inline std::string shm_name(const std::string& session) {
+  std::string n = "/ccoll.";
+  for (char ch : session.substr(0, 200)) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
+    n += ok ? ch : '_';
+  }
+  return n;
+}
+
+}  // namespace detail
+
+struct SharedMemory {
+  static constexpr std::string_view name = "shm";
+  using connection_type = sync::ConnectionRef;
+  static Config resolve(const Config& c) { return detail::resolve_shm_config(c); }
+
+  class Executor {
+   public:
+    Executor(const Config& config, runtime::PlanSource source, std::string_view policy_id)
+        : config_(detail::resolve_shm_config(config)),
+          comm_(config_, config_.nranks, std::move(source), policy_id),
+          local_{config_.rank},
+          name_(detail::shm_name(config_.session)) {
+      comm_.init_rank_state(state_);
+      const std::uint64_t deadline =
+          sync::now_ns() +
+          static_cast<std::uint64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(config_.timeout).count());
+      try {
+        rendezvous(deadline);
+      } catch (...) {
+        if (config_.rank == 0) unlink_if_ours();  // a failed run must not leave its segment behind
+        unmap();
+        throw;
+      }
+    }
+    ~Executor() {
+      if (header_ != nullptr) {
+        const std::uint32_t left =
+            sync::AtomicWord<std::uint32_t>(&header_->left).fetch_add_acq_rel(1) + 1;
+        if (left == static_cast<std::uint32_t>(config_.nranks)) unlink_if_ours();
+      }
+      unmap();
+    }
+    Executor(const Executor&) = delete;
+    Executor& operator=(const Executor&) = delete;
+
+    void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype,
+             ReduceOp op) {
+      if (rank != config_.rank)
+        throw_invalid_argument(config_.rank, "rank", "this process's rank " + std::to_string(config_.rank),
+                               std::to_string(rank));
+      comm_.run(state_, config_.rank, send, recv, count, dtype, op);
+    }
+    int rank() const { return config_.rank; }
+    std::span<const int> local_ranks() const { return local_; }
+    const plan::Plan& plan(std::size_t count, std::size_t elem_size) {
+      return comm_.prepared_plan(count, elem_size).plan;
+    }
+    int nranks() const { return config_.nranks; }
+    const Config& config() const { return config_; }
+    const std::string& segment_name() const { return name_; }
+    runtime::AreaCommunicator& communicator() { return comm_; }
+
+   private:
+    [[noreturn]] void fail_system(const std::string& what) const {
+      throw Error(ErrorCode::System, config_.rank,
+                  what + " '" + name_ + "': " + std::strerror(errno));
+    }
+
+    void unmap() {
+      if (area_ != nullptr) ::munmap(area_, bytes_);
+      if (fd_ >= 0) ::close(fd_);
+      area_ = nullptr;
+      header_ = nullptr;
+      fd_ = -1;
+    }
+
+    // Unlinks the name only if it still refers to the segment we mapped (never a newer run's).
+    void unlink_if_ours() const {
+      if (fd_ < 0) return;
+      const int fd = ::shm_open(name_.c_str(), O_RDONLY, 0);
+      if (fd < 0) return;
+      struct stat a {
+      }, b{};
+      const bool same = ::fstat(fd, &a) == 0 && ::fstat(fd_, &b) == 0 && a.st_ino == b.st_ino &&
+                        a.st_dev == b.st_dev;
+      ::close(fd);
+      if (same) ::shm_unlink(name_.c_str());
+    }
+
+    // Does the name refer to the segment we mapped? (false: gone or replaced)
+    bool name_is_ours() const {
+      const int fd = ::shm_open(name_.c_str(), O_RDONLY, 0);
+      if (fd < 0) return false;
+      struct stat a {
+      }, b{};
+      const bool same = ::fstat(fd, &a) == 0 && ::fstat(fd_, &b) == 0 && a.st_ino == b.st_ino &&
+                        a.st_dev == b.st_dev;
+      ::close(fd);
+      return same;
+    }
+
+    void create() {
+      ::shm_unlink(name_.c_str());  // a stale segment from a crashed run, if any
+      fd_ = ::shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+      if (fd_ < 0) fail_system("shm_open(O_CREAT|O_EXCL)");
+      bytes_ = runtime::area_layout(comm_).total;
+      if (::ftruncate(fd_, static_cast<off_t>(bytes_)) != 0) fail_system("ftruncate");
+      void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+      if (p == MAP_FAILED) fail_system("mmap");
+      area_ = static_cast<std::byte*>(p);
+      generation_ = (sync::now_ns() ^ (static_cast<std::uint64_t>(::getpid()) << 40)) | 1u;
+      runtime::init_area(area_, runtime::area_layout(comm_), config_.nranks, comm_.fingerprint(),
+                        generation_, static_cast<std::int64_t>(::getpid()));
+      header_ = reinterpret_cast<runtime::AreaHeader*>(area_);
+    }
+
+    // Tries once to map a ready, live, compatible segment; true on success.
+    bool try_open() {
+      fd_ = ::shm_open(name_.c_str(), O_RDWR, 0);
+      if (fd_ < 0) return false;
+      struct stat st {};
+      bytes_ = runtime::area_layout(comm_).total;
+      if (::fstat(fd_, &st) != 0 || static_cast<std::size_t>(st.st_size) < sizeof(runtime::AreaHeader)) {
+        unmap();
+        return false;
+      }
+      const auto size = static_cast<std::size_t>(st.st_size);
+      void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+      if (p == MAP_FAILED) {
+        unmap();
+        return false;
+      }
+      area_ = static_cast<std::byte*>(p);
+      bytes_ = size;
+      auto* h = reinterpret_cast<runtime::AreaHeader*>(area_);
+      const bool ready = sync::AtomicWord<std::uint32_t>(&h->ready).load_acquire() == 1;
+      if (!ready || h->magic != runtime::kAreaMagic) {
+        unmap();
+        return false;
+      }
+      const auto pid = static_cast<pid_t>(h->creator_pid);
+      if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH)) {  // its creator died: stale
+        unmap();
+        return false;
+      }
+      if (h->config_hash != comm_.fingerprint() || h->nranks != config_.nranks ||
+          size != runtime::area_layout(comm_).total) {
+        mismatch_seen_ = true;
+        unmap();
+        return false;
+      }
+      header_ = h;
+      generation_ = h->generation;
+      return true;
+    }
+
+    void rendezvous(std::uint64_t deadline) {
+      const bool creator = config_.rank == 0;
+      for (;;) {
+        if (creator) {
+          create();
+        } else {
+          sync::Backoff backoff;
+          while (!try_open()) {
+            if (sync::now_ns() >= deadline) {
+              if (mismatch_seen_)
+                throw Error(
+                    ErrorCode::Mismatch, config_.rank,
+                    "segment '" + name_ +
+                        "' was created by rank 0 with a different configuration "
+                        "(nranks, slot_bytes, nslots, nchannels, nchunks, policies or their plans "
+                        "differ)");
+              throw Error(ErrorCode::Timeout, config_.rank,
+                          "rank 0 did not create segment '" + name_ + "' within " +
+                              std::to_string(config_.timeout.count()) + " ms");
+            }
+            backoff.pause();
+          }
+        }
+        runtime::attach_area(comm_, area_);
+        // Register for this generation.
+        auto* d = reinterpret_cast<runtime::RankDescriptor*>(area_ + runtime::area_layout(comm_).descriptors);
+        const auto gen32 = static_cast<std::uint32_t>(generation_ | 1u);
+        sync::AtomicWord<std::uint32_t>(&d[config_.rank].attached_generation).store_release(gen32);
+        sync::AtomicWord<std::uint32_t>(&header_->attached).fetch_add_acq_rel(1);
+        sync::Backoff backoff;
+        bool stale = false;
+        auto everyone_attached = [&] {
+          for (int q = 0; q < config_.nranks; ++q)
+            if (sync::AtomicWord<std::uint32_t>(&d[q].attached_generation).load_acquire() != gen32)
+              return false;
+          return true;
+        };
+        for (std::uint32_t polls = 0;; ++polls) {
+          if (everyone_attached()) break;
+          // Rank 0 unlinks the name only after everyone attached, so a vanished or replaced name
+          // means a stale segment unless everyone has attached in the meantime.
+          if (!creator && (polls & 63u) == 63u && !name_is_ours() && !everyone_attached()) {
+            stale = true;
+            break;
+          }
+          if (sync::now_ns() >= deadline) {
+            std::string missing;
+            for (int q = 0; q < config_.nranks; ++q)
+              if (sync::AtomicWord<std::uint32_t>(&d[q].attached_generation).load_acquire() != gen32)
+                missing += (missing.empty() ? "" : ", ") + std::to_string(q);
+            throw Error(ErrorCode::Timeout, config_.rank,
+                        "ranks " + missing + " did not attach to segment '" + name_ + "' within " +
+                            std::to_string(config_.timeout.count()) + " ms");
+          }
+          backoff.pause();
+        }
+        if (stale) {
+          unmap();
+          continue;
+        }
+        break;
+      }
+      // Everyone has the segment mapped: the name is no longer needed.
+      if (creator) unlink_if_ours();
+    }
+
+    Config config_;
+    runtime::AreaCommunicator comm_;
+    std::vector<int> local_;
+    std::string name_;
+    runtime::AreaCommunicator::rank_state state_;
+    int fd_ = -1;
+    std::byte* area_ = nullptr;
+    runtime::AreaHeader* header_ = nullptr;
+    std::size_t bytes_ = 0;
+    std::uint64_t generation_ = 0;
+    bool mismatch_seen_ = false;
+  };
+};
+
+static_assert(Transport<SharedMemory>);
+
+}  // namespace ccoll::transport
