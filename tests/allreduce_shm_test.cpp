@@ -20,11 +20,13 @@
 #include <thread>
 #include <vector>
 
-#include "ccoll/ccoll.hpp"
 #include "ccoll/algo/direct.hpp"
 #include "ccoll/algo/double_binary_tree.hpp"
+#include "ccoll/algo/packed_forest.hpp"
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/algo/tree.hpp"
+#include "ccoll/ccoll.hpp"
+#include "ccoll/physical/presets.hpp"
 
 using namespace ccoll;
 using namespace std::chrono_literals;
@@ -196,6 +198,42 @@ TEST_CASE("shm ring: P = 2..4, every dtype and op, in place, repeated calls; no 
       std::string wrong = check_all(ar, {1, 2, 131, 1000}, p != 3);
       if (wrong.empty()) wrong = check_all(ar, {1000, 4099}, false);  // cached plans, new counts
       return wrong;
+    });
+    require_all_ok(out);
+    CHECK_FALSE(segment_exists(session));
+  }
+}
+
+TEST_CASE("shm packed forest on dgx1v: 8 processes, a stateful topology, relays forward") {
+  // All eight GPUs active, then five (three relays): the same forest policy object type that the
+  // threads transport runs, here planned independently by every process.
+  for (bool partial : {false, true}) {
+    const std::string session = unique_session(partial ? "forest-relays" : "forest");
+    auto out = on_processes(8, [&](int r) {
+      auto dgx = physical::preset("dgx1v");
+      if (partial) dgx.set_active({"gpu0", "gpu1", "gpu2", "gpu5", "gpu6"});
+      algo::PackedForest forest(dgx);
+      Config c = shm_config(0, r, session);
+      c.slot_bytes = 16 * 1024;
+      c.nslots = 4;
+      Allreduce<transport::SharedMemory, algo::PackedForest, schedule::Phased> ar(c, forest);
+      const bool active = forest.ranks().active[static_cast<std::size_t>(r)];
+      const int nactive = static_cast<int>(dgx.active_nodes().size());
+      // Active ranks contribute 1 + rank + i % 5; the result is the sum over active ranks.
+      std::vector<float> in(20011), res(in.size(), -1.0f);
+      for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(1 + r + i % 5);
+      ar.run(in.data(), res.data(), in.size(), DataType::f32, ReduceOp::sum);
+      if (!active) return std::string();
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        float expect = 0;
+        for (int q = 0; q < 8; ++q)
+          if (forest.ranks().active[static_cast<std::size_t>(q)])
+            expect += static_cast<float>(1 + q + i % 5);
+        if (res[i] != expect)
+          return "rank " + std::to_string(r) + " element " + std::to_string(i) + " of " +
+                 std::to_string(nactive) + " active";
+      }
+      return std::string();
     });
     require_all_ok(out);
     CHECK_FALSE(segment_exists(session));
@@ -382,8 +420,8 @@ TEST_CASE("shm: a stale segment of a crashed run does not capture a new run") {
     void* m = ::mmap(nullptr, layout.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     REQUIRE(m != MAP_FAILED);
     runtime::init_area(static_cast<std::byte*>(m), layout, 2, comm.fingerprint(), 12345, dead);
-    auto* d = reinterpret_cast<runtime::RankDescriptor*>(static_cast<std::byte*>(m) +
-                                                      layout.descriptors);
+    auto* d =
+        reinterpret_cast<runtime::RankDescriptor*>(static_cast<std::byte*>(m) + layout.descriptors);
     d[0].attached_generation = d[1].attached_generation = 12345 | 1u;
     ::munmap(m, layout.total);
     ::close(fd);

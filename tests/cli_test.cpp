@@ -258,7 +258,7 @@ TEST_CASE("simulate: CSV sweep, closed form on a uniform network, trace, DOT") {
   CHECK(d.out.find("\"gpu0\"") != std::string::npos);
 }
 
-TEST_CASE("seed 001 baselines on a cluster: the NIC bound, and --split") {
+TEST_CASE("[TopoSync] baselines on a cluster: the NIC bound, and --split") {
   // Two PCIe machines joined by 10 Gbps NICs: any allreduce moves at least N / 2 out of each
   // machine per stage, 2 (N / 2) / 1.25 GB/s in all. Blink (trees inside, a ring of two roots)
   // and NCCL 2.4's trees across machines both reach it; so does the forest.

@@ -1,4 +1,4 @@
-// Tests for the packed-forest planners (seed 001) and their parts: Edmonds' arborescences (heap
+// Tests for the packed-forest planners ([TopoSync]) and their parts: Edmonds' arborescences (heap
 // and matrix forms), the directed Steiner oracle, the packing simplex, the multiplicative-weights
 // packer, the fast planner's quality against independent exact optima (every tree of small graphs
 // enumerated; exact column generation on the presets), the physics of overlap, and plans from

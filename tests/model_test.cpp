@@ -45,7 +45,7 @@ TEST_CASE("Table II collective lines") {
   }
 }
 
-TEST_CASE("seed 004 Eq. 3-7 and their optima") {
+TEST_CASE("[C-Cube] Eq. 3-7 and their optima") {
   for (int P : {8, 64, 1024}) {
     const double L = std::log2(P);
     for (double N : {16e3, 1e6, 64e6}) {
@@ -71,7 +71,7 @@ TEST_CASE("seed 004 Eq. 3-7 and their optima") {
   }
 }
 
-TEST_CASE("contention gamma (seed 000 Eq. 7-13)") {
+TEST_CASE("contention gamma ([ASC-WFBP] Eq. 7-13)") {
   const Contention c{AlphaBeta{1.4e-3, 1.7e-9}, 1.5};
   CHECK(c.gamma_k(1) == 1.0);
   CHECK(c.gamma_k(2) == 1.5);

@@ -383,7 +383,7 @@ TEST_CASE("overlapped tree: the root's reduce step finishes chunk k and sends it
   for (std::size_t i = 7; i < 14; ++i) CHECK(proot[i].src == Source::Output);
 }
 
-TEST_CASE("chunking: seed 004 Eq. 4 and the slot limit") {
+TEST_CASE("chunking: [C-Cube] Eq. 4 and the slot limit") {
   // K_opt = sqrt(log2(P) beta N / alpha): P = 16, N = 64 MiB, alpha = 5 us, beta = 1/(10 GB/s).
   const double k = std::sqrt(4.0 * 1e-10 * 67108864.0 / 5e-6);
   CHECK(optimal_chunks(5e-6, 1e-10, 16, 67108864.0) == static_cast<std::uint32_t>(std::llround(k)));
@@ -650,7 +650,7 @@ TEST_CASE("more than 64 ranks: multi-word rank sets") {
   CHECK(contains(verify(dropped).error, "misses rank 0's input"));
 }
 
-TEST_CASE("lock-step timeline: seed 004 Fig. 7 for P = 7, K = 4") {
+TEST_CASE("lock-step timeline: [C-Cube] Fig. 7 for P = 7, K = 4") {
   PlanRequest req = request(7, 400, 1, 4);
   for (bool overlap : {false, true}) {
     req.overlap = overlap;

@@ -31,10 +31,10 @@ struct Expected {
 // Parameter counts: torchvision (resnet50/152, densenet161/201, googlenet with its two auxiliary
 // classifiers, i.e. as trained), timm / Cadene pretrainedmodels inception_v4 with 1000 classes,
 // and Hugging Face BertForPreTraining (bert-base-uncased: BertModel 109,482,240 + pre-training
-// heads). Tensor counts: seed 002 Table IV and seed 000 Table III (467, 604, 449, 206, 161, 484),
-// except GoogLeNet, where seed 002's 59 matches no GoogLeNet we know (docs/profiles.md); 187 is
+// heads). Tensor counts: [MG-WFBP] Table IV and [ASC-WFBP] Table III (467, 604, 449, 206, 161, 484),
+// except GoogLeNet, where [MG-WFBP]'s 59 matches no GoogLeNet we know (docs/profiles.md); 187 is
 // torchvision's count. Timings: ResNet-152's t_f = 0.091 s and t_b = 0.182 s are stated in seed
-// 000 Sec. VI-E; Inception-v4 and BERT-Base are derived from seed 000 Tables IV/V and Eq. 42-43.
+// 000 Sec. VI-E; Inception-v4 and BERT-Base are derived from [ASC-WFBP] Tables IV/V and Eq. 42-43.
 constexpr Expected kExpected[] = {
     {"resnet50", 161, 25'557'032, -1, -1},
     {"resnet152", 467, 60'192'808, 0.091, 0.182},
@@ -95,7 +95,7 @@ TEST_CASE("profiles run from the input side to the output side") {
   CHECK(bert["layers"][0]["name"] == "bert.embeddings.word_embeddings.weight");
   CHECK(bert["layers"][0]["bytes"] == 30522ull * 768 * 4);
 
-  // Seed 002 Sec. 5: "ResNet-152 has 150 tensors whose size is 1024 bytes". They are the weights
+  // [MG-WFBP] Sec. 5: "ResNet-152 has 150 tensors whose size is 1024 bytes". They are the weights
   // and biases of the 256-channel batch norms: layer1's three bn3 and its downsample BN, and
   // layer3's 36 x (bn1, bn2) = 76 BN layers = 152 tensors. The seed's figure is 2 short.
   std::size_t kib = 0;

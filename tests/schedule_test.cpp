@@ -1,5 +1,5 @@
 // Gradient-level schedules: profile I/O, the timeline evaluator against hand-computed timelines
-// (seed 002 Eq. 6-8, seed 000 Eq. 9), and the planners against brute force over every schedule.
+// ([MG-WFBP] Eq. 6-8, [ASC-WFBP] Eq. 9), and the planners against brute force over every schedule.
 #include <doctest/doctest.h>
 
 #include <ccoll/gradient/asc_wfbp.hpp>
@@ -144,7 +144,7 @@ TEST_CASE("typings and schedules convert both ways") {
   CHECK_THROWS_AS(validate(bad, 6), ccoll::Error);
 }
 
-TEST_CASE("WFBP timeline matches seed 002 Eq. 6-8 computed by hand") {
+TEST_CASE("WFBP timeline matches [MG-WFBP] Eq. 6-8 computed by hand") {
   Random rnd(7);
   for (int trial = 0; trial < 50; ++trial) {
     const ModelProfile p = rnd.profile(1 + trial % 20);
@@ -165,7 +165,7 @@ TEST_CASE("WFBP timeline matches seed 002 Eq. 6-8 computed by hand") {
   }
 }
 
-TEST_CASE("simultaneous messages follow seed 000 Eq. 9 and its k-way generalisation") {
+TEST_CASE("simultaneous messages follow [ASC-WFBP] Eq. 9 and its k-way generalisation") {
   const double a = 1e-3, b = 1e-9, m = 4e6;
   const CommModel c = CommModel::from_line(a, b, 1.5);
   // Three layers with no backward time between them: all ready together.
@@ -187,7 +187,7 @@ TEST_CASE("simultaneous messages follow seed 000 Eq. 9 and its k-way generalisat
       CHECK(lanes == 3);
     }
   }
-  // Partial overlap (seed 000 Fig. 2(c)): message 2 starts when message 1 has half its transfer
+  // Partial overlap ([ASC-WFBP] Fig. 2(c)): message 2 starts when message 1 has half its transfer
   // left. Fluid model: both transfer at 1/gamma while overlapped.
   const double half = a + b * m / 2;
   const ModelProfile q = make_profile({4000000, 4000000}, {half, 0}, 0);
@@ -222,7 +222,7 @@ TEST_CASE("MG-WFBP equals brute force over all 2^(L-1) merge patterns, L <= 14")
   }
 }
 
-TEST_CASE("seed 002's Theorem 1 rule is not optimal: the three-layer counterexample") {
+TEST_CASE("[MG-WFBP]'s Theorem 1 rule is not optimal: the three-layer counterexample") {
   // a = 3, b = 1 s per byte; layers 1..3 hold 5, 1, 4 bytes and take 5, 1, 3 s of backward time.
   const ModelProfile p = make_profile({5, 1, 4}, {5, 1, 3}, 0);
   const CommModel c = CommModel::from_line(3, 1);
@@ -338,7 +338,7 @@ TEST_CASE("budgeted search: a result within its certified bounds, never worse th
   }
 }
 
-TEST_CASE("DenseNet-201 with seed 000's cost model: optimality proven by the bound") {
+TEST_CASE("DenseNet-201 with [ASC-WFBP]'s cost model: optimality proven by the bound") {
   const ModelProfile p =
       load_profile(std::string(CCOLL_SOURCE_DIR) + "/data/profiles/densenet201.json");
   const CommModel c = CommModel::from_line(1.4e-3, 1.7e-9, 1.5);

@@ -1,4 +1,4 @@
-// Tests of the discrete-event simulator (include/ccoll/exec/sim): closed forms of seed 004 Eq. 2-7
+// Tests of the discrete-event simulator (include/ccoll/exec/sim): closed forms of [C-Cube] Eq. 2-7
 // on a uniform network, max-min link sharing, FIFO slot limits, turnaround, traces, and physical
 // topologies.
 #include <doctest/doctest.h>
@@ -65,7 +65,7 @@ plan::Plan fan_in(int senders, std::uint64_t elems) {
 
 }  // namespace
 
-TEST_CASE("ring matches seed 004 Eq. 2: 2(P-1) alpha + 2 (P-1)/P beta N") {
+TEST_CASE("ring matches [C-Cube] Eq. 2: 2(P-1) alpha + 2 (P-1)/P beta N") {
   for (int P : {2, 3, 4, 5, 8, 16, 33, 64}) {
     const auto net = sim::uniform_network(P, kBandwidth, kAlpha);
     for (double N : {4096.0 * P, 1e6 * P / 4, 64e6}) {
@@ -85,7 +85,7 @@ TEST_CASE("ring matches seed 004 Eq. 2: 2(P-1) alpha + 2 (P-1)/P beta N") {
   }
 }
 
-TEST_CASE("trees match seed 004 Eq. 3 (phased) and Eq. 7's pipeline (overlapped)") {
+TEST_CASE("trees match [C-Cube] Eq. 3 (phased) and Eq. 7's pipeline (overlapped)") {
   for (int P : {2, 4, 8, 16, 64, 128}) {
     const auto net = sim::uniform_network(P, kBandwidth, kAlpha);
     const int depth = floor_log2(P);  // heap-ordered binary tree
@@ -122,7 +122,7 @@ TEST_CASE("trees match seed 004 Eq. 3 (phased) and Eq. 7's pipeline (overlapped)
   }
 }
 
-TEST_CASE("trees at the optimal K match seed 004 Eq. 6 and Eq. 7") {
+TEST_CASE("trees at the optimal K match [C-Cube] Eq. 6 and Eq. 7") {
   const model::AlphaBeta link{1e-6, 1.0 / kBandwidth};
   for (int P : {8, 64, 256}) {
     const auto net = sim::uniform_network(P, kBandwidth, link.alpha_s);
@@ -218,7 +218,7 @@ TEST_CASE("flows that end at different times: max-min rates are recomputed as ea
   CHECK(res.time_s == doctest::Approx(6 * u + 2e-6).epsilon(1e-9));
 }
 
-TEST_CASE("ready: when each chunk is complete everywhere (seed 004's gradient queue)") {
+TEST_CASE("ready: when each chunk is complete everywhere ([C-Cube]'s gradient queue)") {
   for (int P : {4, 8, 16}) {
     const auto net = sim::uniform_network(P, kBandwidth, kAlpha);
     const int depth = floor_log2(P);
@@ -348,7 +348,7 @@ TEST_CASE("Chrome trace has one slice per step and link counters") {
 
 TEST_CASE("physical topologies: routes through switches and NICs, per-link utilisation") {
   SUBCASE("ring over two PCIe machines is bound by the 10 Gbps NICs") {
-    // Seed 001 Fig. 3 by hand (physical::cluster builds the same; GCC 12 -O3 reports a false
+    // [TopoSync] Fig. 3 by hand (physical::cluster builds the same; GCC 12 -O3 reports a false
     // -Wrestrict inside it when it is inlined here).
     physical::PhysicalTopology topo;
     for (int m = 0; m < 2; ++m) {

@@ -1,4 +1,4 @@
-// Tests of ccoll/sync: counters (post, check, wait with deadline and abort; seed 004 Fig. 11),
+// Tests of ccoll/sync: counters (post, check, wait with deadline and abort; [C-Cube] Fig. 11),
 // connection FIFO arithmetic, the abort record, and progress under oversubscription (16 threads
 // passing a token around a ring on a 2-core machine).
 #include <doctest/doctest.h>

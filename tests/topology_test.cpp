@@ -58,10 +58,10 @@ TEST_CASE("presets: node counts, NVLink lanes per GPU, validation") {
   }
 }
 
-TEST_CASE("dgx1v: the hybrid cube-mesh of seed 004 Fig. 10") {
+TEST_CASE("dgx1v: the hybrid cube-mesh of [C-Cube] Fig. 10") {
   const auto t = dgx1v();
   const auto g = [&](int i) { return t.require("gpu" + std::to_string(i)); };
-  CHECK(nvlink_lanes(t, g(2), g(3)) == 2);  // seed 004: GPU2-GPU3 has two channels
+  CHECK(nvlink_lanes(t, g(2), g(3)) == 2);  // [C-Cube]: GPU2-GPU3 has two channels
   CHECK(nvlink_lanes(t, g(2), g(4)) == 0);  // the detour pair: no NVLink
   CHECK(nvlink_lanes(t, g(0), g(2)) == 1);
   CHECK(nvlink_lanes(t, g(0), g(4)) == 2);
@@ -77,7 +77,7 @@ TEST_CASE("dgx1v: the hybrid cube-mesh of seed 004 Fig. 10") {
   CHECK(route_capacity_GBps(t, r24) < 25.0);
 }
 
-TEST_CASE("cluster preset: seed 001 Fig. 3 ToR and aggregation switch") {
+TEST_CASE("cluster preset: [TopoSync] Fig. 3 ToR and aggregation switch") {
   ClusterOptions o;
   o.machines = 4;
   o.gpus_per_machine = 4;
@@ -93,7 +93,7 @@ TEST_CASE("cluster preset: seed 001 Fig. 3 ToR and aggregation switch") {
   CHECK(route_capacity_GBps(t, r) == doctest::Approx(1.25));
   CHECK(route_capacity_GBps(t, routes(t.require("m0.gpu0"), t.require("m0.gpu3"))) ==
         doctest::Approx(12.5));
-  // Seed 001's own abstraction: one duplex edge per pair of workers, nothing shared.
+  // [TopoSync]'s own abstraction: one duplex edge per pair of workers, nothing shared.
   const auto pw = preset("cluster:3x8:nvlink:25:pairwise");
   CHECK(pw.node_count() == 24);
   CHECK(pw.gpus().size() == 24);
@@ -248,7 +248,7 @@ TEST_CASE("rings embedded on the fastest links") {
                                 999);
 }
 
-TEST_CASE("double binary tree with detours (seed 004 Sec. IV-A)") {
+TEST_CASE("double binary tree with detours ([C-Cube] Sec. IV-A)") {
   const auto t = dgx1v();
   const auto d = double_binary_tree_with_detours(t);
   CHECK(d.nactive == 8);
@@ -323,7 +323,7 @@ TEST_CASE("pack_single_root: Edmonds' bound on small graphs, never over capacity
   CHECK(pack_single_root(star, sr, {gpus[0]}, 0).size() == 1);
 }
 
-TEST_CASE("Blink-like and NCCL 2.4 hierarchical trees (seed 001's baselines)") {
+TEST_CASE("Blink-like and NCCL 2.4 hierarchical trees ([TopoSync]'s baselines)") {
   for (const char* name :
        {"cluster:2x4:pcie:10", "cluster:3x4:nvlink:25", "cluster:4x8:nvlink:100"}) {
     CAPTURE(name);
@@ -364,7 +364,7 @@ TEST_CASE("Blink-like and NCCL 2.4 hierarchical trees (seed 001's baselines)") {
     }
     CHECK(h.trees[0].root != h.trees[1].root);
   }
-  // Partial active workers (seed 001 Fig. 5): machines with 1, 2, 3 and 4 active GPUs.
+  // Partial active workers ([TopoSync] Fig. 5): machines with 1, 2, 3 and 4 active GPUs.
   auto t = preset("cluster:4x4:pcie:10");
   t.set_active(std::vector<std::string>{"m0.gpu0", "m1.gpu0", "m1.gpu2", "m2.gpu1", "m2.gpu2",
                                         "m2.gpu3", "m3.gpu0", "m3.gpu1", "m3.gpu2", "m3.gpu3"});

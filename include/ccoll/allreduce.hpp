@@ -9,8 +9,9 @@
 // One calling convention for every transport: a call is made through a rank handle,
 // ar.rank(r).run(...), for a rank r this process hosts (local_ranks()). The host-threads transport
 // hosts every rank, and thread r uses ar.rank(r); a process transport hosts one, its own
-// (ar.rank()), and ar.run(...) is short for ar.rank(ar.rank()).run(...). Stateful topologies are passed in: Allreduce<T, algo::PackedForest, S>
-// ar(config, algo::PackedForest(physical::preset("dgx1v"))).
+// (ar.rank()), and ar.run(...) is short for ar.rank(ar.rank()).run(...). Stateful topologies are
+// passed in: Allreduce<T, algo::PackedForest, S> ar(config,
+// algo::PackedForest(physical::preset("dgx1v"))).
 //
 // The object is set up once; each call validates its arguments on every rank and across ranks
 // (count, dtype and op must agree) before any buffer is touched, looks up the plan cached for its
@@ -49,8 +50,7 @@ class Allreduce {
   // One rank's view: every call of that rank goes through it.
   class Rank {
    public:
-    void run(const void* sendbuff, void* recvbuff, std::size_t count, DataType dtype,
-             ReduceOp op) {
+    void run(const void* sendbuff, void* recvbuff, std::size_t count, DataType dtype, ReduceOp op) {
       exec_->run(rank_, sendbuff, recvbuff, count, dtype, op);
     }
     int id() const { return rank_; }
@@ -62,13 +62,13 @@ class Allreduce {
     int rank_;
   };
 
-  explicit Allreduce(const Config& config = Config{})
-    requires std::default_initializable<L>
+  explicit Allreduce(const Config& config = Config{}) requires std::default_initializable<L>
       : Allreduce(config, L{}) {}
   Allreduce(const Config& config, L topology)
       : topology_(std::move(topology)),
-        exec_(resolve(config, topology_),
-              [this](const plan::PlanRequest& request) { return build(request); }, name()) {}
+        exec_(
+            resolve(config, topology_),
+            [this](const plan::PlanRequest& request) { return build(request); }, name()) {}
   Allreduce(const Allreduce&) = delete;
   Allreduce& operator=(const Allreduce&) = delete;
 
@@ -77,16 +77,18 @@ class Allreduce {
     for (int local : exec_.local_ranks())
       if (local == r) return Rank(&exec_, r);
     std::string locals;
-    for (int local : exec_.local_ranks()) locals += (locals.empty() ? "" : ", ") + std::to_string(local);
+    for (int local : exec_.local_ranks())
+      locals += (locals.empty() ? "" : ", ") + std::to_string(local);
     throw_invalid_argument(r, "rank", "a rank of this process (" + locals + ")", std::to_string(r));
   }
   // This process's rank, for transports that host one rank per process (SharedMemory).
   int rank() const {
     const auto locals = exec_.local_ranks();
     if (locals.size() != 1)
-      throw_invalid_argument(-1, "rank", "rank(r): this transport hosts " +
-                                             std::to_string(locals.size()) + " ranks per process",
-                             "rank()");
+      throw_invalid_argument(
+          -1, "rank",
+          "rank(r): this transport hosts " + std::to_string(locals.size()) + " ranks per process",
+          "rank()");
     return locals[0];
   }
   // A call by this process's rank (transports with one rank per process).

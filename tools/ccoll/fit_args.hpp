@@ -22,10 +22,10 @@ inline const char* kFitHelp =
     "usage: ccoll fit (--nccl-tests FILE [--in-place] | --ccoll-perf FILE [--algo A] [--nranks "
     "P])\n"
     "                 [--with K FILE] [--min-bytes N] [--max-bytes N] [--json]\n"
-    "Least-squares fit of t = a + b m (seed 000 Eq. 3, seed 002 Eq. 10) over the rows of an\n"
+    "Least-squares fit of t = a + b m ([ASC-WFBP] Eq. 3, [MG-WFBP] Eq. 10) over the rows of an\n"
     "nccl-tests all_reduce_perf output (out-of-place times, or in-place with --in-place) or of a\n"
     "ccoll_perf --json report (filtered by algorithm and rank count). --with K FILE adds a run\n"
-    "of the same kind measured with K allreduces at once and fits seed 000's gamma (Eq. 9) from\n"
+    "of the same kind measured with K allreduces at once and fits [ASC-WFBP]'s gamma (Eq. 9) from\n"
     "it. Prints a (us), b (s/byte), 1/b (GB/s), r^2, the largest relative error and gamma.\n"
     "See docs/models.md.\n";
 

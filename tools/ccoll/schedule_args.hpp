@@ -39,7 +39,7 @@ struct ScheduleOptions {
   std::string collective = "line";
   double a = 1.4e-3;    // line: allreduce startup (s); ring/dbtree: link latency alpha (s)
   double b = 1.7e-9;    // line: allreduce s/byte; ring/dbtree: link s/byte beta
-  double gamma = 1.5;   // seed 000 Eq. 9
+  double gamma = 1.5;   // [ASC-WFBP] Eq. 9
   int workers = 32;     // ring/dbtree only
   int concurrency = 2;  // messages in flight for asc / optimal / --evaluate
   double time_limit_s = 1.0;
@@ -63,15 +63,15 @@ inline const char* kScheduleHelp =
     "  MODEL      a shipped profile: resnet50 resnet152 densenet161 densenet201 inceptionv4\n"
     "             googlenet bert_base (data/profiles; $CCOLL_PROFILE_DIR overrides)\n"
     "  policies   wfbp (one allreduce per tensor), single (one after the backward pass),\n"
-    "             mg (MG-WFBP, exact optimal merging), mg-paper (seed 002's Theorem 1 rule),\n"
-    "             asc (ASC-WFBP, seed 000 Alg. 1), optimal (merging and simultaneity, with a\n"
+    "             mg (MG-WFBP, exact optimal merging), mg-paper ([MG-WFBP]'s Theorem 1 rule),\n"
+    "             asc (ASC-WFBP, [ASC-WFBP] Alg. 1), optimal (merging and simultaneity, with a\n"
     "             lower bound and a proof status), bucket (PyTorch DDP 25 MB buckets),\n"
     "             horovod (fusion buffer and cycle time); all: every policy, as a table\n"
-    "  cost       line (default): an allreduce of m bytes takes a + b m (seed 000 Eq. 3;\n"
-    "             defaults a = 1.4e-3 s, b = 1.7e-9 s/B, gamma = 1.5: seed 000 Sec. VI-B);\n"
+    "  cost       line (default): an allreduce of m bytes takes a + b m ([ASC-WFBP] Eq. 3;\n"
+    "             defaults a = 1.4e-3 s, b = 1.7e-9 s/B, gamma = 1.5: [ASC-WFBP] Sec. VI-B);\n"
     "             ring / dbtree: a, b are the link's alpha, beta and the allreduce of P\n"
-    "             --workers follows seed 002 Table II (ring) or the pipelined double binary tree\n"
-    "  --gamma    transfer stretch of two simultaneous allreduces (seed 000 Eq. 9); k at once:\n"
+    "             --workers follows [MG-WFBP] Table II (ring) or the pipelined double binary tree\n"
+    "  --gamma    transfer stretch of two simultaneous allreduces ([ASC-WFBP] Eq. 9); k at once:\n"
     "             1 + (gamma - 1)(k - 1)\n"
     "  --concurrency K   allreduces in flight at most (asc, optimal, --evaluate; default 2)\n"
     "  --time-limit S    budget of the optimal planner (default 1 s; < 0: until proven)\n"
@@ -123,7 +123,7 @@ inline ScheduleOptions parse_schedule_options(const std::vector<std::string>& ar
       if (o.b < 0) throw UsageError("--b: expected >= 0");
     } else if (f == "--gamma") {
       o.gamma = parse_number(f, value());
-      if (o.gamma < 1) throw UsageError("--gamma: expected >= 1 (seed 000 Eq. 9)");
+      if (o.gamma < 1) throw UsageError("--gamma: expected >= 1 ([ASC-WFBP] Eq. 9)");
     } else if (f == "--workers") {
       const double w = positive(parse_number(f, value()));
       if (w != std::floor(w) || w > 1e7) throw UsageError("--workers: expected an integer");

@@ -1,4 +1,4 @@
-// ccoll/topology/embedding.hpp: rings and double binary trees embedded in a physical graph.
+// ccoll/algo/embedding.hpp: rings and double binary trees embedded in a physical graph.
 //
 // Rings: Hamiltonian cycles over the active nodes chosen greedily by bottleneck bandwidth. Each
 // ring is used in both directions (two plan channels, as NCCL does), so it consumes its bandwidth
@@ -8,11 +8,11 @@
 // first one's are not kept: plan/ring.hpp gives every channel an equal share, so a slow ring would
 // set the pace of all.
 //
-// Double binary tree with detours (seed 004, Sec. IV-A): NCCL's two trees over the active nodes in
+// Double binary tree with detours ([C-Cube] Sec. IV-A): NCCL's two trees over the active nodes in
 // node order; a tree edge whose route is slower than a two-hop path through another compute node
 // m (say GPU2 -> GPU4 on a DGX-1, which has no NVLink and would cross PCIe and the CPUs) is
 // replaced by child -> relay -> parent, where the relay is an extra inactive plan rank that runs on
-// m and forwards (seed 004's separate forwarding kernel on GPU0). The relay costs a step (latency)
+// m and forwards ([C-Cube]'s separate forwarding kernel on GPU0). The relay costs a step (latency)
 // and shares m's links, which the simulator charges; it never adds to the data. Widths count the
 // links both trees already use (they run at the same time), so a relay whose links carry another
 // tree edge loses to one whose links are free.
@@ -27,11 +27,11 @@
 #include <string>
 #include <vector>
 
+#include "ccoll/physical/graph.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/plan/ring.hpp"
 #include "ccoll/plan/tree.hpp"
-#include "ccoll/physical/graph.hpp"
 
 namespace ccoll::algo {
 
@@ -50,7 +50,8 @@ struct EmbeddedRings {
 namespace embedding_detail {
 
 // Uses of each link by a cyclic order of nodes (and by its reverse when both_directions).
-inline std::vector<int> ring_link_uses(const physical::PhysicalTopology& t, const physical::RouteTable& routes,
+inline std::vector<int> ring_link_uses(const physical::PhysicalTopology& t,
+                                       const physical::RouteTable& routes,
                                        const std::vector<int>& order) {
   std::vector<int> uses(t.links.size(), 0);
   for (std::size_t i = 0; i < order.size(); ++i) {
@@ -81,7 +82,9 @@ inline EmbeddedRings embed_rings(const physical::PhysicalTopology& t, const Ring
     for (int i = 0; i < n; ++i) r[static_cast<std::size_t>(i)] = i;
     out.rings.push_back(r);
     out.bandwidth_GBps.push_back(
-        n == 2 ? physical::route_capacity_GBps(t, physical::all_routes(t)(out.nodes[0], out.nodes[1])) : 0);
+        n == 2
+            ? physical::route_capacity_GBps(t, physical::all_routes(t)(out.nodes[0], out.nodes[1]))
+            : 0);
     return out;
   }
   const auto routes = physical::all_routes(t);
@@ -213,10 +216,10 @@ inline DetourTrees double_binary_tree_with_detours(const physical::PhysicalTopol
   out.nactive = static_cast<int>(act.size());
   const auto routes = physical::all_routes(t);
   const auto [p1, p2] = plan::double_binary_tree_parents(static_cast<plan::Rank>(act.size()));
-  // physical::Link loads of both trees (they run at the same time): `up` in the reduce direction, `down` in
-  // the broadcast direction. An option's width is its narrowest link's capacity divided by the
-  // trees that would then share it, so a relay whose NVLinks another tree edge already uses (a
-  // detour through GPU1 onto GPU1 -> GPU3, which carries GPU1's own edge) loses to a free one.
+  // physical::Link loads of both trees (they run at the same time): `up` in the reduce direction,
+  // `down` in the broadcast direction. An option's width is its narrowest link's capacity divided
+  // by the trees that would then share it, so a relay whose NVLinks another tree edge already uses
+  // (a detour through GPU1 onto GPU1 -> GPU3, which carries GPU1's own edge) loses to a free one.
   std::vector<double> up(t.links.size(), 0.0), down(t.links.size(), 0.0);
   const auto add = [&](std::vector<double>& load, const physical::Route& r) {
     for (int l : r) load[physical::PhysicalTopology::idx(l)] += 1;
@@ -270,9 +273,9 @@ inline DetourTrees double_binary_tree_with_detours(const physical::PhysicalTopol
       for (int m : t.compute_nodes()) {
         if (m == cn || m == pn || routes(cn, m).empty() || routes(m, pn).empty()) continue;
         const double w = width({&routes(cn, m), &routes(m, pn)}, {&routes(pn, m), &routes(m, cn)});
-        if (w > best_w * (1 + 1e-9) ||
-            (best >= 0 && w >= best_w * (1 - 1e-9) &&
-             relay_load[physical::PhysicalTopology::idx(m)] < relay_load[physical::PhysicalTopology::idx(best)]))
+        if (w > best_w * (1 + 1e-9) || (best >= 0 && w >= best_w * (1 - 1e-9) &&
+                                        relay_load[physical::PhysicalTopology::idx(m)] <
+                                            relay_load[physical::PhysicalTopology::idx(best)]))
           best = m, best_w = w;
       }
       if (best < 0) {

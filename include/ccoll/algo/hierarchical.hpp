@@ -1,12 +1,12 @@
-// ccoll/topology/hierarchical.hpp: two-level baselines for clusters of machines, the schemes that
-// seed 001 (Sec. VI-A) compares its forests with: a Blink-like scheme and NCCL 2.4's double binary
-// tree across machines.
+// ccoll/algo/hierarchical.hpp: two-level baselines for clusters of machines, the schemes that
+// [TopoSync] (Sec. VI-A) compares its forests with: a Blink-like scheme and NCCL 2.4's double
+// binary tree across machines.
 //
-// Machines are the hosts of the active nodes (physical::Node::host; nodes without a host form one machine).
-// Ranks are the active nodes in node order; neither scheme uses inactive GPUs as relays, which is
-// the weakness seed 001 points out with partial active workers.
+// Machines are the hosts of the active nodes (physical::Node::host; nodes without a host form one
+// machine). Ranks are the active nodes in node order; neither scheme uses inactive GPUs as relays,
+// which is the weakness [TopoSync] points out with partial active workers.
 //
-// Blink-like. Seed 001 (Sec. II-D) describes Blink as: "packs spanning trees in the intra-machine
+// Blink-like. [TopoSync] (Sec. II-D) describes Blink as: "packs spanning trees in the intra-machine
 // topology for parameter reduce, synchronizes locally-reduced parameters through ring Allreduce
 // among machines, and then broadcasts updated parameters within each machine". Here:
 //   - each machine's first active GPU is its root; spanning in-trees over the machine's active
@@ -23,7 +23,7 @@
 // broadcast, pipelined chunk by chunk. What it leaves out: Blink's own code generation, and its
 // use of several roots per machine on some topologies.
 //
-// NCCL 2.4 across machines (seed 001 baseline (iv), its ref. [20]): inside a machine a chain of
+// NCCL 2.4 across machines ([TopoSync] baseline (iv), its ref. [20]): inside a machine a chain of
 // its active GPUs ending at the first one (the machine's head); across machines NCCL's double
 // binary tree over the heads (plan/double_binary_tree.hpp); each tree carries half of the data.
 #pragma once
@@ -39,10 +39,10 @@
 
 #include "ccoll/algo/registry.hpp"
 #include "ccoll/forest/to_plan.hpp"
+#include "ccoll/physical/graph.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/tree.hpp"
 #include "ccoll/solve/arborescence.hpp"
-#include "ccoll/physical/graph.hpp"
 
 namespace ccoll::algo {
 
@@ -69,7 +69,8 @@ struct SingleRootOptions {
 // trees with small weights (210 on a DGX-1), and every tree costs plan channels, so the
 // `max_trees` heaviest are kept and the same loop, with the oracle limited to them, sets their
 // weights again.
-inline std::vector<RootedTree> pack_single_root(const physical::PhysicalTopology& t, const physical::RouteTable& routes,
+inline std::vector<RootedTree> pack_single_root(const physical::PhysicalTopology& t,
+                                                const physical::RouteTable& routes,
                                                 const std::vector<int>& nodes, int root,
                                                 const SingleRootOptions& opt = {}) {
   const int n = static_cast<int>(nodes.size());
@@ -136,9 +137,10 @@ inline std::vector<RootedTree> pack_single_root(const physical::PhysicalTopology
     }
     const auto tree = solve::min_arborescence(n, arcs, root);
     if (!tree)
-      throw physical::TopologyError("pack_single_root: \"" +
-                          t.nodes[physical::PhysicalTopology::idx(nodes[static_cast<std::size_t>(root)])].id +
-                          "\" cannot be reached from every node of its machine");
+      throw physical::TopologyError(
+          "pack_single_root: \"" +
+          t.nodes[physical::PhysicalTopology::idx(nodes[static_cast<std::size_t>(root)])].id +
+          "\" cannot be reached from every node of its machine");
     Tree parent(static_cast<std::size_t>(n), -1);
     for (int e : *tree)
       parent[static_cast<std::size_t>(edges[static_cast<std::size_t>(e)].from)] =
@@ -195,7 +197,8 @@ inline HierarchicalTrees machines_of(const physical::PhysicalTopology& t) {
 
 }  // namespace hierarchical_detail
 
-inline HierarchicalTrees blink_trees(const physical::PhysicalTopology& t, const SingleRootOptions& opt = {}) {
+inline HierarchicalTrees blink_trees(const physical::PhysicalTopology& t,
+                                     const SingleRootOptions& opt = {}) {
   auto h = hierarchical_detail::machines_of(t);
   const auto routes = physical::all_routes(t);
   const auto nranks = h.rank_node.size();
@@ -299,7 +302,9 @@ Registered registered(const AlgorithmRequest& req, const char* name) {
   return Registered(n, build, static_cast<int>(h->rank_node.size()), h->rank_node, h);
 }
 
-inline HierarchicalTrees blink_default(const physical::PhysicalTopology& t) { return blink_trees(t); }
+inline HierarchicalTrees blink_default(const physical::PhysicalTopology& t) {
+  return blink_trees(t);
+}
 
 }  // namespace ccoll::algo::hierarchical_detail
 
@@ -312,12 +317,12 @@ CCOLL_REGISTER_ALGORITHM(Blink,
                                return ccoll::algo::hierarchical_detail::registered<
                                    &ccoll::algo::hierarchical_detail::blink_default>(req, "blink");
                              }})
-CCOLL_REGISTER_ALGORITHM(
-    HierarchicalDoubleTree,
-    ccoll::algo::Algorithm{"hdbtree",
-                           "NCCL 2.4 across machines: a chain inside each machine, the double "
-                           "binary tree over the machines' heads",
-                           true, false, [](const ccoll::algo::AlgorithmRequest& req) {
-                             return ccoll::algo::hierarchical_detail::registered<
-                                 &ccoll::algo::nccl_hierarchical_trees>(req, "hdbtree");
-                           }})
+CCOLL_REGISTER_ALGORITHM(HierarchicalDoubleTree,
+                         ccoll::algo::Algorithm{
+                             "hdbtree",
+                             "NCCL 2.4 across machines: a chain inside each machine, the double "
+                             "binary tree over the machines' heads",
+                             true, false, [](const ccoll::algo::AlgorithmRequest& req) {
+                               return ccoll::algo::hierarchical_detail::registered<
+                                   &ccoll::algo::nccl_hierarchical_trees>(req, "hdbtree");
+                             }})

@@ -2,7 +2,8 @@
 // as a stateful logical topology policy, built from a physical topology.
 //
 //   ccoll::algo::PackedForest forest(ccoll::physical::load("dgx1v"));
-//   ccoll::Allreduce<ccoll::transport::HostThreads, ccoll::algo::PackedForest, ccoll::schedule::Phased>
+//   ccoll::Allreduce<ccoll::transport::HostThreads, ccoll::algo::PackedForest,
+//   ccoll::schedule::Phased>
 //       ar(config, forest);   // config.nranks 0: the forest's rank count
 //
 // Ranks are the graph's compute nodes in node order (forest::compute_ranks): active GPUs
@@ -45,7 +46,8 @@ class PackedForest {
       : state_(std::make_shared<State>(std::move(topology), options)) {}
 
   plan::Plan build(const plan::PlanRequest& req) const {
-    plan::Plan p = forest::forest_plan(forest(req.overlap), state_->ranks, req, state_->options.split);
+    plan::Plan p =
+        forest::forest_plan(forest(req.overlap), state_->ranks, req, state_->options.split);
     p.algorithm = req.overlap ? "forest-overlap" : "forest";
     return p;
   }

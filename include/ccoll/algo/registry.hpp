@@ -115,8 +115,8 @@ struct AlgorithmSpec {
 inline AlgorithmSpec find_algorithm(std::string_view spec) {
   std::string base(spec);
   int suffix = -1;  // -1: none, 0: phased, 1: overlap
-  for (auto [text, value] : {std::pair{std::string_view("-overlap"), 1},
-                             std::pair{std::string_view("-phased"), 0}})
+  for (auto [text, value] :
+       {std::pair{std::string_view("-overlap"), 1}, std::pair{std::string_view("-phased"), 0}})
     if (base.size() > text.size() && base.ends_with(text)) {
       base.resize(base.size() - text.size());
       suffix = value;
@@ -148,8 +148,9 @@ template <class L>
 Registered registered_stateless(const AlgorithmRequest& req) {
   std::vector<int> nodes = active_rank_nodes(req);
   const int n = req.topology == nullptr ? req.nranks : static_cast<int>(nodes.size());
-  return Registered(std::string(L::name), [](const plan::PlanRequest& r) { return L::build(r); },
-                    req.topology == nullptr ? 0 : n, std::move(nodes));
+  return Registered(
+      std::string(L::name), [](const plan::PlanRequest& r) { return L::build(r); },
+      req.topology == nullptr ? 0 : n, std::move(nodes));
 }
 
 }  // namespace ccoll::algo
@@ -157,8 +158,8 @@ Registered registered_stateless(const AlgorithmRequest& req) {
 #define CCOLL_REGISTRY_CONCAT2(a, b) a##b
 #define CCOLL_REGISTRY_CONCAT(a, b) CCOLL_REGISTRY_CONCAT2(a, b)
 // Registers an algorithm from the header that defines it (an inline variable: once per program).
-#define CCOLL_REGISTER_ALGORITHM(ident, ...)                     \
-  namespace ccoll::algo::registered {                            \
-  inline const bool CCOLL_REGISTRY_CONCAT(kRegistered_, ident) = \
-      ::ccoll::algo::register_algorithm(__VA_ARGS__);            \
+#define CCOLL_REGISTER_ALGORITHM(ident, ...)                                                       \
+  namespace ccoll::algo::registered {                                                              \
+  inline const bool CCOLL_REGISTRY_CONCAT(kRegistered_,                                            \
+                                          ident) = ::ccoll::algo::register_algorithm(__VA_ARGS__); \
   }

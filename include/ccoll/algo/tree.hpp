@@ -1,13 +1,13 @@
-// ccoll/topology/tree.hpp: the single binary tree logical topology policy (heap layout, one tree
-// per channel); the schedule's req.overlap picks seed 004's overlapped C1 or the phased baseline.
-// See plan/tree.hpp.
+// ccoll/algo/tree.hpp: the single binary tree logical topology policy (heap layout, one tree
+// per channel); the schedule's req.overlap picks [C-Cube]'s overlapped C1 (Sec. III-C) or the
+// phased baseline. See plan/tree.hpp.
 #pragma once
 
 #include <string_view>
 
-#include "ccoll/plan/tree.hpp"
 #include "ccoll/algo/concepts.hpp"
 #include "ccoll/algo/registry.hpp"
+#include "ccoll/plan/tree.hpp"
 
 namespace ccoll::algo {
 
@@ -20,5 +20,9 @@ static_assert(LogicalTopology<Tree>);
 
 }  // namespace ccoll::algo
 
-CCOLL_REGISTER_ALGORITHM(Tree, ccoll::algo::Algorithm{"tree", "one binary tree (heap layout): reduce to rank 0, broadcast back; phased by default ([C-Cube] baseline B)", false, false,
-                                                      &ccoll::algo::registered_stateless<ccoll::algo::Tree>})
+CCOLL_REGISTER_ALGORITHM(Tree,
+                         ccoll::algo::Algorithm{
+                             "tree",
+                             "one binary tree (heap layout): reduce to rank 0, broadcast back; "
+                             "phased by default ([C-Cube] baseline B)",
+                             false, false, &ccoll::algo::registered_stateless<ccoll::algo::Tree>})

@@ -1,26 +1,26 @@
-// ccoll/topology/forest_plan.hpp: a packed forest (packed_forest.hpp) as an executable Plan.
+// ccoll/forest/to_plan.hpp: a packed forest (packed_forest.hpp) as an executable Plan.
 //
 // Ranks are compute nodes in node order: forest_ranks() takes the nodes the forest touches (every
 // active node, and every inactive node some tree uses as a relay: an inactive plan rank that
 // forwards without contributing or receiving output); compute_ranks() takes every compute node of
 // the graph, a rank set that does not depend on the forest (a node no tree touches gets empty
-// programs), which is what a communicator created before planning needs. Each (reduce tree, broadcast tree) pair of the forest becomes
-// one plan::TreeSpec carrying a share of the elements proportional to its weight (seed 001,
-// Property 3); plan/tree.hpp turns it into one channel (two with req.overlap). algo::Tree edges through
-// switches, NICs or CPUs are plain connections between the two ranks: the route they travel is
-// physical.hpp's route(), which the simulator charges. The overlapped schedule of seed 001 (K
-// broadcast trees during the reduce stage) runs as req.overlap = true: every tree then reduces and
-// broadcasts concurrently, chunk by chunk.
+// programs), which is what a communicator created before planning needs. Each (reduce tree,
+// broadcast tree) pair of the forest becomes one plan::TreeSpec carrying a share of the elements
+// proportional to its weight ([TopoSync], Property 3); plan/tree.hpp turns it into one channel (two
+// with req.overlap). Tree edges through switches, NICs or CPUs are plain connections between the
+// two ranks: the route they travel is physical/graph.hpp's route(), which the simulator charges.
+// The overlapped schedule of [TopoSync] (K broadcast trees during the reduce stage) runs as
+// req.overlap = true: every tree then reduces and broadcasts concurrently, chunk by chunk.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "ccoll/plan/plan.hpp"
-#include "ccoll/plan/tree.hpp"
 #include "ccoll/forest/packed_forest.hpp"
 #include "ccoll/physical/graph.hpp"
+#include "ccoll/plan/plan.hpp"
+#include "ccoll/plan/tree.hpp"
 
 namespace ccoll::forest {
 

@@ -21,9 +21,10 @@ inline AreaLayout area_layout(const AreaCommunicator& comm) {
 // Points the communicator at an initialised area (runtime/shared_area.hpp's init_area).
 inline void attach_area(AreaCommunicator& comm, std::byte* area) {
   const AreaLayout layout = area_layout(comm);
-  comm.attach(AreaControlPlane(area, layout, comm.nranks(),
-                               static_cast<long>(comm.config().timeout.count()), comm.wait_policy()),
-              area_connections(area, layout, comm.connection_keys(), comm.config().nslots));
+  comm.attach(
+      AreaControlPlane(area, layout, comm.nranks(),
+                       static_cast<long>(comm.config().timeout.count()), comm.wait_policy()),
+      area_connections(area, layout, comm.connection_keys(), comm.config().nslots));
 }
 
 }  // namespace ccoll::runtime

@@ -47,7 +47,8 @@ class AreaControlPlane {
                   FailurePoint where) {
     const int rank = where.rank;
     // The previous call's descriptors must have been read by everyone before ours is overwritten.
-    for (int q = 0; q < nranks_; ++q) wait_word(&descriptors_[q].ack, seq - 1, rank, q, deadline_ns, seq);
+    for (int q = 0; q < nranks_; ++q)
+      wait_word(&descriptors_[q].ack, seq - 1, rank, q, deadline_ns, seq);
     RankDescriptor& mine = descriptors_[rank];
     mine.count = args.count;
     mine.dtype = static_cast<std::uint32_t>(args.dtype);
@@ -55,14 +56,16 @@ class AreaControlPlane {
     mine.status = args.ok() ? 0u : 1u + static_cast<std::uint32_t>(args.error);
     if (rank == 0) mine.root_choice = args.root_choice;
     std::memset(mine.reason, 0, sizeof mine.reason);
-    std::memcpy(mine.reason, args.reason.data(), std::min(args.reason.size(), sizeof mine.reason - 1));
+    std::memcpy(mine.reason, args.reason.data(),
+                std::min(args.reason.size(), sizeof mine.reason - 1));
     sync::AtomicWord<std::uint64_t>(&mine.seq).store_release(seq);
     if (!args.ok()) {
       // Nothing of ours to read any more: let the others overwrite their descriptors later.
       sync::AtomicWord<std::uint64_t>(&mine.ack).store_release(seq);
       throw Error(args.error, rank, args.reason);
     }
-    for (int q = 0; q < nranks_; ++q) wait_word(&descriptors_[q].seq, seq, rank, q, deadline_ns, seq);
+    for (int q = 0; q < nranks_; ++q)
+      wait_word(&descriptors_[q].seq, seq, rank, q, deadline_ns, seq);
     Agreement a;
     for (int q = 0; q < nranks_ && a.verdict.empty(); ++q) {
       const RankDescriptor& d = descriptors_[q];
@@ -109,7 +112,7 @@ class AreaControlPlane {
     if (where.channel >= 0)
       os << " at channel " << where.channel << ", step " << where.step << " (waiting for "
          << (where.waiting_for == FailurePoint::Waiting::free_slot ? "a free slot at rank "
-                                                                    : "a message from rank ")
+                                                                   : "a message from rank ")
          << where.peer << ")";
     os << " because " << describe_origin();
     const auto code =

@@ -95,8 +95,9 @@ class Communicator {
     o.start_ns = sync::now_ns();
     o.timeout_ms = static_cast<long>(config_.timeout.count());
     o.deadline_ns =
-        o.start_ns + static_cast<std::uint64_t>(
-                         std::chrono::duration_cast<std::chrono::nanoseconds>(config_.timeout).count());
+        o.start_ns +
+        static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(config_.timeout).count());
     FailurePoint here{rank, -1, -1, -1, FailurePoint::Waiting::nothing};
     if (plane_.aborted()) throw plane_.stopped_error(here, st.seq + 1);
 
@@ -118,7 +119,8 @@ class Communicator {
     // 2. Agreement.
     const Agreement agreed = plane_.agree(args, o.seq, o.deadline_ns, here);
     if (!agreed.verdict.empty()) throw Error(agreed.code, rank, agreed.verdict);
-    o.stream_slots = static_cast<SlotStoreTuner::Mode>(agreed.root_choice) == SlotStoreTuner::Streamed;
+    o.stream_slots =
+        static_cast<SlotStoreTuner::Mode>(agreed.root_choice) == SlotStoreTuner::Streamed;
 
     // 3. The plan.
     const PreparedPlan<C>* pp = st.last_plan;

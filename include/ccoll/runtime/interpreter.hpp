@@ -1,4 +1,4 @@
-// ccoll/exec/interpreter.hpp: the step interpreter, the one piece of code every executor runs.
+// ccoll/runtime/interpreter.hpp: the step interpreter, the one piece of code every executor runs.
 //
 // It executes the steps of one (rank, channel) program of a plan::Plan (see the semantics in
 // plan/plan.hpp): value = src (+) recv_1 (+) ... ; finalize if final; write the output; copy to the
@@ -12,9 +12,9 @@
 // broadcast to all members).
 //
 // Two forms: try_step() executes the program's next step only if all its messages have arrived
-// and all its send slots are free (seed 004's "check"), so one host thread can interleave the
-// channels of its rank without deadlock; run_program() waits for each step (seed 004's "wait")
-// and is what a GPU block, which owns exactly one program, runs.
+// and all its send slots are free ([C-Cube] Sec. IV-B's "check"), so one host thread can interleave
+// the channels of its rank without deadlock; run_program() waits for each step ([C-Cube] Sec.
+// IV-B's "wait") and is what a GPU block, which owns exactly one program, runs.
 //
 // The element loops are the hot path of every host benchmark: for the common steps (copy, one
 // receive reduced into the input, one or two destinations) they are single passes over restrict
@@ -26,9 +26,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "ccoll/core/platform.hpp"
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
+#include "ccoll/core/platform.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/runtime/connection.hpp"
 #include "ccoll/sync/connection.hpp"
@@ -65,7 +65,7 @@ struct ProgramContext {
   const plan::Step* steps = nullptr;
   std::uint32_t nsteps = 0;
   const plan::Port* ports = nullptr;
-  const C* connections = nullptr;  // indexed by plan connection index
+  const C* connections = nullptr;       // indexed by plan connection index
   const std::uint64_t* base = nullptr;  // per plan connection: its messages in earlier calls
   const T* input = nullptr;
   T* output = nullptr;
@@ -387,8 +387,8 @@ CCOLL_HD void execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
   }
 }
 
-// Seed 004's "check" form: executes step `pc` and advances it if the step is ready; returns
-// whether it did. Never blocks.
+// [C-Cube] Sec. IV-B's "check" form: executes step `pc` and advances it if the step is ready;
+// returns whether it did. Never blocks.
 template <class T, ReduceOp Op, class Group, class C>
 CCOLL_HD bool try_step(const Group& g, const ProgramContext<T, C>& ctx, std::uint32_t& pc) {
   if (pc >= ctx.nsteps) return false;
@@ -400,11 +400,11 @@ CCOLL_HD bool try_step(const Group& g, const ProgramContext<T, C>& ctx, std::uin
   return true;
 }
 
-// Seed 004's "wait" form: runs the whole program, waiting for each step. Returns true when it
-// completed; otherwise *failure says which step and peer it gave up on.
+// [C-Cube] Sec. IV-B's "wait" form: runs the whole program, waiting for each step. Returns true
+// when it completed; otherwise *failure says which step and peer it gave up on.
 template <class T, ReduceOp Op, class Group, class C>
-CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& ctx, std::uint64_t deadline_ns,
-                          StepFailure* failure) {
+CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& ctx,
+                          std::uint64_t deadline_ns, StepFailure* failure) {
   for (std::uint32_t pc = 0; pc < ctx.nsteps; ++pc) {
     const plan::Step& s = ctx.steps[pc];
     sync::WaitResult r = sync::WaitResult::Ok;

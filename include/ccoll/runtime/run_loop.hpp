@@ -1,7 +1,7 @@
 // ccoll/runtime/run_loop.hpp: one rank's steps of one call, on one host thread.
 //
 // A rank runs one program per channel. One thread interleaves them with the interpreter's
-// non-blocking try_step ([C-Cube] Sec. 4.3's "check"), so channels never wait on each other and
+// non-blocking try_step ([C-Cube] Sec. IV-B's "check"), so channels never wait on each other and
 // the thread cannot deadlock; when no channel can make progress it backs off (sync/backoff.hpp)
 // until the call's deadline or an abort, and then reports the first blocked step: call, channel,
 // step, and the peer and message it was waiting for.
@@ -27,10 +27,10 @@ namespace ccoll::runtime {
 // What one rank keeps between calls (only that rank's thread touches it).
 template <Connection C>
 struct alignas(128) RankState {
-  std::uint64_t seq = 0;                   // calls attempted
-  std::vector<std::uint64_t> base_by_set;  // messages of earlier calls per set connection
-  std::vector<std::uint64_t> base;         // per connection of the current plan
-  std::vector<std::uint32_t> pcs;          // per channel: next step
+  std::uint64_t seq = 0;                       // calls attempted
+  std::vector<std::uint64_t> base_by_set;      // messages of earlier calls per set connection
+  std::vector<std::uint64_t> base;             // per connection of the current plan
+  std::vector<std::uint32_t> pcs;              // per channel: next step
   const PreparedPlan<C>* last_plan = nullptr;  // cache of the last lookup (no lock)
   std::uint64_t last_count = 0;
   std::size_t last_elem_size = 0;
@@ -95,14 +95,14 @@ void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, 
         ctx.nsteps = static_cast<std::uint32_t>(steps.size());
         ctx.channel = c;
         const StepFailure f = blocked_port(ctx, st.pcs[c], sync::WaitResult::Timeout);
-        const FailurePoint where{rank, static_cast<int>(c), f.step, f.peer,
-                                 f.waiting_for_slot ? FailurePoint::Waiting::free_slot
-                                                    : FailurePoint::Waiting::message};
+        const FailurePoint where{
+            rank, static_cast<int>(c), f.step, f.peer,
+            f.waiting_for_slot ? FailurePoint::Waiting::free_slot : FailurePoint::Waiting::message};
         if (aborted) throw plane.stopped_error(where, o.seq);
         plane.raise(ErrorCode::Timeout, where);
         std::ostringstream os;
-        os << "call " << o.seq << ", channel " << c << ", step " << f.step << " of "
-           << steps.size() << ": waiting for "
+        os << "call " << o.seq << ", channel " << c << ", step " << f.step << " of " << steps.size()
+           << ": waiting for "
            << (f.waiting_for_slot ? "a free slot at rank " : "a message from rank ") << f.peer
            << " for " << (sync::now_ns() - o.start_ns) / 1000000 << " ms (Config::timeout "
            << o.timeout_ms << " ms)";

@@ -1,4 +1,4 @@
-// ccoll/exec/slot_store_tuner.hpp: picks, per message size, how the host executors write FIFO
+// ccoll/runtime/slot_store_tuner.hpp: picks, per message size, how the host executors write FIFO
 // slots: ordinary (cached) stores or non-temporal (streamed) stores.
 //
 // A message written with ordinary stores reaches its reader through the caches: no memory traffic,

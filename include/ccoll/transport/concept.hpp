@@ -31,12 +31,12 @@ concept Executor =
     std::constructible_from<E, const Config&, runtime::PlanSource, std::string_view> &&
     requires(E& e, const E& ce, int rank, const void* send, void* recv, std::size_t count,
              DataType dtype, ReduceOp op) {
-      { ce.nranks() } -> std::same_as<int>;
-      { ce.local_ranks() } -> std::same_as<std::span<const int>>;
-      { ce.config() } -> std::same_as<const Config&>;
-      e.run(rank, send, recv, count, dtype, op);  // a collective call by local rank `rank`
-      { e.plan(count, std::size_t{4}) } -> std::same_as<const plan::Plan&>;
-    };
+  { ce.nranks() } -> std::same_as<int>;
+  { ce.local_ranks() } -> std::same_as<std::span<const int>>;
+  { ce.config() } -> std::same_as<const Config&>;
+  e.run(rank, send, recv, count, dtype, op);  // a collective call by local rank `rank`
+  { e.plan(count, std::size_t{4}) } -> std::same_as<const plan::Plan&>;
+};
 
 template <class T>
 concept Transport = requires(const Config& c) {
@@ -44,6 +44,7 @@ concept Transport = requires(const Config& c) {
   { T::resolve(c) } -> std::same_as<Config>;
   typename T::connection_type;
   typename T::Executor;
-} && runtime::Connection<typename T::connection_type> && Executor<typename T::Executor>;
+}
+&&runtime::Connection<typename T::connection_type>&& Executor<typename T::Executor>;
 
 }  // namespace ccoll::transport

@@ -50,8 +50,7 @@ struct HostThreads {
       std::iota(local_.begin(), local_.end(), 0);
       const runtime::AreaLayout layout = runtime::area_layout(comm_);
       bytes_ = layout.total;
-      void* p =
-          ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED)
         throw Error(ErrorCode::System, -1,
                     "mmap of " + std::to_string(bytes_) + " bytes: " + std::strerror(errno));

@@ -1,4 +1,5 @@
-// ccoll/exec/shared_memory.hpp: the shared-memory executor: the ranks are processes on one host.
+// ccoll/transport/shared_memory.hpp: the shared-memory executor: the ranks are processes on one
+// host.
 //
 // The shared area (see runtime/communicator.hpp) is a POSIX shared-memory segment named after the
 // session. Rendezvous, robust against slow starters and crashed earlier runs:
@@ -32,16 +33,16 @@
 #include <cstring>
 #include <span>
 #include <string>
-#include <utility>
 #include <string_view>
 #include <thread>
+#include <utility>
 
+#include "ccoll/core/config.hpp"
 #include "ccoll/core/error.hpp"
 #include "ccoll/runtime/area_communicator.hpp"
-#include "ccoll/core/config.hpp"
-#include "ccoll/transport/concept.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/backoff.hpp"
+#include "ccoll/transport/concept.hpp"
 
 namespace ccoll::transport {
 
@@ -140,7 +141,8 @@ struct SharedMemory {
     void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype,
              ReduceOp op) {
       if (rank != config_.rank)
-        throw_invalid_argument(config_.rank, "rank", "this process's rank " + std::to_string(config_.rank),
+        throw_invalid_argument(config_.rank, "rank",
+                               "this process's rank " + std::to_string(config_.rank),
                                std::to_string(rank));
       comm_.run(state_, config_.rank, send, recv, count, dtype, op);
     }
@@ -204,7 +206,7 @@ struct SharedMemory {
       area_ = static_cast<std::byte*>(p);
       generation_ = (sync::now_ns() ^ (static_cast<std::uint64_t>(::getpid()) << 40)) | 1u;
       runtime::init_area(area_, runtime::area_layout(comm_), config_.nranks, comm_.fingerprint(),
-                        generation_, static_cast<std::int64_t>(::getpid()));
+                         generation_, static_cast<std::int64_t>(::getpid()));
       header_ = reinterpret_cast<runtime::AreaHeader*>(area_);
     }
 
@@ -214,7 +216,8 @@ struct SharedMemory {
       if (fd_ < 0) return false;
       struct stat st {};
       bytes_ = runtime::area_layout(comm_).total;
-      if (::fstat(fd_, &st) != 0 || static_cast<std::size_t>(st.st_size) < sizeof(runtime::AreaHeader)) {
+      if (::fstat(fd_, &st) != 0 ||
+          static_cast<std::size_t>(st.st_size) < sizeof(runtime::AreaHeader)) {
         unmap();
         return false;
       }
@@ -273,7 +276,8 @@ struct SharedMemory {
         }
         runtime::attach_area(comm_, area_);
         // Register for this generation.
-        auto* d = reinterpret_cast<runtime::RankDescriptor*>(area_ + runtime::area_layout(comm_).descriptors);
+        auto* d = reinterpret_cast<runtime::RankDescriptor*>(
+            area_ + runtime::area_layout(comm_).descriptors);
         const auto gen32 = static_cast<std::uint32_t>(generation_ | 1u);
         sync::AtomicWord<std::uint32_t>(&d[config_.rank].attached_generation).store_release(gen32);
         sync::AtomicWord<std::uint32_t>(&header_->attached).fetch_add_acq_rel(1);
@@ -296,7 +300,8 @@ struct SharedMemory {
           if (sync::now_ns() >= deadline) {
             std::string missing;
             for (int q = 0; q < config_.nranks; ++q)
-              if (sync::AtomicWord<std::uint32_t>(&d[q].attached_generation).load_acquire() != gen32)
+              if (sync::AtomicWord<std::uint32_t>(&d[q].attached_generation).load_acquire() !=
+                  gen32)
                 missing += (missing.empty() ? "" : ", ") + std::to_string(q);
             throw Error(ErrorCode::Timeout, config_.rank,
                         "ranks " + missing + " did not attach to segment '" + name_ + "' within " +

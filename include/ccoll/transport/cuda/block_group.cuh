@@ -1,10 +1,10 @@
-// ccoll/exec/cuda/block_group.cuh: a CUDA thread block as the step interpreter's Group.
+// ccoll/transport/cuda/block_group.cuh: a CUDA thread block as the step interpreter's Group.
 //
 // All threads of the block execute a step together: thread i handles elements i, i + blockDim.x,
 // ...; thread 0 polls the counters (one poller per block keeps the counter lines quiet) and
 // broadcasts the outcome with __syncthreads_or; after the element loop a barrier and a system-scope
 // fence by thread 0 order every thread's slot writes before the release store that posts them
-// (seed 004 Fig. 11 uses threadfence around its lock for the same reason).
+// ([C-Cube] Fig. 11 uses threadfence around its lock for the same reason).
 //
 // The member functions are __host__ __device__ so that the interpreter's CCOLL_HD templates
 // instantiate cleanly in nvcc's host pass; they are only ever called on the device.

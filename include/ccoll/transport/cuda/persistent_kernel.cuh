@@ -1,10 +1,10 @@
-// ccoll/exec/cuda/persistent_kernel.cuh: a persistent kernel that runs a whole plan on one GPU,
+// ccoll/transport/cuda/persistent_kernel.cuh: a persistent kernel that runs a whole plan on one GPU,
 // every (rank, channel) program in its own thread block.
 //
 // This is the "virtual ranks" layout (transport::CudaVirtualRanks): the P ranks of a plan are
 // blocks of one kernel, their buffers and connections live in device memory, and the counters are
 // cuda::atomic_ref words, so the same interpreter that the host executors run moves the data,
-// with seed 004's device-side post/wait (no host intervention between steps). Blocks wait for each
+// with [C-Cube] Sec. IV-B's device-side post/wait (no host intervention between steps). Blocks wait for each
 // other, so all nranks x nchannels blocks must be resident at once: launch_persistent_plan checks
 // the occupancy before launching. A failed wait (deadline or another block's abort) records a
 // StepFailure per block and raises the abort word so that the other blocks stop too.
