@@ -1,20 +1,26 @@
-// Tests of ccoll_perf's command line, size sweep, output formats and input/check data
-// (benchmarks/ccoll_perf/perf_cli.hpp, perf_data.hpp); no collective runs here.
+// Tests of ccoll_perf's command line, algorithm choice (the library's registry), size sweep,
+// output formats and input/check data (benchmarks/ccoll_perf/perf_cli.hpp, perf_data.hpp). Where
+// the build links ccoll_perf's own code (benchmarks/CMakeLists.txt defines CCOLL_PERF_CORE), one
+// test also runs the forest on dgx1v through the benchmark's threads path and checks the results.
 #include <doctest/doctest.h>
+
+#if __has_include(<nlohmann/json.hpp>)  // perf_cli.hpp needs it (JSON output, --topology)
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "../benchmarks/ccoll_perf/perf_cli.hpp"
 #include "../benchmarks/ccoll_perf/perf_data.hpp"
 
-#if __has_include(<nlohmann/json.hpp>)
-#include <nlohmann/json.hpp>
-#define PERF_TEST_HAVE_JSON 1
-#else
-#define PERF_TEST_HAVE_JSON 0
+#if CCOLL_PERF_CORE
+#include "../benchmarks/ccoll_perf/runner.hpp"
 #endif
 
 using namespace ccoll_perf;
@@ -56,7 +62,10 @@ TEST_CASE("defaults follow all_reduce_perf: 8 B..64 MiB by 2, 20 iterations, che
   CHECK(o.transport == Transport::threads);
   CHECK(o.dtype == ccoll::DataType::f32);
   CHECK(o.op == ccoll::ReduceOp::sum);
-  CHECK(o.algos.size() == 5);
+  CHECK(o.algos == std::vector<std::string>{"ring", "dbtree", "tree", "tree-overlap", "direct"});
+  CHECK(o.topology.empty());
+  CHECK(o.split == 0);
+  CHECK_FALSE(o.list_algos);
   CHECK_FALSE(o.peer_mpi);
   CHECK_FALSE(o.help);
 }
@@ -98,8 +107,8 @@ TEST_CASE("every flag, short and long") {
   CHECK(o.nranks == 3);
   CHECK(o.nranks_given);
   REQUIRE(o.algos.size() == 2);
-  CHECK(o.algos[0] == Algo::tree);
-  CHECK(o.algos[1] == Algo::ring);
+  CHECK(o.algos[0] == "tree");
+  CHECK(o.algos[1] == "ring");
   CHECK(o.dtype == ccoll::DataType::bf16);
   CHECK(o.op == ccoll::ReduceOp::max);
   CHECK(o.transport == Transport::shm);
@@ -133,31 +142,118 @@ TEST_CASE("every flag, short and long") {
   CHECK_THROWS_AS(parse({"-r", "0"}), UsageError);
   CHECK_THROWS_AS(parse({"--slot_bytes", "0"}), UsageError);
   CHECK_THROWS_AS(parse({"--nslots", "0"}), UsageError);
+  const Options t = parse({"--topology", "dgx1v", "--split=3", "-a", "forest"});
+  CHECK(t.topology == "dgx1v");
+  CHECK(t.split == 3);
+  CHECK(t.algos == std::vector<std::string>{"forest"});
+  CHECK(parse({"-a", "forest", "--topology=pcie8"}).topology == "pcie8");  // either order
+  CHECK_THROWS_AS(parse({"--split", "-1"}), UsageError);
+  CHECK_THROWS_AS(parse({"--topology"}), UsageError);
   CHECK(parse({"-h"}).help);
   CHECK(parse({"--help"}).help);
 }
 
-TEST_CASE("algorithm lists: all, duplicates, the underscore spelling") {
-  CHECK(parse_algos("all").size() == 5);
+namespace {
+// The message of the UsageError that parse_args (and, with `prepare`, prepare_algorithms) throws.
+std::string usage_message(const std::vector<std::string>& args, bool prepare = false) {
+  try {
+    const Options o = parse_args(args);
+    if (prepare) prepare_algorithms(o);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST_CASE("algorithm lists: registry names, all, duplicates, schedules, the underscore spelling") {
+  const auto registered = ccoll::algo::algorithms();
+  REQUIRE(registered.size() >= 5);
+  // all without --topology: the default list, then every other algorithm on abstract ranks.
+  const auto all = parse_algos("all");
+  REQUIRE(all.size() >= 5);
+  CHECK(std::vector<std::string>(all.begin(), all.begin() + 5) == default_algorithms());
+  for (const auto& a : registered) {
+    CAPTURE(a.name);
+    const bool listed = std::find(all.begin(), all.end(), a.name) != all.end();
+    CHECK(listed == !a.needs_topology);
+  }
+  // With a topology: every registered algorithm.
+  const auto all_topo = parse_algos("all", true);
+  for (const auto& a : registered)
+    CHECK(std::find(all_topo.begin(), all_topo.end(), a.name) != all_topo.end());
+  CHECK(std::find(all_topo.begin(), all_topo.end(), "forest") != all_topo.end());
   CHECK(parse_algos("ring,ring,dbtree").size() == 2);
-  CHECK(parse_algos("direct") == std::vector<Algo>{Algo::direct});
+  CHECK(parse_algos("direct") == std::vector<std::string>{"direct"});
+  // Names are canonical: a schedule suffix that is the default goes away.
+  CHECK(parse_algos("ring-overlap,ring") == std::vector<std::string>{"ring"});
+  CHECK(parse_algos("ring-phased") == std::vector<std::string>{"ring-phased"});
+  CHECK(parse_algos("tree-phased,tree") == std::vector<std::string>{"tree"});
   const auto v = parse_algos("tree_overlap,all");
-  REQUIRE(v.size() == 5);
-  CHECK(v[0] == Algo::tree_overlap);
-  CHECK(v[1] == Algo::ring);
+  REQUIRE(v.size() == all.size());
+  CHECK(v[0] == "tree-overlap");
+  CHECK(v[1] == "ring");
+  CHECK(find_algorithm("tree-overlap").overlap);
+  CHECK_FALSE(find_algorithm("tree").overlap);
+  CHECK(parse_algos("none").empty());
   CHECK_THROWS_AS(parse_algos("rings"), UsageError);
   CHECK_THROWS_AS(parse_algos("ring,"), UsageError);
+  CHECK_THROWS_AS(parse_algos("forest"), UsageError);  // needs a topology
+  CHECK(parse_algos("forest", true) == std::vector<std::string>{"forest"});
+  // An unknown name is answered with the registry's names.
+  const std::string m = usage_message({"-a", "rings"});
+  CHECK(m.find("-a/--algo") != std::string::npos);
+  CHECK(m.find("'rings'") != std::string::npos);
+  for (const auto& a : registered) CHECK(m.find(a.name) != std::string::npos);
+}
+
+TEST_CASE("-a list names every registered algorithm") {
+  const Options o = parse({"-a", "list"});
+  CHECK(o.list_algos);
+  const std::string text = format_algorithm_list();
+  for (const auto& a : ccoll::algo::algorithms()) {
+    CAPTURE(a.name);
+    CHECK(text.find("\n" + a.name + " ") != std::string::npos);  // at the start of a line
+    CHECK(text.find(a.description) != std::string::npos);
+  }
+  CHECK(text.find("needed") != std::string::npos);  // the forest needs --topology
+}
+
+TEST_CASE("algorithms on a physical topology: --topology, the rank count, usage errors") {
+  // A forest without a graph is a usage error that says what to add.
+  const std::string no_topo = usage_message({"-a", "forest"});
+  CHECK(no_topo.find("forest") != std::string::npos);
+  CHECK(no_topo.find("--topology") != std::string::npos);
+  // The forest on dgx1v has 8 ranks: -t 4 disagrees, and the message names both numbers.
+  CHECK(usage_message({"-t", "4", "--topology", "dgx1v", "-a", "forest"}) == "no error");
+  const std::string wrong_t =
+      usage_message({"-t", "4", "--topology", "dgx1v", "-a", "forest"}, true);
+  CHECK(wrong_t.find("-t/--nranks 4") != std::string::npos);
+  CHECK(wrong_t.find("8 ranks") != std::string::npos);
+  CHECK(wrong_t.find("dgx1v") != std::string::npos);
+  // Without -t the count is the algorithm's; with a matching -t it is accepted.
+  const Prepared p = prepare_algorithms(parse({"--topology", "dgx1v", "-a", "forest,ring"}));
+  CHECK(p.nranks == 8);
+  REQUIRE(p.topology != nullptr);
+  REQUIRE(p.algos.size() == 2);
+  CHECK(p.algos[0].name == "forest");
+  CHECK(p.algos[0].logical.nranks() == 8);
+  CHECK_FALSE(p.algos[0].spec.overlap);
+  CHECK(p.algos[1].spec.overlap);
+  CHECK(prepare_algorithms(parse({"-t", "8", "--topology", "dgx1v", "-a", "forest"})).nranks == 8);
+  // Without a topology every algorithm plans for -t ranks (default 4).
+  const Prepared q = prepare_algorithms(parse({"-t", "3"}));
+  CHECK(q.nranks == 3);
+  CHECK(q.topology == nullptr);
+  CHECK(q.algos.size() == 5);
+  CHECK(prepare_algorithms(parse({})).nranks == 4);
+  // A topology that does not load is a usage error naming the flag.
+  CHECK(usage_message({"--topology", "no-such-topology", "-a", "ring"}, true).find("--topology") !=
+        std::string::npos);
 }
 
 TEST_CASE("bad input names the flag") {
-  auto message = [](const std::vector<std::string>& args) {
-    try {
-      parse_args(args);
-    } catch (const UsageError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto message = [](const std::vector<std::string>& args) { return usage_message(args); };
   CHECK(message({"-b", "1X"}).find("-b") != std::string::npos);
   CHECK(message({"-n", "0"}).find("-n") != std::string::npos);
   CHECK(message({"-n", "abc"}).find("-n") != std::string::npos);
@@ -271,10 +367,17 @@ TEST_CASE("CSV and JSON carry every row") {
   CHECK(csv.find("shm,ring,2,64,16,float,sum,10,") != std::string::npos);
   CHECK(csv_row(rep.rows[0]).find(",2,") != std::string::npos);  // ratio 2x
 
+  rep.options.topology = "dgx1v";
   const std::string json = to_json(rep);
   CHECK(json.find("\\\"8\\\"") != std::string::npos);  // the quotes of the command are escaped
-#if PERF_TEST_HAVE_JSON
   const auto j = nlohmann::json::parse(json);
+  CHECK(j["command"] == rep.command);
+  CHECK(j["options"]["transport"] == "threads");
+  CHECK(j["options"]["stream_slot_bytes"].is_null());
+  CHECK(j["options"]["slot_stores"] == "auto");
+  CHECK(j["options"]["topology"] == "dgx1v");
+  CHECK(j["options"]["split"] == 0);
+  CHECK(j["results"][0]["pct_of_bound"].get<double>() > 0);
   CHECK(j["machine"]["cpu"] == "Test CPU");
   CHECK(j["memory_bandwidth"][0]["scale_GBps"] == doctest::Approx(11.0));
   REQUIRE(j["results"].size() == 2);
@@ -284,8 +387,9 @@ TEST_CASE("CSV and JSON carry every row") {
   CHECK(j["results"][1]["transport"] == "mpi");
   CHECK(j["results"][1]["paired_with"] == "ring");
   CHECK_FALSE(j["results"][1].contains("ratio_to_peer"));
-#endif
-  CHECK(json_number(std::nan("")) == "null");
+  // Numbers that are not finite are null (JSON has no NaN).
+  rep.rows[1].time_us = std::nan("");
+  CHECK(nlohmann::json::parse(to_json(rep))["results"][1]["time_us"].is_null());
   CHECK(command_line({"a", "b c", "it's"}) == "a 'b c' 'it'\\''s'");
 }
 
@@ -333,3 +437,56 @@ TEST_CASE("inputs reduce exactly, and the check counts wrong elements") {
     }
   }
 }
+
+#if CCOLL_PERF_CORE
+// The forest on dgx1v (8 ranks, relays included), phased and overlapped, through the code that
+// `ccoll_perf -a forest,forest-overlap --topology dgx1v` runs: prepare_algorithms, make_collective
+// (Allreduce<HostThreads, algo::Registered, S>, one rank view per thread) and run_threads_sweep,
+// with ccoll_perf's own inputs and check.
+TEST_CASE("ccoll_perf's threads path runs the forest on dgx1v with no wrong elements") {
+  const Options o = parse({"-a", "forest,forest-overlap", "--topology", "dgx1v", "-b", "8", "-e",
+                           "256K", "-f", "16", "-n", "2", "-w", "1", "-m", "0", "-d", "int32"});
+  const Prepared p = prepare_algorithms(o);
+  REQUIRE(p.nranks == 8);
+  REQUIRE(p.algos.size() == 2);
+  const auto sizes = size_sweep(o.min_bytes, o.max_bytes, o.step_factor);
+  for (const PreparedAlgorithm& algo : p.algos) {
+    CAPTURE(algo.name);
+    auto coll = make_collective(Transport::threads, algo, make_config(o, -1, p.nranks, ""));
+    CHECK(coll->name().find("threads/forest/") == 0);
+    SweepSpec spec;
+    spec.transport = "threads";
+    spec.algo = algo.name;
+    spec.sizes = sizes;
+    spec.dtype = o.dtype;
+    spec.op = o.op;
+    spec.iters = o.iters;
+    spec.warmup = o.warmup;
+    spec.check = true;
+    std::mutex m;
+    std::vector<Row> rows;
+    run_threads_sweep(
+        spec, *coll, p.nranks,
+        [&](const Row& r) {
+          std::lock_guard<std::mutex> lock(m);
+          rows.push_back(r);
+        },
+        [](int rank, const std::string& what) {
+          std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
+          std::abort();  // the other threads would wait for this one forever
+        });
+    REQUIRE(rows.size() == sizes.size());
+    for (const Row& r : rows) {
+      CAPTURE(r.bytes);
+      CHECK(r.nranks == 8);
+      CHECK(r.algo == algo.name);
+      CHECK(r.wrong == 0);
+    }
+  }
+  // A rank that is not one of this process's is refused by the library's rank(r).
+  auto coll = make_collective(Transport::threads, p.algos[0], make_config(o, -1, p.nranks, ""));
+  CHECK_THROWS(coll->rank(8));
+}
+#endif  // CCOLL_PERF_CORE
+
+#endif  // nlohmann-json

@@ -4,7 +4,7 @@
 # is shared, so one run proves little). Each run puts both libraries in the same mpirun invocation
 # and times them in alternating blocks per size (-r 3: MPI, ccoll, MPI, ccoll, MPI, ccoll; the
 # best block of each), so that they see the same load; the warm-up (-w 5) covers the first call
-# of a size and the slot-store tuner's four timed trial calls (exec/slot_store_tuner.hpp). Before
+# of a size and the slot-store tuner's four timed trial calls (runtime/slot_store_tuner.hpp). Before
 # each run, bench_slot_handoff (if built) records how fast the two CPUs hand data to each other,
 # which on the development VM changes with the placement of its virtual CPUs.
 # benchmarks/ccoll_perf/summarize_issue2.py aggregates the runs.
@@ -13,12 +13,12 @@
 #
 # Environment: RT=1 runs every command under SCHED_FIFO (chrt -f 1) so that other jobs on the
 # machine do not take the CPUs during the measurement (needs root; the kernel still keeps 5% of
-# every second for other tasks); ALGOS=ring,direct limits the algorithms (default: all).
+# every second for other tasks); ALGOS=ring,direct limits the algorithms (default: the five host algorithms).
 set -euo pipefail
 BIN=${1:-build/benchmarks/ccoll_perf}
 OUT=${2:-issue2-results}
 REPS=${3:-3}
-ALGOS=${ALGOS:-all}
+ALGOS=${ALGOS:-ring,dbtree,tree,tree-overlap,direct}
 HANDOFF=$(dirname "$BIN")/bench_slot_handoff
 PREFIX=()
 if [ "${RT:-0}" = 1 ]; then PREFIX=(chrt -f 1); fi

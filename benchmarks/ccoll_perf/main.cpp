@@ -1,10 +1,15 @@
 // ccoll_perf: an nccl-tests-style allreduce benchmark for ccoll's host transports.
 //
 //   ccoll_perf [-b 8] [-e 64M] [-f 2] [-t 4] [-a all] [--transport threads|shm] ...
+//   ccoll_perf -a forest --topology dgx1v -b 8 -e 8M -f 4
+//   ccoll_perf -a list
 //   mpirun -np 4 ccoll_perf --transport shm --peer mpi -b 16M -e 64M -f 4
 //
-// threads: P threads of this process share one Allreduce<HostThreads, ...>. shm: P processes, each
-// with its own Allreduce<SharedMemory, ...>; ccoll_perf forks them itself, or takes them from
+// The algorithms come from the library's registry (ccoll/algo/registry.hpp), each made into an
+// algo::Registered and run as Allreduce<Transport, algo::Registered, Schedule>
+// (ccoll_collectives.cpp). threads: P threads of this process share one Allreduce<HostThreads,
+// ...>. shm: P processes, each with its own Allreduce<SharedMemory, ...>; ccoll_perf forks them
+// itself, or takes them from
 // mpirun (rank and size from the MPI world), which is also how --peer mpi runs Open MPI's
 // MPI_Allreduce on the same processes, buffers and sizes for the ratio. docs/benchmark.md explains
 // the columns and the memory-bandwidth bound.
@@ -56,7 +61,7 @@ class Printer {
  public:
   Printer(Report& report, bool with_peer) : report_(report), with_peer_(with_peer) {}
 
-  void header(const std::string& transport_line) {
+  void header(const std::string& transport_line, const Prepared* prepared = nullptr) {
     const auto& m = report_.machine;
     const auto& o = report_.options;
     std::printf("# ccoll_perf %d.%d: allreduce\n", ccoll::kVersionMajor, ccoll::kVersionMinor);
@@ -65,6 +70,10 @@ class Printer {
     std::printf("# cpu: %s, %d cores; load average at start: %s\n", m.cpu_model.c_str(), m.cores,
                 m.load_average.c_str());
     std::printf("# transport: %s\n", transport_line.c_str());
+    if (prepared != nullptr && prepared->topology) {
+      std::printf("# topology: %s (%s), %d ranks, split %d\n", prepared->topology->name.c_str(),
+                  o.topology.c_str(), prepared->nranks, o.split);
+    }
     std::printf("# sizes: %s .. %s, factor %g; iters %d, warmup %d, check %d; type %s, op %s\n",
                 format_size(o.min_bytes).c_str(), format_size(o.max_bytes).c_str(), o.step_factor,
                 o.iters, o.warmup, o.check ? 1 : 0, std::string(ccoll::to_string(o.dtype)).c_str(),
@@ -191,41 +200,27 @@ std::string section_title(const std::string& transport, const std::string& algo,
 }
 
 // ---------------------------------------------------------------------------------------------
-int run_threads(Report& report) {
+int run_threads(Report& report, const Prepared& prepared) {
   const Options& o = report.options;
   const int nranks = o.nranks;
   Printer printer(report, false);
-  printer.header(std::to_string(nranks) + " threads in one process (HostThreads)");
+  printer.header(std::to_string(nranks) + " threads in one process (HostThreads)", &prepared);
   measure_membw(report, nranks);
   printer.membw(nranks);
   const auto sizes = size_sweep(o.min_bytes, o.max_bytes, o.step_factor);
-  const std::uint64_t max_elems = max_count(sizes, o.dtype);
 
-  for (Algo algo : o.algos) {
-    const std::string name(to_string(algo));
-    std::unique_ptr<ThreadsAllreduce> ar;
+  for (const PreparedAlgorithm& algo : prepared.algos) {
+    std::unique_ptr<Collective> coll;
     try {
-      ar = make_threads_allreduce(algo, nranks, o);
+      coll = make_collective(Transport::threads, algo, make_config(o, -1, nranks, ""));
     } catch (const std::exception& e) {
       die(0, e.what());
     }
-    ThreadsShared shared(nranks);
-    printer.section(section_title("threads", name, nranks));
-    const SweepSpec spec = make_spec(o, sizes, "threads", name);
-    auto body = [&](int rank) {
-      try {
-        RankBuffers buffers(max_elems, o.dtype, o.op, rank, nranks, o.check);
-        auto coll = ar->bind(rank);
-        ThreadsControl control(shared, rank);
-        run_sweep(spec, *coll, control, buffers, [&](const Row& r) { printer.row(r); });
-      } catch (const std::exception& e) {
-        die(rank, e.what());
-      }
-    };
-    std::vector<std::thread> threads;
-    for (int r = 1; r < nranks; ++r) threads.emplace_back(body, r);
-    body(0);
-    for (auto& t : threads) t.join();
+    printer.section(section_title("threads", algo.name, nranks));
+    run_threads_sweep(
+        make_spec(o, sizes, "threads", algo.name), *coll, nranks,
+        [&](const Row& r) { printer.row(r); },
+        [](int rank, const std::string& what) { die(rank, what); });
     printer.end_section();
   }
   printer.finish();
@@ -233,8 +228,8 @@ int run_threads(Report& report) {
 }
 
 // One rank of the shm transport: every algorithm, then (with a peer) MPI first.
-void shm_rank_body(Report& report, Control& control, const std::string& session_prefix,
-                   Printer* printer, bool run_peer) {
+void shm_rank_body(Report& report, const Prepared& prepared, Control& control,
+                   const std::string& session_prefix, Printer* printer, bool run_peer) {
   const Options& o = report.options;
   const int rank = control.rank();
   const int nranks = control.nranks();
@@ -263,8 +258,8 @@ void shm_rank_body(Report& report, Control& control, const std::string& session_
 #else
   (void)run_peer;
 #endif
-  for (Algo algo : o.algos) {
-    const std::string name(to_string(algo));
+  for (const PreparedAlgorithm& algo : prepared.algos) {
+    const std::string& name = algo.name;
     if (printer) {
       std::string title = section_title("shm", name, nranks);
       if (mpi) {
@@ -276,23 +271,25 @@ void shm_rank_body(Report& report, Control& control, const std::string& session_
     control.barrier();
     std::string session = session_prefix;
     session.append(".").append(name);
-    auto coll = make_shm_allreduce(algo, rank, nranks, session, o);
-    run_sweep(make_spec(o, sizes, "shm", name), *coll, control, buffers, emit,
+    auto coll = make_collective(Transport::shm, algo, make_config(o, rank, nranks, session));
+    auto view = coll->rank(rank);
+    run_sweep(make_spec(o, sizes, "shm", name), *view, control, buffers, emit,
               mpi ? &paired : nullptr);
     control.barrier();  // nobody destroys its end of the session while a peer still uses it
+    view.reset();
     coll.reset();
     if (printer) printer->end_section();
   }
 }
 
-int run_shm_forked(Report& report) {
+int run_shm_forked(Report& report, const Prepared& prepared) {
   const Options& o = report.options;
   const int nranks = o.nranks;
   Printer printer(report, false);
-  printer.header(std::to_string(nranks) + " processes forked by ccoll_perf (SharedMemory)");
+  printer.header(std::to_string(nranks) + " processes forked by ccoll_perf (SharedMemory)",
+                 &prepared);
   measure_membw(report, nranks);  // before fork: no threads may exist at fork time
   printer.membw(nranks);
-  if (!have_ccoll_runtime()) die(0, "this ccoll_perf was built without ccoll's runtime");
 
   ForkControl control(nranks, std::chrono::minutes(5));
   const std::string session = "ccoll_perf." + std::to_string(getpid());
@@ -311,7 +308,7 @@ int run_shm_forked(Report& report) {
   }
   control.set_rank(rank);
   try {
-    shm_rank_body(report, control, session, rank == 0 ? &printer : nullptr, false);
+    shm_rank_body(report, prepared, control, session, rank == 0 ? &printer : nullptr, false);
   } catch (const std::exception& e) {
     control.abort();
     if (rank != 0) {
@@ -352,8 +349,15 @@ int run_under_mpirun(Report& report) {
                   std::to_string(nranks) + " processes (leave -t out under mpirun)");
   }
   o.nranks = nranks;
+  o.nranks_given = true;
   if (o.transport != Transport::shm) {
     die(rank, "under mpirun ccoll_perf needs --transport shm (each MPI process is one rank)");
+  }
+  Prepared prepared;
+  try {
+    prepared = prepare_algorithms(o, "mpirun -np");
+  } catch (const UsageError& e) {
+    die(rank, e.what());
   }
   if (o.peer_mpi && !mpi_supports(o.dtype)) {
     die(rank, "--peer mpi: MPI has no " + std::string(ccoll::to_string(o.dtype)) + " type");
@@ -362,7 +366,8 @@ int run_under_mpirun(Report& report) {
   if (rank == 0) {
     printer = std::make_unique<Printer>(report, o.peer_mpi);
     printer->header(std::to_string(nranks) + " processes started by mpirun (SharedMemory" +
-                    std::string(o.peer_mpi ? "; peer: Open MPI MPI_Allreduce" : "") + ")");
+                        std::string(o.peer_mpi ? "; peer: Open MPI MPI_Allreduce" : "") + ")",
+                    &prepared);
     measure_membw(report, nranks);  // the other ranks sleep in the polled barrier meanwhile
     printer->membw(nranks);
   }
@@ -373,10 +378,7 @@ int run_under_mpirun(Report& report) {
     std::snprintf(session, sizeof session, "ccoll_perf.%d", static_cast<int>(getpid()));
   MPI_Bcast(session, sizeof session, MPI_CHAR, 0, MPI_COMM_WORLD);
   try {
-    if (!have_ccoll_runtime() && !o.algos.empty()) {
-      throw std::runtime_error("this ccoll_perf was built without ccoll's runtime");
-    }
-    shm_rank_body(report, control, session, printer.get(), o.peer_mpi);
+    shm_rank_body(report, prepared, control, session, printer.get(), o.peer_mpi);
   } catch (const std::exception& e) {
     die(rank, e.what());
   }
@@ -404,6 +406,10 @@ int main_impl(int argc, char** argv) {
     std::fputs(usage_text().c_str(), stdout);
     return 0;
   }
+  if (o.list_algos) {
+    std::fputs(format_algorithm_list().c_str(), stdout);
+    return 0;
+  }
   report.command = command_line(argv_all);
   report.machine = read_machine_info();
 
@@ -425,8 +431,16 @@ int main_impl(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  if (o.transport == Transport::threads) return run_threads(report);
-  return run_shm_forked(report);
+  Prepared prepared;
+  try {
+    prepared = prepare_algorithms(o);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "ccoll_perf: %s\n", e.what());
+    return 2;
+  }
+  report.options.nranks = prepared.nranks;
+  if (o.transport == Transport::threads) return run_threads(report, prepared);
+  return run_shm_forked(report, prepared);
 }
 
 }  // namespace

@@ -5,11 +5,17 @@
 // running a collective. The flags and the table follow nccl-tests' all_reduce_perf, so that people
 // who read nccl-tests output can read ours: size, count, type, redop, time, algbw, busbw, #wrong
 // (busbw = algbw * 2(P-1)/P).
+//
+// The algorithms are the library's registry (ccoll/algo/registry.hpp): -a takes its names, -a list
+// prints it, and prepare_algorithms() makes each chosen one, on the --topology graph when given.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -17,34 +23,25 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "ccoll/algo/all.hpp"
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
+#include "ccoll/physical/graph.hpp"
+#include "ccoll/physical/load.hpp"
 
 namespace ccoll_perf {
 
 enum class Transport { threads, shm };
-enum class Algo { ring, dbtree, tree, tree_overlap, direct };
-inline constexpr Algo kAllAlgos[] = {Algo::ring, Algo::dbtree, Algo::tree, Algo::tree_overlap,
-                                     Algo::direct};
-
 constexpr std::string_view to_string(Transport t) {
   return t == Transport::threads ? "threads" : "shm";
 }
 
-constexpr std::string_view to_string(Algo a) {
-  switch (a) {
-    case Algo::ring:
-      return "ring";
-    case Algo::dbtree:
-      return "dbtree";
-    case Algo::tree:
-      return "tree";
-    case Algo::tree_overlap:
-      return "tree-overlap";
-    case Algo::direct:
-      return "direct";
-  }
-  return "?";
+// What ccoll_perf runs when -a is not given (its tables before the registry existed).
+inline const std::vector<std::string>& default_algorithms() {
+  static const std::vector<std::string> names{"ring", "dbtree", "tree", "tree-overlap", "direct"};
+  return names;
 }
 
 // A bad flag or value; the message names the flag.
@@ -63,7 +60,11 @@ struct Options {
   bool check = true;
   int nranks = 4;  // threads: threads; shm: processes (ignored under mpirun: world size)
   bool nranks_given = false;
-  std::vector<Algo> algos{Algo::ring, Algo::dbtree, Algo::tree, Algo::tree_overlap, Algo::direct};
+  // Registry names (ccoll::algo::find_algorithm), canonical (AlgorithmSpec::name()), in order.
+  std::vector<std::string> algos = default_algorithms();
+  bool list_algos = false;  // -a list: print the registry and exit
+  std::string topology;     // --topology FILE|PRESET (physical::load); empty: abstract ranks
+  int split = 0;            // --split N: AlgorithmRequest::split
   ccoll::DataType dtype = ccoll::DataType::f32;
   ccoll::ReduceOp op = ccoll::ReduceOp::sum;
   Transport transport = Transport::threads;
@@ -137,39 +138,72 @@ inline std::string format_size(std::uint64_t bytes) {
   return std::to_string(bytes) + " " + kUnits[u];
 }
 
-inline std::vector<Algo> parse_algos(std::string_view s) {
-  std::vector<Algo> out;
+// The registry entry of one -a name: a registered name, optionally with -overlap or -phased
+// (tree_overlap, the old spelling, still works). Throws UsageError listing the registry's names.
+inline ccoll::algo::AlgorithmSpec find_algorithm(std::string_view name) {
+  std::string spec(name);
+  for (std::string_view suffix : {std::string_view("_overlap"), std::string_view("_phased")})
+    if (spec.size() > suffix.size() && spec.ends_with(suffix))
+      spec[spec.size() - suffix.size()] = '-';
+  try {
+    return ccoll::algo::find_algorithm(spec);
+  } catch (const ccoll::Error&) {
+    throw UsageError("-a/--algo: expected one of " + ccoll::algo::algorithm_names() +
+                     " (optionally -overlap or -phased), all, list or none, got '" +
+                     std::string(name) + "'");
+  }
+}
+
+// Expands a comma list of -a names: "all" is the default list followed by every other registered
+// algorithm, without those planned on a physical graph unless `with_topology` (--topology given);
+// "none" adds nothing (only the peer runs). Names become canonical (tree_overlap -> tree-overlap,
+// ring-overlap -> ring) and each is kept once, at its first occurrence. A name that needs a
+// topology without one is a usage error.
+inline std::vector<std::string> parse_algos(std::string_view s, bool with_topology = false) {
+  std::vector<std::string> out;
+  auto add = [&](const ccoll::algo::AlgorithmSpec& spec) {
+    const std::string name = spec.name();
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  };
   for (bool more = true; more;) {
     const std::size_t comma = s.find(',');
     const std::string_view name = s.substr(0, comma);
     more = comma != std::string_view::npos;
     if (more) s = s.substr(comma + 1);
+    if (name == "none") continue;
     if (name == "all") {
-      for (Algo a : kAllAlgos) out.push_back(a);
+      std::vector<ccoll::algo::AlgorithmSpec> specs;
+      for (const auto& d : default_algorithms()) specs.push_back(ccoll::algo::find_algorithm(d));
+      for (const auto& a : ccoll::algo::algorithms())
+        specs.push_back(ccoll::algo::AlgorithmSpec{a, a.default_overlap});
+      for (const auto& spec : specs)
+        if (with_topology || !spec.algorithm.needs_topology) add(spec);
       continue;
     }
-    if (name == "none") continue;  // only the peer (--peer mpi)
-    bool found = false;
-    for (Algo a : kAllAlgos) {
-      if (to_string(a) == name || (a == Algo::tree_overlap && name == "tree_overlap")) {
-        out.push_back(a);
-        found = true;
-      }
+    const auto spec = find_algorithm(name);
+    if (spec.algorithm.needs_topology && !with_topology) {
+      throw UsageError("-a/--algo " + std::string(name) +
+                       ": needs --topology FILE|PRESET (it is planned on a physical graph; try "
+                       "--topology dgx1v)");
     }
-    if (!found) {
-      throw UsageError(
-          "-a/--algo: expected ring, dbtree, tree, tree-overlap, direct, all or none, got '" +
-          std::string(name) + "'");
-    }
+    add(spec);
   }
-  // Keep the first occurrence of each, in the order given.
-  std::vector<Algo> unique;
-  for (Algo a : out) {
-    bool seen = false;
-    for (Algo b : unique) seen = seen || a == b;
-    if (!seen) unique.push_back(a);
+  return out;
+}
+
+// -a list: the registry, one algorithm a line.
+inline std::string format_algorithm_list() {
+  std::string s =
+      "# ccoll_perf algorithms (ccoll::algo registry): -a NAME[-overlap|-phased][,NAME...]\n"
+      "# name          --topology  schedule  description\n";
+  for (const auto& a : ccoll::algo::algorithms()) {
+    char line[64];
+    std::snprintf(line, sizeof line, "%-14s  %-10s  %-8s  ", a.name.c_str(),
+                  a.needs_topology ? "needed" : "optional",
+                  a.default_overlap ? "overlap" : "phased");
+    s.append(line).append(a.description).append("\n");
   }
-  return unique;
+  return s;
 }
 
 inline std::string usage_text() {
@@ -182,10 +216,16 @@ inline std::string usage_text() {
   -r, --rounds R          timed blocks of -n calls per size, the best is reported; with --peer
                           mpi the blocks alternate with MPI's, default 1
   -c, --check 0|1         check the results (#wrong column), default 1
-  -t, --nranks P          ranks (threads or processes), default 4; under mpirun: the world size
-  -a, --algo LIST         ring, dbtree, tree, tree-overlap, direct or all (comma list), default
-                          all;
-                          none runs only the peer
+  -t, --nranks P          ranks (threads or processes), default 4, or with --topology the ranks
+                          the algorithms were planned for; under mpirun: the world size
+  -a, --algo LIST         comma list of the registry's algorithms (-a list prints them), each
+                          optionally with -overlap or -phased; all: every one that can run (those
+                          planned on a graph only with --topology); none: only the peer; default
+                          ring,dbtree,tree,tree-overlap,direct
+      --topology T        plan on this physical topology: a file (JSON, NCCL XML, nvidia-smi
+                          topo -m) or a preset (dgx1v, dgx2, pcie8, full8, cluster:2x4 ...)
+      --split N           tree algorithms on a graph: cut trees into about N equal-rate
+                          channels, default 0 (the algorithm's own choice)
   -d, --datatype T        float|f32, double|f64, half|f16, bfloat16|bf16, int32|i32, int64|i64,
                           uint8|u8; default float
   -o, --op OP             sum, prod, min, max, avg; default sum
@@ -206,7 +246,9 @@ inline std::string usage_text() {
       --csv FILE          write the results as CSV
   -h, --help              this text
 Examples:
-  ccoll_perf                                   # 4 threads, 8 B..64 MiB, every algorithm
+  ccoll_perf                                   # 4 threads, 8 B..64 MiB, the default algorithms
+  ccoll_perf -a list                           # the algorithms
+  ccoll_perf -a forest --topology dgx1v -b 8 -e 8M -f 4   # 8 ranks: the forest's
   ccoll_perf --transport shm -t 2 -b 16M -e 64M -f 4
   mpirun --allow-run-as-root --oversubscribe -np 4 ccoll_perf --transport shm --peer mpi -b 16M -e 64M -f 4
 )";
@@ -248,6 +290,7 @@ inline long parse_long(std::string_view flag, std::string_view v, long lo, long 
 // Parses argv (argv[0] is skipped). Throws UsageError naming the flag on bad input.
 inline Options parse_args(const std::vector<std::string>& args) {
   Options o;
+  std::optional<std::string> algo_list;  // resolved at the end: "all" depends on --topology
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string flag = args[i];
     std::string value;
@@ -300,7 +343,13 @@ inline Options parse_args(const std::vector<std::string>& args) {
       o.nranks = static_cast<int>(detail::parse_long(flag, next(), 1, 1024));
       o.nranks_given = true;
     } else if (is("-a", "--algo")) {
-      o.algos = parse_algos(next());
+      algo_list = next();
+      if (algo_list == "list") o.list_algos = true;
+    } else if (flag == "--topology") {
+      o.topology = next();
+      if (o.topology.empty()) throw detail::bad_value(flag, "expected a file or a preset", "");
+    } else if (flag == "--split") {
+      o.split = static_cast<int>(detail::parse_long(flag, next(), 0, 1024));
     } else if (is("-d", "--datatype")) {
       const std::string v = next();
       const auto d = ccoll::parse_data_type(v);
@@ -362,6 +411,8 @@ inline Options parse_args(const std::vector<std::string>& args) {
       throw UsageError("unknown option '" + args[i] + "' (try -h)");
     }
   }
+  if (o.help || o.list_algos) return o;
+  if (algo_list) o.algos = parse_algos(*algo_list, !o.topology.empty());
   if (o.min_bytes > o.max_bytes) {
     throw UsageError("-b/--minbytes (" + std::to_string(o.min_bytes) +
                      ") must not exceed -e/--maxbytes (" + std::to_string(o.max_bytes) + ")");
@@ -374,6 +425,72 @@ inline Options parse_args(const std::vector<std::string>& args) {
   }
   if (o.min_bytes == 0) o.min_bytes = 1;
   return o;
+}
+
+// One algorithm of a run, made: its name (the algo column), its registry entry and schedule, and
+// the logical topology that ccoll::Allreduce<Transport, algo::Registered, Schedule> is built on.
+struct PreparedAlgorithm {
+  std::string name;
+  ccoll::algo::AlgorithmSpec spec;
+  ccoll::algo::Registered logical;
+};
+
+// What a run needs beyond its options: the physical topology (--topology), the algorithms made on
+// it (or on nranks abstract ranks) and the rank count.
+struct Prepared {
+  std::shared_ptr<const ccoll::physical::PhysicalTopology> topology;  // null: abstract ranks
+  int nranks = 0;
+  std::vector<PreparedAlgorithm> algos;
+};
+
+// Loads --topology and makes every -a algorithm. The rank count is -t's (or mpirun's), else the
+// one the algorithms were planned for (a forest's: the graph's GPUs and relays), else 4. A given
+// count that disagrees with an algorithm's is a usage error naming both (`ranks_from` names where
+// the given count came from); so are algorithms planned for different counts. Planning itself
+// (a forest's solve) happens on the first call of each schedule, not here.
+inline Prepared prepare_algorithms(const Options& o,
+                                   const std::string& ranks_from = "-t/--nranks") {
+  Prepared p;
+  if (!o.topology.empty()) {
+    try {
+      p.topology = std::make_shared<const ccoll::physical::PhysicalTopology>(
+          ccoll::physical::load(o.topology));
+    } catch (const std::exception& e) {
+      throw UsageError("--topology: " + std::string(e.what()));
+    }
+  }
+  const std::string on = p.topology ? " on topology '" + p.topology->name + "'" : "";
+  int fixed = 0;
+  std::string fixed_by;
+  for (const auto& name : o.algos) {
+    const ccoll::algo::AlgorithmSpec spec = find_algorithm(name);
+    const ccoll::algo::AlgorithmRequest req{p.topology.get(), o.nranks, o.split};
+    std::optional<ccoll::algo::Registered> logical;
+    try {
+      logical.emplace(ccoll::algo::make_algorithm(spec.algorithm, req));
+    } catch (const std::exception& e) {
+      throw UsageError("-a/--algo " + name + on + ": " + e.what());
+    }
+    if (const int n = logical->nranks(); n > 0) {
+      if (o.nranks_given && n != o.nranks) {
+        throw UsageError(
+            ranks_from + " " + std::to_string(o.nranks) + " disagrees with algorithm '" + name +
+            "', planned for " + std::to_string(n) + " ranks" + on +
+            (ranks_from == "-t/--nranks" ? " (leave -t out: the topology sets the rank count)"
+                                         : " (start " + std::to_string(n) + ")"));
+      }
+      if (fixed != 0 && n != fixed) {
+        throw UsageError("-a/--algo: '" + fixed_by + "' was planned for " + std::to_string(fixed) +
+                         " ranks" + on + ", '" + name + "' for " + std::to_string(n) +
+                         " (run them separately)");
+      }
+      fixed = n;
+      fixed_by = name;
+    }
+    p.algos.push_back(PreparedAlgorithm{name, spec, std::move(*logical)});
+  }
+  p.nranks = fixed > 0 ? fixed : o.nranks;
+  return p;
 }
 
 // Message sizes min, min*f, min*f^2 ... <= max (each rounded down to whole bytes), as nccl-tests.
@@ -514,39 +631,6 @@ inline std::string csv_row(const Row& r) {
   return os.str();
 }
 
-inline std::string json_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += detail::printf_string("\\u%04x", static_cast<unsigned>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
-
-// JSON numbers must be finite.
-inline std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  return detail::printf_string("%.6g", v);
-}
-
 // The machine and the memory bandwidths measured in the same run.
 struct MachineInfo {
   std::string cpu_model;
@@ -579,64 +663,74 @@ struct Report {
   std::vector<Row> rows;
 };
 
-inline std::string to_json(const Report& rep) {
-  std::ostringstream os;
-  os << "{\n  \"command\": \"" << json_escape(rep.command) << "\",\n";
-  os << "  \"machine\": {\"cpu\": \"" << json_escape(rep.machine.cpu_model)
-     << "\", \"cores\": " << rep.machine.cores << ", \"hostname\": \""
-     << json_escape(rep.machine.hostname) << "\", \"date_utc\": \""
-     << json_escape(rep.machine.date_utc) << "\", \"load_average\": \""
-     << json_escape(rep.machine.load_average) << "\"},\n";
-  os << "  \"memory_bandwidth\": [";
-  for (std::size_t i = 0; i < rep.membw.size(); ++i) {
-    const auto& m = rep.membw[i];
-    os << (i ? ", " : "") << "{\"threads\": " << m.threads
-       << ", \"copy_GBps\": " << json_number(m.copy_GBps)
-       << ", \"scale_GBps\": " << json_number(m.scale_GBps)
-       << ", \"triad_GBps\": " << json_number(m.triad_GBps)
-       << ", \"copy_nt_GBps\": " << json_number(m.copy_nt_GBps) << "}";
+// The report as JSON (nlohmann-json; fields in this order; a number that is not finite is null).
+inline nlohmann::ordered_json to_json_value(const Report& rep) {
+  using json = nlohmann::ordered_json;
+  const Options& o = rep.options;
+  json j;
+  j["command"] = rep.command;
+  j["machine"] = {{"cpu", rep.machine.cpu_model},
+                  {"cores", rep.machine.cores},
+                  {"hostname", rep.machine.hostname},
+                  {"date_utc", rep.machine.date_utc},
+                  {"load_average", rep.machine.load_average}};
+  j["memory_bandwidth"] = json::array();
+  for (const auto& m : rep.membw) {
+    j["memory_bandwidth"].push_back({{"threads", m.threads},
+                                     {"copy_GBps", m.copy_GBps},
+                                     {"scale_GBps", m.scale_GBps},
+                                     {"triad_GBps", m.triad_GBps},
+                                     {"copy_nt_GBps", m.copy_nt_GBps}});
   }
-  os << "],\n  \"bound_membw_GBps\": " << json_number(rep.bound_membw_GBps) << ",\n";
-  os << "  \"options\": {\"transport\": \"" << to_string(rep.options.transport)
-     << "\", \"iters\": " << rep.options.iters << ", \"warmup\": " << rep.options.warmup
-     << ", \"rounds\": " << rep.options.rounds
-     << ", \"check\": " << (rep.options.check ? "true" : "false")
-     << ", \"slot_bytes\": " << rep.options.slot_bytes << ", \"nslots\": " << rep.options.nslots
-     << ", \"nchannels\": " << rep.options.nchannels << ", \"nchunks\": " << rep.options.nchunks
-     << ", \"stream_slot_bytes\": "
-     << (rep.options.stream_slot_bytes ? std::to_string(*rep.options.stream_slot_bytes)
-                                       : std::string("null"))
-     << ", \"slot_stores\": \""
-     << (rep.options.slot_stores == Options::SlotStores::automatic  ? "auto"
-         : rep.options.slot_stores == Options::SlotStores::streamed ? "streamed"
-                                                                    : "cached")
-     << "\""
-     << ", \"datatype\": \"" << ccoll::to_string(rep.options.dtype) << "\", \"op\": \""
-     << ccoll::to_string(rep.options.op) << "\"},\n";
-  os << "  \"results\": [";
-  for (std::size_t i = 0; i < rep.rows.size(); ++i) {
-    const Row& r = rep.rows[i];
-    os << (i ? ",\n    " : "\n    ") << "{\"transport\": \"" << json_escape(r.transport)
-       << "\", \"algo\": \"" << json_escape(r.algo) << "\", \"nranks\": " << r.nranks
-       << ", \"size\": " << r.bytes << ", \"count\": " << r.count << ", \"type\": \""
-       << ccoll::to_string(r.dtype) << "\", \"op\": \"" << ccoll::to_string(r.op)
-       << "\", \"time_us\": " << json_number(r.time_us)
-       << ", \"algbw_GBps\": " << json_number(r.algbw_GBps)
-       << ", \"busbw_GBps\": " << json_number(r.busbw_GBps) << ", \"wrong\": " << r.wrong;
+  j["bound_membw_GBps"] = rep.bound_membw_GBps;
+  json& opts = j["options"];
+  opts["transport"] = std::string(to_string(o.transport));
+  opts["iters"] = o.iters;
+  opts["warmup"] = o.warmup;
+  opts["rounds"] = o.rounds;
+  opts["check"] = o.check;
+  opts["slot_bytes"] = o.slot_bytes;
+  opts["nslots"] = o.nslots;
+  opts["nchannels"] = o.nchannels;
+  opts["nchunks"] = o.nchunks;
+  opts["stream_slot_bytes"] = o.stream_slot_bytes ? json(*o.stream_slot_bytes) : json(nullptr);
+  opts["slot_stores"] = o.slot_stores == Options::SlotStores::automatic  ? "auto"
+                        : o.slot_stores == Options::SlotStores::streamed ? "streamed"
+                                                                         : "cached";
+  opts["datatype"] = std::string(ccoll::to_string(o.dtype));
+  opts["op"] = std::string(ccoll::to_string(o.op));
+  opts["topology"] = o.topology.empty() ? json(nullptr) : json(o.topology);
+  opts["split"] = o.split;
+  j["results"] = json::array();
+  for (const Row& r : rep.rows) {
+    json row = {{"transport", r.transport},
+                {"algo", r.algo},
+                {"nranks", r.nranks},
+                {"size", r.bytes},
+                {"count", r.count},
+                {"type", std::string(ccoll::to_string(r.dtype))},
+                {"op", std::string(ccoll::to_string(r.op))},
+                {"time_us", r.time_us},
+                {"algbw_GBps", r.algbw_GBps},
+                {"busbw_GBps", r.busbw_GBps},
+                {"wrong", r.wrong}};
     if (r.bound_busbw_GBps > 0) {
-      os << ", \"bound_busbw_GBps\": " << json_number(r.bound_busbw_GBps)
-         << ", \"pct_of_bound\": " << json_number(100.0 * r.busbw_GBps / r.bound_busbw_GBps);
+      row["bound_busbw_GBps"] = r.bound_busbw_GBps;
+      row["pct_of_bound"] = 100.0 * r.busbw_GBps / r.bound_busbw_GBps;
     }
     if (r.peer_busbw_GBps > 0) {
-      os << ", \"peer_busbw_GBps\": " << json_number(r.peer_busbw_GBps)
-         << ", \"ratio_to_peer\": " << json_number(r.busbw_GBps / r.peer_busbw_GBps)
-         << ", \"peer_wrong\": " << r.peer_wrong;
+      row["peer_busbw_GBps"] = r.peer_busbw_GBps;
+      row["ratio_to_peer"] = r.busbw_GBps / r.peer_busbw_GBps;
+      row["peer_wrong"] = r.peer_wrong;
     }
-    if (!r.paired_with.empty()) os << ", \"paired_with\": \"" << json_escape(r.paired_with) << "\"";
-    os << "}";
+    if (!r.paired_with.empty()) row["paired_with"] = r.paired_with;
+    j["results"].push_back(std::move(row));
   }
-  os << "\n  ]\n}\n";
-  return os.str();
+  return j;
+}
+
+inline std::string to_json(const Report& rep) {
+  return to_json_value(rep).dump(2) + "\n";
 }
 
 // Joins argv into one shell-readable line for the header and the JSON.

@@ -5,8 +5,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <new>
+#include <thread>
 
+#include "controls.hpp"
 #include "perf_data.hpp"
 
 namespace ccoll_perf {
@@ -120,6 +123,27 @@ void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
     }
     on_row(row);
   }
+}
+
+void run_threads_sweep(const SweepSpec& spec, Collective& coll, int nranks,
+                       const std::function<void(const Row&)>& on_row,
+                       const std::function<void(int, const std::string&)>& on_error) {
+  const std::uint64_t max_elems = max_count(spec.sizes, spec.dtype);
+  ThreadsShared shared(nranks);
+  auto body = [&](int rank) {
+    try {
+      RankBuffers buffers(max_elems, spec.dtype, spec.op, rank, nranks, spec.check);
+      auto view = coll.rank(rank);
+      ThreadsControl control(shared, rank);
+      run_sweep(spec, *view, control, buffers, on_row);
+    } catch (const std::exception& e) {
+      on_error(rank, e.what());
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int r = 1; r < nranks; ++r) threads.emplace_back(body, r);
+  body(0);
+  for (auto& t : threads) t.join();
 }
 
 }  // namespace ccoll_perf

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ccoll/core/config.hpp"
 #include "perf_cli.hpp"
 
 namespace ccoll_perf {
@@ -86,22 +87,32 @@ void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
 // Largest element count of the sweep.
 std::uint64_t max_count(const std::vector<std::uint64_t>& sizes, ccoll::DataType d);
 
-// ccoll's Allreduce for each algorithm (ccoll_collectives.cpp).
-// HostThreads: one object shared by the threads; bind(rank) gives a rank's view.
-class ThreadsAllreduce {
+// ccoll's Allreduce behind the runner (ccoll_collectives.cpp): one
+// ccoll::Allreduce<T, algo::Registered, S> for any transport T, with S the spec's schedule
+// (Pipelined<Overlap::ReduceBroadcast> or Phased). Threads share one object (rank(r) for each
+// thread); a shm process has its own (rank(its rank)).
+class Collective {
  public:
-  virtual ~ThreadsAllreduce() = default;
-  virtual std::unique_ptr<RankCollective> bind(int rank) = 0;
+  virtual ~Collective() = default;
+  // Rank r's view (ar.rank(r)): r must be a rank of this process.
+  virtual std::unique_ptr<RankCollective> rank(int r) = 0;
+  // transport/topology/schedule, as ccoll::Allreduce::name().
+  virtual std::string name() const = 0;
 };
-// `knobs` carries the Config fields ccoll_perf exposes (slot_bytes, nslots, nchannels, nchunks;
+
+// The ccoll::Config of a run: rank and nranks (-1 / 0 leave them to the transport), the shm
+// session, and the knobs ccoll_perf exposes (slot_bytes, nslots, nchannels, nchunks, slot stores;
 // 0 keeps the library's default).
-std::unique_ptr<ThreadsAllreduce> make_threads_allreduce(Algo algo, int nranks,
-                                                         const Options& knobs);
-// SharedMemory: one object per process; the processes meet in the segment named `session`.
-std::unique_ptr<RankCollective> make_shm_allreduce(Algo algo, int rank, int nranks,
-                                                   const std::string& session,
-                                                   const Options& knobs);
-// Whether this build has ccoll's runtime (include/ccoll/allreduce.hpp).
-bool have_ccoll_runtime();
+ccoll::Config make_config(const Options& knobs, int rank, int nranks, const std::string& session);
+
+std::unique_ptr<Collective> make_collective(Transport transport, const PreparedAlgorithm& algo,
+                                            const ccoll::Config& config);
+
+// One algorithm's sweep on `nranks` threads of this process, each with its own buffers and
+// rank view (the threads transport of ccoll_perf). A thread that throws calls on_error(rank,
+// what), which must not return (the other threads would wait for it forever).
+void run_threads_sweep(const SweepSpec& spec, Collective& coll, int nranks,
+                       const std::function<void(const Row&)>& on_row,
+                       const std::function<void(int, const std::string&)>& on_error);
 
 }  // namespace ccoll_perf

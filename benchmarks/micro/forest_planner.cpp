@@ -1,4 +1,4 @@
-// bench_forest_planner: planning time and quality of the packed-forest planner (seed 001) on
+// bench_forest_planner: planning time and quality of the packed-forest planner ([TopoSync]) on
 // DGX-1V and on 8 machines x 8 GPUs (NVLink or PCIe inside, 10 or 100 Gbit/s between), with all
 // workers active and with some inactive, for the phased, overlapped and concurrent schedules.
 //
@@ -30,7 +30,7 @@ using namespace ccoll::physical;
 using namespace ccoll::forest;
 using namespace ccoll::solve;
 
-// Seed 001 Fig. 6's notation per machine of a DGX-1 cluster: "2G" = GPUs A and G, "3G" = A, B, G,
+// [TopoSync] Fig. 6's notation per machine of a DGX-1 cluster: "2G" = GPUs A and G, "3G" = A, B, G,
 // "4H" = A, B, G, H, a number k = the first k GPUs.
 std::vector<std::string> fig6_active(const std::vector<std::string>& pattern) {
   std::vector<std::string> ids;

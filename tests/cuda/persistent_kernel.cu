@@ -1,7 +1,7 @@
 // gpu_persistent_kernel: runs ccoll plans on one GPU with virtual ranks, through the same step
 // interpreter the host executors use (runtime/interpreter.hpp) instantiated with a CUDA block Group,
 // and checks the results against a host reference. One block per (rank, channel); buffers, FIFO
-// slots and counters in device memory; counters through cuda::atomic_ref (seed 004's device-side
+// slots and counters in device memory; counters through cuda::atomic_ref ([C-Cube]'s device-side
 // post / wait without host intervention).
 //
 // Usage: gpu_persistent_kernel [nranks=4] [count=1000003] [nchannels=2] [calls=3]
