@@ -134,7 +134,7 @@ TEST_CASE("plan --algo forest is the registry's forest plan") {
   CHECK(j["forest"]["pairs"].get<std::size_t>() == pf->forest(false).pairs.size());
 }
 
-TEST_CASE("plan --json: the issue's format for every algorithm") {
+TEST_CASE("plan --json: the documented format (docs/formats.md) for every algorithm") {
   const auto file = write_temp("square.json", kSquare);
   for (const std::string algo : {"ring", "dbtree", "tree", "forest", "ps", "blink", "hdbtree"})
     for (const bool overlap : {false, true}) {

@@ -84,7 +84,7 @@ TEST_CASE("shipped profiles match the architectures and the seeds' totals") {
 
 TEST_CASE("profiles run from the input side to the output side") {
   // layers[0] is layer 1: the first convolution (or the word embeddings), and the last entry is
-  // the classifier. ResNet-152's conv1 is 64x3x7x7 fp32 = 37632 bytes (the example).
+  // the classifier. ResNet-152's conv1 is 64x3x7x7 fp32 = 37632 bytes (docs/profiles.md's example).
   const auto r152 = load_profile("resnet152");
   CHECK(r152["layers"][0]["name"] == "conv1.weight");
   CHECK(r152["layers"][0]["bytes"] == 37632);

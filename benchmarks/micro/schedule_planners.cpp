@@ -1,5 +1,5 @@
 // bench_schedule_planners: how long the gradient-level planners take on the shipped profiles
-// (issue 4: MG-WFBP and ASC-WFBP under 10 ms and the exact optimum under 1 s for DenseNet-201's
+// (targets: MG-WFBP and ASC-WFBP under 10 ms and the exact optimum under 1 s for DenseNet-201's
 // 604 tensors), with [ASC-WFBP]'s cost model (a = 1.4 ms, b = 1.7 ns/B, gamma = 1.5, 32 workers).
 // The optimal planner reports, as counters, whether it proved optimality (1/0), its gap to the
 // lower bound and the iteration time it found; its time includes the proof.

@@ -6,7 +6,7 @@
 // rewrites a slot whose lines its reader read nslots messages earlier. With cached stores the
 // writer must first take those lines back from the reader's cache; with streamed stores the message
 // goes through memory. Which is faster depends on where the two cores sit (docs/results/
-// shm-vs-mpi.md: on the development VM it changes when the hypervisor moves the virtual CPUs), and
+// shm-vs-mpi.md: on a virtual machine it changes when the hypervisor moves the virtual CPUs), and
 // SlotStoreTuner (runtime/slot_store_tuner.hpp) decides at run time; this program shows the two costs
 // side by side.
 //
