@@ -20,8 +20,8 @@
 namespace {
 
 int run_rank(const ccoll::Config& config) {
-  using AR = ccoll::Allreduce<ccoll::transport::SharedMemory, ccoll::algo::Ring,
-                              ccoll::schedule::Phased>;
+  using AR =
+      ccoll::Allreduce<ccoll::transport::SharedMemory, ccoll::algo::Ring, ccoll::schedule::Phased>;
   try {
     AR ar(config);  // collective: every process constructs it
     const std::size_t count = 1 << 20;

@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
     threads.emplace_back([&, rank] {
       std::vector<float> grad(count, static_cast<float>(rank + 1));
       for (int step = 0; step < 3; ++step)  // many calls; no allocation after the first
-        ar.rank(rank).run(grad.data(), grad.data(), count, ccoll::DataType::f32, ccoll::ReduceOp::avg);
+        ar.rank(rank).run(grad.data(), grad.data(), count, ccoll::DataType::f32,
+                          ccoll::ReduceOp::avg);
       // avg of 1..P is (P+1)/2; after three in-place averages it stays (P+1)/2.
       const float expected = static_cast<float>(nranks + 1) / 2.0f;
       for (float g : grad) wrong[static_cast<std::size_t>(rank)] += g != expected;

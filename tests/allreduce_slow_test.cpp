@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "ccoll/ccoll.hpp"
 #include "ccoll/algo/ring.hpp"
+#include "ccoll/ccoll.hpp"
 
 using namespace ccoll;
 

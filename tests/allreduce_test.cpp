@@ -16,11 +16,11 @@
 #include <thread>
 #include <vector>
 
-#include "ccoll/ccoll.hpp"
 #include "ccoll/algo/direct.hpp"
 #include "ccoll/algo/double_binary_tree.hpp"
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/algo/tree.hpp"
+#include "ccoll/ccoll.hpp"
 
 using namespace ccoll;
 using namespace std::chrono_literals;
@@ -223,8 +223,9 @@ TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched
   };
 
   SUBCASE("count 0 everywhere") {
-    auto errors = on_threads(
-        p, [&](int r) { ar.rank(r).run(in[r].data(), out[r].data(), 0, DataType::f32, ReduceOp::sum); });
+    auto errors = on_threads(p, [&](int r) {
+      ar.rank(r).run(in[r].data(), out[r].data(), 0, DataType::f32, ReduceOp::sum);
+    });
     for (const auto& e : errors) {
       REQUIRE(e.has_value());
       CHECK(e->code() == ErrorCode::InvalidArgument);
@@ -247,7 +248,7 @@ TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched
   SUBCASE("dtype and op mismatches") {
     auto errors = on_threads(p, [&](int r) {
       ar.rank(r).run(in[r].data(), out[r].data(), n, r == 1 ? DataType::i32 : DataType::f32,
-             ReduceOp::sum);
+                     ReduceOp::sum);
     });
     for (const auto& e : errors) {
       REQUIRE(e.has_value());
@@ -256,7 +257,7 @@ TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched
     }
     errors = on_threads(p, [&](int r) {
       ar.rank(r).run(in[r].data(), out[r].data(), n, DataType::f32,
-             r == 0 ? ReduceOp::max : ReduceOp::sum);
+                     r == 0 ? ReduceOp::max : ReduceOp::sum);
     });
     for (const auto& e : errors) {
       REQUIRE(e.has_value());
@@ -266,7 +267,8 @@ TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched
   }
   SUBCASE("a null buffer on one rank fails every rank, naming it") {
     auto errors = on_threads(p, [&](int r) {
-      ar.rank(r).run(r == 1 ? nullptr : in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum);
+      ar.rank(r).run(r == 1 ? nullptr : in[r].data(), out[r].data(), n, DataType::f32,
+                     ReduceOp::sum);
     });
     for (int r = 0; r < p; ++r) {
       const auto& e = errors[static_cast<std::size_t>(r)];
@@ -289,8 +291,10 @@ TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched
   CHECK(untouched());
   // The communicator is still usable after argument errors.
   check_allreduce(ar, p, {n}, DataType::f32, ReduceOp::sum, false);
-  CHECK_THROWS_AS(ar.rank(3).run(in[0].data(), out[0].data(), n, DataType::f32, ReduceOp::sum), Error);
-  CHECK_THROWS_AS(ar.rank(-1).run(in[0].data(), out[0].data(), n, DataType::f32, ReduceOp::sum), Error);
+  CHECK_THROWS_AS(ar.rank(3).run(in[0].data(), out[0].data(), n, DataType::f32, ReduceOp::sum),
+                  Error);
+  CHECK_THROWS_AS(ar.rank(-1).run(in[0].data(), out[0].data(), n, DataType::f32, ReduceOp::sum),
+                  Error);
 }
 
 TEST_CASE("threads: a rank that never arrives makes the others time out, then stay aborted") {
@@ -303,8 +307,9 @@ TEST_CASE("threads: a rank that never arrives makes the others time out, then st
   const std::uint64_t n = 5000;
   std::vector<std::vector<float>> in(p, std::vector<float>(n, 1.0f)), out(p, std::vector<float>(n));
   // One good call first, so that the failure happens on warm connections.
-  auto errors = on_threads(
-      p, [&](int r) { ar.rank(r).run(in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum); });
+  auto errors = on_threads(p, [&](int r) {
+    ar.rank(r).run(in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum);
+  });
   for (const auto& e : errors) {
     if (e) FAIL_CHECK(e->what());
   }
@@ -323,8 +328,9 @@ TEST_CASE("threads: a rank that never arrives makes the others time out, then st
     CHECK(std::string(e->what()).find("rank 2") != std::string::npos);
   }
   // Sticky: the communicator is aborted for everyone, including the late rank.
-  errors = on_threads(
-      p, [&](int r) { ar.rank(r).run(in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum); });
+  errors = on_threads(p, [&](int r) {
+    ar.rank(r).run(in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum);
+  });
   for (const auto& e : errors) {
     REQUIRE(e.has_value());
     CHECK((e->code() == ErrorCode::Timeout || e->code() == ErrorCode::Aborted));

@@ -67,7 +67,8 @@ TEST_CASE("schedule: --policy takes a comma list, empty items skipped, all expan
   CHECK(nlohmann::json::parse(r.out).size() == 8);
 }
 
-TEST_CASE("schedule: every policy on a shipped model, the documented JSON form (docs/schedules.md)") {
+TEST_CASE(
+    "schedule: every policy on a shipped model, the documented JSON form (docs/schedules.md)") {
   for (const char* pol :
        {"wfbp", "single", "mg", "mg-paper", "asc", "optimal", "bucket", "horovod"}) {
     const auto r =

@@ -1,5 +1,5 @@
-// Coordination of ranks whose tensors become ready in different orders ([Horovod-cache]): bitvector,
-// response cache, tensor queue with groups, fusion, the in-process control plane and the
+// Coordination of ranks whose tensors become ready in different orders ([Horovod-cache]):
+// bitvector, response cache, tensor queue with groups, fusion, the in-process control plane and the
 // coordinator over P threads with randomised per-rank orders.
 #include <doctest/doctest.h>
 

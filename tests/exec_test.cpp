@@ -12,12 +12,12 @@
 #include <thread>
 #include <vector>
 
-#include "ccoll/runtime/communicator.hpp"
-#include "ccoll/transport/host_threads.hpp"
-#include "ccoll/runtime/interpreter.hpp"
-#include "ccoll/runtime/slot_store_tuner.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/plan/verifier.hpp"
+#include "ccoll/runtime/communicator.hpp"
+#include "ccoll/runtime/interpreter.hpp"
+#include "ccoll/runtime/slot_store_tuner.hpp"
+#include "ccoll/transport/host_threads.hpp"
 
 using namespace ccoll;
 using namespace ccoll::plan;
@@ -294,8 +294,8 @@ TEST_CASE("element loops: every shape matches a scalar reference, in place too")
         dp.reserve(dst.size());
         for (auto& s : src) sp.push_back(s.data());
         for (auto& d : dst) dp.push_back(d.data());
-        runtime::detail::element_loop<double, ReduceOp::avg, true>(runtime::HostGroup{}, dp.data(), ndst,
-                                                                sp.data(), nsrc, n, 4);
+        runtime::detail::element_loop<double, ReduceOp::avg, true>(runtime::HostGroup{}, dp.data(),
+                                                                   ndst, sp.data(), nsrc, n, 4);
         for (std::uint64_t i = 0; i < n; ++i) {
           double v = src[0][i];
           for (std::uint32_t k = 1; k < nsrc; ++k) v += src[k][i];
@@ -318,8 +318,8 @@ TEST_CASE("element loops: every shape matches a scalar reference, in place too")
         if (nsrc == 1) {  // a plain copy streams from its source without staging
           std::vector<double> a(n + 1, -1.0), b(n, -1.0);
           double* two[2] = {a.data() + 1, b.data()};
-          runtime::detail::element_loop_streaming<double, ReduceOp::sum, false>(two, 2, 1u, sp.data(),
-                                                                             1, n, 4);
+          runtime::detail::element_loop_streaming<double, ReduceOp::sum, false>(two, 2, 1u,
+                                                                                sp.data(), 1, n, 4);
           runtime::detail::stream_fence();
           for (std::uint64_t i = 0; i < n; ++i)
             REQUIRE((two[0][i] == src[0][i] && b[i] == src[0][i]));
@@ -328,8 +328,8 @@ TEST_CASE("element loops: every shape matches a scalar reference, in place too")
         std::vector<double> io = src[0];
         sp[0] = io.data();
         dp[0] = io.data();
-        runtime::detail::element_loop<double, ReduceOp::max, false>(runtime::HostGroup{}, dp.data(), ndst,
-                                                                 sp.data(), nsrc, n, 4);
+        runtime::detail::element_loop<double, ReduceOp::max, false>(runtime::HostGroup{}, dp.data(),
+                                                                    ndst, sp.data(), nsrc, n, 4);
         for (std::uint64_t i = 0; i < n; ++i) {
           double v = src[0][i];
           for (std::uint32_t k = 1; k < nsrc; ++k) v = std::max(v, src[k][i]);

@@ -13,10 +13,10 @@
 #include <utility>
 #include <vector>
 
-#include "ccoll/solve/arborescence.hpp"
-#include "ccoll/solve/lp.hpp"
 #include "ccoll/forest/packed_forest.hpp"
 #include "ccoll/physical/graph.hpp"
+#include "ccoll/solve/arborescence.hpp"
+#include "ccoll/solve/lp.hpp"
 
 namespace forest_test {
 

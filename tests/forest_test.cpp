@@ -14,12 +14,12 @@
 #include <set>
 #include <vector>
 
-#include "ccoll/solve/arborescence.hpp"
 #include "ccoll/forest/exact.hpp"
-#include "ccoll/solve/lp.hpp"
-#include "ccoll/solve/mwu_packing.hpp"
 #include "ccoll/forest/packed_forest.hpp"
 #include "ccoll/physical/presets.hpp"
+#include "ccoll/solve/arborescence.hpp"
+#include "ccoll/solve/lp.hpp"
+#include "ccoll/solve/mwu_packing.hpp"
 #include "ccoll/solve/steiner.hpp"
 #include "forest_harness.hpp"
 

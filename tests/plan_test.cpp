@@ -8,16 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "ccoll/algo/direct.hpp"
+#include "ccoll/algo/double_binary_tree.hpp"
+#include "ccoll/algo/ring.hpp"
+#include "ccoll/algo/tree.hpp"
 #include "ccoll/plan/chunking.hpp"
 #include "ccoll/plan/direct.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/ring.hpp"
 #include "ccoll/plan/tree.hpp"
 #include "ccoll/plan/verifier.hpp"
-#include "ccoll/algo/direct.hpp"
-#include "ccoll/algo/double_binary_tree.hpp"
-#include "ccoll/algo/ring.hpp"
-#include "ccoll/algo/tree.hpp"
 
 using namespace ccoll;
 using namespace ccoll::plan;

@@ -31,9 +31,9 @@ struct Expected {
 // Parameter counts: torchvision (resnet50/152, densenet161/201, googlenet with its two auxiliary
 // classifiers, i.e. as trained), timm / Cadene pretrainedmodels inception_v4 with 1000 classes,
 // and Hugging Face BertForPreTraining (bert-base-uncased: BertModel 109,482,240 + pre-training
-// heads). Tensor counts: [MG-WFBP] Table IV and [ASC-WFBP] Table III (467, 604, 449, 206, 161, 484),
-// except GoogLeNet, where [MG-WFBP]'s 59 matches no GoogLeNet we know (docs/profiles.md); 187 is
-// torchvision's count. Timings: ResNet-152's t_f = 0.091 s and t_b = 0.182 s are stated in seed
+// heads). Tensor counts: [MG-WFBP] Table IV and [ASC-WFBP] Table III (467, 604, 449, 206, 161,
+// 484), except GoogLeNet, where [MG-WFBP]'s 59 matches no GoogLeNet we know (docs/profiles.md); 187
+// is torchvision's count. Timings: ResNet-152's t_f = 0.091 s and t_b = 0.182 s are stated in seed
 // 000 Sec. VI-E; Inception-v4 and BERT-Base are derived from [ASC-WFBP] Tables IV/V and Eq. 42-43.
 constexpr Expected kExpected[] = {
     {"resnet50", 161, 25'557'032, -1, -1},

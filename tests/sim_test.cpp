@@ -10,15 +10,15 @@
 #include <utility>
 #include <vector>
 
-#include "ccoll/sim/chrome_trace.hpp"
-#include "ccoll/sim/from_physical.hpp"
-#include "ccoll/sim/simulator.hpp"
 #include "ccoll/model/alpha_beta.hpp"
+#include "ccoll/physical/presets.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/ring.hpp"
 #include "ccoll/plan/tree.hpp"
 #include "ccoll/plan/verifier.hpp"
-#include "ccoll/physical/presets.hpp"
+#include "ccoll/sim/chrome_trace.hpp"
+#include "ccoll/sim/from_physical.hpp"
+#include "ccoll/sim/simulator.hpp"
 
 using namespace ccoll;
 

@@ -8,9 +8,9 @@
 #include <thread>
 #include <vector>
 
-#include "ccoll/transport/host_threads.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/plan/verifier.hpp"
+#include "ccoll/transport/host_threads.hpp"
 
 namespace topology_test {
 

@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "ccoll/forest/dot.hpp"
 #include "ccoll/algo/embedding.hpp"
 #include "ccoll/algo/hierarchical.hpp"
+#include "ccoll/forest/dot.hpp"
+#include "ccoll/physical/graph.hpp"
 #include "ccoll/physical/json_loader.hpp"
 #include "ccoll/physical/nccl_xml_loader.hpp"
 #include "ccoll/physical/nvidia_smi_loader.hpp"
-#include "ccoll/physical/graph.hpp"
 #include "ccoll/physical/presets.hpp"
 #include "topology_plan_runner.hpp"
 

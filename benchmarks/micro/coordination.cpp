@@ -1,4 +1,5 @@
-// bench_coordination: control traffic and CPU cost of the Horovod-style coordinator ([Horovod-cache]).
+// bench_coordination: control traffic and CPU cost of the Horovod-style coordinator
+// ([Horovod-cache]).
 //
 // Part 1 (printed first): P ranks as threads (default 64) train a model of N tensors (1,000 and
 // 10,000) whose gradients each rank produces in its own random order, spread over 20 cycles per

@@ -20,9 +20,9 @@
 #include <utility>
 #include <vector>
 
-#include "ccoll/solve/arborescence.hpp"
 #include "ccoll/forest/packed_forest.hpp"
 #include "ccoll/physical/presets.hpp"
+#include "ccoll/solve/arborescence.hpp"
 
 namespace {
 

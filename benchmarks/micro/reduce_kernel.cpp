@@ -1,6 +1,6 @@
-// bench_reduce_kernel: the host element loops of the step interpreter (runtime/interpreter.hpp), the
-// inner loop of every host allreduce: copy (recv -> out), reduce (in (+) recv -> out) and reduce
-// into two destinations (in (+) recv -> out and the next slot), per element type.
+// bench_reduce_kernel: the host element loops of the step interpreter (runtime/interpreter.hpp),
+// the inner loop of every host allreduce: copy (recv -> out), reduce (in (+) recv -> out) and
+// reduce into two destinations (in (+) recv -> out and the next slot), per element type.
 //
 // bytes_per_second counts every byte read and written, as STREAM does, so an in-cache size shows
 // the kernel's compute rate (is half/bfloat16 conversion the limit?) and an out-of-cache size can
@@ -50,8 +50,8 @@ void BM_ElementLoop(benchmark::State& state) {
   for (int k = 0; k < NDst; ++k) dsts[k] = dst[static_cast<std::size_t>(k)].data();
   for (auto _ : state) {
 #if CCOLL_MICRO_HAVE_INTERPRETER
-    ccoll::runtime::detail::element_loop<T, ccoll::ReduceOp::sum, false>(ccoll::runtime::HostGroup{},
-                                                                      dsts, NDst, srcs, NSrc, n, 1);
+    ccoll::runtime::detail::element_loop<T, ccoll::ReduceOp::sum, false>(
+        ccoll::runtime::HostGroup{}, dsts, NDst, srcs, NSrc, n, 1);
 #else
     // Same shape, plain loop (the interpreter is not in this checkout).
     for (std::size_t i = 0; i < n; ++i) {

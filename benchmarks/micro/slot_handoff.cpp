@@ -7,8 +7,8 @@
 // writer must first take those lines back from the reader's cache; with streamed stores the message
 // goes through memory. Which is faster depends on where the two cores sit (docs/results/
 // shm-vs-mpi.md: on a virtual machine it changes when the hypervisor moves the virtual CPUs), and
-// SlotStoreTuner (runtime/slot_store_tuner.hpp) decides at run time; this program shows the two costs
-// side by side.
+// SlotStoreTuner (runtime/slot_store_tuner.hpp) decides at run time; this program shows the two
+// costs side by side.
 //
 //   bench_slot_handoff [piece KiB ...]      (default 64 256 1024; threads pinned to CPUs 0 and 1)
 #include <pthread.h>

@@ -21,7 +21,8 @@ int main() {
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r)
     threads.emplace_back([&, r] {
-      ar.rank(r).run(data[r].data(), data[r].data(), kCount, ccoll::DataType::f32, ccoll::ReduceOp::sum);
+      ar.rank(r).run(data[r].data(), data[r].data(), kCount, ccoll::DataType::f32,
+                     ccoll::ReduceOp::sum);
     });
   for (auto& t : threads) t.join();
   for (int r = 0; r < kRanks; ++r)

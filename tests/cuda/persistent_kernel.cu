@@ -1,8 +1,8 @@
 // gpu_persistent_kernel: runs ccoll plans on one GPU with virtual ranks, through the same step
-// interpreter the host executors use (runtime/interpreter.hpp) instantiated with a CUDA block Group,
-// and checks the results against a host reference. One block per (rank, channel); buffers, FIFO
-// slots and counters in device memory; counters through cuda::atomic_ref ([C-Cube]'s device-side
-// post / wait without host intervention).
+// interpreter the host executors use (runtime/interpreter.hpp) instantiated with a CUDA block
+// Group, and checks the results against a host reference. One block per (rank, channel); buffers,
+// FIFO slots and counters in device memory; counters through cuda::atomic_ref ([C-Cube]'s
+// device-side post / wait without host intervention).
 //
 // Usage: gpu_persistent_kernel [nranks=4] [count=1000003] [nchannels=2] [calls=3]
 // Exit status: 0 all checks passed (or no CUDA device: prints "SKIP"), 1 a check failed.
@@ -18,13 +18,13 @@
 
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
-#include "ccoll/transport/cuda/persistent_kernel.cuh"
-#include "ccoll/runtime/interpreter.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/plan/ring.hpp"
 #include "ccoll/plan/verifier.hpp"
+#include "ccoll/runtime/interpreter.hpp"
 #include "ccoll/sync/connection.hpp"
+#include "ccoll/transport/cuda/persistent_kernel.cuh"
 
 namespace {
 

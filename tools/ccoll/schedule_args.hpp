@@ -186,7 +186,7 @@ inline grad::ModelProfile resolve_profile(const std::string& name) {
 inline grad::CommModel comm_model(const ScheduleOptions& o) {
   if (o.collective == "line") return grad::CommModel::from_line(o.a, o.b, o.gamma);
   return grad::CommModel::collective(grad::parse_collective(o.collective), o.workers,
-                                      model::AlphaBeta{o.a, o.b}, o.gamma);
+                                     model::AlphaBeta{o.a, o.b}, o.gamma);
 }
 
 struct Planned {
@@ -218,7 +218,7 @@ inline Planned plan_policy(const ScheduleOptions& o, const std::string& policy,
   } else if (policy == "bucket") {
     out.schedule =
         grad::plan_ddp_buckets(p, {static_cast<std::uint64_t>(o.bucket_mb * 1048576),
-                                    static_cast<std::uint64_t>(o.first_bucket_mb * 1048576)});
+                                   static_cast<std::uint64_t>(o.first_bucket_mb * 1048576)});
   } else {
     out.schedule = grad::plan_horovod_fusion(
         p, {static_cast<std::uint64_t>(o.fusion_mb * 1048576), o.cycle_ms * 1e-3});
@@ -228,7 +228,7 @@ inline Planned plan_policy(const ScheduleOptions& o, const std::string& policy,
 }
 
 inline grad::Schedule schedule_from_file(const std::string& path, int num_layers,
-                                          int default_concurrency) {
+                                         int default_concurrency) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("--evaluate: cannot read \"" + path + "\"");
   nlohmann::json j;
@@ -256,8 +256,7 @@ inline grad::Schedule schedule_from_file(const std::string& path, int num_layers
     throw std::runtime_error("--evaluate: layer_types has " + std::to_string(typing.size()) +
                              " entries, the profile " + std::to_string(num_layers) + " layers");
   const int k = j.value("max_concurrent", default_concurrency);
-  return grad::schedule_from_typing(grad::parse_typing(typing), k,
-                                     j.value("policy", "evaluated"));
+  return grad::schedule_from_typing(grad::parse_typing(typing), k, j.value("policy", "evaluated"));
 }
 
 // `ccoll schedule`: returns the exit status; output to `out`, errors to `err`.

@@ -9,8 +9,8 @@
 #include <optional>
 #include <string_view>
 
-#include "ccoll/core/platform.hpp"
 #include "ccoll/core/dtype.hpp"
+#include "ccoll/core/platform.hpp"
 
 namespace ccoll {
 
