@@ -399,13 +399,44 @@ TEST_CASE("communicator: plans are cached per count and element size") {
   std::byte* base = area.data() + (misalignment == 0 ? 0 : 128 - misalignment);
   runtime::init_area(base, layout, 3, comm.fingerprint(), 1);
   runtime::attach_area(comm, base);
-  const auto& a = comm.prepared_plan(90, 4);
-  const auto& b = comm.prepared_plan(90, 4);
-  const auto& d = comm.prepared_plan(90, 8);
-  CHECK(&a == &b);
-  CHECK(&a != &d);
-  CHECK(a.plan.count == 90);
-  CHECK(a.connections.size() == 3);
+  const auto a = comm.prepared_plan(90, 4);
+  const auto b = comm.prepared_plan(90, 4);
+  const auto d = comm.prepared_plan(90, 8);
+  CHECK(a == b);
+  CHECK(a != d);
+  CHECK(a->plan.count == 90);
+  CHECK(a->connections.size() == 3);
+}
+
+TEST_CASE("communicator: the plan cache is bounded, evicting the least recently used plan") {
+  Config c;
+  c.nranks = 3;
+  c.slot_bytes = 1024;
+  c.max_cached_plans = 4;
+  runtime::AreaCommunicator comm(
+      c, 3,
+      [](const PlanRequest& req) {
+        return hand_ring(req.nranks, req.count, req.slot_bytes / req.elem_size, req.nslots);
+      },
+      "hand");
+  const runtime::AreaLayout layout = runtime::area_layout(comm);
+  std::vector<std::byte> area(layout.total + 128);
+  const auto misalignment = reinterpret_cast<std::uintptr_t>(area.data()) % 128;
+  std::byte* base = area.data() + (misalignment == 0 ? 0 : 128 - misalignment);
+  runtime::init_area(base, layout, 3, comm.fingerprint(), 1);
+  runtime::attach_area(comm, base);
+  const auto first = comm.prepared_plan(30, 4);
+  for (std::uint64_t n = 31; n < 200; ++n) {
+    (void)comm.prepared_plan(n, 4);
+    (void)comm.prepared_plan(30, 4);  // kept: looked up after every other count
+    CHECK(comm.cached_plans() <= 4);
+  }
+  CHECK(comm.prepared_plan(30, 4) == first);
+  CHECK(first->plan.count == 30);  // a holder keeps an evicted plan alive in any case
+  // A count whose messages cannot be planned in bounded memory is refused before building.
+  CHECK_THROWS_WITH_AS(comm.prepared_plan(std::uint64_t{1} << 40, 4),
+                       doctest::Contains("raise slot_bytes"), Error);
+  CHECK_THROWS_AS(comm.prepared_plan(~std::uint64_t{0} / 2, 4), Error);
 }
 
 TEST_CASE("slot store tuner: explores both modes, keeps the faster, probes less while it wins") {

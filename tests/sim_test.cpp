@@ -1,4 +1,4 @@
-// Tests of the discrete-event simulator (include/ccoll/exec/sim): closed forms of [C-Cube] Eq. 2-7
+// Tests of the discrete-event simulator (include/ccoll/sim): closed forms of [C-Cube] Eq. 2-7
 // on a uniform network, max-min link sharing, FIFO slot limits, turnaround, traces, and physical
 // topologies.
 #include <doctest/doctest.h>

@@ -87,8 +87,8 @@ struct CountingThreads {
     int nranks() const { return comm_.nranks(); }
     std::span<const int> local_ranks() const { return local_; }
     const Config& config() const { return comm_.config(); }
-    const plan::Plan& plan(std::size_t count, std::size_t elem_size) {
-      return comm_.prepared_plan(count, elem_size).plan;
+    plan::Plan plan(std::size_t count, std::size_t elem_size) {
+      return comm_.prepared_plan(count, elem_size)->plan;
     }
 
    private:

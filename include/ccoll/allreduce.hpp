@@ -99,8 +99,9 @@ class Allreduce {
   int nranks() const { return exec_.nranks(); }
   const Config& config() const { return exec_.config(); }
   const L& topology() const { return topology_; }
-  // The plan run for `count` elements of `dtype` (built, verified and cached on first use).
-  const plan::Plan& plan(std::size_t count, DataType dtype) {
+  // A copy of the plan run for `count` elements of `dtype` (built, verified and cached on first
+  // use).
+  plan::Plan plan(std::size_t count, DataType dtype) {
     return exec_.plan(count, size_of(dtype));
   }
   std::string name() const {

@@ -39,6 +39,9 @@ struct Config {
   // true: for each size, rank 0 times both kinds of slot store and uses the faster
   // (runtime/slot_store_tuner.hpp); false: calls from stream_slot_bytes up always stream.
   bool tune_slot_stores = true;
+  // Plans kept per communicator (least recently used evicted first): a program calling many
+  // distinct counts rebuilds the evicted ones instead of growing without bound.
+  std::uint32_t max_cached_plans = 64;
 };
 
 }  // namespace ccoll

@@ -11,10 +11,18 @@
 //      before any rank has touched a buffer; then r acknowledges seq.
 // A rank whose own arguments are bad publishes them and throws at once (it has nothing to read).
 // Waits give up at the call's deadline or when the abort record is raised; the first failure
-// wins the record, so every rank reports the root cause.
+// wins the record, so every rank reports the root cause. Ranks that are processes record their pid
+// in their descriptor; check_peers() (every kPeerCheckNs of waiting) raises the record for a rank
+// whose process is gone, so a killed peer is reported within a fraction of a second, naming it,
+// whatever Config::timeout is.
 #pragma once
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <sstream>
@@ -31,6 +39,24 @@
 #include "ccoll/sync/counter.hpp"
 
 namespace ccoll::runtime {
+
+// Whether a process has exited: it no longer exists, or it is a zombie its parent has not reaped
+// yet (a launcher that waits for its children in order leaves a dead rank a zombie for a while).
+inline bool process_gone(pid_t pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (f == nullptr) return false;
+  char buf[512] = {};
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  const std::string stat(buf, n);
+  const auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() &&
+         (stat[close + 2] == 'Z' || stat[close + 2] == 'X');
+}
+
+// How often a waiting rank checks that its peers' processes still exist.
+inline constexpr std::uint64_t kPeerCheckNs = 100'000'000;
 
 class AreaControlPlane {
  public:
@@ -97,6 +123,18 @@ class AreaControlPlane {
     return a;
   }
 
+  // Raises the abort record for the first rank whose process no longer exists.
+  void check_peers() {
+    for (int q = 0; q < nranks_; ++q) {
+      const auto pid =
+          static_cast<pid_t>(sync::AtomicWord<std::int64_t>(&descriptors_[q].pid).load_acquire());
+      if (pid > 0 && pid != ::getpid() && process_gone(pid)) {
+        raise(ErrorCode::Aborted, FailurePoint{q, -1, -1, q, FailurePoint::Waiting::dead});
+        return;
+      }
+    }
+  }
+
   const std::uint32_t* abort_word() const { return &header_->abort.flag; }
   bool aborted() const { return header_->abort.raised(); }
   void raise(ErrorCode code, FailurePoint where) {
@@ -130,6 +168,8 @@ class AreaControlPlane {
         return "a free slot at";
       case 3:
         return "the arrival of";
+      case 4:
+        return "died";
       default:
         return "";
     }
@@ -139,6 +179,10 @@ class AreaControlPlane {
     const sync::AbortRecord& a = header_->abort;
     if (!a.settle()) return "another rank failed";
     std::ostringstream os;
+    if (a.waiting_for == static_cast<std::uint32_t>(FailurePoint::Waiting::dead)) {
+      os << "rank " << a.rank << " died (its process is gone)";
+      return os.str();
+    }
     os << "rank " << a.rank << " failed first (" << to_string(static_cast<ErrorCode>(a.code));
     if (a.waiting_for != 0) os << " waiting for " << what_text(a.waiting_for) << " rank " << a.peer;
     if (a.channel >= 0) os << " on channel " << a.channel << ", step " << a.step;
@@ -150,7 +194,15 @@ class AreaControlPlane {
   void wait_word(const std::uint64_t* word, std::uint64_t target, int rank, int peer,
                  std::uint64_t deadline_ns, std::uint64_t seq) {
     sync::Counter c(const_cast<std::uint64_t*>(word));
-    const sync::WaitResult r = c.wait(target, &header_->abort.flag, deadline_ns, policy_);
+    sync::WaitResult r = sync::WaitResult::Timeout;
+    for (;;) {
+      const std::uint64_t now = sync::now_ns();
+      const std::uint64_t slice =
+          now + kPeerCheckNs < deadline_ns ? now + kPeerCheckNs : deadline_ns;
+      r = c.wait(target, &header_->abort.flag, slice, policy_);
+      if (r != sync::WaitResult::Timeout || slice == deadline_ns) break;
+      check_peers();
+    }
     if (r == sync::WaitResult::Ok) return;
     FailurePoint where{rank, -1, -1, peer, FailurePoint::Waiting::arrival};
     if (r == sync::WaitResult::Aborted) throw stopped_error(where, seq);

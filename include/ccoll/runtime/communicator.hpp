@@ -84,9 +84,10 @@ class Communicator {
   }
 
   // The plan for `count` elements of `elem_size` bytes (built, verified and cached on first use).
-  const PreparedPlan<C>& prepared_plan(std::uint64_t count, std::size_t elem_size) {
+  std::shared_ptr<const PreparedPlan<C>> prepared_plan(std::uint64_t count, std::size_t elem_size) {
     return plans_.prepared(count, elem_size);
   }
+  std::size_t cached_plans() const { return plans_.size(); }
 
   // One collective call by `rank` (its state must be used by one thread only).
   void run(rank_state& st, int rank, const void* send, void* recv, std::size_t count,
@@ -94,10 +95,7 @@ class Communicator {
     StepOptions o;
     o.start_ns = sync::now_ns();
     o.timeout_ms = static_cast<long>(config_.timeout.count());
-    o.deadline_ns =
-        o.start_ns +
-        static_cast<std::uint64_t>(
-            std::chrono::duration_cast<std::chrono::nanoseconds>(config_.timeout).count());
+    o.deadline_ns = sync::deadline_after(config_.timeout);
     FailurePoint here{rank, -1, -1, -1, FailurePoint::Waiting::nothing};
     if (plane_.aborted()) throw plane_.stopped_error(here, st.seq + 1);
 
@@ -123,18 +121,17 @@ class Communicator {
         static_cast<SlotStoreTuner::Mode>(agreed.root_choice) == SlotStoreTuner::Streamed;
 
     // 3. The plan.
-    const PreparedPlan<C>* pp = st.last_plan;
-    if (pp == nullptr || st.last_count != count || st.last_elem_size != size_of(dtype)) {
+    if (st.last_plan == nullptr || st.last_count != count || st.last_elem_size != size_of(dtype)) {
       try {
-        pp = &plans_.prepared(count, size_of(dtype));
+        st.last_plan = plans_.prepared(count, size_of(dtype));
       } catch (const Error& e) {
         plane_.raise(e.code(), here);
         throw;
       }
-      st.last_plan = pp;
       st.last_count = count;
       st.last_elem_size = size_of(dtype);
     }
+    const PreparedPlan<C>* pp = st.last_plan.get();
     const plan::Plan& p = pp->plan;
     for (std::size_t i = 0; i < pp->set_index.size(); ++i)
       st.base[i] = st.base_by_set[pp->set_index[i]];

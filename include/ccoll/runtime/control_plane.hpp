@@ -22,7 +22,14 @@ struct FailurePoint {
   int channel = -1;  // -1: outside the steps (agreement, plan lookup)
   std::int64_t step = -1;
   int peer = -1;
-  enum class Waiting : std::uint32_t { nothing = 0, message = 1, free_slot = 2, arrival = 3 };
+  // What the rank was waiting for; `dead`: the rank itself is gone (its process exited).
+  enum class Waiting : std::uint32_t {
+    nothing = 0,
+    message = 1,
+    free_slot = 2,
+    arrival = 3,
+    dead = 4
+  };
   Waiting waiting_for = Waiting::nothing;
 };
 
@@ -46,6 +53,9 @@ concept ControlPlane = requires(P& p, const P& cp, const CallArgs& args, std::ui
   p.raise(code, where);
   // The error a rank that stopped at `where` because of another's failure throws in call seq.
   { cp.stopped_error(where, seq) } -> std::same_as<Error>;
+  // Called now and then while a rank waits: raises the abort record if a peer is known to be
+  // gone (a transport that cannot tell does nothing), so that waits end long before the deadline.
+  p.check_peers();
 };
 
 }  // namespace ccoll::runtime

@@ -7,6 +7,11 @@
 // subset of it (ring and tree builders only drop connections for tiny counts). A plan that needs a
 // connection outside the set is refused with ErrorCode::Unsupported.
 //
+// The cache keeps at most Config::max_cached_plans plans and evicts the least recently looked up:
+// a program that calls many distinct counts does not grow without bound. Plans are shared
+// pointers, so a rank still running an evicted plan keeps it alive. A count whose plan would need
+// more than kMaxMessagesPerCall messages of slot_bytes is refused before anything is built.
+//
 // The fingerprint covers everything that shapes the connection set and the plans (rank count,
 // slot geometry, channels, chunks, the policies' identity and the reference plans' steps), so
 // that ranks built differently refuse to run together instead of exchanging wrong data.
@@ -16,6 +21,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,6 +40,11 @@
 #include "ccoll/runtime/interpreter.hpp"
 
 namespace ccoll::runtime {
+
+// The most messages of Config::slot_bytes one call may move per rank and channel: far beyond any
+// real call (2^20 slots of the default 1 MiB is a terabyte), and small enough that a plan for an
+// absurd count is refused instead of exhausting memory while it is built.
+inline constexpr std::uint64_t kMaxMessagesPerCall = std::uint64_t{1} << 20;
 
 // Builds the plan for a request: a logical topology and a schedule composed (allreduce.hpp).
 using PlanSource = std::function<plan::Plan(const plan::PlanRequest&)>;
@@ -114,12 +126,16 @@ class PlanCache {
   void set_connections(std::vector<C> connections) { connections_ = std::move(connections); }
 
   // The plan for (count, elem_size), built, verified and mapped on first use. Thread-safe.
-  const PreparedPlan<C>& prepared(std::uint64_t count, std::size_t elem_size) {
+  std::shared_ptr<const PreparedPlan<C>> prepared(std::uint64_t count, std::size_t elem_size) {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::uint64_t key = count * 16 + elem_size;  // elem_size <= 8
     auto it = plans_.find(key);
-    if (it != plans_.end()) return *it->second;
-    auto prepared = std::make_unique<PreparedPlan<C>>();
+    if (it != plans_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.lru);
+      return it->second.plan;
+    }
+    check_size(count, elem_size);
+    auto prepared = std::make_shared<PreparedPlan<C>>();
     prepared->plan = build(count, elem_size);
     const plan::Plan& p = prepared->plan;
     if (p.nranks != nranks_ || p.count != count)
@@ -148,12 +164,41 @@ class PlanCache {
       prepared->set_index.push_back(idx);
       prepared->connections.push_back(connections_.at(idx));
     }
-    const PreparedPlan<C>& result = *prepared;
-    plans_.emplace(key, std::move(prepared));
-    return result;
+    const std::size_t cap = std::max<std::size_t>(1, config_.max_cached_plans);
+    while (plans_.size() >= cap) {
+      plans_.erase(lru_.back());
+      lru_.pop_back();
+    }
+    lru_.push_front(key);
+    plans_.emplace(key, Entry{prepared, lru_.begin()});
+    return prepared;
+  }
+  std::size_t size() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return plans_.size();
   }
 
  private:
+  struct Entry {
+    std::shared_ptr<const PreparedPlan<C>> plan;
+    std::list<std::uint64_t>::iterator lru;
+  };
+
+  // Refuses counts whose messages could not be counted, or planned, in bounded memory.
+  void check_size(std::uint64_t count, std::size_t elem_size) const {
+    if (elem_size == 0 || count > std::numeric_limits<std::uint64_t>::max() / elem_size)
+      throw_invalid_argument(-1, "count", "a byte size below 2^64", std::to_string(count));
+    const std::uint64_t bytes = count * elem_size;
+    const std::uint64_t messages = bytes / config_.slot_bytes + 1;
+    const std::uint64_t nch = std::max<std::uint32_t>(1, config_.nchannels);
+    if (messages / nch > kMaxMessagesPerCall)
+      throw Error(ErrorCode::Unsupported, -1,
+                  "count " + std::to_string(count) + " (" + std::to_string(bytes) +
+                      " bytes) needs more than " + std::to_string(kMaxMessagesPerCall) +
+                      " messages of Config::slot_bytes = " + std::to_string(config_.slot_bytes) +
+                      " per channel; raise slot_bytes or nchannels, or split the call");
+  }
+
   plan::Plan build(std::uint64_t count, std::size_t elem_size) const {
     plan::PlanRequest req;
     req.nranks = nranks_;
@@ -174,8 +219,9 @@ class PlanCache {
   std::vector<ConnectionKey> keys_;
   std::uint64_t fingerprint_ = 0;
   std::vector<C> connections_;
-  std::mutex mutex_;
-  std::unordered_map<std::uint64_t, std::unique_ptr<PreparedPlan<C>>> plans_;
+  mutable std::mutex mutex_;
+  std::unordered_map<std::uint64_t, Entry> plans_;
+  std::list<std::uint64_t> lru_;  // keys, most recently used first
 };
 
 }  // namespace ccoll::runtime

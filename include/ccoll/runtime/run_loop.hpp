@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <sstream>
 #include <unordered_map>
 #include <vector>
@@ -27,16 +28,19 @@ namespace ccoll::runtime {
 // What one rank keeps between calls (only that rank's thread touches it).
 template <Connection C>
 struct alignas(128) RankState {
-  std::uint64_t seq = 0;                       // calls attempted
-  std::vector<std::uint64_t> base_by_set;      // messages of earlier calls per set connection
-  std::vector<std::uint64_t> base;             // per connection of the current plan
-  std::vector<std::uint32_t> pcs;              // per channel: next step
-  const PreparedPlan<C>* last_plan = nullptr;  // cache of the last lookup (no lock)
+  std::uint64_t seq = 0;                             // calls attempted
+  std::vector<std::uint64_t> base_by_set;            // messages of earlier calls per set connection
+  std::vector<std::uint64_t> base;                   // per connection of the current plan
+  std::vector<std::uint32_t> pcs;                    // per channel: next step
+  std::shared_ptr<const PreparedPlan<C>> last_plan;  // the last lookup (no lock to reuse it)
   std::uint64_t last_count = 0;
   std::size_t last_elem_size = 0;
   // Rank 0 only: how to write slots, per (count, element size) (Config::tune_slot_stores).
   std::unordered_map<std::uint64_t, SlotStoreTuner> tuners;
 };
+
+// How long a rank that makes no progress waits between checks that its peers are alive.
+inline constexpr std::uint64_t kPeerCheckIntervalNs = 100'000'000;
 
 struct StepOptions {
   std::uint64_t deadline_ns = 0;
@@ -70,6 +74,7 @@ void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, 
   }
   const HostGroup group;
   sync::Backoff backoff(policy);
+  std::uint64_t next_peer_check = 0;
   while (unfinished > 0) {
     bool progressed = false;
     for (std::uint32_t c = 0; c < nch; ++c) {
@@ -85,8 +90,15 @@ void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, 
       backoff.reset();
       continue;
     }
+    const std::uint64_t now = sync::now_ns();
+    if (next_peer_check == 0) {
+      next_peer_check = now + kPeerCheckIntervalNs;
+    } else if (now >= next_peer_check) {
+      plane.check_peers();
+      next_peer_check = now + kPeerCheckIntervalNs;
+    }
     const bool aborted = plane.aborted();
-    if (aborted || sync::now_ns() >= o.deadline_ns) {
+    if (aborted || now >= o.deadline_ns) {
       // Report the first unfinished channel's blocked step.
       for (std::uint32_t c = 0; c < nch; ++c) {
         const auto& steps = p.channels[c].programs[static_cast<std::size_t>(rank)].steps;

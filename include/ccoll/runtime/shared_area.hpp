@@ -24,7 +24,7 @@
 
 namespace ccoll::runtime {
 
-inline constexpr std::uint64_t kAreaMagic = 0x63636f6c6c763031ull;  // "ccollv01"
+inline constexpr std::uint64_t kAreaMagic = 0x63636f6c6c763032ull;  // "ccollv02"
 inline constexpr std::size_t kPage = 4096;
 
 struct alignas(128) AreaHeader {
@@ -50,6 +50,7 @@ struct alignas(128) RankDescriptor {
   std::uint32_t status = 0;  // 0: arguments fine; otherwise 1 + ErrorCode
   std::uint32_t attached_generation = 0;
   std::uint32_t root_choice = 0;  // rank 0 only: CallArgs::root_choice
+  std::int64_t pid = 0;           // processes: the process that claimed this rank (0: threads)
   char reason[80] = {};           // the local error's text (truncated)
 };
 

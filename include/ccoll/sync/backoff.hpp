@@ -15,6 +15,7 @@
 
 #if !CCOLL_DEVICE_PASS
 #include <chrono>
+#include <limits>
 #include <thread>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -44,6 +45,17 @@ CCOLL_HD inline std::uint64_t now_ns() {
                                         std::chrono::steady_clock::now().time_since_epoch())
                                         .count());
 #endif
+}
+
+// The absolute deadline `timeout` from now, saturating: a timeout too large to represent
+// (milliseconds::max(), say) never expires instead of wrapping into the past.
+inline std::uint64_t deadline_after(std::chrono::milliseconds timeout) {
+  const std::uint64_t now = now_ns();
+  if (timeout.count() <= 0) return now;
+  constexpr std::uint64_t kNsPerMs = 1000000;
+  const auto ms = static_cast<std::uint64_t>(timeout.count());
+  const std::uint64_t limit = std::numeric_limits<std::uint64_t>::max() - now;
+  return ms >= limit / kNsPerMs ? std::numeric_limits<std::uint64_t>::max() : now + ms * kNsPerMs;
 }
 
 CCOLL_HD inline void cpu_relax() {

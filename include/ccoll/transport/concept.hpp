@@ -35,7 +35,7 @@ concept Executor =
   { ce.local_ranks() } -> std::same_as<std::span<const int>>;
   { ce.config() } -> std::same_as<const Config&>;
   e.run(rank, send, recv, count, dtype, op);  // a collective call by local rank `rank`
-  { e.plan(count, std::size_t{4}) } -> std::same_as<const plan::Plan&>;
+  { e.plan(count, std::size_t{4}) } -> std::same_as<plan::Plan>;  // a copy of the cached plan
 };
 
 template <class T>

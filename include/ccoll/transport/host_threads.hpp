@@ -12,8 +12,10 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <span>
 #include <string>
@@ -46,6 +48,7 @@ struct HostThreads {
     Executor(const Config& config, runtime::PlanSource source, std::string_view policy_id)
         : comm_(config, config.nranks, std::move(source), policy_id),
           states_(static_cast<std::size_t>(config.nranks)),
+          busy_(std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(config.nranks))),
           local_(static_cast<std::size_t>(config.nranks)) {
       std::iota(local_.begin(), local_.end(), 0);
       const runtime::AreaLayout layout = runtime::area_layout(comm_);
@@ -68,19 +71,36 @@ struct HostThreads {
       if (rank < 0 || rank >= comm_.nranks())
         throw_invalid_argument(rank, "rank", "0.." + std::to_string(comm_.nranks() - 1),
                                std::to_string(rank));
+      // Two threads passing the same rank would interleave one rank's program and leave another
+      // rank's missing: refuse the second at once, and stop the others rather than let them time
+      // out.
+      auto& busy = busy_[static_cast<std::size_t>(rank)];
+      if (busy.exchange(true, std::memory_order_acquire)) {
+        const runtime::FailurePoint here{rank, -1, -1, -1, runtime::FailurePoint::Waiting::nothing};
+        comm_.control_plane().raise(ErrorCode::InvalidArgument, here);
+        throw Error(ErrorCode::InvalidArgument, rank,
+                    "rank " + std::to_string(rank) +
+                        " is already in a call on another thread (each thread passes its own "
+                        "rank); the communicator is aborted");
+      }
+      struct Release {
+        std::atomic<bool>& flag;
+        ~Release() { flag.store(false, std::memory_order_release); }
+      } release{busy};
       comm_.run(states_[static_cast<std::size_t>(rank)], rank, send, recv, count, dtype, op);
     }
     int nranks() const { return comm_.nranks(); }
     std::span<const int> local_ranks() const { return local_; }
     const Config& config() const { return comm_.config(); }
-    const plan::Plan& plan(std::size_t count, std::size_t elem_size) {
-      return comm_.prepared_plan(count, elem_size).plan;
+    plan::Plan plan(std::size_t count, std::size_t elem_size) {
+      return comm_.prepared_plan(count, elem_size)->plan;
     }
     runtime::AreaCommunicator& communicator() { return comm_; }
 
    private:
     runtime::AreaCommunicator comm_;
     std::vector<runtime::AreaCommunicator::rank_state> states_;
+    std::unique_ptr<std::atomic<bool>[]> busy_;  // per rank: a thread is in a call
     std::vector<int> local_;
     std::byte* area_ = nullptr;
     std::size_t bytes_ = 0;

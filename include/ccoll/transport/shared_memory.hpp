@@ -29,9 +29,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <span>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -52,12 +55,40 @@ inline int env_int(const char* const* names, int fallback) {
   for (const char* const* n = names; *n != nullptr; ++n) {
     if (const char* v = std::getenv(*n); v != nullptr && *v != '\0') {
       char* end = nullptr;
-      const long x = std::strtol(v, &end, 10);
-      if (end != nullptr && *end == '\0') return static_cast<int>(x);
-      throw_invalid_argument(-1, std::string("environment variable ") + *n, "an integer", v);
+      errno = 0;
+      const long long x = std::strtoll(v, &end, 10);
+      if (end != nullptr && *end == '\0' && errno == 0 && x >= 0 &&
+          x <= std::numeric_limits<int>::max())
+        return static_cast<int>(x);
+      throw_invalid_argument(-1, std::string("environment variable ") + *n,
+                             "an integer in 0.." + std::to_string(std::numeric_limits<int>::max()),
+                             v);
     }
   }
   return fallback;
+}
+
+// The session of processes started without a launcher's job id: their parent process (its pid and
+// start time, which the pid alone does not make unique), so the ranks one script or program starts
+// meet, and two such jobs with different parents never share a segment.
+inline std::string parent_session() {
+  const pid_t parent = ::getppid();
+  std::string start = "0";
+  if (std::FILE* f = std::fopen(("/proc/" + std::to_string(parent) + "/stat").c_str(), "r")) {
+    char buf[1024] = {};
+    const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    // Fields after the command name's closing parenthesis start at field 3; starttime is 22.
+    const std::string stat(buf, n);
+    const auto close = stat.rfind(')');
+    if (close != std::string::npos) {
+      std::istringstream fields(stat.substr(close + 1));
+      std::string field;
+      for (int k = 3; k <= 22 && (fields >> field); ++k)
+        if (k == 22) start = field;
+    }
+  }
+  return "ccoll-parent-" + std::to_string(parent) + "-" + start;
 }
 
 // Fills rank, nranks and session from the environment where Config leaves them open.
@@ -84,7 +115,7 @@ inline Config resolve_shm_config(Config c) {
     for (const char* var : kSessionVars)
       if (const char* s = std::getenv(var); s != nullptr && *s != '\0' && c.session.empty())
         c.session = s;
-    if (c.session.empty()) c.session = "ccoll-default";
+    if (c.session.empty()) c.session = parent_session();
   }
   return c;
 }
@@ -115,10 +146,7 @@ struct SharedMemory {
           local_{config_.rank},
           name_(detail::shm_name(config_.session)) {
       comm_.init_rank_state(state_);
-      const std::uint64_t deadline =
-          sync::now_ns() +
-          static_cast<std::uint64_t>(
-              std::chrono::duration_cast<std::chrono::nanoseconds>(config_.timeout).count());
+      const std::uint64_t deadline = sync::deadline_after(config_.timeout);
       try {
         rendezvous(deadline);
       } catch (...) {
@@ -148,8 +176,8 @@ struct SharedMemory {
     }
     int rank() const { return config_.rank; }
     std::span<const int> local_ranks() const { return local_; }
-    const plan::Plan& plan(std::size_t count, std::size_t elem_size) {
-      return comm_.prepared_plan(count, elem_size).plan;
+    plan::Plan plan(std::size_t count, std::size_t elem_size) {
+      return comm_.prepared_plan(count, elem_size)->plan;
     }
     int nranks() const { return config_.nranks; }
     const Config& config() const { return config_; }
@@ -195,10 +223,41 @@ struct SharedMemory {
       return same;
     }
 
+    // Only segments of this user that no other user can open take part in a job.
+    static bool owned_privately(const struct stat& st) {
+      return st.st_uid == ::geteuid() && (st.st_mode & 077) == 0;
+    }
+
+    [[noreturn]] void fail_foreign() const {
+      throw Error(ErrorCode::System, config_.rank,
+                  "segment '" + name_ + "' belongs to uid " + std::to_string(foreign_uid_) +
+                      " with mode " + octal(foreign_mode_) + ", not to this user (uid " +
+                      std::to_string(::geteuid()) +
+                      ") with mode 0600: refusing to share data through it; another process "
+                      "holds this session name (set CCOLL_SESSION to a name of your own)");
+    }
+    static std::string octal(unsigned mode) {
+      std::string s;
+      for (int shift = 9; shift >= 0; shift -= 3)
+        s += static_cast<char>('0' + ((mode >> shift) & 7u));
+      return s;
+    }
+
     void create() {
       ::shm_unlink(name_.c_str());  // a stale segment from a crashed run, if any
       fd_ = ::shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+      if (fd_ < 0 && errno == EEXIST) {  // not ours to unlink: someone else's
+        const int other = ::shm_open(name_.c_str(), O_RDONLY, 0);
+        struct stat st {};
+        if (other >= 0 && ::fstat(other, &st) == 0) {
+          foreign_uid_ = static_cast<long>(st.st_uid);
+          foreign_mode_ = static_cast<unsigned>(st.st_mode & 0777);
+        }
+        if (other >= 0) ::close(other);
+        fail_foreign();
+      }
       if (fd_ < 0) fail_system("shm_open(O_CREAT|O_EXCL)");
+      if (::fchmod(fd_, 0600) != 0) fail_system("fchmod");
       bytes_ = runtime::area_layout(comm_).total;
       if (::ftruncate(fd_, static_cast<off_t>(bytes_)) != 0) fail_system("ftruncate");
       void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
@@ -218,6 +277,12 @@ struct SharedMemory {
       bytes_ = runtime::area_layout(comm_).total;
       if (::fstat(fd_, &st) != 0 ||
           static_cast<std::size_t>(st.st_size) < sizeof(runtime::AreaHeader)) {
+        unmap();
+        return false;
+      }
+      if (!owned_privately(st)) {
+        foreign_uid_ = static_cast<long>(st.st_uid);
+        foreign_mode_ = static_cast<unsigned>(st.st_mode & 0777);
         unmap();
         return false;
       }
@@ -260,6 +325,7 @@ struct SharedMemory {
           sync::Backoff backoff;
           while (!try_open()) {
             if (sync::now_ns() >= deadline) {
+              if (foreign_uid_ >= 0) fail_foreign();
               if (mismatch_seen_)
                 throw Error(
                     ErrorCode::Mismatch, config_.rank,
@@ -279,6 +345,21 @@ struct SharedMemory {
         auto* d = reinterpret_cast<runtime::RankDescriptor*>(
             area_ + runtime::area_layout(comm_).descriptors);
         const auto gen32 = static_cast<std::uint32_t>(generation_ | 1u);
+        // Claim the rank: a second process claiming it means two jobs share the session.
+        std::int64_t expected = 0;
+        const auto self = static_cast<std::int64_t>(::getpid());
+        if (!sync::AtomicWord<std::int64_t>(&d[config_.rank].pid)
+                 .compare_exchange(expected, self) &&
+            expected != self) {
+          const auto holder = static_cast<pid_t>(expected);
+          if (::kill(holder, 0) == 0 || errno != ESRCH) {
+            throw Error(ErrorCode::Mismatch, config_.rank,
+                        "rank " + std::to_string(config_.rank) + " of segment '" + name_ +
+                            "' is already held by process " + std::to_string(holder) +
+                            ": two jobs use the same session (set CCOLL_SESSION per job)");
+          }
+          sync::AtomicWord<std::int64_t>(&d[config_.rank].pid).store_release(self);
+        }
         sync::AtomicWord<std::uint32_t>(&d[config_.rank].attached_generation).store_release(gen32);
         sync::AtomicWord<std::uint32_t>(&header_->attached).fetch_add_acq_rel(1);
         sync::Backoff backoff;
@@ -330,6 +411,8 @@ struct SharedMemory {
     std::size_t bytes_ = 0;
     std::uint64_t generation_ = 0;
     bool mismatch_seen_ = false;
+    long foreign_uid_ = -1;  // the owner of a segment of our name that we refused
+    unsigned foreign_mode_ = 0;
   };
 };
 

@@ -1,0 +1,130 @@
+// Misuse and absurd input on the host-threads transport: each ends in a clear ccoll::Error, never
+// a hang, a wrong answer or memory exhaustion (docs/reliability.md).
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ccoll/ccoll.hpp"
+
+using namespace ccoll;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct Outcome {
+  bool ok = false;
+  ErrorCode code = ErrorCode::Parse;
+  std::string what;
+};
+
+template <class F>
+std::vector<Outcome> on_threads(int p, F fn) {
+  std::vector<Outcome> out(static_cast<std::size_t>(p));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < p; ++t)
+    threads.emplace_back([&, t] {
+      auto& o = out[static_cast<std::size_t>(t)];
+      try {
+        fn(t);
+        o.ok = true;
+      } catch (const Error& e) {
+        o.code = e.code();
+        o.what = e.what();
+      }
+    });
+  for (auto& th : threads) th.join();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("two threads passing the same rank: a misuse error, and the others stop at once") {
+  Config c;
+  c.nranks = 3;
+  c.timeout = 60s;  // the test's bound below is far shorter: nobody may wait for the deadline
+  Allreduce<transport::HostThreads, algo::Ring> ar(c);
+  std::vector<std::vector<float>> buf(4, std::vector<float>(1u << 20, 1.0f));
+  const auto t0 = std::chrono::steady_clock::now();
+  // Threads 0 and 3 both claim rank 0; rank 2 never calls, so the first rank 0 waits in its call.
+  auto out = on_threads(4, [&](int t) {
+    if (t == 2) return;
+    const int rank = t == 3 ? 0 : t;
+    if (t == 3) std::this_thread::sleep_for(50ms);  // the first claim is in its call by then
+    ar.rank(rank).run(buf[static_cast<std::size_t>(t)].data(),
+                      buf[static_cast<std::size_t>(t)].data(), buf[0].size(), DataType::f32,
+                      ReduceOp::sum);
+  });
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  CHECK(out[3].code == ErrorCode::InvalidArgument);
+  CHECK(out[3].what.find("already in a call") != std::string::npos);
+  for (int t : {0, 1}) {
+    INFO(out[static_cast<std::size_t>(t)].what);
+    CHECK_FALSE(out[static_cast<std::size_t>(t)].ok);
+    CHECK(out[static_cast<std::size_t>(t)].what.find("rank 0 failed first") != std::string::npos);
+  }
+}
+
+TEST_CASE("a timeout of milliseconds::max() never expires instead of wrapping into the past") {
+  Config c;
+  c.nranks = 2;
+  c.timeout = std::chrono::milliseconds::max();
+  Allreduce<transport::HostThreads, algo::Ring> ar(c);
+  auto out = on_threads(2, [&](int r) {
+    std::vector<float> v(1000, 1.0f);
+    for (int i = 0; i < 3; ++i)
+      ar.rank(r).run(v.data(), v.data(), v.size(), DataType::f32, ReduceOp::sum);
+    if (v[0] != 8.0f) throw Error(ErrorCode::Parse, r, "wrong result");
+  });
+  for (const auto& o : out) {
+    INFO(o.what);
+    CHECK(o.ok);
+  }
+}
+
+TEST_CASE("an absurd count is refused before anything is allocated, on every rank") {
+  Config c;
+  c.nranks = 2;
+  c.timeout = 5s;
+  Allreduce<transport::HostThreads, algo::Ring> ar(c);
+  std::vector<float> small(16, 1.0f);
+  for (std::size_t count : {std::numeric_limits<std::size_t>::max() / 4, std::size_t{1} << 50}) {
+    CAPTURE(count);
+    auto out = on_threads(2, [&](int r) {
+      ar.rank(r).run(small.data(), small.data(), count, DataType::f32, ReduceOp::sum);
+    });
+    for (const auto& o : out) {
+      INFO(o.what);
+      CHECK_FALSE(o.ok);
+      CHECK((o.code == ErrorCode::Unsupported || o.code == ErrorCode::Aborted ||
+             o.code == ErrorCode::InvalidArgument));
+    }
+    CHECK(out[0].what.find("slot_bytes") != std::string::npos);
+    break;  // the communicator is aborted after the first refusal (as documented)
+  }
+  CHECK_THROWS_WITH_AS(ar.plan(std::size_t{1} << 50, DataType::f32),
+                       doctest::Contains("raise slot_bytes"), Error);
+}
+
+TEST_CASE("rank and size from the environment: out-of-range integers are refused") {
+  ::setenv("CCOLL_RANK", "4294967297", 1);  // would wrap to 1 as an int
+  ::setenv("CCOLL_SIZE", "2", 1);
+  Config c;
+  c.timeout = 100ms;
+  CHECK_THROWS_WITH_AS(transport::SharedMemory::resolve(c), doctest::Contains("CCOLL_RANK"), Error);
+  ::setenv("CCOLL_RANK", "-1", 1);
+  CHECK_THROWS_AS(transport::SharedMemory::resolve(c), Error);
+  ::setenv("CCOLL_RANK", "1", 1);
+  const Config resolved = transport::SharedMemory::resolve(c);
+  CHECK(resolved.rank == 1);
+  CHECK(resolved.nranks == 2);
+  // No session and no launcher: the parent process names it, so jobs of different parents differ.
+  CHECK(resolved.session.rfind("ccoll-parent-", 0) == 0);
+  ::unsetenv("CCOLL_RANK");
+  ::unsetenv("CCOLL_SIZE");
+}
