@@ -495,6 +495,29 @@ TEST_CASE("shm: two processes claiming one rank are refused (two jobs sharing a 
          error_code_of(loser) == static_cast<int>(ErrorCode::Timeout)));
 }
 
+TEST_CASE("shm: rank 0 dying during the rendezvous is reported at once, and no segment is left") {
+  const std::string session = unique_session("rendezvous-death");
+  const auto t0 = std::chrono::steady_clock::now();
+  // Three ranks, rank 2 never comes; rank 0 is killed while it waits for it.
+  auto out = on_processes(2, [&](int r) {
+    Config c = shm_config(3, r, session);
+    c.timeout = 30s;
+    if (r == 0)
+      std::thread([] {
+        std::this_thread::sleep_for(300ms);
+        ::kill(::getpid(), SIGKILL);
+      }).detach();
+    Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(c);
+    return std::string("the rendezvous completed without rank 2");
+  });
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  CHECK(out[0].exit_code == -1);
+  INFO(out[1].message);
+  CHECK(error_code_of(out[1]) == static_cast<int>(ErrorCode::Aborted));
+  CHECK(out[1].message.find("died during the rendezvous") != std::string::npos);
+  CHECK_FALSE(segment_exists(session));
+}
+
 TEST_CASE("shm: ranks configured differently refuse to run together") {
   const std::string session = unique_session("config");
   auto out = on_processes(2, [&](int r) {

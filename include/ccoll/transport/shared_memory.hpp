@@ -150,7 +150,11 @@ struct SharedMemory {
       try {
         rendezvous(deadline);
       } catch (...) {
-        if (config_.rank == 0) unlink_if_ours();  // a failed run must not leave its segment behind
+        // A failed run must not leave its segment behind: rank 0 unlinks it, and so does any rank
+        // that saw rank 0 die before it could.
+        if (config_.rank == 0 || (header_ != nullptr && header_->creator_pid > 0 &&
+                                  runtime::process_gone(static_cast<pid_t>(header_->creator_pid))))
+          unlink_if_ours();
         unmap();
         throw;
       }
@@ -377,6 +381,22 @@ struct SharedMemory {
           if (!creator && (polls & 63u) == 63u && !name_is_ours() && !everyone_attached()) {
             stale = true;
             break;
+          }
+          // A rank that attached and then died will never complete the rendezvous.
+          if ((polls & 63u) == 32u) {
+            const auto creator_pid = static_cast<pid_t>(header_->creator_pid);
+            if (!creator && creator_pid > 0 && runtime::process_gone(creator_pid))
+              throw Error(ErrorCode::Aborted, config_.rank,
+                          "rank 0 (pid " + std::to_string(creator_pid) +
+                              ") died during the rendezvous on segment '" + name_ + "'");
+            for (int q = 0; q < config_.nranks; ++q) {
+              const auto pid =
+                  static_cast<pid_t>(sync::AtomicWord<std::int64_t>(&d[q].pid).load_acquire());
+              if (q != config_.rank && pid > 0 && runtime::process_gone(pid))
+                throw Error(ErrorCode::Aborted, config_.rank,
+                            "rank " + std::to_string(q) + " (pid " + std::to_string(pid) +
+                                ") died during the rendezvous on segment '" + name_ + "'");
+            }
           }
           if (sync::now_ns() >= deadline) {
             std::string missing;
