@@ -12,18 +12,54 @@
 //   - every device (or its PCIe switch) links to its CPU at `pcie_GBps`; CPUs link at `cpu_GBps`.
 // Routes between GPUs then cross the same kinds of hops nvidia-smi reports, which is what the
 // planners need (widest path, detours around SYS pairs). Load a JSON file for measured figures.
+//
+// Hostile input (docs/reliability-loaders.md): a cell must be one of X (on the diagonal only), SYS,
+// NODE, PHB, PXB, PIX or NV# (# an integer in [1, 64]); the matrix must be symmetric; at most
+// kMaxSmiDevices devices. Every error is a TopologyError that names the row, the column and the
+// cell and quotes at most 40 characters of any input token.
 #pragma once
 
 #include <cctype>
+#include <charconv>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "ccoll/physical/graph.hpp"
 
 namespace ccoll::physical {
+
+// Most devices (GPUs and NICs) in one matrix; a real machine has a few dozen.
+inline constexpr std::size_t kMaxSmiDevices = 256;
+
+namespace smi_detail {
+
+// At most `max` characters of `s`, non-printable bytes shown as '?', "..." when cut.
+inline std::string excerpt(const std::string& s, std::size_t max = 40) {
+  std::string out;
+  for (std::size_t k = 0; k < s.size() && k < max; ++k) {
+    const auto c = static_cast<unsigned char>(s[k]);
+    out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
+  }
+  if (s.size() > max) out += "...";
+  return out;
+}
+
+// Lanes of an "NV#" cell (# in [1, 64]); 0 for the other known cells; -1 for an unknown cell.
+inline int cell_lanes(const std::string& c) {
+  if (c == "SYS" || c == "NODE" || c == "PHB" || c == "PXB" || c == "PIX") return 0;
+  if (c.size() < 3 || c.size() > 4 || c.compare(0, 2, "NV") != 0) return -1;
+  int lanes = 0;
+  const char* end = c.data() + c.size();
+  const auto r = std::from_chars(c.data() + 2, end, lanes);
+  if (r.ec != std::errc() || r.ptr != end || lanes < 1 || lanes > 64) return -1;
+  return lanes;
+}
+
+}  // namespace smi_detail
 
 struct NvidiaSmiOptions {
   double nvlink_GBps = 25.0;  // per lane
@@ -56,6 +92,7 @@ inline PhysicalTopology topology_from_nvidia_smi(const std::string& text,
       break;
     }
   }
+  using smi_detail::excerpt;
   if (header.empty()) throw TopologyError("nvidia-smi topo -m: no header line starting with GPU0");
   std::vector<std::string> devices;
   for (const auto& h : header) {
@@ -63,6 +100,18 @@ inline PhysicalTopology topology_from_nvidia_smi(const std::string& text,
       devices.push_back(h);
     else
       break;  // "CPU Affinity", "NUMA Affinity" ...
+  }
+  if (devices.size() > kMaxSmiDevices)
+    throw TopologyError("nvidia-smi topo -m: " + std::to_string(devices.size()) +
+                        " devices in the header, more than " + std::to_string(kMaxSmiDevices));
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    if (devices[i].size() > 32)
+      throw TopologyError("nvidia-smi topo -m: device name \"" + excerpt(devices[i]) +
+                          "\" in the header is longer than 32 characters");
+    for (std::size_t k = 0; k < i; ++k)
+      if (devices[k] == devices[i])
+        throw TopologyError("nvidia-smi topo -m: device " + devices[i] +
+                            " appears twice in the header");
   }
   const std::size_t nd = devices.size();
   std::vector<std::vector<std::string>> rel(nd, std::vector<std::string>(nd));
@@ -74,14 +123,32 @@ inline PhysicalTopology topology_from_nvidia_smi(const std::string& text,
     if (tok.empty()) continue;
     if (tok[0] != devices[rows])
       throw TopologyError("nvidia-smi topo -m: expected a row for " + devices[rows] + ", got \"" +
-                          tok[0] + "\"");
-    if (tok.size() < nd + 1) throw TopologyError("nvidia-smi topo -m: row " + tok[0] + " is short");
-    for (std::size_t j = 0; j < nd; ++j) rel[rows][j] = tok[j + 1];
+                          excerpt(tok[0]) + "\"");
+    if (tok.size() < nd + 1)
+      throw TopologyError("nvidia-smi topo -m: row " + tok[0] + " has " +
+                          std::to_string(tok.size() - 1) + " cells, expected " +
+                          std::to_string(nd));
+    for (std::size_t j = 0; j < nd; ++j) {
+      const std::string& c = tok[j + 1];
+      const bool diagonal = j == rows;
+      if (diagonal ? c != "X" : smi_detail::cell_lanes(c) < 0)
+        throw TopologyError("nvidia-smi topo -m: row " + devices[rows] + ", column " + devices[j] +
+                            ": " + (diagonal ? "expected X on the diagonal" : "unknown cell") +
+                            ", got \"" + excerpt(c) +
+                            "\" (expected X, SYS, NODE, PHB, PXB, PIX or NV1..NV64)");
+      rel[rows][j] = c;
+    }
     // GPUs report CPU affinity then NUMA affinity; NICs leave them empty.
     if (has_numa && tok.size() >= nd + 3 && tok[0].rfind("GPU", 0) == 0) numa[rows] = tok[nd + 2];
     ++rows;
   }
   if (rows < nd) throw TopologyError("nvidia-smi topo -m: matrix has fewer rows than columns");
+  for (std::size_t i = 0; i < nd; ++i)
+    for (std::size_t j = i + 1; j < nd; ++j)
+      if (rel[i][j] != rel[j][i])
+        throw TopologyError("nvidia-smi topo -m: asymmetric entries: row " + devices[i] +
+                            ", column " + devices[j] + " is " + rel[i][j] + " but row " +
+                            devices[j] + ", column " + devices[i] + " is " + rel[j][i]);
   PhysicalTopology t;
   t.name = "nvidia-smi";
   std::vector<int> node(nd);
@@ -157,17 +224,8 @@ inline PhysicalTopology topology_from_nvidia_smi(const std::string& text,
   }
   for (std::size_t i = 0; i < nd; ++i)
     for (std::size_t j = i + 1; j < nd; ++j) {
-      const std::string& r = rel[i][j];
-      if (r.size() > 2 && r.rfind("NV", 0) == 0) {
-        int lanes = 0;
-        try {
-          lanes = std::stoi(r.substr(2));
-        } catch (const std::exception&) {
-          throw TopologyError("nvidia-smi topo -m: bad entry \"" + r + "\" for " + devices[i] +
-                              "-" + devices[j]);
-        }
-        if (lanes > 0) t.add_link(node[i], node[j], opt.nvlink_GBps, lanes, 0.7, "nvlink");
-      }
+      const int lanes = smi_detail::cell_lanes(rel[i][j]);  // checked above: >= 0
+      if (lanes > 0) t.add_link(node[i], node[j], opt.nvlink_GBps, lanes, 0.7, "nvlink");
     }
   t.validate();
   return t;
