@@ -283,7 +283,7 @@ TEST_CASE("shm direct: a rank killed in the middle of a call is reported dead wi
       ar.run(in.data(), res.data(), res.size(), DataType::f32, ReduceOp::sum);
     return std::string("100 calls returned without rank 2");
   });
-  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  CHECK(std::chrono::steady_clock::now() - t0 < 12s);  // the timeout is 60 s
   for (int r = 0; r < 2; ++r) {
     INFO(out[static_cast<std::size_t>(r)].message);
     CHECK(error_code_of(out[static_cast<std::size_t>(r)]) == static_cast<int>(ErrorCode::Aborted));

@@ -3,6 +3,9 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -130,4 +133,150 @@ TEST_CASE("schedule: table of all policies and a Chrome trace") {
   const auto t = nlohmann::json::parse(in);
   CHECK(t.at("traceEvents").size() > 604);  // a slice per backward layer, plus allreduces
   std::filesystem::remove(trace);
+}
+
+namespace {
+
+// A synthetic model of `layers` layers (sizes spread from 4 KB to 800 KB, 0.1 ms of backward
+// each): long enough that the optimal planner's search cannot finish, as in the issue where 2,000
+// layers took 1.67 GB and 3.4 s despite --time-limit 1 (and 5,000 layers exhausted 8 GB).
+ccoll::gradient::ModelProfile long_model(int layers) {
+  ccoll::gradient::ModelProfile p;
+  // (std::string(...).append: GCC 12's false -Wrestrict on "literal" + std::to_string.)
+  p.name = std::string("synthetic").append(std::to_string(layers));
+  p.forward_s = 0.05;
+  for (int i = 0; i < layers; ++i)
+    p.layers.push_back({std::string("l").append(std::to_string(i)),
+                        static_cast<std::uint64_t>(4 * (1000 + (i * 7919) % 200000)), 1e-4});
+  return p;
+}
+
+// Peak resident memory (VmHWM) and current resident memory (VmRSS) of this process, in KiB; -1
+// where /proc is not readable.
+long proc_status_kb(const char* field) {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + std::strlen(field));
+  return -1;
+}
+
+// Resets VmHWM to the current RSS (Linux >= 4.0); false where that is not allowed.
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+}  // namespace
+
+// Sanitizers keep freed memory in quarantine, so resident-size bounds only hold without them.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+TEST_CASE("optimal planner: the time limit holds inside the search, memory stays bounded") {
+  namespace grad = ccoll::gradient;
+  const grad::ModelProfile p = long_model(2000);
+  const grad::CommModel c = grad::CommModel::from_line(1.4e-3, 1.7e-9, 1.5);
+  grad::OptimalOptions opt;
+  opt.time_limit_s = 0.2;
+  const bool peak_resettable = reset_peak_rss();
+  const long rss0 = proc_status_kb("VmRSS:");
+  const auto t0 = std::chrono::steady_clock::now();
+  const grad::OptimalResult r = grad::solve_optimal(p, c, opt);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const long hwm = proc_status_kb("VmHWM:");
+  CAPTURE(wall);
+  CAPTURE(r.peak_states);
+  // Generous for sanitizer builds on a loaded machine; before, 3.5 s in a Release build.
+  CHECK(wall < 2.5);
+  CHECK_FALSE(r.proven_optimal);
+  CHECK(r.proof.empty());
+  CHECK((r.stopped_by == "time" || r.stopped_by == "states"));
+  CHECK(r.peak_states <= opt.max_states);
+  CHECK(r.lower_bound_s <= r.iteration_s * (1 + 1e-12));
+  CHECK(r.iteration_s <= grad::iteration_time(p, grad::plan_mg_wfbp(p, c), c) * (1 + 1e-12));
+  if (peak_resettable && rss0 > 0 && hwm > 0 && !kSanitized) {
+    CAPTURE(hwm - rss0);
+    // The state budget: at most max_states states of about kOptimalStateBytes (128 MB by
+    // default); before, the beams alone grew to 1.6 GB.
+    CHECK((hwm - rss0) * 1024.0 <
+          static_cast<double>(opt.max_states) * static_cast<double>(grad::kOptimalStateBytes));
+  }
+  // The memory budget alone: a small one stops the search by states, not by time.
+  opt.time_limit_s = -1;
+  opt.max_states = 5000;
+  const grad::OptimalResult s = grad::solve_optimal(p, c, opt);
+  CHECK(s.stopped_by == "states");
+  CHECK(s.peak_states <= 5000);
+  CHECK_FALSE(s.proven_optimal);
+  CHECK(s.iteration_s <= grad::iteration_time(p, grad::plan_mg_wfbp(p, c), c) * (1 + 1e-12));
+}
+
+TEST_CASE("schedule --policy optimal on 2,000 layers: --time-limit and --max-states hold") {
+  namespace grad = ccoll::gradient;
+  const grad::ModelProfile p = long_model(2000);
+  const std::string file = temp_path("long2000.json");
+  {
+    nlohmann::json j;
+    j["name"] = p.name;
+    j["forward_s"] = p.forward_s;
+    for (const auto& l : p.layers)
+      j["layers"].push_back({{"name", l.name}, {"bytes", l.bytes}, {"backward_s", l.backward_s}});
+    std::ofstream(file) << j.dump();
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = schedule({"--profile", file, "--policy", "optimal", "--time-limit", "0.2", "--json"});
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(r.rc == 0);
+  CHECK(wall < 3.0);  // profile loading and the JSON included
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["planning_s"].get<double>() < 2.5);
+  CHECK(j["proven_optimal"] == false);
+  CHECK(j["stopped_by"] == "time");
+  CHECK(j["peak_states"].get<std::size_t>() <= ccoll::gradient::OptimalOptions{}.max_states);
+  r = schedule({"--profile", file, "--policy", "optimal", "--time-limit", "-1", "--max-states",
+                "2000", "--json"});
+  REQUIRE(r.rc == 0);
+  j = nlohmann::json::parse(r.out);
+  CHECK(j["stopped_by"] == "states");
+  CHECK(j["peak_states"].get<std::size_t>() <= 2000);
+  r = schedule({"--profile", file, "--policy", "optimal", "--max-states", "2000"});
+  REQUIRE(r.rc == 0);
+  CHECK(r.out.find("not proven within --max-states") != std::string::npos);
+  std::filesystem::remove(file);
+}
+
+TEST_CASE("schedule: budget options and outputs are checked before planning") {
+  for (const auto& bad : {std::vector<std::string>{"--max-states", "0"},
+                          {"--max-states", "1e9"},
+                          {"--max-states", "2.5"},
+                          {"--time-limit", "nan"},
+                          {"--concurrency", "8"}}) {
+    std::vector<std::string> args{"--profile", "resnet50", "--policy", "optimal"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    CAPTURE(args);
+    const auto r = schedule(args);
+    CHECK(r.rc == 2);
+    CHECK(r.err.find(bad[0]) != std::string::npos);
+  }
+  // --concurrency 8 stays valid for the planners that take it.
+  CHECK(schedule({"--profile", "resnet50", "--policy", "asc", "--concurrency", "8"}).rc == 0);
+  // An unwritable --trace fails at once, before the (budgeted) planning.
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = schedule({"--profile", "resnet50", "--policy", "optimal", "--time-limit", "5",
+                           "--trace", "/nonexistent-ccoll-dir/t.json"});
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 2.0);
+  CHECK(r.rc == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("--trace") != std::string::npos);
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <any>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -358,4 +359,135 @@ TEST_CASE("fit: a, b and gamma from nccl-tests output and ccoll_perf JSON") {
   CHECK(ccoll::cli::run_fit({"--ccoll-perf", perf, "--algo", "tree"}, o5, e5) == 1);
   CHECK(e5.str().find("ccoll fit: ") != std::string::npos);
   for (const auto& f : {one, two, perf}) std::filesystem::remove(f);
+}
+
+// Input limits (docs/reliability-tools.md): every numeric option of `plan` / `simulate` is
+// checked against a documented bound, and a bad value is a usage error (exit status 2) that names
+// the option, before anything large is allocated.
+TEST_CASE("input limits: numeric options out of range are usage errors naming the option") {
+  struct Bad {
+    std::vector<std::string> args;
+    const char* names;
+  };
+  const std::vector<Bad> bad{
+      {{"--bytes", "1e30"}, "--bytes"},         // memory exhaustion before
+      {{"--bytes", "1"}, "--bytes"},            // less than one element: "bytes 0, time 0"
+      {{"--bytes", "inf"}, "--bytes"},          //
+      {{"--chunks", "1e9"}, "--chunks"},        // memory exhaustion before
+      {{"--chunks", "-1"}, "--chunks"},         //
+      {{"--split", "1e6"}, "--split"},          //
+      {{"--split", "2.5"}, "--split"},          //
+      {{"--slot-bytes", "0"}, "--slot-bytes"},  // was reported as --bytes
+      {{"--slot-bytes", "2"}, "--slot-bytes"},  // less than one element: a library error before
+      {{"--slot-bytes", "1e300"}, "--slot-bytes"},
+      {{"--nslots", "1e9"}, "--nslots"},
+      {{"--links", "1e30"}, "--links"},  // an out-of-range float-to-int conversion before
+      {{"--reduce-GBps", "-1"}, "--reduce-GBps"},
+      {{"--step-overhead-us", "-1"}, "--step-overhead-us"},
+      {{"--alpha-us", "1e300"}, "--alpha-us"},
+  };
+  for (const auto& b : bad) {
+    std::vector<std::string> args{"--topology", "full8", "--algo", "ring"};
+    args.insert(args.end(), b.args.begin(), b.args.end());
+    CAPTURE(b.args[0]);
+    CAPTURE(b.args[1]);
+    const auto r = simulate(args);
+    CHECK(r.rc == 2);
+    CHECK(r.err.rfind(std::string("ccoll simulate: ") + b.names + ":", 0) == 0);
+  }
+  // The option given is the one named (--slot-bytes used to be reported as --bytes).
+  const auto slot = simulate({"--topology", "full8", "--algo", "ring", "--slot-bytes", "0"});
+  CHECK(slot.err.find("--bytes") == std::string::npos);
+  // The limits themselves are accepted.
+  CHECK(ccoll::cli::parse_bytes("1125899906842624") == ccoll::cli::kMaxBytes);
+  CHECK_THROWS_AS(ccoll::cli::parse_bytes("1125899906842625"), ccoll::cli::UsageError);
+  const auto o = ccoll::cli::parse_options(
+      {"--topology", "full8", "--chunks", "65536", "--split", "4096", "--nslots", "4096"});
+  CHECK(o.chunks == 65536u);
+  CHECK(o.split == 4096);
+  CHECK(o.nslots == 4096u);
+}
+
+TEST_CASE("input limits: uniform:P and preset parameters, one exit status and message style") {
+  // uniform:0 and cluster:0x8 are both bad user input: exit status 2 (it was 2 and 1), and the
+  // same shape of message: the option, the rule, what was given.
+  for (const std::string t :
+       {"uniform:0", "uniform:1", "uniform:100000", "uniform:2.5", "uniform:8:0", "uniform:8:10:-5",
+        "cluster:0x8", "cluster:8x0", "cluster:2x1000", "cluster:99999999999x8", "cluster:2x4:0",
+        "cluster:2x4:fast", "cluster:2", "cluster:2x6:nvlink", "full0", "full2000",
+        "full99999999999"}) {
+    CAPTURE(t);
+    const auto r = simulate({"--topology", t, "--algo", "ring"});
+    CHECK(r.rc == 2);
+    CHECK(r.err.rfind("ccoll simulate: --topology ", 0) == 0);
+    CHECK(r.err.find(t) != std::string::npos);
+    CHECK(r.out.empty());
+  }
+  CHECK(simulate({"--topology", "uniform:0", "--algo", "ring"}).rc ==
+        simulate({"--topology", "cluster:0x8", "--algo", "ring"}).rc);
+  // At the limits: accepted.
+  CHECK(simulate({"--topology", "cluster:1x1", "--algo", "ring"}).rc == 0);
+  CHECK(simulate({"--topology", "full1", "--algo", "ring"}).rc == 0);
+  CHECK(ccoll::cli::load_setup(ccoll::cli::parse_options({"--topology", "uniform:4096"}))
+            .uniform_ranks == 4096);
+  // A name that is neither a file nor a preset family may be a missing file: exit status 1.
+  CHECK(simulate({"--topology", "nosuchpreset", "--algo", "ring"}).rc == 1);
+}
+
+TEST_CASE("input limits: plans above the step limit are refused before they are built") {
+  struct Big {
+    std::vector<std::string> args;
+    const char* advice;  // the option the message tells the user to change
+  };
+  const std::vector<Big> big{
+      {{"--topology", "full8", "--algo", "ring", "--chunks", "65536"}, "lower --chunks"},
+      {{"--topology", "full8", "--algo", "ring", "--slot-bytes", "4", "--bytes", "1G"},
+       "raise --slot-bytes"},
+      {{"--topology", "uniform:4096", "--algo", "ring"}, "fewer ranks"},
+      {{"--topology", "uniform:4096", "--algo", "tree", "--alpha-us", "0"}, "--alpha-us"},
+      {{"--topology", "dgx1v", "--algo", "forest", "--split", "4096", "--chunks", "4096"},
+       "lower --split"},
+  };
+  for (const auto& b : big) {
+    CAPTURE(b.args);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = simulate(b.args);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(r.rc == 2);
+    CHECK(r.err.find("4194304") != std::string::npos);  // the limit, in the message
+    CHECK(r.err.find(b.advice) != std::string::npos);
+    CHECK(s < 2.0);  // refused from the estimate, not after building
+  }
+  // The forest on a complete graph: bounded ranks (uniform:64 never finished before).
+  const auto f = simulate({"--topology", "uniform:64", "--algo", "forest"});
+  CHECK(f.rc == 2);
+  CHECK(f.err.find("32") != std::string::npos);
+  CHECK(simulate({"--topology", "full64", "--algo", "forest"}).rc == 2);
+}
+
+TEST_CASE("input limits: the plan-size estimate is close to the plan built") {
+  for (const std::string t : {"full8", "dgx1v", "cluster:2x4:pcie:10"})
+    for (const auto& a : ccoll::algo::algorithms())
+      for (const auto& extra :
+           {std::vector<std::string>{}, {"--chunks", "16"}, {"--bytes", "1G"}}) {
+        if (a.name == "hdbtree" && !extra.empty() && extra[0] == "--chunks") continue;
+        std::vector<std::string> args{"--topology", t, "--algo", a.name, "--json"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        CAPTURE(args);
+        const auto r = plan(args);
+        REQUIRE(r.rc == 0);
+        const auto j = nlohmann::json::parse(r.out)["plan"];
+        const double ratio = j["estimated_steps"].get<double>() / j["steps"].get<std::uint64_t>();
+        CHECK(ratio > 0.25);
+        CHECK(ratio < 8);
+      }
+}
+
+TEST_CASE("--trace to a path that cannot be written fails before the simulation") {
+  const auto r = simulate({"--topology", "full8", "--algo", "ring", "--csv", "--trace",
+                           "/nonexistent-ccoll-dir/trace.json"});
+  CHECK(r.rc == 1);
+  CHECK(r.out.empty());  // nothing simulated or printed
+  CHECK(r.err.find("--trace") != std::string::npos);
+  CHECK(r.err.find("/nonexistent-ccoll-dir/trace.json") != std::string::npos);
 }

@@ -3,6 +3,7 @@
 // the build links ccoll_perf's own code (benchmarks/CMakeLists.txt defines CCOLL_PERF_CORE), one
 // test also runs the forest on dgx1v through the benchmark's threads path and checks the results.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #if __has_include(<nlohmann/json.hpp>)  // perf_cli.hpp needs it (JSON output, --topology)
 
@@ -10,6 +11,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -438,7 +441,116 @@ TEST_CASE("inputs reduce exactly, and the check counts wrong elements") {
   }
 }
 
+// Input checks (docs/reliability-tools.md): sizes of less than one element, the option the user
+// spelled, --timeout's range, and output paths checked before the run.
+TEST_CASE("sizes below one element are usage errors, not an empty table") {
+  auto message = [](const std::vector<std::string>& args) { return usage_message(args); };
+  // -b 0 -e 0 printed no rows and exited 0.
+  const std::string zero = message({"-b", "0", "-e", "0"});
+  CHECK(zero.find("-b/--minbytes") != std::string::npos);
+  CHECK(zero.find("one element") != std::string::npos);
+  CHECK(message({"-b", "2", "-e", "2", "-f", "1"}).find("-b/--minbytes") != std::string::npos);
+  CHECK(message({"-b", "4", "-e", "64", "-d", "double"}).find("8 B") != std::string::npos);
+  CHECK(message({"-b", "8", "-e", "64", "-d", "double"}) == "no error");
+  CHECK(message({"-b", "1", "-e", "64", "-d", "uint8"}) == "no error");
+  CHECK(message({"-b", "2M", "-e", "1M"}).find("must not exceed") != std::string::npos);
+  // Every size of an accepted sweep holds at least one element.
+  const Options o = parse({"-b", "4", "-e", "1K", "-f", "3"});
+  for (std::uint64_t s : size_sweep(o.min_bytes, o.max_bytes, o.step_factor))
+    CHECK(elements_for(s, o.dtype) >= 1);
+}
+
+TEST_CASE("the error names the option given: --slot-bytes vs --slot_bytes") {
+  auto message = [](const std::vector<std::string>& args) { return usage_message(args); };
+  const std::string under = message({"--slot_bytes", "0"});
+  CHECK(under.rfind("--slot_bytes:", 0) == 0);
+  // The ccoll CLI's spelling is not ccoll_perf's: named as given, with the right one suggested.
+  const std::string dash = message({"--slot-bytes", "0"});
+  CHECK(dash.find("'--slot-bytes'") != std::string::npos);
+  CHECK(dash.find("did you mean --slot_bytes?") != std::string::npos);
+  CHECK(dash.find("--bytes") == std::string::npos);
+  CHECK(message({"--stream-slot-bytes", "0"}).find("--stream_slot_bytes") != std::string::npos);
+  CHECK(message({"--bogus-flag"}).find("did you mean") == std::string::npos);
+  CHECK(message({"--slot_bytes=0"}).rfind("--slot_bytes:", 0) == 0);
+}
+
+TEST_CASE("--timeout MS sets ccoll::Config::timeout; huge values are refused, not overflowed") {
+  CHECK_FALSE(parse({}).timeout_ms.has_value());
+  CHECK(parse({"--timeout", "5000"}).timeout_ms == 5000L);
+  CHECK(parse({"--timeout=2147483647"}).timeout_ms == kMaxTimeoutMs);
+  auto message = [](const std::vector<std::string>& args) { return usage_message(args); };
+  for (const char* v : {"0", "-5", "2147483648", "99999999999999999999999", "1e3", "x", ""}) {
+    CAPTURE(v);
+    const std::string m = message({"--timeout", v});
+    CHECK(m.rfind("--timeout:", 0) == 0);
+  }
+  CHECK(message({"--timeout", "99999999999999999999999"}).find("1..2147483647") !=
+        std::string::npos);
+  Report rep;
+  rep.options = parse({"--timeout", "1234"});
+  CHECK(nlohmann::json::parse(to_json(rep))["options"]["timeout_ms"] == 1234);
+  rep.options = parse({});
+  CHECK(nlohmann::json::parse(to_json(rep))["options"]["timeout_ms"].is_null());
+}
+
+TEST_CASE("--json / --csv paths are checked before the run") {
+  CHECK_THROWS_WITH_AS(check_output_path("--json", "/nonexistent-ccoll-dir/out.json"),
+                       doctest::Contains("--json: cannot write '/nonexistent-ccoll-dir/out.json'"),
+                       std::runtime_error);
+  const auto dir = std::filesystem::temp_directory_path();
+  CHECK_THROWS_WITH_AS(check_output_path("--csv", dir.string()), doctest::Contains("directory"),
+                       std::runtime_error);
+  // A new path: writable, and not left behind.
+  const auto fresh = dir / ("ccoll_perf_test_" + std::to_string(::getpid()) + ".json");
+  std::filesystem::remove(fresh);
+  CHECK_NOTHROW(check_output_path("--json", fresh.string()));
+  CHECK_FALSE(std::filesystem::exists(fresh));
+  // An existing file: left as it is.
+  std::ofstream(fresh) << "keep";
+  CHECK_NOTHROW(check_output_path("--json", fresh.string()));
+  std::ifstream in(fresh);
+  std::string text;
+  std::getline(in, text);
+  CHECK(text == "keep");
+  std::filesystem::remove(fresh);
+  CHECK(usage_message({"--json", ""}).rfind("--json:", 0) == 0);
+}
+
 #if CCOLL_PERF_CORE
+TEST_CASE("--timeout reaches ccoll::Config; the largest value runs a sweep without overflow") {
+  CHECK(make_config(parse({}), -1, 2, "").timeout == ccoll::Config{}.timeout);
+  const Options o = parse({"-a", "ring", "-t", "2", "-b", "1K", "-e", "1K", "-n", "2", "-w", "1",
+                           "-m", "0", "--timeout", "2147483647"});
+  const ccoll::Config cfg = make_config(o, -1, 2, "");
+  CHECK(cfg.timeout == std::chrono::milliseconds(2147483647));
+  // An overflowed deadline would lie in the past and fail every wait at once.
+  const Prepared p = prepare_algorithms(o);
+  auto coll = make_collective(Transport::threads, p.algos[0], cfg);
+  SweepSpec spec;
+  spec.transport = "threads";
+  spec.algo = "ring";
+  spec.sizes = size_sweep(o.min_bytes, o.max_bytes, o.step_factor);
+  spec.dtype = o.dtype;
+  spec.op = o.op;
+  spec.iters = o.iters;
+  spec.warmup = o.warmup;
+  spec.check = true;
+  std::mutex m;
+  std::vector<Row> rows;
+  run_threads_sweep(
+      spec, *coll, 2,
+      [&](const Row& r) {
+        std::lock_guard<std::mutex> lock(m);
+        rows.push_back(r);
+      },
+      [](int rank, const std::string& what) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
+        std::abort();
+      });
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].wrong == 0);
+}
+
 // The forest on dgx1v (8 ranks, relays included), phased and overlapped, through the code that
 // `ccoll_perf -a forest,forest-overlap --topology dgx1v` runs: prepare_algorithms, make_collective
 // (Allreduce<HostThreads, algo::Registered, S>, one rank view per thread) and run_threads_sweep,

@@ -6,6 +6,7 @@
 // else Phased; "tree" is [C-Cube]'s phased baseline B and "tree-overlap" its overlapped C1). The
 // transport is a template parameter and nothing else depends on it: threads and shm construct the
 // same Allreduce<T, algo::Registered, S> and call it through the same rank view, ar.rank(r).
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -75,6 +76,7 @@ ccoll::Config make_config(const Options& knobs, int rank, int nranks, const std:
   if (knobs.stream_slot_bytes) cfg.stream_slot_bytes = *knobs.stream_slot_bytes;
   if (knobs.slot_stores == Options::SlotStores::streamed) cfg.tune_slot_stores = false;
   if (knobs.slot_stores == Options::SlotStores::cached) cfg.stream_slot_bytes = 0;
+  if (knobs.timeout_ms) cfg.timeout = std::chrono::milliseconds(*knobs.timeout_ms);
   return cfg;
 }
 

@@ -410,6 +410,15 @@ int main_impl(int argc, char** argv) {
     std::fputs(format_algorithm_list().c_str(), stdout);
     return 0;
   }
+  // The output files are checked now: a path that cannot be written fails before the run, not
+  // after it (exit status 1, as when writing fails).
+  try {
+    if (!o.json_path.empty()) check_output_path("--json", o.json_path);
+    if (!o.csv_path.empty()) check_output_path("--csv", o.csv_path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ccoll_perf: %s\n", e.what());
+    return 1;
+  }
   report.command = command_line(argv_all);
   report.machine = read_machine_info();
 

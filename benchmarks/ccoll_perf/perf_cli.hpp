@@ -11,10 +11,14 @@
 #pragma once
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -80,10 +84,16 @@ struct Options {
   // ccoll::Config::tune_slot_stores: auto (tune), or always stream / never stream from
   // stream_slot_bytes up.
   enum class SlotStores { automatic, streamed, cached } slot_stores = SlotStores::automatic;
+  // ccoll::Config::timeout (deadline of every wait of one call); unset: the library's default.
+  std::optional<long> timeout_ms;
   std::string json_path;
   std::string csv_path;
   bool help = false;
 };
+
+// --timeout's largest value: 2^31 - 1 ms (24.8 days). The library turns the timeout into
+// nanoseconds added to a clock reading, so a larger one could overflow.
+inline constexpr long kMaxTimeoutMs = 2147483647L;
 
 // "64", "8K", "16M", "1G", "2KB", "4MiB" (binary multiples, as nccl-tests).
 inline std::optional<std::uint64_t> parse_size(std::string_view s) {
@@ -242,8 +252,10 @@ inline std::string usage_text() {
                           library's
       --slot_stores M     auto (rank 0 times both kinds of slot store per size and keeps the
                           faster), streamed (non-temporal) or cached; default auto
-      --json FILE         write the results as JSON
-      --csv FILE          write the results as CSV
+      --timeout MS        ccoll::Config::timeout: how long one call waits for a peer before it
+                          fails, 1..2147483647 ms, default: the library's (60000)
+      --json FILE         write the results as JSON (the path is checked before the run)
+      --csv FILE          write the results as CSV (the path is checked before the run)
   -h, --help              this text
 Examples:
   ccoll_perf                                   # 4 threads, 8 B..64 MiB, the default algorithms
@@ -273,10 +285,15 @@ inline long parse_long(std::string_view flag, std::string_view v, long lo, long 
     i = 1;
   }
   if (i == v.size()) throw bad_value(flag, "expected an integer", v);
+  bool huge = false;  // more digits than any range here: reported as out of range, not parsed
   for (; i < v.size(); ++i) {
-    if (v[i] < '0' || v[i] > '9' || value > 100000000000L)
-      throw bad_value(flag, "expected an integer", v);
-    value = value * 10 + (v[i] - '0');
+    if (v[i] < '0' || v[i] > '9') throw bad_value(flag, "expected an integer", v);
+    if (value > 100000000000L) huge = true;
+    if (!huge) value = value * 10 + (v[i] - '0');
+  }
+  if (huge) {
+    throw UsageError(std::string(flag) + ": expected " + std::to_string(lo) + ".." +
+                     std::to_string(hi) + ", got " + std::string(v));
   }
   if (negative) value = -value;
   if (value < lo || value > hi) {
@@ -403,12 +420,29 @@ inline Options parse_args(const std::vector<std::string>& args) {
       } else {
         throw detail::bad_value(flag, "expected auto, streamed or cached", v);
       }
+    } else if (flag == "--timeout") {
+      o.timeout_ms = detail::parse_long(flag, next(), 1, kMaxTimeoutMs);
     } else if (flag == "--json") {
       o.json_path = next();
+      if (o.json_path.empty()) throw detail::bad_value(flag, "expected a file name", "");
     } else if (flag == "--csv") {
       o.csv_path = next();
+      if (o.csv_path.empty()) throw detail::bad_value(flag, "expected a file name", "");
     } else {
-      throw UsageError("unknown option '" + args[i] + "' (try -h)");
+      // --slot-bytes for --slot_bytes (the ccoll CLI's spelling) and the like: say so.
+      std::string other = flag;
+      if (other.rfind("--", 0) == 0) {
+        for (std::size_t k = 2; k < other.size(); ++k) {
+          if (other[k] == '-') {
+            other[k] = '_';
+          } else if (other[k] == '_') {
+            other[k] = '-';
+          }
+        }
+      }
+      const bool known = other != flag && usage_text().find(" " + other + " ") != std::string::npos;
+      const std::string hint = known ? ", did you mean " + other + "?" : "";
+      throw UsageError("unknown option '" + args[i] + "'" + hint + " (try -h)");
     }
   }
   if (o.help || o.list_algos) return o;
@@ -423,7 +457,13 @@ inline Options parse_args(const std::vector<std::string>& args) {
   if (o.step_factor == 1.0 && o.min_bytes != o.max_bytes) {
     throw UsageError("-f/--stepfactor: 1 only works with -b equal to -e");
   }
-  if (o.min_bytes == 0) o.min_bytes = 1;
+  // Every size must hold one element, or the sweep has rows of no elements (or none at all).
+  const std::size_t elem = ccoll::size_of(o.dtype);
+  if (o.min_bytes < elem) {
+    throw UsageError("-b/--minbytes: " + std::to_string(o.min_bytes) +
+                     " B is less than one element (" + std::string(ccoll::to_string(o.dtype)) +
+                     ": " + std::to_string(elem) + " B); the smallest message is one element");
+  }
   return o;
 }
 
@@ -491,6 +531,26 @@ inline Prepared prepare_algorithms(const Options& o,
   }
   p.nranks = fixed > 0 ? fixed : o.nranks;
   return p;
+}
+
+// Checks that an output file (--json, --csv) can be written, before the run rather than after it:
+// throws std::runtime_error naming the flag (main: exit status 1, as when the write fails). An
+// existing file is opened for appending and left as it is; a new one is created and removed.
+inline void check_output_path(std::string_view flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string what = std::string(flag) + ": cannot write '" + path + "'";
+  if (fs::is_directory(path, ec)) throw std::runtime_error(what + ": it is a directory");
+  const bool existed = fs::exists(path, ec);
+  errno = 0;
+  {
+    std::ofstream f(path, std::ios::app);
+    if (!f) {
+      const int e = errno;
+      throw std::runtime_error(what + (e ? std::string(": ") + std::strerror(e) : std::string()));
+    }
+  }
+  if (!existed) fs::remove(path, ec);
 }
 
 // Message sizes min, min*f, min*f^2 ... <= max (each rounded down to whole bytes), as nccl-tests.
@@ -697,6 +757,7 @@ inline nlohmann::ordered_json to_json_value(const Report& rep) {
   opts["slot_stores"] = o.slot_stores == Options::SlotStores::automatic  ? "auto"
                         : o.slot_stores == Options::SlotStores::streamed ? "streamed"
                                                                          : "cached";
+  opts["timeout_ms"] = o.timeout_ms ? json(*o.timeout_ms) : json(nullptr);
   opts["datatype"] = std::string(ccoll::to_string(o.dtype));
   opts["op"] = std::string(ccoll::to_string(o.op));
   opts["topology"] = o.topology.empty() ? json(nullptr) : json(o.topology);

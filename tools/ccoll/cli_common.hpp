@@ -3,8 +3,11 @@
 // exceptions to exit statuses with the command's name in front of the message.
 #pragma once
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <ostream>
 #include <sstream>
@@ -61,6 +64,28 @@ inline std::string read_text_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// Checks that `path` can be written, before the work that would write it: an output file that
+// cannot be written is an error (exit status 1, as when writing it fails) at once, not after a
+// long run. An existing file is opened for appending (left as it is); a new one is created and
+// removed again.
+inline void check_output_file(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw std::runtime_error(flag + ": cannot write \"" + path + "\": it is a directory");
+  const bool existed = fs::exists(path, ec);
+  errno = 0;
+  {
+    std::ofstream f(path, std::ios::app);
+    if (!f) {
+      const int e = errno;
+      throw std::runtime_error(flag + ": cannot write \"" + path + "\"" +
+                               (e ? std::string(": ") + std::strerror(e) : std::string()));
+    }
+  }
+  if (!existed) fs::remove(path, ec);
 }
 
 // Runs a sub-command's body and turns its exceptions into "ccoll <name>: <what>" on `err` and the

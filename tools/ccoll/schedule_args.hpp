@@ -43,8 +43,9 @@ struct ScheduleOptions {
   int workers = 32;     // ring/dbtree only
   int concurrency = 2;  // messages in flight for asc / optimal / --evaluate
   double time_limit_s = 1.0;
-  double bucket_mb = 25, first_bucket_mb = 1;  // DDP
-  double fusion_mb = 64, cycle_ms = 5;         // Horovod
+  std::size_t max_states = grad::OptimalOptions{}.max_states;  // optimal: memory budget
+  double bucket_mb = 25, first_bucket_mb = 1;                  // DDP
+  double fusion_mb = 64, cycle_ms = 5;                         // Horovod
   bool json = false;
   std::string trace;
 };
@@ -56,7 +57,8 @@ inline const char* kSchedulePolicies = "wfbp, single, mg, mg-paper, asc, optimal
 inline const char* kScheduleHelp =
     "usage: ccoll schedule --profile FILE|MODEL --policy P[,P...]|all\n"
     "                      [--a A --b B --gamma G] [--workers P --collective line|ring|dbtree]\n"
-    "                      [--concurrency K] [--time-limit S] [--json] [--trace FILE]\n"
+    "                      [--concurrency K] [--time-limit S] [--max-states N] [--json]\n"
+    "                      [--trace FILE]\n"
     "       ccoll schedule --profile FILE|MODEL --evaluate SCHEDULE.json [--a ...] [--json]\n"
     "Plans which gradient tensors are fused into one allreduce and which allreduces run at once,\n"
     "and predicts the iteration time (forward + backward + exposed communication).\n"
@@ -74,7 +76,11 @@ inline const char* kScheduleHelp =
     "  --gamma    transfer stretch of two simultaneous allreduces ([ASC-WFBP] Eq. 9); k at once:\n"
     "             1 + (gamma - 1)(k - 1)\n"
     "  --concurrency K   allreduces in flight at most (asc, optimal, --evaluate; default 2)\n"
-    "  --time-limit S    budget of the optimal planner (default 1 s; < 0: until proven)\n"
+    "  --time-limit S    time budget of the optimal planner, kept inside its search (default\n"
+    "             1 s; < 0: until proven or out of states)\n"
+    "  --max-states N    memory budget of the optimal planner: search states held at once\n"
+    "             (default 250000, at most about 128 MB; up to 100000000); past either budget it\n"
+    "             returns its best schedule so far, not proven optimal\n"
     "  --bucket-mb, --first-bucket-mb (bucket: 25, 1); --fusion-mb, --cycle-ms (horovod: 64, 5)\n"
     "  --evaluate FILE   {\"layer_types\": [\"n\", \"m\", \"s\", ...] (index 0 = layer 1) or\n"
     "             \"nms...\", \"max_concurrent\": K}: evaluate that typing\n"
@@ -134,6 +140,11 @@ inline ScheduleOptions parse_schedule_options(const std::vector<std::string>& ar
       o.concurrency = static_cast<int>(k);
     } else if (f == "--time-limit") {
       o.time_limit_s = parse_number(f, value());
+    } else if (f == "--max-states") {
+      const double n = positive(parse_number(f, value()));
+      if (n != std::floor(n) || n > 1e8)
+        throw UsageError("--max-states: expected an integer from 1 to 100000000");
+      o.max_states = static_cast<std::size_t>(n);
     } else if (f == "--bucket-mb") {
       o.bucket_mb = positive(parse_number(f, value()));
     } else if (f == "--first-bucket-mb") {
@@ -155,6 +166,10 @@ inline ScheduleOptions parse_schedule_options(const std::vector<std::string>& ar
     throw UsageError("--policy: required unless --evaluate is given");
   if (!o.evaluate.empty() && !o.policies.empty())
     throw UsageError("--evaluate and --policy exclude each other");
+  if (o.concurrency > 6 &&
+      std::find(o.policies.begin(), o.policies.end(), "optimal") != o.policies.end())
+    throw UsageError("--concurrency: the optimal policy takes 1..6 messages in flight, got " +
+                     std::to_string(o.concurrency));
   return o;
 }
 
@@ -213,6 +228,7 @@ inline Planned plan_policy(const ScheduleOptions& o, const std::string& policy,
     grad::OptimalOptions opt;
     opt.max_concurrent = o.concurrency;
     opt.time_limit_s = o.time_limit_s;
+    opt.max_states = o.max_states;
     out.optimal = grad::solve_optimal(p, c, opt);
     out.schedule = out.optimal->schedule;
   } else if (policy == "bucket") {
@@ -268,6 +284,7 @@ inline int run_schedule(const std::vector<std::string>& args, std::ostream& out,
   }
   return run_reporting("schedule", err, [&] {
     const ScheduleOptions o = parse_schedule_options(args);
+    if (!o.trace.empty()) check_output_file("--trace", o.trace);  // before the work, not after
     const grad::ModelProfile p = resolve_profile(o.profile);
     const grad::CommModel c = comm_model(o);
     std::vector<Planned> runs;
@@ -301,6 +318,8 @@ inline int run_schedule(const std::vector<std::string>& args, std::ostream& out,
           j["proven_optimal"] = r.optimal->proven_optimal;
           j["proof"] = r.optimal->proof;
           j["gap"] = r.optimal->gap();
+          j["stopped_by"] = r.optimal->stopped_by;
+          j["peak_states"] = r.optimal->peak_states;
         }
         all.push_back(std::move(j));
       } else {
@@ -310,7 +329,8 @@ inline int run_schedule(const std::vector<std::string>& args, std::ostream& out,
           std::snprintf(buf, sizeof buf, "%s; lower bound %.6f s (gap %.2f%%)",
                         r.optimal->proven_optimal
                             ? ("proven optimal by " + r.optimal->proof).c_str()
-                            : "not proven within the time limit",
+                        : r.optimal->stopped_by == "states" ? "not proven within --max-states"
+                                                            : "not proven within the time limit",
                         r.optimal->lower_bound_s, 100 * r.optimal->gap());
           notes = buf;
         }

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <any>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -16,6 +18,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 // GCC 12 at -O3 reports a false -Wrestrict (GCC bug 105329) inside physical::cluster()'s
@@ -33,6 +36,8 @@
 #include "ccoll/forest/packed_forest.hpp"
 #include "ccoll/model/alpha_beta.hpp"
 #include "ccoll/physical/graph.hpp"
+#include "ccoll/plan/chunking.hpp"
+#include "ccoll/plan/direct.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/tree.hpp"
 #include "ccoll/plan/verifier.hpp"
@@ -62,9 +67,26 @@ struct Options {
   int split = 64;      // forest / blink: cut trees into about this many equal-rate channels
 };
 
-// Sizes: plain numbers (1e6, 1330000000) or with a binary suffix K, M, G (16K = 16384).
-inline double parse_bytes(const std::string& s) {
-  if (s.empty()) throw UsageError("--bytes: empty size");
+// Limits on the inputs of `plan` and `simulate` (docs/reliability-tools.md): each bounds the
+// memory or time one option can make the CLI spend, so that a typo or a hostile value is a usage
+// error rather than memory exhaustion, a hang or a silent wrong result.
+inline constexpr double kMaxBytes = 1125899906842624.0;   // --bytes: 2^50 (1 PiB)
+inline constexpr double kMaxSlotBytes = 1099511627776.0;  // --slot-bytes: 2^40
+inline constexpr int kMaxChunks = 65536;                  // --chunks
+inline constexpr int kMaxSplit = 4096;                    // --split
+inline constexpr int kMaxSlots = 4096;                    // --nslots
+inline constexpr int kMaxUniformRanks = 4096;             // uniform:P
+inline constexpr int kMaxGraphRanks = 1024;  // fullN, cluster:MxG (M*G) and active nodes of a graph
+inline constexpr int kMaxForestCompleteRanks = 32;  // forest on uniform:P or fullN
+// Plans above this many steps (channels x ranks x steps per rank, estimated before building) are
+// refused: a step costs about 110 bytes between the plan and the simulation, so about 0.45 GB.
+inline constexpr double kMaxPlanSteps = 4194304.0;  // 2^22
+
+// Sizes: plain numbers (1e6, 1330000000) or with a binary suffix K, M, G (16K = 16384), at least
+// one element (`min`) and at most `max`; errors name `flag`.
+inline double parse_bytes(const std::string& s, const std::string& flag = "--bytes", double min = 1,
+                          double max = kMaxBytes) {
+  if (s.empty()) throw UsageError(flag + ": empty size");
   double mult = 1;
   std::string num = s;
   const char last = static_cast<char>(std::toupper(static_cast<unsigned char>(s.back())));
@@ -80,9 +102,34 @@ inline double parse_bytes(const std::string& s) {
     used = 0;
   }
   if (used != num.size() || !(v > 0) || !std::isfinite(v))
-    throw UsageError("--bytes: expected a positive size like 1048576, 64M or 1.33e9, got \"" + s +
+    throw UsageError(flag + ": expected a positive size like 1048576, 64M or 1.33e9, got \"" + s +
                      "\"");
-  return v * mult;
+  v *= mult;
+  char range[128];
+  std::snprintf(range, sizeof range, "from %.0f to %.0f bytes", min, max);
+  if (v < min || v > max)
+    throw UsageError(flag + ": expected a size " + range + ", got \"" + s + "\"");
+  return v;
+}
+
+// An integer option in [lo, hi]; the error names the flag and the range.
+inline long parse_integer(const std::string& flag, const std::string& s, long lo, long hi) {
+  const double v = parse_number(flag, s);
+  if (v != std::floor(v) || v < static_cast<double>(lo) || v > static_cast<double>(hi))
+    throw UsageError(flag + ": expected an integer from " + std::to_string(lo) + " to " +
+                     std::to_string(hi) + ", got \"" + s + "\"");
+  return static_cast<long>(v);
+}
+
+// A number in [lo, hi]; the error names the flag and the range.
+inline double parse_bounded(const std::string& flag, const std::string& s, double lo, double hi) {
+  const double v = parse_number(flag, s);
+  if (v < lo || v > hi) {
+    std::ostringstream os;
+    os << flag << ": expected a number from " << lo << " to " << hi << ", got \"" << s << "\"";
+    throw UsageError(os.str());
+  }
+  return v;
 }
 
 // An --algo name: a registered algorithm (algo/registry.hpp), optionally with -overlap or -phased.
@@ -115,7 +162,8 @@ inline Options parse_options(const std::vector<std::string>& args) {
       o.overlap = true;
     } else if (a == "--bytes") {
       o.bytes.clear();
-      for (const auto& b : split_list(value(i))) o.bytes.push_back(parse_bytes(b));
+      for (const auto& b : split_list(value(i)))
+        o.bytes.push_back(parse_bytes(b, a, static_cast<double>(o.elem_size)));
       if (o.bytes.empty()) throw UsageError("--bytes: expected at least one size");
     } else if (a == "--json") {
       o.json = true;
@@ -126,27 +174,22 @@ inline Options parse_options(const std::vector<std::string>& args) {
     } else if (a == "--trace") {
       o.trace = value(i);
     } else if (a == "--chunks") {
-      const double v = parse_number(a, value(i));
-      if (v < 0) throw UsageError("--chunks: expected >= 0");
-      o.chunks = static_cast<std::uint32_t>(v);
+      o.chunks = static_cast<std::uint32_t>(parse_integer(a, value(i), 0, kMaxChunks));
     } else if (a == "--slot-bytes") {
-      o.slot_bytes = static_cast<std::uint64_t>(parse_bytes(value(i)));
+      o.slot_bytes = static_cast<std::uint64_t>(
+          parse_bytes(value(i), a, static_cast<double>(o.elem_size), kMaxSlotBytes));
     } else if (a == "--nslots") {
-      const double v = parse_number(a, value(i));
-      if (v < 1) throw UsageError("--nslots: expected >= 1");
-      o.nslots = static_cast<std::uint32_t>(v);
-    } else if (a == "--alpha-us") {
-      o.alpha_us = parse_number(a, value(i));
-    } else if (a == "--reduce-GBps") {
-      o.reduce_GBps = parse_number(a, value(i));
+      o.nslots = static_cast<std::uint32_t>(parse_integer(a, value(i), 1, kMaxSlots));
+    } else if (a == "--alpha-us") {  // < 0: from the topology
+      o.alpha_us = parse_bounded(a, value(i), -1e300, 1e9);
+    } else if (a == "--reduce-GBps") {  // 0: free
+      o.reduce_GBps = parse_bounded(a, value(i), 0, 1e9);
     } else if (a == "--step-overhead-us") {
-      o.step_overhead_us = parse_number(a, value(i));
+      o.step_overhead_us = parse_bounded(a, value(i), 0, 1e9);
     } else if (a == "--split") {
-      const double v = parse_number(a, value(i));
-      if (v < 0 || v != std::floor(v)) throw UsageError("--split: expected an integer >= 0");
-      o.split = static_cast<int>(v);
+      o.split = static_cast<int>(parse_integer(a, value(i), 0, kMaxSplit));
     } else if (a == "--links") {
-      o.max_links = static_cast<int>(parse_number(a, value(i)));
+      o.max_links = static_cast<int>(parse_integer(a, value(i), 0, 1000000));
     } else {
       throw UsageError("unknown option \"" + a + "\" (see --help)");
     }
@@ -168,6 +211,51 @@ struct Setup {
   double uniform_GBps = 0, uniform_latency_us = 0;
 };
 
+// A decimal integer made of digits only (no sign, no exponent), or -1 (also past 10^9).
+inline long preset_integer(std::string_view s) {
+  if (s.empty() || s.size() > 9) return -1;
+  long v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return -1;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+// The parameters of the preset families full<N> and cluster:<M>x<G>[...] (physical/presets.hpp),
+// checked against the CLI's limits before the preset is built: a bad one is a usage error, in the
+// style of uniform:P's. Other names are left to physical::preset.
+inline void check_preset_parameters(const std::string& name) {
+  const auto bad = [&](const std::string& what) {
+    return UsageError("--topology " + what + ", got \"" + name + "\"");
+  };
+  if (name.rfind("full", 0) == 0 && name.size() > 4 &&
+      std::isdigit(static_cast<unsigned char>(name[4]))) {
+    const long n = preset_integer(std::string_view(name).substr(4));
+    if (n < 1 || n > kMaxGraphRanks)
+      throw bad("fullN: N must be an integer from 1 to " + std::to_string(kMaxGraphRanks));
+    return;
+  }
+  if (name.rfind("cluster:", 0) != 0) return;
+  std::vector<std::string> parts;
+  std::stringstream ss(name.substr(8));
+  for (std::string x; std::getline(ss, x, ':');) parts.push_back(x);
+  const std::string shape =
+      "cluster:MxG[:pcie|:nvlink][:Gbps][:pairwise]: M and G must be integers >= 1 with M*G <= " +
+      std::to_string(kMaxGraphRanks);
+  if (parts.empty() || parts[0].find('x') == std::string::npos) throw bad(shape);
+  const auto x = parts[0].find('x');
+  const long m = preset_integer(std::string_view(parts[0]).substr(0, x));
+  const long g = preset_integer(std::string_view(parts[0]).substr(x + 1));
+  if (m < 1 || g < 1 || m * g > kMaxGraphRanks) throw bad(shape);
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    if (parts[i] == "pcie" || parts[i] == "nvlink" || parts[i] == "pairwise") continue;
+    const long gbps = preset_integer(parts[i]);
+    if (gbps < 1 || gbps > 1000000)
+      throw bad("cluster:...:Gbps: the NIC bandwidth must be an integer from 1 to 1000000 Gbit/s");
+  }
+}
+
 inline Setup load_setup(const Options& o) {
   Setup s;
   s.name = o.topology;
@@ -175,15 +263,20 @@ inline Setup load_setup(const Options& o) {
     std::vector<std::string> p;
     std::stringstream ss(o.topology.substr(8));
     for (std::string x; std::getline(ss, x, ':');) p.push_back(x);
-    if (p.empty() || p.size() > 3)
-      throw UsageError("--topology uniform:P[:GBps[:latency_us]], got \"" + o.topology + "\"");
+    const auto bad = [&](const std::string& what) {
+      return UsageError("--topology " + what + ", got \"" + o.topology + "\"");
+    };
+    if (p.empty() || p.size() > 3) throw bad("uniform:P[:GBps[:latency_us]]");
     const double P = parse_number("--topology uniform:P", p[0]);
-    if (P < 2 || P != std::floor(P))
-      throw UsageError("--topology uniform:P: P must be an integer >= 2");
+    if (P < 2 || P > kMaxUniformRanks || P != std::floor(P))
+      throw bad("uniform:P: P must be an integer from 2 to " + std::to_string(kMaxUniformRanks));
     s.uniform_ranks = static_cast<int>(P);
     s.uniform_GBps = p.size() > 1 ? parse_number("--topology uniform GBps", p[1]) : 10.0;
     s.uniform_latency_us = p.size() > 2 ? parse_number("--topology uniform latency_us", p[2]) : 5.0;
-    if (!(s.uniform_GBps > 0)) throw UsageError("--topology uniform: GBps must be > 0");
+    if (!(s.uniform_GBps > 0) || s.uniform_GBps > 1e9)
+      throw bad("uniform:P:GBps: GBps must be > 0 and <= 1e9");
+    if (s.uniform_latency_us < 0 || s.uniform_latency_us > 1e9)
+      throw bad("uniform:P:GBps:latency_us: latency_us must be >= 0 and <= 1e9");
     s.net =
         sim::uniform_network(s.uniform_ranks, s.uniform_GBps * 1e9, s.uniform_latency_us * 1e-6);
     if (!o.active.empty()) throw UsageError("--active: not supported on uniform networks");
@@ -192,9 +285,12 @@ inline Setup load_setup(const Options& o) {
   if (std::ifstream(o.topology)) {
     s.topo = physical::topology_from_file_text(read_text_file(o.topology), o.topology);
   } else {
+    check_preset_parameters(o.topology);
     try {
       s.topo = physical::preset(o.topology);
     } catch (const physical::TopologyError& e) {
+      if (o.topology.rfind("cluster:", 0) == 0 || o.topology.rfind("full", 0) == 0)
+        throw UsageError("--topology \"" + o.topology + "\": " + e.what());  // a preset's parameter
       throw physical::TopologyError("--topology: \"" + o.topology +
                                     "\" is neither a readable file nor a preset (" + e.what() +
                                     ")");
@@ -205,6 +301,11 @@ inline Setup load_setup(const Options& o) {
   // Every active node must reach every other one.
   const auto active = s.topo->active_nodes();
   if (active.empty()) throw physical::TopologyError("the active set is empty");
+  // Routes between every pair of active nodes: quadratic in them (10 s at 1024).
+  if (active.size() > static_cast<std::size_t>(kMaxGraphRanks))
+    throw physical::TopologyError("--topology: " + std::to_string(active.size()) +
+                                  " active nodes, more than the CLI's limit of " +
+                                  std::to_string(kMaxGraphRanks) + " (narrow them with --active)");
   const auto routes = physical::all_routes(*s.topo);
   for (int a : active)
     for (int b : active)
@@ -239,6 +340,7 @@ struct Built {
   std::vector<TreeOut> trees;
   std::vector<std::vector<std::string>> rings;
   std::optional<forest::PackedForest> forest;  // the forest the plan was built from
+  double estimated_steps = 0;                  // estimate_plan_size's, made before building
 };
 
 inline plan::PlanRequest make_request(const Options& o, const Setup& s, int nranks, double bytes) {
@@ -361,8 +463,96 @@ inline void add_report(Built& b, const algo::Registered& reg, const plan::PlanRe
   }
 }
 
+// Plan size ---------------------------------------------------------------------------------
+// An estimate of the plan's steps from the request, made before building it: channels x ranks x
+// steps per rank (steps per chunk x chunks per channel), with the builders' own chunk rules
+// (plan/chunking.hpp, plan/direct.hpp) and, for trees, a balanced tree's depth. Rings and direct
+// plans take 2P - 1 steps per rank and chunk; trees take about 2 (reduce and broadcast) per rank,
+// chunk and tree; the forest, Blink and hdbtree have about --split trees (2P with --split 0).
+struct PlanSize {
+  double channels = 1;  // trees or rings, each with its share of the data
+  double ranks = 1;
+  double steps_per_chunk = 1;  // per rank and channel
+  double chunks = 1;           // per channel
+  bool chunks_from_option = false, chunks_from_slots = false, channels_from_split = false;
+  double steps() const { return channels * ranks * steps_per_chunk * chunks; }
+};
+
+inline PlanSize estimate_plan_size(const Options& o, const std::string& algorithm, int nranks,
+                                   const plan::PlanRequest& req) {
+  PlanSize z;
+  const double P = std::max(1, nranks);
+  z.ranks = P;
+  const std::uint64_t up = static_cast<std::uint64_t>(P);
+  const double depth = 1 + std::ceil(std::log2(P));
+  std::uint64_t pieces = 1;
+  double fill = 2 * depth, per_chunk = req.overlap ? 1 : 2;
+  if (algorithm == "ring" || algorithm == "direct") {
+    z.channels = 1;
+    z.steps_per_chunk = 2 * P - 1;
+    pieces = up;
+    fill = 0;
+  } else if (algorithm == "ps") {
+    z.channels = P;  // one star per rank, 1/P of the data each
+    z.steps_per_chunk = 2;
+    fill = 2;
+  } else if (algorithm == "tree" || algorithm == "dbtree") {
+    z.channels = algorithm == "dbtree" ? 2 : 1;
+    z.steps_per_chunk = 2;
+  } else {  // forest, blink, hdbtree and anything else made of trees on a graph
+    z.channels = o.split > 0 ? o.split : 2 * P;
+    z.channels_from_split = o.split > 0;
+    z.steps_per_chunk = 2;
+  }
+  const auto elems = static_cast<std::uint64_t>(
+      std::max(1.0, static_cast<double>(req.count) / std::max(1.0, z.channels)));
+  const std::uint64_t slot_elems = req.slot_bytes / std::max<std::size_t>(1, req.elem_size);
+  const std::uint64_t by_slots = plan::min_chunks_for_slots(elems, pieces, slot_elems);
+  std::uint64_t k = 0;
+  if (algorithm == "direct") {
+    k = plan::direct_chunks(req, elems);
+  } else {  // fill 0: the ring's model optimum is one chunk
+    k = plan::resolve_chunks(req, elems, pieces, fill, per_chunk);
+  }
+  z.chunks = static_cast<double>(k);
+  z.chunks_from_slots = k == by_slots && by_slots > 1;
+  z.chunks_from_option = !z.chunks_from_slots && req.nchunks > 1 && k > 1;
+  return z;
+}
+
+// Refuses a plan whose estimate is above kMaxPlanSteps, saying which options would shrink it.
+inline void check_plan_size(const std::string& name, const PlanSize& z) {
+  if (z.steps() <= kMaxPlanSteps) return;
+  std::vector<std::string> levers;
+  if (z.chunks_from_option) levers.push_back("lower --chunks");
+  if (z.chunks_from_slots) levers.push_back("raise --slot-bytes or lower --bytes");
+  if (z.channels_from_split) levers.push_back("lower --split");
+  if (!z.chunks_from_option && !z.chunks_from_slots && z.chunks > 64)
+    levers.push_back("raise --alpha-us (the chunk model's latency) or set --chunks");
+  if (z.steps_per_chunk > 2) levers.push_back("use a tree algorithm (--algo tree, dbtree)");
+  levers.push_back("use fewer ranks (--topology, --active)");
+  std::string advice;
+  for (std::size_t i = 0; i < levers.size(); ++i)
+    advice += (i == 0 ? "" : i + 1 == levers.size() ? " or " : ", ") + levers[i];
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                ": the plan would have about %.3g steps (%.0f channels x %.0f ranks x %.0f steps "
+                "per rank), more than the limit of %.0f; ",
+                z.steps(), z.channels, z.ranks, z.steps_per_chunk * z.chunks, kMaxPlanSteps);
+  throw UsageError("--algo " + name + buf + advice);
+}
+
 inline Built build(const Options& o, const Setup& s, const std::string& name, double bytes) {
   const algo::AlgorithmSpec spec = find_algo(name);
+  if (spec.algorithm.name == "forest" && s.uniform_ranks > kMaxForestCompleteRanks)
+    throw UsageError("--algo " + name + ": the forest plans uniform:P on the complete graph of P " +
+                     "nodes, whose solve grows fast: P must be at most " +
+                     std::to_string(kMaxForestCompleteRanks) + ", got " +
+                     std::to_string(s.uniform_ranks));
+  if (spec.algorithm.name == "forest" && s.topo && o.topology.rfind("full", 0) == 0 &&
+      s.topo->active_nodes().size() > static_cast<std::size_t>(kMaxForestCompleteRanks))
+    throw UsageError("--algo " + name + ": the forest on the complete graph " + o.topology +
+                     " grows fast: at most full" + std::to_string(kMaxForestCompleteRanks));
   const algo::Registered reg = make_registered(o, s, spec, name);
   Built b;
   b.algo = name;
@@ -380,6 +570,10 @@ inline Built build(const Options& o, const Setup& s, const std::string& name, do
   // The CLI's schedule is --overlap (phased without it); a name's -overlap or -phased overrides it.
   if (spec.algorithm.name != name) req.overlap = spec.overlap;
   b.overlap = req.overlap;
+  const PlanSize size =
+      estimate_plan_size(o, spec.algorithm.name, static_cast<int>(b.rank_node.size()), req);
+  check_plan_size(name, size);
+  b.estimated_steps = size.steps();
   b.plan = reg.build(req);
   add_report(b, reg, req);
   return b;
@@ -456,7 +650,8 @@ inline nlohmann::json plan_json(const Built& b, const Prediction& p) {
                {"nranks", b.plan.nranks},
                {"channels", b.plan.channels.size()},
                {"connections", b.plan.connections.size()},
-               {"steps", steps}};
+               {"steps", steps},
+               {"estimated_steps", b.estimated_steps}};
   j["predicted"] = {{"bytes", p.bytes},
                     {"time_s", p.time_s},
                     {"algbw_GBps", p.algbw_GBps},
@@ -620,6 +815,7 @@ inline int run_simulate(const std::vector<std::string>& args, std::ostream& out,
   }
   return run_reporting("simulate", err, [&] {
     const Options o = parse_options(args);
+    if (!o.trace.empty()) check_output_file("--trace", o.trace);  // before the work, not after
     const Setup s = load_setup(o);
     if (o.csv) out << csv_header();
     nlohmann::json all = nlohmann::json::array();

@@ -27,6 +27,17 @@
 //     ways that no valid dominance removes -- so it runs under a time and state budget. Past the
 //     budget the result carries the best schedule found, the lower bound still standing (the
 //     least bound over the states not yet expanded) and proven_optimal = false.
+//
+// Budget. OptimalOptions::time_limit_s bounds the whole call: the narrowest beam of stage 1 may
+// use all of it, wider ones half of it, stage 3 the rest, and all read the clock inside the
+// expansion of a state (every few run lengths), not only between states, so that one expansion of a
+// long model (thousands of candidate runs, each checked against a large frontier) cannot overrun
+// it. The overrun past the limit is the stage-1 planners (O(L^2) for MG-WFBP: 0.03 s at L = 5000)
+// and one check interval. OptimalOptions::max_states bounds memory: no stage ever holds more than
+// that many DP states (a state is about kOptimalStateBytes bytes, its channel state included),
+// beams included; a stage that reaches it stops as it would at the time limit, with its best
+// schedule so far and proven_optimal = false. OptimalResult::stopped_by says which budget ended the
+// search and peak_states how many states were held at most.
 #pragma once
 
 #include <algorithm>
@@ -46,11 +57,18 @@
 
 namespace ccoll::gradient {
 
+// Memory of one DP state held by the search, at most about (node, channel state and its small
+// vectors with their allocator overhead, frontier and bookkeeping; 250 to 450 bytes measured
+// with K = 2 on glibc): what max_states multiplies.
+inline constexpr std::size_t kOptimalStateBytes = 512;
+
 struct OptimalOptions {
   int max_concurrent = 2;
-  int max_beam_width = 64;             // stage 1 widens 2, 4, 8, ... up to this; 0: no beam
-  double time_limit_s = 1.0;           // whole budget (wall clock); < 0: unlimited
-  std::size_t max_states = 1'000'000;  // stage 3 budget: states kept
+  int max_beam_width = 64;    // stage 1 widens 2, 4, 8, ... up to this; 0: no beam
+  double time_limit_s = 1.0;  // whole budget (wall clock), checked inside the search; < 0: none
+  // Memory budget: DP states held at once by any stage (beams and the exact search), at most
+  // about kOptimalStateBytes each: the default keeps the search under about 128 MB. 0: 1.
+  std::size_t max_states = 250'000;
 };
 
 struct OptimalResult {
@@ -63,6 +81,8 @@ struct OptimalResult {
   std::size_t states_kept = 0;
   std::size_t states_pruned = 0;
   std::size_t max_frontier = 0;
+  std::size_t peak_states = 0;  // most DP states held at once by any stage (<= max_states)
+  std::string stopped_by;       // "time" or "states" when a budget ended the search, else ""
   double seconds = 0;
 
   double gap() const { return lower_bound_s > 0 ? iteration_s / lower_bound_s - 1 : 0; }
@@ -133,10 +153,18 @@ class TypingSearch {
 
   double root_lower_bound() const { return std::max(H_[static_cast<std::size_t>(L_)], ready_[0]); }
 
-  // Runs the programme; beam_width <= 0 keeps every Pareto state. Returns false if the budget
-  // ran out (then open_lower_bound() is what is still proven).
-  bool run(int beam_width, double deadline_s, std::size_t max_states) {
-    const auto t0 = std::chrono::steady_clock::now();
+  // Runs the programme; beam_width <= 0 keeps every Pareto state. The budget: at most
+  // `max_states` states held, and no work past `deadline_s` seconds after `start` (< 0: no
+  // deadline). Returns false if the budget ran out (then stop_reason() says which, and
+  // open_lower_bound() is what is still proven).
+  bool run(int beam_width, std::chrono::steady_clock::time_point start, double deadline_s,
+           std::size_t max_states) {
+    start_ = start;
+    deadline_s_ = deadline_s;
+    max_states_ = std::max<std::size_t>(1, max_states);
+    stop_ = Stop::none;
+    gc_at_ = std::min(max_states_, kMinCollect);
+    peak_ = 1;
     nodes_.clear();
     frontier_.assign(static_cast<std::size_t>(L_) + 1, {});
     nodes_.push_back({CommSim(&c_, K_), -1, L_, L_, StartRule::after_previous});
@@ -157,13 +185,24 @@ class TypingSearch {
         for (int i = 0; i < beam_width; ++i)
           cur.push_back(scored[static_cast<std::size_t>(i)].second);
       }
-      const std::vector<int> current = cur;
+      std::vector<int> current = cur;
       for (std::size_t ci = 0; ci < current.size(); ++ci) {
-        if ((deadline_s >= 0 &&
-             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >
-                 deadline_s) ||
-            nodes_.size() > max_states) {
-          // Budget reached: every schedule still possible passes through an unexpanded state.
+        if (stop_ == Stop::none && out_of_time()) stop_ = Stop::time;
+        // One expansion adds at most 2b states: make room first by dropping the dead ones.
+        const std::size_t room = 2 * static_cast<std::size_t>(b);
+        if (stop_ == Stop::none && nodes_.size() + room >= gc_at_) {
+          collect(current, ci, b);
+          gc_at_ = std::min(max_states_, std::max(2 * nodes_.size(), kMinCollect));
+          // Too little to gain from collecting again: the cap ends the run when reached.
+          if (nodes_.size() + room >= gc_at_) gc_at_ = std::numeric_limits<std::size_t>::max();
+        }
+        if (stop_ == Stop::none && nodes_.size() >= max_states_) stop_ = Stop::states;
+        if (stop_ == Stop::none) expand(current[ci], b);
+        peak_ = std::max(peak_, nodes_.size());
+        if (stop_ != Stop::none) {
+          // Budget reached: every schedule still possible passes through a state not (fully)
+          // expanded: current[ci..] at this boundary (current[ci] may be half done) or a state of
+          // a later boundary.
           for (std::size_t cj = ci; cj < current.size(); ++cj)
             open_lb_ = std::min(open_lb_,
                                 lower_bound(nodes_[static_cast<std::size_t>(current[cj])].sim, b));
@@ -173,11 +212,18 @@ class TypingSearch {
                   std::min(open_lb_, lower_bound(nodes_[static_cast<std::size_t>(idx)].sim, k));
           return false;
         }
-        expand(current[ci], b);
       }
     }
     return true;
   }
+
+  // Why the last run() stopped early: "time", "states" or "" (it finished).
+  const char* stop_reason() const {
+    return stop_ == Stop::time ? "time" : stop_ == Stop::states ? "states" : "";
+  }
+  // Most states the last run() held at once (its node store, dead states not yet collected
+  // included): at most its max_states.
+  std::size_t peak_states() const { return peak_; }
 
   double upper_bound() const { return ub_; }
   const Schedule& best() const { return best_; }
@@ -214,10 +260,63 @@ class TypingSearch {
     return std::max({backlog_bound(s, b), H_[static_cast<std::size_t>(b)], ready_[0]});
   }
 
+  enum class Stop { none, time, states };
+  static constexpr std::size_t kMinCollect = 1 << 16;
+
+  // Drops every state that no live state descends from: the live ones are current[ci..] (the
+  // states of boundary b not expanded yet), the frontiers of the boundaries below b and their
+  // ancestors. Beams trim their frontiers and dominance removes states, so most of the store is
+  // dead after a while; without this the store would grow with every insertion.
+  void collect(std::vector<int>& current, std::size_t ci, int b) {
+    std::vector<int> remap(nodes_.size(), -1);
+    auto mark = [&](int idx) {
+      for (int i = idx; i >= 0 && remap[static_cast<std::size_t>(i)] < 0;
+           i = nodes_[static_cast<std::size_t>(i)].parent)
+        remap[static_cast<std::size_t>(i)] = 0;
+    };
+    for (std::size_t cj = ci; cj < current.size(); ++cj) mark(current[cj]);
+    for (int k = 0; k < b; ++k)
+      for (int idx : frontier_[static_cast<std::size_t>(k)]) mark(idx);
+    int next = 0;
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (remap[i] < 0) continue;
+      remap[i] = next;
+      DpNode& n = nodes_[i];
+      if (n.parent >= 0) n.parent = remap[static_cast<std::size_t>(n.parent)];  // parent < i
+      if (static_cast<std::size_t>(next) != i)
+        nodes_[static_cast<std::size_t>(next)] = std::move(n);
+      ++next;
+    }
+    nodes_.erase(nodes_.begin() + next, nodes_.end());
+    for (std::size_t cj = ci; cj < current.size(); ++cj)
+      current[cj] = remap[static_cast<std::size_t>(current[cj])];
+    for (int k = 0; k < b; ++k)
+      for (int& idx : frontier_[static_cast<std::size_t>(k)])
+        idx = remap[static_cast<std::size_t>(idx)];
+    for (int k = b; k <= L_; ++k) {  // done with: their live states are in `current`
+      frontier_[static_cast<std::size_t>(k)].clear();
+      frontier_[static_cast<std::size_t>(k)].shrink_to_fit();
+    }
+  }
+
+  bool out_of_time() const {
+    return deadline_s_ >= 0 &&
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() >
+               deadline_s_;
+  }
+
+  // Issues every run [k, b-1] from the state `idx` at boundary b. Stops early (stop_ set) when the
+  // budget runs out: the clock is read every kClockEvery run lengths, the state count at every
+  // insertion.
   void expand(int idx, int b) {
+    constexpr int kClockEvery = 8;
     CommSim sim = nodes_[static_cast<std::size_t>(idx)].sim;
     const double slack = 1e-12 * std::max(1.0, ub_);
     for (int k = b - 1; k >= 0; --k) {
+      if ((b - 1 - k) % kClockEvery == kClockEvery - 1 && out_of_time()) {
+        stop_ = Stop::time;
+        return;
+      }
       sim.advance_to(ready_[static_cast<std::size_t>(k)]);
       // Every run [k', b-1] with k' <= k passes through this state: once its bound reaches the
       // upper bound, longer runs from here cannot help (the bound only grows with time).
@@ -242,6 +341,7 @@ class TypingSearch {
           continue;
         }
         insert(k, std::move(node));
+        if (stop_ != Stop::none) return;
       }
     }
   }
@@ -278,11 +378,17 @@ class TypingSearch {
     }
     for (int idx : f)
       if (dominates(nodes_[static_cast<std::size_t>(idx)].sim, node.sim)) return;
+    if (nodes_.size() >= max_states_) {  // memory budget: keep nothing more
+      stop_ = Stop::states;
+      return;
+    }
     f.erase(std::remove_if(f.begin(), f.end(),
                            [&](int idx) {
                              return dominates(node.sim, nodes_[static_cast<std::size_t>(idx)].sim);
                            }),
             f.end());
+    if (nodes_.size() == nodes_.capacity())  // grow by doubling, but never past the budget
+      nodes_.reserve(std::min(max_states_, std::max<std::size_t>(64, 2 * nodes_.capacity())));
     nodes_.push_back(std::move(node));
     f.push_back(static_cast<int>(nodes_.size()) - 1);
     ++kept_;
@@ -297,6 +403,12 @@ class TypingSearch {
   CapacityBound D_;
   std::vector<double> H_;
   double ub_;
+  std::chrono::steady_clock::time_point start_{};
+  double deadline_s_ = -1;
+  std::size_t max_states_ = 1;
+  std::size_t gc_at_ = 1;  // collect() when the store reaches this
+  std::size_t peak_ = 0;
+  Stop stop_ = Stop::none;
   int beam_ = 0;
   double open_lb_ = std::numeric_limits<double>::infinity();
   bool found_ = false;
@@ -360,23 +472,31 @@ inline OptimalResult solve_optimal(const ModelProfile& p, const CommModel& c,
   detail::TypingSearch search(p, c, K, ub);
   const double root_lb = search.root_lower_bound();
   if (ub <= root_lb + tol) return done(std::move(best), "bound", root_lb);  // Stage 2
-  // Beam widths double while they fit in half the budget (each costs about three times the last).
+  // Beam widths double while they fit in half the budget (each costs about three times the last);
+  // the first, narrowest one may use all of it (it costs O(w L^2): seconds at L = 2000; cut short,
+  // it still has completed every state it expanded into a schedule). A beam that runs out of time
+  // or states ends the widening.
   for (int w = 2; w <= opt.max_beam_width; w *= 2) {
     const double before = elapsed();
-    search.run(w, -1, std::numeric_limits<std::size_t>::max());
+    const double beam_deadline =
+        opt.time_limit_s < 0 ? -1.0 : (w == 2 ? opt.time_limit_s : opt.time_limit_s / 2);
+    const bool beam_done = search.run(w, t0, beam_deadline, opt.max_states);
+    r.peak_states = std::max(r.peak_states, search.peak_states());
     if (search.found()) {
       best = search.best();
       r.upper_bound_from = "beam";
     }
     if (search.upper_bound() <= root_lb + tol) return done(std::move(best), "bound", root_lb);
+    if (!beam_done) break;
     const double cost = elapsed() - before;
     if (opt.time_limit_s >= 0 && elapsed() + 3 * cost > opt.time_limit_s / 2) break;
   }
 
   // Stage 3: exact search under the budget, pruning against the best upper bound so far.
-  const double remaining =
-      opt.time_limit_s < 0 ? -1.0 : std::max(0.0, opt.time_limit_s - elapsed());
-  const bool complete = search.run(0, remaining, opt.max_states);
+  const bool complete =
+      search.run(0, t0, opt.time_limit_s < 0 ? -1.0 : opt.time_limit_s, opt.max_states);
+  r.peak_states = std::max(r.peak_states, search.peak_states());
+  r.stopped_by = search.stop_reason();
   r.states_kept = search.states_kept();
   r.states_pruned = search.states_pruned();
   r.max_frontier = search.max_frontier();
