@@ -101,9 +101,7 @@ class Allreduce {
   const L& topology() const { return topology_; }
   // A copy of the plan run for `count` elements of `dtype` (built, verified and cached on first
   // use).
-  plan::Plan plan(std::size_t count, DataType dtype) {
-    return exec_.plan(count, size_of(dtype));
-  }
+  plan::Plan plan(std::size_t count, DataType dtype) { return exec_.plan(count, size_of(dtype)); }
   std::string name() const {
     return std::string(T::name) + "/" + std::string(topology_.name) + "/" + std::string(S::name);
   }
