@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
@@ -174,12 +176,19 @@ Config shm_config(int p, int r, const std::string& session) {
   return c;
 }
 
+// Whether any segment of the session (/dev/shm/ccoll.<session>.<token>) or its token is left.
 bool segment_exists(const std::string& session) {
-  const std::string name = transport::detail::shm_name(session);
-  const int fd = ::shm_open(name.c_str(), O_RDONLY, 0);
-  if (fd < 0) return false;
-  ::close(fd);
-  return true;
+  const std::string prefix = transport::detail::shm_name(session).substr(1) + ".";
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) return true;
+  return std::filesystem::exists(transport::detail::token_path(session, 0));
+}
+
+// Leaves a token for `session` naming segment `token` (what rank 0 of a run publishes).
+void write_token(const std::string& session, const std::string& token, mode_t mode = 0600) {
+  const std::string path = transport::detail::token_path(session, 0);
+  { std::ofstream(path) << token; }
+  REQUIRE(::chmod(path.c_str(), mode) == 0);
 }
 
 void require_all_ok(const std::vector<Outcome>& out) {
@@ -414,12 +423,14 @@ TEST_CASE("shm: a stale segment of a crashed run does not capture a new run") {
     runtime::AreaCommunicator comm(
         c, 2, [](const plan::PlanRequest& req) { return algo::Ring::build(req); }, "stale");
     const runtime::AreaLayout layout = runtime::area_layout(comm);
-    const std::string name = transport::detail::shm_name(session);
+    const std::string token(32, 'a');  // the crashed run's token, still in its token file
+    const std::string name = transport::detail::shm_name(session) + "." + token;
     const int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
     REQUIRE(fd >= 0);
     REQUIRE(::ftruncate(fd, static_cast<off_t>(layout.total)) == 0);
     void* m = ::mmap(nullptr, layout.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     REQUIRE(m != MAP_FAILED);
+    write_token(session, token);
     runtime::init_area(static_cast<std::byte*>(m), layout, 2, comm.fingerprint(), 12345, dead);
     auto* d =
         reinterpret_cast<runtime::RankDescriptor*>(static_cast<std::byte*>(m) + layout.descriptors);
@@ -448,7 +459,9 @@ TEST_CASE("shm: a segment another user could open is refused, and nothing is exc
         c, 2, [](const plan::PlanRequest& req) { return algo::Ring::build(req); },
         "threads/ring/pipelined-overlap");
     const runtime::AreaLayout layout = runtime::area_layout(comm);
-    const std::string name = transport::detail::shm_name(session);
+    const std::string token(32, 'b');
+    write_token(session, token);
+    const std::string name = transport::detail::shm_name(session) + "." + token;
     const int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0644);
     REQUIRE(fd >= 0);
     REQUIRE(::fchmod(fd, 0644) == 0);
@@ -469,7 +482,34 @@ TEST_CASE("shm: a segment another user could open is refused, and nothing is exc
   });
   CHECK(error_code_of(out[0]) == static_cast<int>(ErrorCode::System));
   CHECK(out[0].message.find("mode 0644") != std::string::npos);
-  ::shm_unlink(transport::detail::shm_name(session).c_str());
+  ::shm_unlink((transport::detail::shm_name(session) + "." + std::string(32, 'b')).c_str());
+  // A token file that others could have written is not read at all.
+  write_token(session, std::string(32, 'c'), 0644);
+  out = on_processes(1, [&](int) {
+    Config c = shm_config(2, 1, session);
+    c.timeout = 300ms;
+    Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(c);
+    return std::string("read a token file other users can write");
+  });
+  CHECK(error_code_of(out[0]) == static_cast<int>(ErrorCode::System));
+  CHECK(out[0].message.find("not a private file") != std::string::npos);
+  std::filesystem::remove(transport::detail::token_path(session, 0));
+}
+
+TEST_CASE("shm: segment names are unpredictable: a token of 128 random bits per run") {
+  const std::string session = unique_session("token");
+  std::string names[2];
+  for (auto& n : names) {
+    auto out = on_processes(2, [&](int r) {
+      Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(shm_config(2, r, session));
+      return std::string();
+    });
+    require_all_ok(out);
+    CHECK_FALSE(segment_exists(session));  // neither segment nor token left
+    n = transport::detail::random_token();
+  }
+  CHECK(names[0].size() == 32);
+  CHECK(names[0] != names[1]);
 }
 
 TEST_CASE("shm: two processes claiming one rank are refused (two jobs sharing a session)") {

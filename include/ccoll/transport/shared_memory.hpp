@@ -1,22 +1,25 @@
 // ccoll/transport/shared_memory.hpp: the shared-memory executor: the ranks are processes on one
 // host.
 //
-// The shared area (see runtime/communicator.hpp) is a POSIX shared-memory segment named after the
-// session. Rendezvous, robust against slow starters and crashed earlier runs:
-//   - rank 0 unlinks any segment of that name (a stale one from a crashed run), creates a fresh
-//     one (O_EXCL), sizes it, writes the header with a new generation nonce and its pid, and sets
-//     `ready` last;
-//   - every other rank opens the name until the deadline, skipping segments that are too small,
-//     not ready, or whose creator process is gone (a stale segment); it checks that the creator's
-//     configuration hash equals its own (Mismatch otherwise);
-//   - every rank then registers the generation in its descriptor and waits for all ranks to have
-//     registered it. While waiting, a non-zero rank checks that the name still refers to the
-//     segment it mapped: if rank 0 of this run replaced a stale segment in the meantime, the rank
-//     starts over on the new one, so a stale segment can delay but never capture a new run;
-//   - once all ranks are registered rank 0 unlinks the name (the mappings stay valid), so a crash
-//     after setup leaves nothing behind in /dev/shm (unlinking then rather than when the last rank
-//     leaves covers crashes during the run too); the last rank to leave also unlinks it if a
-//     failed setup left it there.
+// The shared area (runtime/shared_area.hpp) is a POSIX shared-memory segment of this user, mode
+// 0600, named /ccoll.<session>.<token>: the token is 128 random bits that rank 0 draws and leaves
+// in a private per-user directory (token_dir()), so no other user can predict, squat or open the
+// segment. Rendezvous, robust against slow starters and crashed earlier runs:
+//   - rank 0 unlinks the segment a crashed run's token names (if it is ours), creates a fresh one
+//     (O_EXCL, 0600), sizes it, writes the header with a new generation nonce and its pid, sets
+//     `ready` last, and then publishes the token (a private file, renamed into place);
+//   - every other rank reads the token and opens the segment until the deadline, skipping token
+//     files and segments that are not this user's with mode 0600 (reported at the deadline), and
+//     segments that are too small, not ready, or whose creator process is gone (a stale segment);
+//     it checks that the creator's fingerprint equals its own (Mismatch otherwise);
+//   - every rank then claims its descriptor with its pid (a second live claimant is refused),
+//     registers the generation and waits for all ranks, checking that those already there are
+//     alive. While waiting, a non-zero rank checks that the name still refers to the segment it
+//     mapped: if rank 0 of this run replaced a stale segment in the meantime, the rank starts over
+//     on the new one, so a stale segment can delay but never capture a new run;
+//   - once all ranks are registered rank 0 unlinks the name and removes the token (the mappings
+//     stay valid), so a crash after setup leaves nothing behind in /dev/shm; the last rank to leave
+//     also unlinks it if a failed setup left it there.
 // Rank and size come from Config or the environment (CCOLL_RANK/CCOLL_SIZE,
 // OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, PMI_RANK/PMI_SIZE), so the executor runs under
 // mpirun without using MPI.
@@ -33,6 +36,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <random>
 #include <span>
 #include <sstream>
 #include <string>
@@ -131,6 +136,55 @@ inline std::string shm_name(const std::string& session) {
   return n;
 }
 
+// The per-user directory where rank 0 leaves the random token that names a session's segment:
+// CCOLL_SHM_DIR, else $XDG_RUNTIME_DIR/ccoll, else /tmp/ccoll-<uid>. It must be this user's, a
+// real directory (not a link) with mode 0700, or nothing is written to or read from it.
+inline std::string token_dir(int rank) {
+  std::string dir;
+  if (const char* d = std::getenv("CCOLL_SHM_DIR"); d != nullptr && *d != '\0') {
+    dir = d;
+  } else if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x != nullptr && *x == '/') {
+    dir = std::string(x) + "/ccoll";
+  } else {
+    dir = "/tmp/ccoll-" + std::to_string(::geteuid());
+  }
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    throw Error(ErrorCode::System, rank,
+                "mkdir '" + dir + "' (the session token directory): " + std::strerror(errno));
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() ||
+      (st.st_mode & 077) != 0)
+    throw Error(ErrorCode::System, rank,
+                "the session token directory '" + dir +
+                    "' is not a private directory of this user (it must be a directory owned by "
+                    "uid " +
+                    std::to_string(::geteuid()) + " with mode 0700; set CCOLL_SHM_DIR)");
+  return dir;
+}
+
+inline std::string token_path(const std::string& session, int rank) {
+  std::string file;
+  for (char ch : session.substr(0, 200)) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
+    file += ok ? ch : '_';
+  }
+  return token_dir(rank) + "/" + file + ".token";
+}
+
+// 128 random bits as 32 hex digits.
+inline std::string random_token() {
+  std::random_device rd;
+  std::uint64_t a = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  std::uint64_t b = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  a ^= sync::now_ns();
+  b ^= static_cast<std::uint64_t>(::getpid()) << 20;
+  char buf[33];
+  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b));
+  return buf;
+}
+
 }  // namespace detail
 
 struct SharedMemory {
@@ -144,7 +198,9 @@ struct SharedMemory {
         : config_(detail::resolve_shm_config(config)),
           comm_(config_, config_.nranks, std::move(source), policy_id),
           local_{config_.rank},
-          name_(detail::shm_name(config_.session)) {
+          base_name_(detail::shm_name(config_.session)),
+          name_(base_name_),
+          token_path_(detail::token_path(config_.session, config_.rank)) {
       comm_.init_rank_state(state_);
       const std::uint64_t deadline = sync::deadline_after(config_.timeout);
       try {
@@ -152,9 +208,12 @@ struct SharedMemory {
       } catch (...) {
         // A failed run must not leave its segment behind: rank 0 unlinks it, and so does any rank
         // that saw rank 0 die before it could.
-        if (config_.rank == 0 || (header_ != nullptr && header_->creator_pid > 0 &&
-                                  runtime::process_gone(static_cast<pid_t>(header_->creator_pid))))
+        if (config_.rank == 0 ||
+            (header_ != nullptr && header_->creator_pid > 0 &&
+             runtime::process_gone(static_cast<pid_t>(header_->creator_pid)))) {
           unlink_if_ours();
+          remove_token_if_ours();
+        }
         unmap();
         throw;
       }
@@ -227,6 +286,52 @@ struct SharedMemory {
       return same;
     }
 
+    // The token in the token file, if the file is this user's, private and well formed.
+    std::optional<std::string> read_token() {
+      const int fd = ::open(token_path_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) return std::nullopt;
+      struct stat st {};
+      char buf[64] = {};
+      const bool private_file = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && owned_privately(st);
+      const ssize_t n = private_file ? ::read(fd, buf, sizeof buf - 1) : -1;
+      ::close(fd);
+      if (!private_file) {
+        foreign_token_ = true;
+        return std::nullopt;
+      }
+      if (n != 32) return std::nullopt;
+      for (int i = 0; i < 32; ++i)
+        if (!((buf[i] >= '0' && buf[i] <= '9') || (buf[i] >= 'a' && buf[i] <= 'f')))
+          return std::nullopt;
+      return std::string(buf, 32);
+    }
+
+    // Publishes the token atomically (write a private temporary file, then rename it).
+    void write_token() {
+      const std::string tmp = token_path_ + ".tmp." + std::to_string(::getpid());
+      ::unlink(tmp.c_str());
+      const int fd =
+          ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd < 0)
+        throw Error(ErrorCode::System, config_.rank,
+                    "creating '" + tmp + "': " + std::string(std::strerror(errno)));
+      const bool written =
+          ::write(fd, token_.data(), token_.size()) == static_cast<ssize_t>(token_.size());
+      ::close(fd);
+      if (!written || ::rename(tmp.c_str(), token_path_.c_str()) != 0) {
+        ::unlink(tmp.c_str());
+        throw Error(ErrorCode::System, config_.rank,
+                    "publishing the session token '" + token_path_ + "': " + std::strerror(errno));
+      }
+    }
+
+    // Removes the token file if it still names the segment this rank created or mapped (never a
+    // newer run's).
+    void remove_token_if_ours() {
+      const auto t = read_token();
+      if (t && name_ == base_name_ + "." + *t) ::unlink(token_path_.c_str());
+    }
+
     // Only segments of this user that no other user can open take part in a job.
     static bool owned_privately(const struct stat& st) {
       return st.st_uid == ::geteuid() && (st.st_mode & 077) == 0;
@@ -248,7 +353,16 @@ struct SharedMemory {
     }
 
     void create() {
-      ::shm_unlink(name_.c_str());  // a stale segment from a crashed run, if any
+      // A crashed run's segment, named by the token it left, if it is ours to remove.
+      if (const auto old = read_token()) {
+        const std::string stale = base_name_ + "." + *old;
+        const int fd = ::shm_open(stale.c_str(), O_RDONLY, 0);
+        struct stat st {};
+        if (fd >= 0 && ::fstat(fd, &st) == 0 && owned_privately(st)) ::shm_unlink(stale.c_str());
+        if (fd >= 0) ::close(fd);
+      }
+      token_ = detail::random_token();
+      name_ = base_name_ + "." + token_;
       fd_ = ::shm_open(name_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
       if (fd_ < 0 && errno == EEXIST) {  // not ours to unlink: someone else's
         const int other = ::shm_open(name_.c_str(), O_RDONLY, 0);
@@ -271,10 +385,14 @@ struct SharedMemory {
       runtime::init_area(area_, runtime::area_layout(comm_), config_.nranks, comm_.fingerprint(),
                          generation_, static_cast<std::int64_t>(::getpid()));
       header_ = reinterpret_cast<runtime::AreaHeader*>(area_);
+      write_token();  // only now can the others find the segment
     }
 
     // Tries once to map a ready, live, compatible segment; true on success.
     bool try_open() {
+      const auto token = read_token();
+      if (!token) return false;
+      name_ = base_name_ + "." + *token;
       fd_ = ::shm_open(name_.c_str(), O_RDWR, 0);
       if (fd_ < 0) return false;
       struct stat st {};
@@ -330,6 +448,10 @@ struct SharedMemory {
           while (!try_open()) {
             if (sync::now_ns() >= deadline) {
               if (foreign_uid_ >= 0) fail_foreign();
+              if (foreign_token_)
+                throw Error(ErrorCode::System, config_.rank,
+                            "the session token file '" + token_path_ +
+                                "' is not a private file of this user: refusing it");
               if (mismatch_seen_)
                 throw Error(
                     ErrorCode::Mismatch, config_.rank,
@@ -416,14 +538,20 @@ struct SharedMemory {
         }
         break;
       }
-      // Everyone has the segment mapped: the name is no longer needed.
-      if (creator) unlink_if_ours();
+      // Everyone has the segment mapped: the name and the token are no longer needed.
+      if (creator) {
+        unlink_if_ours();
+        remove_token_if_ours();
+      }
     }
 
     Config config_;
     runtime::AreaCommunicator comm_;
     std::vector<int> local_;
-    std::string name_;
+    std::string base_name_;   // /ccoll.<session>; the segment is /ccoll.<session>.<token>
+    std::string name_;        // the segment this rank created or is trying
+    std::string token_path_;  // where rank 0 leaves the token for the others
+    std::string token_;       // rank 0: the token of the segment it created
     runtime::AreaCommunicator::rank_state state_;
     int fd_ = -1;
     std::byte* area_ = nullptr;
@@ -431,7 +559,8 @@ struct SharedMemory {
     std::size_t bytes_ = 0;
     std::uint64_t generation_ = 0;
     bool mismatch_seen_ = false;
-    long foreign_uid_ = -1;  // the owner of a segment of our name that we refused
+    bool foreign_token_ = false;  // a token file that was not private was refused
+    long foreign_uid_ = -1;       // the owner of a segment of our name that we refused
     unsigned foreign_mode_ = 0;
   };
 };
