@@ -15,10 +15,9 @@ struct Config {
                         // (CCOLL_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE)
   int rank = -1;        // SharedMemory: -1 = from the environment (CCOLL_RANK,
                         // OMPI_COMM_WORLD_RANK, PMI_RANK); ignored by HostThreads
-  std::string session;  // SharedMemory: name of the segment the processes share
-                        // ("" = env CCOLL_SESSION, else the launcher's job id:
-                        // PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid, SLURM_JOB_ID; else
-                        // "ccoll-default")
+  std::string session;  // SharedMemory: the job's name for its segment ("" = env
+                        // CCOLL_SESSION, else the launcher's job id: PMIX_NAMESPACE,
+                        // OMPI_MCA_ess_base_jobid, SLURM_JOB_ID; else the parent process)
   std::chrono::milliseconds timeout{60000};  // deadline of every wait of one call
   std::uint64_t slot_bytes = 1u << 20;       // capacity of one FIFO slot of a connection
   std::uint32_t nslots = 4;                  // FIFO depth of every connection
