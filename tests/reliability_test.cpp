@@ -27,6 +27,7 @@ template <class F>
 std::vector<Outcome> on_threads(int p, F fn) {
   std::vector<Outcome> out(static_cast<std::size_t>(p));
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(p));
   for (int t = 0; t < p; ++t)
     threads.emplace_back([&, t] {
       auto& o = out[static_cast<std::size_t>(t)];

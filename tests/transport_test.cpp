@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "ccoll/algo/all.hpp"
@@ -108,7 +109,7 @@ static_assert(runtime::ControlPlane<runtime::AreaControlPlane>);
 static_assert(algo::LogicalTopology<algo::Ring> && algo::LogicalTopology<algo::PackedForest> &&
               algo::LogicalTopology<algo::Registered>);
 static_assert(schedule::Schedule<schedule::Phased>);
-static_assert(sizeof(gradient::Schedule) > 0);  // no clash with schedule::Schedule
+static_assert(std::is_class_v<gradient::Schedule>);  // no clash with schedule::Schedule
 
 // Every local rank of `ar` on its own thread: inputs rank+1+i%7 (inactive ranks' inputs must not
 // count); returns the number of wrong elements over the active ranks' outputs.

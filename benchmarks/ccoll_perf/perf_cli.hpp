@@ -509,20 +509,40 @@ inline Prepared prepare_algorithms(const Options& o,
     try {
       logical.emplace(ccoll::algo::make_algorithm(spec.algorithm, req));
     } catch (const std::exception& e) {
-      throw UsageError("-a/--algo " + name + on + ": " + e.what());
+      std::string msg = "-a/--algo ";
+      msg.append(name).append(on).append(": ").append(e.what());
+      throw UsageError(msg);
     }
     if (const int n = logical->nranks(); n > 0) {
       if (o.nranks_given && n != o.nranks) {
-        throw UsageError(
-            ranks_from + " " + std::to_string(o.nranks) + " disagrees with algorithm '" + name +
-            "', planned for " + std::to_string(n) + " ranks" + on +
-            (ranks_from == "-t/--nranks" ? " (leave -t out: the topology sets the rank count)"
-                                         : " (start " + std::to_string(n) + ")"));
+        std::string msg = ranks_from;
+        msg.append(" ")
+            .append(std::to_string(o.nranks))
+            .append(" disagrees with algorithm '")
+            .append(name)
+            .append("', planned for ")
+            .append(std::to_string(n))
+            .append(" ranks")
+            .append(on);
+        if (ranks_from == "-t/--nranks")
+          msg.append(" (leave -t out: the topology sets the rank count)");
+        else
+          msg.append(" (start ").append(std::to_string(n)).append(")");
+        throw UsageError(msg);
       }
       if (fixed != 0 && n != fixed) {
-        throw UsageError("-a/--algo: '" + fixed_by + "' was planned for " + std::to_string(fixed) +
-                         " ranks" + on + ", '" + name + "' for " + std::to_string(n) +
-                         " (run them separately)");
+        std::string msg = "-a/--algo: '";
+        msg.append(fixed_by)
+            .append("' was planned for ")
+            .append(std::to_string(fixed))
+            .append(" ranks")
+            .append(on)
+            .append(", '")
+            .append(name)
+            .append("' for ")
+            .append(std::to_string(n))
+            .append(" (run them separately)");
+        throw UsageError(msg);
       }
       fixed = n;
       fixed_by = name;
