@@ -69,6 +69,17 @@ class Allreduce {
         exec_(
             resolve(config, topology_),
             [this](const plan::PlanRequest& request) { return build(request); }, name()) {}
+  // Transports that need more than a Config to join (an MPI communicator, say) take it after the
+  // topology: Allreduce<transport::Mpi, L, S> ar(config, L{}, comm).
+  template <class A0, class... A>
+  requires std::constructible_from<typename T::Executor, const Config&, runtime::PlanSource,
+                                   std::string_view, A0, A...>
+  Allreduce(const Config& config, L topology, A0&& arg0, A&&... args)
+      : topology_(std::move(topology)),
+        exec_(
+            resolve(config, topology_, arg0, args...),
+            [this](const plan::PlanRequest& request) { return build(request); }, name(),
+            std::forward<A0>(arg0), std::forward<A>(args)...) {}
   Allreduce(const Allreduce&) = delete;
   Allreduce& operator=(const Allreduce&) = delete;
 
@@ -107,12 +118,21 @@ class Allreduce {
   }
 
  private:
-  static Config resolve(Config config, const L& topology) {
+  // The transport's bootstrap (with the transport's own arguments, if its resolve takes them).
+  template <class... A>
+  static Config resolve_transport(const Config& config, const A&... args) {
+    if constexpr (requires { T::resolve(config, args...); })
+      return T::resolve(config, args...);
+    else
+      return T::resolve(config);
+  }
+  template <class... A>
+  static Config resolve(Config config, const L& topology, const A&... args) {
     if constexpr (algo::FixedRankTopology<L>) {
       const int needed = static_cast<int>(topology.nranks());  // 0: any
-      if (needed <= 0) return T::resolve(config);
+      if (needed <= 0) return resolve_transport(config, args...);
       if (config.nranks == 0) config.nranks = needed;
-      config = T::resolve(config);
+      config = resolve_transport(config, args...);
       if (config.nranks != needed)
         throw_invalid_argument(config.rank, "Config::nranks",
                                std::to_string(needed) + " (the ranks topology '" +
@@ -120,7 +140,7 @@ class Allreduce {
                                std::to_string(config.nranks));
       return config;
     } else {
-      return T::resolve(config);
+      return resolve_transport(config, args...);
     }
   }
   plan::Plan build(const plan::PlanRequest& request) const {

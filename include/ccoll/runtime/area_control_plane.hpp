@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <sstream>
 #include <string>
 
 #include "ccoll/core/dtype.hpp"
@@ -92,33 +91,9 @@ class AreaControlPlane {
     }
     for (int q = 0; q < nranks_; ++q)
       wait_word(&descriptors_[q].seq, seq, rank, q, deadline_ns, seq);
-    Agreement a;
-    for (int q = 0; q < nranks_ && a.verdict.empty(); ++q) {
-      const RankDescriptor& d = descriptors_[q];
-      if (d.status != 0) {
-        a.code = static_cast<ErrorCode>(d.status - 1);
-        a.verdict = "rank " + std::to_string(q) + " passed bad arguments to call " +
-                    std::to_string(seq) + " (" + std::string(d.reason) +
-                    "); no rank touched its buffers";
-      }
-    }
-    const RankDescriptor& d0 = descriptors_[0];
-    for (int q = 1; q < nranks_ && a.verdict.empty(); ++q) {
-      const RankDescriptor& d = descriptors_[q];
-      std::ostringstream os;
-      if (d.count != d0.count) {
-        os << "count differs: rank 0 has " << d0.count << ", rank " << q << " has " << d.count;
-      } else if (d.dtype != d0.dtype) {
-        os << "datatype differs: rank 0 has " << to_string(static_cast<DataType>(d0.dtype))
-           << ", rank " << q << " has " << to_string(static_cast<DataType>(d.dtype));
-      } else if (d.op != d0.op) {
-        os << "op differs: rank 0 has " << to_string(static_cast<ReduceOp>(d0.op)) << ", rank " << q
-           << " has " << to_string(static_cast<ReduceOp>(d.op));
-      }
-      if (!os.str().empty()) a.verdict = os.str() + " (call " + std::to_string(seq) + ")";
-    }
-    // Read before the acknowledgement below, after which rank 0 may reuse its descriptor.
-    a.root_choice = d0.root_choice;
+    // Read (rank 0's root choice included) before the acknowledgement below, after which the
+    // others may reuse their descriptors.
+    Agreement a = common_verdict(descriptors_, nranks_, seq);
     sync::AtomicWord<std::uint64_t>(&mine.ack).store_release(seq);
     return a;
   }
@@ -145,51 +120,10 @@ class AreaControlPlane {
   // Every rank that stops because another failed reports the first failure's code, so that a
   // rank that never arrives makes every other rank report a timeout.
   Error stopped_error(FailurePoint where, std::uint64_t seq) const {
-    std::ostringstream os;
-    os << "stopped in call " << seq;
-    if (where.channel >= 0)
-      os << " at channel " << where.channel << ", step " << where.step << " (waiting for "
-         << (where.waiting_for == FailurePoint::Waiting::free_slot ? "a free slot at rank "
-                                                                   : "a message from rank ")
-         << where.peer << ")";
-    os << " because " << describe_origin();
-    const auto code =
-        header_->abort.settle() ? static_cast<ErrorCode>(header_->abort.code) : ErrorCode::Aborted;
-    return Error(code == ErrorCode::Timeout ? ErrorCode::Timeout : ErrorCode::Aborted, where.rank,
-                 os.str());
+    return stopped_by(header_->abort, where, seq);
   }
 
  private:
-  static const char* what_text(std::uint32_t what) {
-    switch (what) {
-      case 1:
-        return "a message from";
-      case 2:
-        return "a free slot at";
-      case 3:
-        return "the arrival of";
-      case 4:
-        return "died";
-      default:
-        return "";
-    }
-  }
-
-  std::string describe_origin() const {
-    const sync::AbortRecord& a = header_->abort;
-    if (!a.settle()) return "another rank failed";
-    std::ostringstream os;
-    if (a.waiting_for == static_cast<std::uint32_t>(FailurePoint::Waiting::dead)) {
-      os << "rank " << a.rank << " died (its process is gone)";
-      return os.str();
-    }
-    os << "rank " << a.rank << " failed first (" << to_string(static_cast<ErrorCode>(a.code));
-    if (a.waiting_for != 0) os << " waiting for " << what_text(a.waiting_for) << " rank " << a.peer;
-    if (a.channel >= 0) os << " on channel " << a.channel << ", step " << a.step;
-    os << ")";
-    return os.str();
-  }
-
   // Waits until *word >= target; `peer` is the rank whose word it is.
   void wait_word(const std::uint64_t* word, std::uint64_t target, int rank, int peer,
                  std::uint64_t deadline_ns, std::uint64_t seq) {

@@ -26,7 +26,8 @@ concept Connection = std::copyable<C> &&
   { c.can_recv(m) } -> std::same_as<bool>;    // receiver: has m arrived?
   { c.wait_send(m, abort, t) } -> std::same_as<sync::WaitResult>;
   { c.wait_recv(m, abort, t) } -> std::same_as<sync::WaitResult>;
-  c.post_sent(m);                          // sender: m is written
+  c.post_sent(m);  // sender: m is written (a model may also offer post_sent(m, bytes), which the
+                   // interpreter then calls with the bytes written: message-passing transports)
   c.post_received(m);                      // receiver: m's slot may be reused
   { c.from } -> std::convertible_to<int>;  // the two ranks, for error reports
   { c.to } -> std::convertible_to<int>;

@@ -9,10 +9,14 @@
 
 #include <concepts>
 #include <cstdint>
+#include <sstream>
 #include <string>
 
+#include "ccoll/core/dtype.hpp"
 #include "ccoll/core/error.hpp"
+#include "ccoll/core/op.hpp"
 #include "ccoll/runtime/call_args.hpp"
+#include "ccoll/sync/abort.hpp"
 
 namespace ccoll::runtime {
 
@@ -57,5 +61,72 @@ concept ControlPlane = requires(P& p, const P& cp, const CallArgs& args, std::ui
   // gone (a transport that cannot tell does nothing), so that waits end long before the deadline.
   p.check_peers();
 };
+
+// The verdict on one call from every rank's published arguments (d[0..nranks), each with count,
+// dtype, op, status (0: fine, else 1 + ErrorCode) and reason): every rank computes it from the
+// same data, so all reach the same one.
+template <class Descriptor>
+Agreement common_verdict(const Descriptor* d, int nranks, std::uint64_t seq) {
+  Agreement a;
+  for (int q = 0; q < nranks && a.verdict.empty(); ++q) {
+    if (d[q].status != 0) {
+      a.code = static_cast<ErrorCode>(d[q].status - 1);
+      a.verdict = "rank " + std::to_string(q) + " passed bad arguments to call " +
+                  std::to_string(seq) + " (" + std::string(d[q].reason) +
+                  "); no rank touched its buffers";
+    }
+  }
+  for (int q = 1; q < nranks && a.verdict.empty(); ++q) {
+    std::ostringstream os;
+    if (d[q].count != d[0].count) {
+      os << "count differs: rank 0 has " << d[0].count << ", rank " << q << " has " << d[q].count;
+    } else if (d[q].dtype != d[0].dtype) {
+      os << "datatype differs: rank 0 has " << to_string(static_cast<DataType>(d[0].dtype))
+         << ", rank " << q << " has " << to_string(static_cast<DataType>(d[q].dtype));
+    } else if (d[q].op != d[0].op) {
+      os << "op differs: rank 0 has " << to_string(static_cast<ReduceOp>(d[0].op)) << ", rank " << q
+         << " has " << to_string(static_cast<ReduceOp>(d[q].op));
+    }
+    if (!os.str().empty()) a.verdict = os.str() + " (call " + std::to_string(seq) + ")";
+  }
+  a.root_choice = d[0].root_choice;
+  return a;
+}
+
+// The first failure as every rank reports it, from the abort record.
+inline std::string describe_abort(const sync::AbortRecord& a) {
+  if (!a.settle()) return "another rank failed";
+  std::ostringstream os;
+  if (a.waiting_for == static_cast<std::uint32_t>(FailurePoint::Waiting::dead)) {
+    os << "rank " << a.rank << " died (its process is gone)";
+    return os.str();
+  }
+  os << "rank " << a.rank << " failed first (" << to_string(static_cast<ErrorCode>(a.code));
+  if (a.waiting_for != 0) {
+    static constexpr const char* kWhat[] = {"", "a message from", "a free slot at",
+                                            "the arrival of"};
+    os << " waiting for " << (a.waiting_for < 4 ? kWhat[a.waiting_for] : "") << " rank " << a.peer;
+  }
+  if (a.channel >= 0) os << " on channel " << a.channel << ", step " << a.step;
+  os << ")";
+  return os.str();
+}
+
+// The error of a rank that stopped at `where` in call `seq` because of the failure in `a`: it
+// carries the first failure's code (Timeout stays Timeout, so that a rank that never arrives makes
+// every rank report a timeout; anything else is Aborted).
+inline Error stopped_by(const sync::AbortRecord& a, FailurePoint where, std::uint64_t seq) {
+  std::ostringstream os;
+  os << "stopped in call " << seq;
+  if (where.channel >= 0)
+    os << " at channel " << where.channel << ", step " << where.step << " (waiting for "
+       << (where.waiting_for == FailurePoint::Waiting::free_slot ? "a free slot at rank "
+                                                                 : "a message from rank ")
+       << where.peer << ")";
+  os << " because " << describe_abort(a);
+  const auto code = a.settle() ? static_cast<ErrorCode>(a.code) : ErrorCode::Aborted;
+  return Error(code == ErrorCode::Timeout ? ErrorCode::Timeout : ErrorCode::Aborted, where.rank,
+               os.str());
+}
 
 }  // namespace ccoll::runtime

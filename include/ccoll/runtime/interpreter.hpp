@@ -382,7 +382,12 @@ CCOLL_HD void execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
     }
     for (std::uint32_t k = 0; k < s.send_count; ++k) {
       const plan::Port& p = ctx.ports[s.send_begin + k];
-      ctx.connections[p.connection].post_sent(message_number(ctx, p));
+      const C& c = ctx.connections[p.connection];
+      // A message-passing connection moves only the bytes written; memory connections need not.
+      if constexpr (requires { c.post_sent(std::uint64_t{}, std::uint64_t{}); })
+        c.post_sent(message_number(ctx, p), s.count * sizeof(T));
+      else
+        c.post_sent(message_number(ctx, p));
     }
   }
 }
