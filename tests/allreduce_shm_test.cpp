@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "allreduce_reference.hpp"
 #include "ccoll/algo/direct.hpp"
 #include "ccoll/algo/double_binary_tree.hpp"
 #include "ccoll/algo/packed_forest.hpp"
@@ -33,14 +34,11 @@
 
 using namespace ccoll;
 using namespace std::chrono_literals;
+using ccoll::testing::check_all;
 
 namespace {
 
 using Overlapped = schedule::Pipelined<schedule::Overlap::ReduceBroadcast>;
-
-// The object representation of a T, for bitwise comparison.
-template <class T>
-using Bytes = std::array<unsigned char, sizeof(T)>;
 
 struct Outcome {
   int exit_code = -1;   // 0: fine; 1: threw; 2: wrong results; -1: killed
@@ -114,55 +112,6 @@ std::vector<Outcome> on_processes(int p, const std::function<std::string(int)>& 
 int error_code_of(const Outcome& o) {
   if (o.message.rfind("ERR ", 0) != 0) return -100;
   return std::atoi(o.message.c_str() + 4);
-}
-
-template <class T>
-T value(ReduceOp op, int rank, int p, std::uint64_t i) {
-  int v;
-  if (op == ReduceOp::prod) {
-    const auto up = static_cast<std::uint64_t>(p), ur = static_cast<std::uint64_t>(rank);
-    v = ur == i % up ? 2 : ur == (i + 1) % up ? 3 : 1;
-  } else {
-    v = static_cast<int>((static_cast<std::uint64_t>(rank) * 5 + i * 3) % 13) + 1;
-  }
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
-    return T(static_cast<float>(v));
-  else
-    return static_cast<T>(v);
-}
-
-// Runs every dtype x op on `ar` for the given counts; returns "" or what was wrong.
-template <class AR>
-std::string check_all(AR& ar, const std::vector<std::uint64_t>& counts, bool every_dtype) {
-  const int p = ar.nranks(), rank = ar.rank();
-  std::string wrong;
-  for (DataType d : kAllDataTypes) {
-    if (!every_dtype && d != DataType::f32 && d != DataType::bf16) continue;
-    for (ReduceOp op : kAllReduceOps)
-      for (bool in_place : {false, true})
-        for (std::uint64_t n : counts) {
-          dispatch_data_type(d, [&](auto t) {
-            using T = decltype(t);
-            dispatch_reduce_op(op, [&](auto o) {
-              constexpr ReduceOp kOp = decltype(o)::value;
-              std::vector<T> in(n), out(n);
-              for (std::uint64_t i = 0; i < n; ++i) in[i] = value<T>(op, rank, p, i);
-              if (in_place) out = in;
-              ar.run(in_place ? out.data() : in.data(), out.data(), n, d, op);
-              for (std::uint64_t i = 0; i < n && wrong.empty(); ++i) {
-                T ref = value<T>(op, 0, p, i);
-                for (int r = 1; r < p; ++r) ref = combine<kOp>(ref, value<T>(op, r, p, i));
-                ref = finalize<kOp>(ref, p);
-                if (std::bit_cast<Bytes<T>>(ref) != std::bit_cast<Bytes<T>>(out[i]))
-                  wrong = "rank " + std::to_string(rank) + " " + std::string(to_string(d)) + " " +
-                          std::string(to_string(op)) + " n=" + std::to_string(n) + " element " +
-                          std::to_string(i);
-              }
-            });
-          });
-        }
-  }
-  return wrong;
 }
 
 Config shm_config(int p, int r, const std::string& session) {

@@ -1,0 +1,235 @@
+// transport::Mpi: the verified plans over MPI point-to-point messages. ctest runs this file on
+// 1 to 4 processes (mpiexec -n P; tests/CMakeLists.txt); every test is collective, so all ranks
+// run the same cases in the same order. Results against the reference for every dtype and op,
+// bitwise equal on every rank; sub-communicators; argument errors and mismatches on every rank;
+// a late rank makes the others time out within the deadline; abort records reach every rank.
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "allreduce_reference.hpp"
+#include "ccoll/algo/all.hpp"
+#include "ccoll/ccoll.hpp"
+#include "ccoll/transport/mpi.hpp"
+
+using namespace ccoll;
+using namespace std::chrono_literals;
+
+namespace {
+
+using Overlapped = schedule::Pipelined<schedule::Overlap::ReduceBroadcast>;
+
+struct MpiSession {
+  MpiSession() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized == 0) MPI_Init(nullptr, nullptr);
+  }
+  ~MpiSession() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized == 0) MPI_Finalize();
+  }
+};
+
+void ensure_mpi() {
+  static MpiSession session;
+}
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int p = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  return p;
+}
+
+// Whether every rank of `comm` passed true.
+bool all_ranks(bool ok, MPI_Comm comm = MPI_COMM_WORLD) {
+  int v = ok ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_LAND, comm);
+  return v != 0;
+}
+
+Config small_slots() {
+  Config c;
+  c.slot_bytes = 4096;  // several messages per call even at small counts
+  c.nslots = 2;
+  c.timeout = 20s;
+  return c;
+}
+
+template <class S>
+using MpiAllreduce = Allreduce<transport::Mpi, algo::Registered, S>;
+
+template <class S>
+std::string check_algorithm(const algo::AlgorithmSpec& spec, MPI_Comm comm, bool every_dtype) {
+  int p = 0;
+  MPI_Comm_size(comm, &p);
+  MpiAllreduce<S> ar(small_slots(), algo::make_algorithm(spec.algorithm, {nullptr, p, 0}), comm);
+  return testing::check_all(ar, {1, 2, 131, 1000, 5003}, every_dtype);
+}
+
+std::string check_named(const std::string& name, MPI_Comm comm, bool every_dtype) {
+  const algo::AlgorithmSpec spec = algo::find_algorithm(name);
+  return spec.overlap ? check_algorithm<Overlapped>(spec, comm, every_dtype)
+                      : check_algorithm<schedule::Phased>(spec, comm, every_dtype);
+}
+
+}  // namespace
+
+TEST_CASE("mpi: every rank-count algorithm, every dtype and op, in place, exact") {
+  ensure_mpi();
+  for (const algo::Algorithm& a : algo::algorithms()) {
+    if (a.needs_topology) continue;
+    for (const std::string& name : {a.name + "-overlap", a.name + "-phased"}) {
+      INFO("algorithm " << name << " on " << world_size() << " ranks");
+      const std::string wrong = check_named(name, MPI_COMM_WORLD, name == "ring-overlap");
+      CHECK_MESSAGE(wrong.empty(), wrong);
+      CHECK(all_ranks(wrong.empty()));
+    }
+  }
+}
+
+TEST_CASE("mpi: results are bitwise identical on every rank (float sums, large count)") {
+  ensure_mpi();
+  const int p = world_size(), rank = world_rank();
+  for (const char* name : {"ring", "dbtree", "tree-overlap"}) {
+    const algo::AlgorithmSpec spec = algo::find_algorithm(name);
+    MpiAllreduce<Overlapped> ar(Config{}, algo::make_algorithm(spec.algorithm, {nullptr, p, 0}),
+                                MPI_COMM_WORLD);
+    const std::size_t n = 3'000'017;  // several 1 MiB slots per rank, an odd tail
+    std::vector<float> in(n), out(n);
+    for (std::size_t i = 0; i < n; ++i)
+      in[i] = 1.0f / static_cast<float>(1 + (i * 31 + static_cast<std::size_t>(rank) * 7) % 1013);
+    ar.run(in.data(), out.data(), n, DataType::f32, ReduceOp::sum);
+    std::uint64_t h = 1469598103934665603ull;
+    for (float v : out) h = (h ^ std::bit_cast<std::uint32_t>(v)) * 1099511628211ull;
+    std::uint64_t lo = h, hi = h;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    INFO(name);
+    CHECK(lo == hi);
+    // Within rounding of the exact sum (the order of additions is the plan's, not rank order).
+    double worst = 0;
+    for (std::size_t i = 0; i < n; i += 997) {
+      double ref = 0;
+      for (int r = 0; r < p; ++r)
+        ref += 1.0f / static_cast<float>(1 + (i * 31 + static_cast<std::size_t>(r) * 7) % 1013);
+      worst = std::max(worst, std::abs(ref - static_cast<double>(out[i])) / ref);
+    }
+    CHECK(worst < 1e-5);
+  }
+}
+
+TEST_CASE("mpi: sub-communicators (split and duplicated) run side by side") {
+  ensure_mpi();
+  const int rank = world_rank();
+  MPI_Comm halves = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &halves);  // reversed rank order inside each half
+  const std::string wrong_half = check_named("ring", halves, false);
+  CHECK_MESSAGE(wrong_half.empty(), wrong_half);
+  MPI_Comm dup = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  const std::string wrong_dup = check_named("dbtree", dup, false);
+  CHECK_MESSAGE(wrong_dup.empty(), wrong_dup);
+  MPI_Comm_free(&dup);
+  MPI_Comm_free(&halves);
+  CHECK(all_ranks(wrong_half.empty() && wrong_dup.empty()));
+}
+
+TEST_CASE("mpi: bad arguments on one rank and mismatches fail every rank; the communicator lives") {
+  ensure_mpi();
+  const int p = world_size(), rank = world_rank();
+  Allreduce<transport::Mpi, algo::Ring> ar(small_slots(), algo::Ring{}, MPI_COMM_WORLD);
+  CHECK(ar.nranks() == p);
+  CHECK(ar.rank() == rank);
+  std::vector<float> in(100, 1.0f), out(100, -1.0f);
+
+  // A null buffer on the last rank: every rank throws before any buffer is touched.
+  const bool bad_here = rank == p - 1;
+  try {
+    ar.run(bad_here ? nullptr : in.data(), out.data(), 100, DataType::f32, ReduceOp::sum);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::InvalidArgument);
+    if (!bad_here && p > 1)
+      CHECK(std::string(e.what()).find("rank " + std::to_string(p - 1)) != std::string::npos);
+  }
+  CHECK(out[0] == -1.0f);
+
+  if (p > 1) {  // a count mismatch
+    try {
+      ar.run(in.data(), out.data(), rank == 0 ? 100 : 99, DataType::f32, ReduceOp::sum);
+      FAIL("expected a mismatch");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::Mismatch);
+      CHECK(std::string(e.what()).find("count differs") != std::string::npos);
+    }
+    CHECK(out[0] == -1.0f);
+  }
+  // Still usable.
+  ar.run(in.data(), out.data(), 100, DataType::f32, ReduceOp::sum);
+  CHECK(out[99] == static_cast<float>(p));
+  CHECK_THROWS_AS(ar.rank(rank + 1), Error);
+}
+
+TEST_CASE("mpi: a late rank makes the others time out within the deadline, naming the call") {
+  ensure_mpi();
+  const int p = world_size(), rank = world_rank();
+  if (p < 2) return;
+  Config c = small_slots();
+  c.timeout = 400ms;
+  Allreduce<transport::Mpi, algo::Ring> ar(c, algo::Ring{}, MPI_COMM_WORLD);
+  std::vector<float> in(64, 1.0f), out(64);
+  ar.run(in.data(), out.data(), 64, DataType::f32, ReduceOp::sum);  // everyone is here
+  const auto t0 = std::chrono::steady_clock::now();
+  if (rank == p - 1) std::this_thread::sleep_for(1500ms);
+  ErrorCode code = ErrorCode::InvalidArgument;
+  std::string what;
+  try {
+    ar.run(in.data(), out.data(), 64, DataType::f32, ReduceOp::sum);
+  } catch (const Error& e) {
+    code = e.code();
+    what = e.what();
+  }
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  INFO(what);
+  CHECK(code == ErrorCode::Timeout);
+  if (rank != p - 1) {
+    CHECK(waited < 1400ms);  // the deadline, not the late rank, ended the wait
+    CHECK(what.find("call 2") != std::string::npos);
+  }
+  // The communicator stays aborted: the next call fails at once on every rank.
+  CHECK_THROWS_AS(ar.run(in.data(), out.data(), 64, DataType::f32, ReduceOp::sum), Error);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("mpi: ranks configured differently refuse to run together") {
+  ensure_mpi();
+  const int p = world_size(), rank = world_rank();
+  if (p < 2) return;
+  Config c = small_slots();
+  if (rank == 1) c.nslots = 3;
+  try {
+    Allreduce<transport::Mpi, algo::Ring> ar(c, algo::Ring{}, MPI_COMM_WORLD);
+    FAIL("expected a mismatch");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Mismatch);
+  }
+}
+
+TEST_CASE("mpi: misuse is named") {
+  ensure_mpi();
+  CHECK_THROWS_AS((Allreduce<transport::Mpi, algo::Ring>(Config{}, algo::Ring{}, MPI_COMM_NULL)),
+                  Error);
+}
