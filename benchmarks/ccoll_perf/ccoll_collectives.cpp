@@ -4,8 +4,8 @@
 // An algorithm is a registry entry made into an algo::Registered (perf_cli.hpp's
 // prepare_algorithms); its spec says the schedule (overlap: Pipelined<Overlap::ReduceBroadcast>,
 // else Phased; "tree" is [C-Cube]'s phased baseline B and "tree-overlap" its overlapped C1). The
-// transport is a template parameter and nothing else depends on it: threads and shm construct the
-// same Allreduce<T, algo::Registered, S> and call it through the same rank view, ar.rank(r).
+// transport is a template parameter and nothing else depends on it: threads, shm and mpi construct
+// the same Allreduce<T, algo::Registered, S> and call it through the same rank view, ar.rank(r).
 #include <chrono>
 #include <memory>
 #include <stdexcept>
@@ -17,6 +17,9 @@
 #include <ccoll/schedule/pipelined.hpp>
 #include <ccoll/transport/host_threads.hpp>
 #include <ccoll/transport/shared_memory.hpp>
+#if CCOLL_HAVE_MPI
+#include <ccoll/transport/mpi.hpp>
+#endif
 
 #include "runner.hpp"
 
@@ -87,6 +90,12 @@ std::unique_ptr<Collective> make_collective(Transport transport, const PreparedA
       return make_for<ccoll::transport::HostThreads>(algo, config);
     case Transport::shm:
       return make_for<ccoll::transport::SharedMemory>(algo, config);
+    case Transport::mpi:
+#if CCOLL_HAVE_MPI
+      return make_for<ccoll::transport::Mpi>(algo, config);  // on MPI_COMM_WORLD
+#else
+      throw std::invalid_argument("--transport mpi: this ccoll_perf was built without MPI");
+#endif
   }
   throw std::invalid_argument("unknown transport");
 }

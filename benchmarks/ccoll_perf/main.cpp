@@ -251,17 +251,18 @@ void shm_rank_body(Report& report, const Prepared& prepared, Control& control,
     };
   }
   if (run_peer && o.algos.empty()) {  // -a none: MPI alone, as its own table
-    if (printer) printer->section(section_title("mpi", "MPI_Allreduce (Open MPI)", nranks));
+    if (printer) printer->section(section_title("mpi", "MPI_Allreduce (the MPI library)", nranks));
     run_sweep(make_spec(o, sizes, "mpi", "MPI_Allreduce"), *mpi, control, buffers, emit);
     if (printer) printer->end_section();
   }
 #else
   (void)run_peer;
 #endif
+  const std::string transport(to_string(o.transport));
   for (const PreparedAlgorithm& algo : prepared.algos) {
     const std::string& name = algo.name;
     if (printer) {
-      std::string title = section_title("shm", name, nranks);
+      std::string title = section_title(transport, name, nranks);
       if (mpi) {
         title += "; MPI_Allreduce timed in alternating blocks with it (best of " +
                  std::to_string(o.rounds) + " each)";
@@ -271,9 +272,9 @@ void shm_rank_body(Report& report, const Prepared& prepared, Control& control,
     control.barrier();
     std::string session = session_prefix;
     session.append(".").append(name);
-    auto coll = make_collective(Transport::shm, algo, make_config(o, rank, nranks, session));
+    auto coll = make_collective(o.transport, algo, make_config(o, rank, nranks, session));
     auto view = coll->rank(rank);
-    run_sweep(make_spec(o, sizes, "shm", name), *view, control, buffers, emit,
+    run_sweep(make_spec(o, sizes, transport, name), *view, control, buffers, emit,
               mpi ? &paired : nullptr);
     control.barrier();  // nobody destroys its end of the session while a peer still uses it
     view.reset();
@@ -338,6 +339,16 @@ int run_shm_forked(Report& report, const Prepared& prepared) {
 }
 
 #if CCOLL_HAVE_MPI
+// The MPI library's name and version (first line), for the header.
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(text, &len);
+  std::string v(text, static_cast<std::size_t>(len));
+  const auto eol = v.find_first_of("\n,");
+  return eol == std::string::npos ? v : v.substr(0, eol);
+}
+
 int run_under_mpirun(Report& report) {
   MPI_Init(nullptr, nullptr);
   MpiControl control;
@@ -350,8 +361,9 @@ int run_under_mpirun(Report& report) {
   }
   o.nranks = nranks;
   o.nranks_given = true;
-  if (o.transport != Transport::shm) {
-    die(rank, "under mpirun ccoll_perf needs --transport shm (each MPI process is one rank)");
+  if (o.transport == Transport::threads) {
+    die(rank,
+        "under mpirun ccoll_perf needs --transport shm or mpi (each MPI process is one rank)");
   }
   Prepared prepared;
   try {
@@ -365,8 +377,12 @@ int run_under_mpirun(Report& report) {
   std::unique_ptr<Printer> printer;
   if (rank == 0) {
     printer = std::make_unique<Printer>(report, o.peer_mpi);
-    printer->header(std::to_string(nranks) + " processes started by mpirun (SharedMemory" +
-                        std::string(o.peer_mpi ? "; peer: Open MPI MPI_Allreduce" : "") + ")",
+    printer->header(std::to_string(nranks) + " processes started by mpirun (" +
+                        (o.transport == Transport::mpi
+                             ? "Mpi: point-to-point messages of " + mpi_library_version()
+                             : std::string("SharedMemory")) +
+                        std::string(o.peer_mpi ? "; peer: the MPI library's MPI_Allreduce" : "") +
+                        ")",
                     &prepared);
     measure_membw(report, nranks);  // the other ranks sleep in the polled barrier meanwhile
     printer->membw(nranks);
@@ -431,6 +447,13 @@ int main_impl(int argc, char** argv) {
                  "(--transport shm -t P forks the ranks itself)\n");
     return 2;
 #endif
+  }
+  if (o.transport == Transport::mpi) {
+    std::fprintf(stderr,
+                 "ccoll_perf: --transport mpi runs one rank per MPI process: run\n"
+                 "  mpirun --allow-run-as-root --oversubscribe -np 4 %s --transport mpi\n",
+                 argv[0]);
+    return 2;
   }
   if (o.peer_mpi) {
     std::fprintf(stderr,

@@ -37,9 +37,9 @@
 
 namespace ccoll_perf {
 
-enum class Transport { threads, shm };
+enum class Transport { threads, shm, mpi };
 constexpr std::string_view to_string(Transport t) {
-  return t == Transport::threads ? "threads" : "shm";
+  return t == Transport::threads ? "threads" : t == Transport::shm ? "shm" : "mpi";
 }
 
 // What ccoll_perf runs when -a is not given (its tables before the registry existed).
@@ -239,9 +239,11 @@ inline std::string usage_text() {
   -d, --datatype T        float|f32, double|f64, half|f16, bfloat16|bf16, int32|i32, int64|i64,
                           uint8|u8; default float
   -o, --op OP             sum, prod, min, max, avg; default sum
-      --transport T       threads (P threads in this process) or shm (P processes), default threads
-      --peer mpi          also run Open MPI's MPI_Allreduce on the same ranks and sizes and print
-                          the ratio (needs --transport shm and mpirun -np P)
+      --transport T       threads (P threads in this process), shm (P processes in shared
+                          memory) or mpi (the MPI processes of mpirun -np P, messages through
+                          MPI point-to-point), default threads
+      --peer mpi          also run the MPI library's MPI_Allreduce on the same ranks and sizes and
+                          print the ratio (needs --transport shm or mpi and mpirun -np P)
   -m, --membw 0|1         measure the memory bandwidth and print busbw as % of the bound, default 1
       --slot_bytes SIZE   ccoll::Config::slot_bytes (FIFO slot size), default: the library's
       --nslots N          ccoll::Config::nslots (FIFO depth), default: the library's
@@ -263,6 +265,7 @@ Examples:
   ccoll_perf -a forest --topology dgx1v -b 8 -e 8M -f 4   # 8 ranks: the forest's
   ccoll_perf --transport shm -t 2 -b 16M -e 64M -f 4
   mpirun --allow-run-as-root --oversubscribe -np 4 ccoll_perf --transport shm --peer mpi -b 16M -e 64M -f 4
+  mpirun --allow-run-as-root --oversubscribe -np 4 ccoll_perf --transport mpi --peer mpi -a ring,dbtree
 )";
 }
 
@@ -386,8 +389,10 @@ inline Options parse_args(const std::vector<std::string>& args) {
         o.transport = Transport::threads;
       } else if (v == "shm") {
         o.transport = Transport::shm;
+      } else if (v == "mpi") {
+        o.transport = Transport::mpi;
       } else {
-        throw detail::bad_value(flag, "expected threads or shm", v);
+        throw detail::bad_value(flag, "expected threads, shm or mpi", v);
       }
     } else if (flag == "--peer") {
       const std::string v = next();
