@@ -17,6 +17,7 @@
 #include "ccoll/algo/all.hpp"
 #include "ccoll/ccoll.hpp"
 #include "ccoll/transport/mpi.hpp"
+#include "ccoll/transport/mpi_hybrid.hpp"
 
 using namespace ccoll;
 using namespace std::chrono_literals;
@@ -68,32 +69,42 @@ Config small_slots() {
   return c;
 }
 
-template <class S>
-using MpiAllreduce = Allreduce<transport::Mpi, algo::Registered, S>;
+template <class S, class T = transport::Mpi>
+using MpiAllreduce = Allreduce<T, algo::Registered, S>;
 
-template <class S>
+template <class T, class S>
 std::string check_algorithm(const algo::AlgorithmSpec& spec, MPI_Comm comm, bool every_dtype) {
   int p = 0;
   MPI_Comm_size(comm, &p);
-  MpiAllreduce<S> ar(small_slots(), algo::make_algorithm(spec.algorithm, {nullptr, p, 0}), comm);
+  MpiAllreduce<S, T> ar(small_slots(), algo::make_algorithm(spec.algorithm, {nullptr, p, 0}), comm);
   return testing::check_all(ar, {1, 2, 131, 1000, 5003}, every_dtype);
 }
 
+template <class T = transport::Mpi>
 std::string check_named(const std::string& name, MPI_Comm comm, bool every_dtype) {
   const algo::AlgorithmSpec spec = algo::find_algorithm(name);
-  return spec.overlap ? check_algorithm<Overlapped>(spec, comm, every_dtype)
-                      : check_algorithm<schedule::Phased>(spec, comm, every_dtype);
+  return spec.overlap ? check_algorithm<T, Overlapped>(spec, comm, every_dtype)
+                      : check_algorithm<T, schedule::Phased>(spec, comm, every_dtype);
 }
+
+// Sets CCOLL_MPI_HOST for the scope of one test (emulated hosts for transport::MpiHybrid).
+struct HostName {
+  explicit HostName(const std::string& name) { ::setenv("CCOLL_MPI_HOST", name.c_str(), 1); }
+  ~HostName() { ::unsetenv("CCOLL_MPI_HOST"); }
+  HostName(const HostName&) = delete;
+  HostName& operator=(const HostName&) = delete;
+};
 
 }  // namespace
 
-TEST_CASE("mpi: every rank-count algorithm, every dtype and op, in place, exact") {
+TEST_CASE_TEMPLATE("mpi: every rank-count algorithm, every dtype and op, in place, exact", T,
+                   transport::Mpi, transport::MpiHybrid) {
   ensure_mpi();
   for (const algo::Algorithm& a : algo::algorithms()) {
     if (a.needs_topology) continue;
     for (const std::string& name : {a.name + "-overlap", a.name + "-phased"}) {
-      INFO("algorithm " << name << " on " << world_size() << " ranks");
-      const std::string wrong = check_named(name, MPI_COMM_WORLD, name == "ring-overlap");
+      INFO("algorithm " << name << " on " << world_size() << " ranks over " << T::name);
+      const std::string wrong = check_named<T>(name, MPI_COMM_WORLD, name == "ring-overlap");
       CHECK_MESSAGE(wrong.empty(), wrong);
       CHECK(all_ranks(wrong.empty()));
     }
@@ -128,6 +139,25 @@ TEST_CASE("mpi: results are bitwise identical on every rank (float sums, large c
       worst = std::max(worst, std::abs(ref - static_cast<double>(out[i])) / ref);
     }
     CHECK(worst < 1e-5);
+  }
+}
+
+TEST_CASE("mpi-hybrid: two emulated hosts: shared memory inside each, messages between them") {
+  ensure_mpi();
+  const int p = world_size(), rank = world_rank();
+  const HostName host("host" + std::to_string(rank / 2));  // ranks {0,1}, {2,3}: two hosts
+  for (const char* name : {"ring", "dbtree-phased", "direct"}) {
+    const algo::AlgorithmSpec spec = algo::find_algorithm(name);
+    using S = Overlapped;
+    MpiAllreduce<S, transport::MpiHybrid> ar(
+        small_slots(), algo::make_algorithm(spec.algorithm, {nullptr, p, 0}), MPI_COMM_WORLD);
+    // Every rank's host is named by its first rank.
+    const auto& hosts = ar.executor().links().host_of();
+    for (int q = 0; q < p; ++q) CHECK(hosts[static_cast<std::size_t>(q)] == q / 2 * 2);
+    const std::string wrong = testing::check_all(ar, {1, 131, 5003}, false);
+    INFO(name);
+    CHECK_MESSAGE(wrong.empty(), wrong);
+    CHECK(all_ranks(wrong.empty()));
   }
 }
 

@@ -110,6 +110,8 @@ class Allreduce {
   int nranks() const { return exec_.nranks(); }
   const Config& config() const { return exec_.config(); }
   const L& topology() const { return topology_; }
+  // The transport's executor, for what only that transport knows (the hosts of MpiHybrid, say).
+  typename T::Executor& executor() { return exec_; }
   // A copy of the plan run for `count` elements of `dtype` (built, verified and cached on first
   // use).
   plan::Plan plan(std::size_t count, DataType dtype) { return exec_.plan(count, size_of(dtype)); }
