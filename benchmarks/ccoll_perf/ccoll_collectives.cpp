@@ -19,6 +19,7 @@
 #include <ccoll/transport/shared_memory.hpp>
 #if CCOLL_HAVE_MPI
 #include <ccoll/transport/mpi.hpp>
+#include <ccoll/transport/mpi_hybrid.hpp>
 #endif
 
 #include "runner.hpp"
@@ -91,8 +92,11 @@ std::unique_ptr<Collective> make_collective(Transport transport, const PreparedA
     case Transport::shm:
       return make_for<ccoll::transport::SharedMemory>(algo, config);
     case Transport::mpi:
+    case Transport::mpi_hybrid:
 #if CCOLL_HAVE_MPI
-      return make_for<ccoll::transport::Mpi>(algo, config);  // on MPI_COMM_WORLD
+      if (transport == Transport::mpi_hybrid)
+        return make_for<ccoll::transport::MpiHybrid>(algo, config);  // on MPI_COMM_WORLD
+      return make_for<ccoll::transport::Mpi>(algo, config);
 #else
       throw std::invalid_argument("--transport mpi: this ccoll_perf was built without MPI");
 #endif

@@ -32,6 +32,8 @@
 
 #if CCOLL_HAVE_MPI
 #include <mpi.h>
+
+#include <ccoll/transport/mpi/measure.hpp>
 #endif
 
 namespace ccoll_perf {
@@ -349,6 +351,18 @@ std::string mpi_library_version() {
   return eol == std::string::npos ? v : v.substr(0, eol);
 }
 
+std::string transport_description(Transport t) {
+  switch (t) {
+    case Transport::mpi:
+      return "Mpi: point-to-point messages of " + mpi_library_version();
+    case Transport::mpi_hybrid:
+      return "MpiHybrid: shared memory inside a host, messages of " + mpi_library_version() +
+             " between hosts";
+    default:
+      return "SharedMemory";
+  }
+}
+
 int run_under_mpirun(Report& report) {
   MPI_Init(nullptr, nullptr);
   MpiControl control;
@@ -365,9 +379,21 @@ int run_under_mpirun(Report& report) {
     die(rank,
         "under mpirun ccoll_perf needs --transport shm or mpi (each MPI process is one rank)");
   }
+  // --topology measure: the hosts' links, measured now (transport/mpi/measure.hpp).
+  std::shared_ptr<const ccoll::physical::PhysicalTopology> measured;
+  ccoll::transport::mpi::HostLinks links;
+  if (o.topology == "measure") {
+    try {
+      links = ccoll::transport::mpi::measure_host_links(MPI_COMM_WORLD);
+      measured = std::make_shared<const ccoll::physical::PhysicalTopology>(
+          ccoll::transport::mpi::measured_topology(links));
+    } catch (const std::exception& e) {
+      die(rank, std::string("--topology measure: ") + e.what());
+    }
+  }
   Prepared prepared;
   try {
-    prepared = prepare_algorithms(o, "mpirun -np");
+    prepared = prepare_algorithms(o, "mpirun -np", measured);
   } catch (const UsageError& e) {
     die(rank, e.what());
   }
@@ -378,12 +404,18 @@ int run_under_mpirun(Report& report) {
   if (rank == 0) {
     printer = std::make_unique<Printer>(report, o.peer_mpi);
     printer->header(std::to_string(nranks) + " processes started by mpirun (" +
-                        (o.transport == Transport::mpi
-                             ? "Mpi: point-to-point messages of " + mpi_library_version()
-                             : std::string("SharedMemory")) +
+                        transport_description(o.transport) +
                         std::string(o.peer_mpi ? "; peer: the MPI library's MPI_Allreduce" : "") +
                         ")",
                     &prepared);
+    if (measured) {
+      std::printf("# measured host links (ping-pong between hosts' first ranks; %d hosts):\n",
+                  links.nhosts);
+      for (int a = 0; a < links.nhosts; ++a)
+        for (int b = a + 1; b < links.nhosts; ++b)
+          std::printf("#   h%d-h%d: %.3f GB/s, %.1f us\n", a, b,
+                      links.at(links.bandwidth_GBps, a, b), links.at(links.latency_us, a, b));
+    }
     measure_membw(report, nranks);  // the other ranks sleep in the polled barrier meanwhile
     printer->membw(nranks);
   }
@@ -448,7 +480,13 @@ int main_impl(int argc, char** argv) {
     return 2;
 #endif
   }
-  if (o.transport == Transport::mpi) {
+  if (o.topology == "measure") {
+    std::fprintf(stderr,
+                 "ccoll_perf: --topology measure measures the links between MPI processes: run "
+                 "it under mpirun\n");
+    return 2;
+  }
+  if (o.transport == Transport::mpi || o.transport == Transport::mpi_hybrid) {
     std::fprintf(stderr,
                  "ccoll_perf: --transport mpi runs one rank per MPI process: run\n"
                  "  mpirun --allow-run-as-root --oversubscribe -np 4 %s --transport mpi\n",

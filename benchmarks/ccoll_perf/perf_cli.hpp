@@ -37,9 +37,19 @@
 
 namespace ccoll_perf {
 
-enum class Transport { threads, shm, mpi };
+enum class Transport { threads, shm, mpi, mpi_hybrid };
 constexpr std::string_view to_string(Transport t) {
-  return t == Transport::threads ? "threads" : t == Transport::shm ? "shm" : "mpi";
+  switch (t) {
+    case Transport::threads:
+      return "threads";
+    case Transport::shm:
+      return "shm";
+    case Transport::mpi:
+      return "mpi";
+    case Transport::mpi_hybrid:
+      return "mpi-hybrid";
+  }
+  return "?";
 }
 
 // What ccoll_perf runs when -a is not given (its tables before the registry existed).
@@ -233,17 +243,19 @@ inline std::string usage_text() {
                           planned on a graph only with --topology); none: only the peer; default
                           ring,dbtree,tree,tree-overlap,direct
       --topology T        plan on this physical topology: a file (JSON, NCCL XML, nvidia-smi
-                          topo -m) or a preset (dgx1v, dgx2, pcie8, full8, cluster:2x4 ...)
+                          topo -m) or a preset (dgx1v, dgx2, pcie8, full8, cluster:2x4 ...);
+                          under mpirun, `measure`: the hosts' links, measured by ping-pong
       --split N           tree algorithms on a graph: cut trees into about N equal-rate
                           channels, default 0 (the algorithm's own choice)
   -d, --datatype T        float|f32, double|f64, half|f16, bfloat16|bf16, int32|i32, int64|i64,
                           uint8|u8; default float
   -o, --op OP             sum, prod, min, max, avg; default sum
       --transport T       threads (P threads in this process), shm (P processes in shared
-                          memory) or mpi (the MPI processes of mpirun -np P, messages through
-                          MPI point-to-point), default threads
+                          memory), mpi (the MPI processes of mpirun -np P, messages through
+                          MPI point-to-point) or mpi-hybrid (MPI processes, shared memory
+                          inside a host, MPI between hosts), default threads
       --peer mpi          also run the MPI library's MPI_Allreduce on the same ranks and sizes and
-                          print the ratio (needs --transport shm or mpi and mpirun -np P)
+                          print the ratio (needs mpirun -np P and --transport shm, mpi or mpi-hybrid)
   -m, --membw 0|1         measure the memory bandwidth and print busbw as % of the bound, default 1
       --slot_bytes SIZE   ccoll::Config::slot_bytes (FIFO slot size), default: the library's
       --nslots N          ccoll::Config::nslots (FIFO depth), default: the library's
@@ -391,8 +403,10 @@ inline Options parse_args(const std::vector<std::string>& args) {
         o.transport = Transport::shm;
       } else if (v == "mpi") {
         o.transport = Transport::mpi;
+      } else if (v == "mpi-hybrid") {
+        o.transport = Transport::mpi_hybrid;
       } else {
-        throw detail::bad_value(flag, "expected threads, shm or mpi", v);
+        throw detail::bad_value(flag, "expected threads, shm, mpi or mpi-hybrid", v);
       }
     } else if (flag == "--peer") {
       const std::string v = next();
@@ -493,10 +507,15 @@ struct Prepared {
 // count that disagrees with an algorithm's is a usage error naming both (`ranks_from` names where
 // the given count came from); so are algorithms planned for different counts. Planning itself
 // (a forest's solve) happens on the first call of each schedule, not here.
-inline Prepared prepare_algorithms(const Options& o,
-                                   const std::string& ranks_from = "-t/--nranks") {
+// `measured`: the topology to plan on instead of loading --topology (ccoll_perf measures it under
+// mpirun with --topology measure).
+inline Prepared prepare_algorithms(
+    const Options& o, const std::string& ranks_from = "-t/--nranks",
+    std::shared_ptr<const ccoll::physical::PhysicalTopology> measured = nullptr) {
   Prepared p;
-  if (!o.topology.empty()) {
+  if (measured) {
+    p.topology = std::move(measured);
+  } else if (!o.topology.empty()) {
     try {
       p.topology = std::make_shared<const ccoll::physical::PhysicalTopology>(
           ccoll::physical::load(o.topology));

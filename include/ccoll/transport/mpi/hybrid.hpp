@@ -1,9 +1,8 @@
 // ccoll/transport/mpi/hybrid.hpp: the links of transport::MpiHybrid: each connection over the
 // best way its two ranks have, shared memory when they are on one host, MPI messages otherwise.
 //
-// Hosts are found with MPI_Comm_split_type(MPI_COMM_TYPE_SHARED): the ranks of one shared-memory
-// node, split further by the environment variable CCOLL_MPI_HOST where set (ranks that name
-// different hosts talk through MPI: emulated hosts on one machine, or a host per socket). The
+// Hosts are found by transport/mpi/hosts.hpp (shared-memory nodes, split further by
+// CCOLL_MPI_HOST). The
 // connections between two ranks of a host get their counters and slots in one MPI shared-memory
 // window of that host (MPI_Win_allocate_shared, allocated by the host's first rank), and run the
 // same protocol as the shared-memory transport (sync/connection.hpp: slots in memory both ends map,
@@ -20,7 +19,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -30,6 +28,7 @@
 #include "ccoll/sync/connection.hpp"
 #include "ccoll/transport/mpi/check.hpp"
 #include "ccoll/transport/mpi/connection.hpp"
+#include "ccoll/transport/mpi/hosts.hpp"
 #include "ccoll/transport/mpi/point_to_point.hpp"
 
 namespace ccoll::transport::mpi {
@@ -69,19 +68,11 @@ class HybridLinks {
 
   HybridLinks(MPI_Comm comm, int self, const std::vector<runtime::ConnectionKey>& keys,
               const Config& config) {
-    check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, self, MPI_INFO_NULL, &host_),
-          "MPI_Comm_split_type (shared memory)", self);
-    split_by_host_name(self);
-    int host_rank = 0;
-    check(MPI_Comm_rank(host_, &host_rank), "MPI_Comm_rank (host)", self);
-    // A host is named by the rank (in comm) of its first rank.
-    int leader = self;
-    check(MPI_Bcast(&leader, 1, MPI_INT, 0, host_), "MPI_Bcast (host leader)", self);
-    int nranks = 0;
-    check(MPI_Comm_size(comm, &nranks), "MPI_Comm_size", self);
-    host_of_.resize(static_cast<std::size_t>(nranks));
-    check(MPI_Allgather(&leader, 1, MPI_INT, host_of_.data(), 1, MPI_INT, comm),
-          "MPI_Allgather (hosts)", self);
+    Hosts hosts = find_hosts(comm, self);
+    host_ = hosts.host;
+    host_of_ = std::move(hosts.host_of);
+    const int host_rank = hosts.host_rank;
+    const int leader = host(self);
 
     // This host's connections: counters and slots, one after the other, in key order.
     const std::size_t slots_bytes = round_up(config.slot_bytes * config.nslots);
@@ -158,21 +149,6 @@ class HybridLinks {
                                     sync::kCounterStride);
   }
   int host(int rank) const { return host_of_[static_cast<std::size_t>(rank)]; }
-
-  // CCOLL_MPI_HOST=<name> splits a shared-memory node further: ranks with different names use
-  // messages between them (emulated hosts on one machine, or one "host" per socket).
-  void split_by_host_name(int self) {
-    const char* name = std::getenv("CCOLL_MPI_HOST");
-    if (name == nullptr || *name == '\0') return;
-    std::uint32_t h = 2166136261u;
-    for (const char* p = name; *p != '\0'; ++p)
-      h = (h ^ static_cast<unsigned char>(*p)) * 16777619u;
-    MPI_Comm sub = MPI_COMM_NULL;
-    check(MPI_Comm_split(host_, static_cast<int>(h & 0x7fffffffu), self, &sub),
-          "MPI_Comm_split (CCOLL_MPI_HOST)", self);
-    MPI_Comm_free(&host_);
-    host_ = sub;
-  }
 
   MPI_Comm host_ = MPI_COMM_NULL;
   MPI_Win window_ = MPI_WIN_NULL;
