@@ -141,13 +141,20 @@ class Communicator {
 
     // 4. The steps.
     const std::uint64_t steps_start = sync::now_ns();
-    dispatch_data_type(dtype, [&](auto t) {
-      using T = decltype(t);
-      dispatch_reduce_op(op, [&](auto tag) {
-        run_steps<T, decltype(tag)::value>(plane_, st, *pp, rank, static_cast<const T*>(send),
-                                           static_cast<T*>(recv), o, wait_policy_);
+    try {
+      dispatch_data_type(dtype, [&](auto t) {
+        using T = decltype(t);
+        dispatch_reduce_op(op, [&](auto tag) {
+          run_steps<T, decltype(tag)::value>(plane_, st, *pp, rank, static_cast<const T*>(send),
+                                             static_cast<T*>(recv), o, wait_policy_);
+        });
       });
-    });
+    } catch (const Error& e) {
+      // A transport error in the middle of the steps (a broken MPI connection, say) stops every
+      // rank, not only this one (a failure already raised keeps its record: the first one wins).
+      plane_.raise(e.code(), here);
+      throw;
+    }
     if (tuner != nullptr)
       tuner->record(static_cast<SlotStoreTuner::Mode>(agreed.root_choice),
                     sync::now_ns() - steps_start);

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ccoll/sync/atomic.hpp"
@@ -85,14 +86,14 @@ class Endpoint {
     MPI_Request& r = requests_[m % nslots_];
     if (r == MPI_REQUEST_NULL) return true;
     int done = 0;
-    check(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test (send)", self_);
+    verify(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test (send)");
     return done != 0;
   }
   void post_sent(std::uint64_t m, std::uint64_t bytes) {
     const std::uint32_t k = static_cast<std::uint32_t>(m % nslots_);
     message_[k] = m;
-    check(MPI_Isend(slot(m), static_cast<int>(bytes), MPI_BYTE, peer_, tag_, comm_, &requests_[k]),
-          "MPI_Isend", self_);
+    verify(MPI_Isend(slot(m), static_cast<int>(bytes), MPI_BYTE, peer_, tag_, comm_, &requests_[k]),
+           "MPI_Isend");
   }
 
   bool can_recv(std::uint64_t m) {
@@ -101,7 +102,7 @@ class Endpoint {
     MPI_Request& r = requests_[k];
     if (r == MPI_REQUEST_NULL) return true;  // arrived, not yet consumed
     int done = 0;
-    check(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test (receive)", self_);
+    verify(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test (receive)");
     return done != 0;
   }
   void post_received(std::uint64_t m) {
@@ -111,10 +112,22 @@ class Endpoint {
   }
 
  private:
+  // An MPI error on this connection (a peer whose process died or whose link broke, typically),
+  // naming both ranks.
+  void verify(int code, const char* call) const {
+    if (code == MPI_SUCCESS) return;
+    const bool sending = side_ == Side::sender;
+    throw Error(ErrorCode::System, self_,
+                std::string(call) + " on the connection " +
+                    std::to_string(sending ? self_ : peer_) + "->" +
+                    std::to_string(sending ? peer_ : self_) + " (peer rank " +
+                    std::to_string(peer_) + "): " + error_string(code));
+  }
+
   void post_receive(std::uint32_t k) {
-    check(MPI_Irecv(slots_ + k * slot_bytes_, static_cast<int>(slot_bytes_), MPI_BYTE, peer_, tag_,
-                    comm_, &requests_[k]),
-          "MPI_Irecv", self_);
+    verify(MPI_Irecv(slots_ + k * slot_bytes_, static_cast<int>(slot_bytes_), MPI_BYTE, peer_, tag_,
+                     comm_, &requests_[k]),
+           "MPI_Irecv");
   }
 
   MPI_Comm comm_;
