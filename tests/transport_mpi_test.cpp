@@ -15,8 +15,10 @@
 
 #include "allreduce_reference.hpp"
 #include "ccoll/algo/all.hpp"
+#include "ccoll/algo/packed_forest.hpp"
 #include "ccoll/ccoll.hpp"
 #include "ccoll/transport/mpi.hpp"
+#include "ccoll/transport/mpi/measure.hpp"
 #include "ccoll/transport/mpi_hybrid.hpp"
 
 using namespace ccoll;
@@ -262,4 +264,22 @@ TEST_CASE("mpi: misuse is named") {
   ensure_mpi();
   CHECK_THROWS_AS((Allreduce<transport::Mpi, algo::Ring>(Config{}, algo::Ring{}, MPI_COMM_NULL)),
                   Error);
+}
+
+TEST_CASE("mpi-hybrid: a forest planned on the measured host links (two emulated hosts)") {
+  ensure_mpi();
+  const int p = world_size(), rank = world_rank();
+  const HostName host("host" + std::to_string(rank / 2));
+  const transport::mpi::HostLinks links = transport::mpi::measure_host_links(MPI_COMM_WORLD);
+  CHECK(links.nhosts == (p + 1) / 2);
+  for (int a = 0; a < links.nhosts; ++a)
+    for (int b = 0; b < links.nhosts; ++b)
+      CHECK((a == b) == (links.at(links.bandwidth_GBps, a, b) == 0.0));
+  const physical::PhysicalTopology topo = transport::mpi::measured_topology(links);
+  CHECK(static_cast<int>(topo.active_nodes().size()) == p);
+  Allreduce<transport::MpiHybrid, algo::PackedForest, Overlapped> ar(
+      small_slots(), algo::PackedForest(topo), MPI_COMM_WORLD);
+  const std::string wrong = testing::check_all(ar, {1, 131, 5003}, false);
+  CHECK_MESSAGE(wrong.empty(), wrong);
+  CHECK(all_ranks(wrong.empty()));
 }
