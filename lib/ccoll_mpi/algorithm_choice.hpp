@@ -1,0 +1,34 @@
+// ccoll_mpi/algorithm_choice.hpp: CCOLL_MPI_ALGO=auto, the algorithm for a call of a given size.
+//
+// Below kDefaultAutoMinBytes a call goes to MPI: there a call's time is latency, and Open MPI's
+// recursive doubling needs log2 P message rounds where a ccoll call adds its argument agreement to
+// the plan's 2(P-1) steps. From there on the ring, whose per-rank traffic 2N(P-1)/P is the minimum
+// for any allreduce [Patarasuk]; for two ranks the double binary tree, which then is one exchange
+// of halves. docs/results/mpi-dropin.md has the measurements behind both numbers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <ccoll/algo/all.hpp>
+
+namespace ccoll_mpi {
+
+inline constexpr std::uint64_t kDefaultAutoMinBytes = 64u << 10;
+
+// The algorithm auto picks for nranks ranks and `bytes` bytes per rank; empty: MPI's own.
+inline std::string_view choose_auto(int nranks, std::uint64_t bytes, std::uint64_t min_bytes) {
+  if (bytes < min_bytes) return {};
+  return nranks == 2 ? "dbtree" : "ring";
+}
+
+// The registered algorithms that plan on abstract ranks: those an MPI communicator can run.
+inline std::string abstract_algorithm_names() {
+  std::string s;
+  for (const auto& a : ccoll::algo::algorithms())
+    if (!a.needs_topology) s += (s.empty() ? "" : ", ") + a.name;
+  return s;
+}
+
+}  // namespace ccoll_mpi

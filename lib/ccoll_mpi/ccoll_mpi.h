@@ -1,0 +1,51 @@
+/* ccoll_mpi.h: what libccoll_mpi.so offers besides the MPI functions it interposes.
+ *
+ * libccoll_mpi.so defines MPI_Allreduce and MPI_Finalize (PMPI interposition, MPI standard
+ * Sec. 15.2): loaded before the MPI library (LD_PRELOAD, or linked before it), it serves
+ * MPI_Allreduce with ccoll for the predefined types and ops ccoll has and hands every other call to
+ * PMPI_Allreduce. docs/mpi.md describes it. A program that wants to know what happened to its calls
+ * looks the counter function up at run time, so that it runs with and without the library:
+ *
+ *   unsigned long long (*counter)(int) =
+ *       (unsigned long long (*)(int))dlsym(RTLD_DEFAULT, "ccoll_mpi_counter");
+ */
+#ifndef CCOLL_MPI_H
+#define CCOLL_MPI_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What happened to this process's MPI_Allreduce calls. The CCOLL_MPI_PASS_* counters are the
+ * calls handed to PMPI_Allreduce, one counter per reason (the first reason that applies, in this
+ * order). */
+enum ccoll_mpi_counter_id {
+  CCOLL_MPI_SERVED = 0,      /* calls served by ccoll */
+  CCOLL_MPI_SERVED_BYTES,    /* bytes (count x element size) of the served calls */
+  CCOLL_MPI_SERVED_IN_PLACE, /* served calls with MPI_IN_PLACE */
+  CCOLL_MPI_PASS_DISABLED,   /* CCOLL_MPI_DISABLE=1 */
+  CCOLL_MPI_PASS_SETTINGS,   /* a bad CCOLL_MPI_* value (named on stderr) */
+  CCOLL_MPI_PASS_NESTED,     /* called from inside a served call */
+  CCOLL_MPI_PASS_STATE,      /* MPI not initialized or already finalized, MPI_COMM_NULL */
+  CCOLL_MPI_PASS_COUNT,      /* count <= 0 */
+  CCOLL_MPI_PASS_DATATYPE,   /* not a type ccoll carries: derived, MPI_BYTE, MPI_CHAR, MPI_SHORT,
+                                pair types, ... */
+  CCOLL_MPI_PASS_USER_OP,    /* an op made by MPI_Op_create */
+  CCOLL_MPI_PASS_OP,         /* a predefined op ccoll lacks: MPI_LAND, MPI_BXOR, MPI_MAXLOC, ... */
+  CCOLL_MPI_PASS_PAIR,       /* a datatype/op pair this build of ccoll refuses */
+  CCOLL_MPI_PASS_INTERCOMM,  /* an intercommunicator */
+  CCOLL_MPI_PASS_ONE_RANK,   /* a communicator of one process */
+  CCOLL_MPI_PASS_SMALL,      /* CCOLL_MPI_ALGO=auto and fewer than CCOLL_MPI_AUTO_MIN_BYTES */
+  CCOLL_MPI_PASS_ALGORITHM,  /* the algorithm cannot be planned for this communicator (named on
+                                stderr) */
+  CCOLL_MPI_NCOUNTERS
+};
+
+/* This process's value of one counter (0 for an unknown id). Thread-safe. */
+unsigned long long ccoll_mpi_counter(int id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CCOLL_MPI_H */

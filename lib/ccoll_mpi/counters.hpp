@@ -1,0 +1,125 @@
+// ccoll_mpi/counters.hpp: what happened to this process's MPI_Allreduce calls, and the report
+// printed at MPI_Finalize (CCOLL_MPI_REPORT).
+//
+// One relaxed atomic per counter (ccoll_mpi.h lists them) and one per algorithm served, so that
+// threads of an MPI_THREAD_MULTIPLE program calling on different communicators never serialise
+// here.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ccoll_mpi.h"
+
+namespace ccoll_mpi {
+
+enum class Counter : int {
+  served = CCOLL_MPI_SERVED,
+  served_bytes = CCOLL_MPI_SERVED_BYTES,
+  served_in_place = CCOLL_MPI_SERVED_IN_PLACE,
+  disabled = CCOLL_MPI_PASS_DISABLED,
+  settings = CCOLL_MPI_PASS_SETTINGS,
+  nested = CCOLL_MPI_PASS_NESTED,
+  state = CCOLL_MPI_PASS_STATE,
+  count = CCOLL_MPI_PASS_COUNT,
+  datatype = CCOLL_MPI_PASS_DATATYPE,
+  user_op = CCOLL_MPI_PASS_USER_OP,
+  op = CCOLL_MPI_PASS_OP,
+  pair = CCOLL_MPI_PASS_PAIR,
+  intercomm = CCOLL_MPI_PASS_INTERCOMM,
+  one_rank = CCOLL_MPI_PASS_ONE_RANK,
+  small = CCOLL_MPI_PASS_SMALL,
+  algorithm = CCOLL_MPI_PASS_ALGORITHM,
+};
+inline constexpr int kNumCounters = CCOLL_MPI_NCOUNTERS;
+
+// The report's words for each counter.
+inline constexpr std::array<std::string_view, kNumCounters> kCounterNames = {
+    "served",
+    "served bytes",
+    "served in place",
+    "disabled (CCOLL_MPI_DISABLE=1)",
+    "bad CCOLL_MPI_* setting",
+    "nested call",
+    "MPI not initialized/finalized or MPI_COMM_NULL",
+    "count <= 0",
+    "datatype not carried by ccoll",
+    "user-defined op",
+    "predefined op not in ccoll",
+    "datatype/op pair refused",
+    "intercommunicator",
+    "communicator of one process",
+    "auto: below CCOLL_MPI_AUTO_MIN_BYTES",
+    "algorithm not available for the communicator",
+};
+
+class Counters {
+ public:
+  static constexpr int kMaxAlgorithms = 64;
+
+  void add(Counter c, std::uint64_t n = 1) {
+    values_[static_cast<int>(c)].fetch_add(n, std::memory_order_relaxed);
+  }
+  std::uint64_t get(int id) const {
+    return id >= 0 && id < kNumCounters ? values_[id].load(std::memory_order_relaxed) : 0;
+  }
+
+  // A slot for the served calls of one algorithm (its registry name with schedule suffix).
+  int algorithm_slot(const std::string& name) {
+    const std::lock_guard lock(names_mutex_);
+    for (std::size_t i = 0; i < names_.size(); ++i)
+      if (names_[i] == name) return static_cast<int>(i);
+    if (names_.size() == kMaxAlgorithms) return kMaxAlgorithms - 1;  // shared overflow slot
+    names_.push_back(name);
+    return static_cast<int>(names_.size() - 1);
+  }
+  void add_served(int slot) { by_algorithm_[slot].fetch_add(1, std::memory_order_relaxed); }
+
+  // One line per non-zero counter, each prefixed with "[ccoll_mpi] rank R:", grep-friendly.
+  void print(std::FILE* out, int world_rank) const {
+    std::uint64_t passed = 0;
+    for (int i = static_cast<int>(Counter::disabled); i < kNumCounters; ++i) passed += get(i);
+    const std::uint64_t served = get(static_cast<int>(Counter::served));
+    const std::uint64_t calls = served + passed;
+    std::fprintf(out,
+                 "[ccoll_mpi] rank %d: MPI_Allreduce calls %llu: served by ccoll %llu (%llu "
+                 "bytes, %llu in place), passed to MPI %llu\n",
+                 world_rank, static_cast<unsigned long long>(calls),
+                 static_cast<unsigned long long>(served),
+                 static_cast<unsigned long long>(get(static_cast<int>(Counter::served_bytes))),
+                 static_cast<unsigned long long>(get(static_cast<int>(Counter::served_in_place))),
+                 static_cast<unsigned long long>(passed));
+    {
+      const std::lock_guard lock(names_mutex_);
+      for (std::size_t i = 0; i < names_.size(); ++i)
+        std::fprintf(
+            out, "[ccoll_mpi] rank %d:   served by %s: %llu\n", world_rank, names_[i].c_str(),
+            static_cast<unsigned long long>(by_algorithm_[i].load(std::memory_order_relaxed)));
+    }
+    for (int i = static_cast<int>(Counter::disabled); i < kNumCounters; ++i)
+      if (get(i) != 0)
+        std::fprintf(out, "[ccoll_mpi] rank %d:   passed to MPI, %.*s: %llu\n", world_rank,
+                     static_cast<int>(kCounterNames[i].size()), kCounterNames[i].data(),
+                     static_cast<unsigned long long>(get(i)));
+    std::fflush(out);
+  }
+
+ private:
+  std::array<std::atomic<std::uint64_t>, kNumCounters> values_{};
+  std::array<std::atomic<std::uint64_t>, kMaxAlgorithms> by_algorithm_{};
+  mutable std::mutex names_mutex_;
+  std::vector<std::string> names_;
+};
+
+inline Counters& counters() {
+  static Counters c;
+  return c;
+}
+
+}  // namespace ccoll_mpi

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# tests/mpi_lib/run_check.sh: runs the check program under mpiexec with libccoll_mpi.so and checks
+# the report the library prints at MPI_Finalize.
+#
+#   run_check.sh MPIEXEC NP EXPECT LIB|- PROGRAM [NAME=VALUE ...]
+#
+# EXPECT is the program's --expect (served, disabled, settings, absent). LIB is put in front of MPI
+# with LD_PRELOAD on the ranks only (not on mpiexec itself); "-" loads nothing (a program linked
+# with the library, or the run without it). NAME=VALUE pairs are set on every rank, except
+# CCOLL_MPI_HOST=rank%K: each rank names host (rank mod K), so that mpi-hybrid sees K emulated
+# hosts and mixes shared-memory and message links. Every rank reports (CCOLL_MPI_REPORT=all), and
+# each rank's report line must agree with EXPECT.
+set -euo pipefail
+if [[ $# -lt 5 ]]; then
+  sed -n '2,10p' "$0" >&2
+  exit 2
+fi
+mpiexec=$1 np=$2 expect=$3 lib=$4 program=$5
+shift 5
+
+launcher=()
+if "$mpiexec" --version 2>&1 | grep -qiE "open ?mpi|openrte|open-mpi"; then
+  launcher=("$mpiexec" -n "$np" --oversubscribe)
+  [[ $(id -u) == 0 ]] && launcher+=(--allow-run-as-root)
+  setenv() { launcher+=(-x "$1=$2"); }
+else  # MPICH's Hydra and its relatives
+  launcher=("$mpiexec" -n "$np")
+  setenv() { launcher+=(-genv "$1" "$2"); }
+fi
+setenv CCOLL_MPI_REPORT all
+[[ $lib != - ]] && setenv LD_PRELOAD "$lib"
+wrapper=()
+for kv in "$@"; do
+  if [[ $kv =~ ^CCOLL_MPI_HOST=rank%([0-9]+)$ ]]; then
+    k=${BASH_REMATCH[1]}
+    # shellcheck disable=SC2016  # expanded by the rank's shell
+    wrapper=(sh -c 'r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; CCOLL_MPI_HOST=host$((r % '"$k"')) exec "$0" "$@"')
+  else
+    setenv "${kv%%=*}" "${kv#*=}"
+  fi
+done
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+echo "+ ${launcher[*]} ${wrapper[*]} $program --expect $expect" >&2
+status=0
+"${launcher[@]}" "${wrapper[@]}" "$program" --expect "$expect" 2>"$log" || status=$?
+cat "$log" >&2
+if [[ $status != 0 ]]; then
+  echo "run_check: exit status $status" >&2
+  exit 1
+fi
+
+fail() {
+  echo "run_check: $*" >&2
+  exit 1
+}
+# "[ccoll_mpi] rank R: MPI_Allreduce calls N: served by ccoll S (...), passed to MPI M"
+summary=$(grep -E '^\[ccoll_mpi\] rank [0-9]+: MPI_Allreduce calls' "$log" || true)
+lines=$(printf '%s' "$summary" | grep -c . || true)
+if [[ $expect == absent ]]; then
+  [[ $lines == 0 ]] || fail "a report without the library"
+  exit 0
+fi
+[[ $lines == "$np" ]] || fail "expected a report from each of $np ranks, found $lines"
+while read -r line; do
+  served=$(sed -E 's/.*served by ccoll ([0-9]+).*/\1/' <<<"$line")
+  case $expect in
+    served) [[ $served -gt 0 ]] || fail "no call served: $line" ;;
+    *) [[ $served == 0 ]] || fail "calls served with --expect $expect: $line" ;;
+  esac
+done <<<"$summary"
+case $expect in
+  disabled) grep -q 'passed to MPI, disabled' "$log" || fail "no 'disabled' line in the report" ;;
+  settings) grep -q '^ccoll_mpi: CCOLL_MPI_' "$log" || fail "the bad setting was not named" ;;
+esac
+echo "run_check: report of $np ranks agrees with --expect $expect" >&2
