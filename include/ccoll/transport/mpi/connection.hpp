@@ -32,6 +32,22 @@
 
 namespace ccoll::transport::mpi {
 
+// Completes or lets go of a request whose owner is going away without waiting for a peer that
+// may never answer: cancels it if asked, polls it for up to `limit_ns`, and frees it if it is
+// still active. Returns whether the request is complete (false: MPI may still use its buffer).
+inline bool release(MPI_Request& r, bool cancel, std::uint64_t limit_ns = 100'000'000) {
+  if (r == MPI_REQUEST_NULL) return true;
+  int done = 0;
+  MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+  if (done != 0) return true;
+  if (cancel) MPI_Cancel(&r);
+  const std::uint64_t deadline = sync::now_ns() + limit_ns;
+  while (done == 0 && sync::now_ns() < deadline) MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+  if (done != 0) return true;
+  MPI_Request_free(&r);
+  return false;
+}
+
 // One end of a connection in this process: the slots and their requests.
 class Endpoint {
  public:
@@ -63,21 +79,14 @@ class Endpoint {
   Endpoint& operator=(const Endpoint&) = delete;
   ~Endpoint() {
     if (!mpi_usable()) return;  // after MPI_Finalize nothing may be called: the OS reclaims it
-    for (MPI_Request& r : requests_) {
-      if (r == MPI_REQUEST_NULL) continue;
-      int done = 0;
-      MPI_Test(&r, &done, MPI_STATUS_IGNORE);
-      if (done != 0) continue;
-      if (side_ == Side::receiver) {
-        // A receive nobody will match any more (the communicator is going away).
-        MPI_Cancel(&r);
-        MPI_Wait(&r, MPI_STATUS_IGNORE);
-      } else {
-        // A send whose receiver stopped early (after a failure): let MPI finish or drop it.
-        MPI_Request_free(&r);
-      }
-    }
-    MPI_Free_mem(slots_);
+    bool buffers_free = true;
+    for (MPI_Request& r : requests_)
+      // A receive nobody will match any more is cancelled; a send whose receiver stopped early
+      // (after a failure) is left to MPI.
+      buffers_free = release(r, side_ == Side::receiver) && buffers_free;
+    // A transfer that can neither finish nor be cancelled (its peer vanished in the middle of
+    // it) may still write the slots: they are leaked rather than freed under it.
+    if (buffers_free) MPI_Free_mem(slots_);
   }
 
   std::byte* slot(std::uint64_t m) const { return slots_ + (m % nslots_) * slot_bytes_; }

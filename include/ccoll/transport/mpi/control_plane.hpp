@@ -33,6 +33,7 @@
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/sync/counter.hpp"
 #include "ccoll/transport/mpi/check.hpp"
+#include "ccoll/transport/mpi/connection.hpp"
 
 namespace ccoll::transport::mpi {
 
@@ -115,7 +116,7 @@ class ControlPlane {
     int done = 0;
     if (MPI_Test(&s.incoming_request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done == 0)
       return false;
-    const sync::AbortRecord& in = s.incoming;
+    const sync::AbortRecord& in = *s.incoming;
     s.record.raise(in.code, in.rank, in.channel, in.step, in.peer, in.waiting_for);
     return true;
   }
@@ -124,11 +125,13 @@ class ControlPlane {
     if (!s.record.raise(static_cast<std::uint32_t>(code), where.rank, where.channel, where.step,
                         where.peer, static_cast<std::uint32_t>(where.waiting_for)))
       return;
-    // Best effort: a rank that cannot be told finds out at its own deadline.
+    // Best effort: a rank that cannot be told finds out at its own deadline. The sends carry a
+    // copy that outlives this object if a send can neither finish nor be dropped.
+    s.sent = std::make_unique<sync::AbortRecord>(s.record);
     for (int q = 0; q < s.nranks; ++q) {
       if (q == s.rank) continue;
       MPI_Request r = MPI_REQUEST_NULL;
-      if (MPI_Isend(&s.record, sizeof(sync::AbortRecord), MPI_BYTE, q, kAbortTag, s.comm, &r) ==
+      if (MPI_Isend(s.sent.get(), sizeof(sync::AbortRecord), MPI_BYTE, q, kAbortTag, s.comm, &r) ==
           MPI_SUCCESS)
         s.outgoing.push_back(r);
     }
@@ -141,23 +144,20 @@ class ControlPlane {
   struct State {
     State(MPI_Comm c, int r, int n, long t)
         : comm(c), rank(r), nranks(n), timeout_ms(t), descriptors(static_cast<std::size_t>(n) + 1) {
-      check(MPI_Irecv(&incoming, sizeof(sync::AbortRecord), MPI_BYTE, MPI_ANY_SOURCE, kAbortTag,
-                      comm, &incoming_request),
+      check(MPI_Irecv(incoming.get(), sizeof(sync::AbortRecord), MPI_BYTE, MPI_ANY_SOURCE,
+                      kAbortTag, comm, &incoming_request),
             "MPI_Irecv (abort record)", rank);
     }
     State(const State&) = delete;
     State& operator=(const State&) = delete;
     ~State() {
       if (!mpi_usable()) return;
-      if (incoming_request != MPI_REQUEST_NULL) {
-        MPI_Cancel(&incoming_request);
-        MPI_Wait(&incoming_request, MPI_STATUS_IGNORE);
-      }
-      for (MPI_Request& r : outgoing) {
-        int done = 0;
-        MPI_Test(&r, &done, MPI_STATUS_IGNORE);
-        if (done == 0) MPI_Request_free(&r);
-      }
+      // The receive of an abort record may be matched by a record still in flight; if it can
+      // neither finish nor be cancelled, its buffer is leaked rather than freed under it.
+      if (!release(incoming_request, true)) (void)incoming.release();
+      bool sent_free = true;
+      for (MPI_Request& r : outgoing) sent_free = release(r, false, 0) && sent_free;
+      if (!sent_free) (void)sent.release();
       // `abandoned` gathers of an aborted communicator are left to MPI (erroneous to free).
     }
 
@@ -167,9 +167,10 @@ class ControlPlane {
     long timeout_ms;
     // descriptors[0..nranks): everyone's, gathered; descriptors[nranks]: this rank's own.
     std::vector<CallDescriptor> descriptors;
-    sync::AbortRecord record;    // the first failure this rank knows of
-    sync::AbortRecord incoming;  // a record sent by another rank
+    sync::AbortRecord record;  // the first failure this rank knows of
+    std::unique_ptr<sync::AbortRecord> incoming = std::make_unique<sync::AbortRecord>();  // sent
     MPI_Request incoming_request = MPI_REQUEST_NULL;
+    std::unique_ptr<sync::AbortRecord> sent;  // what `outgoing` carries
     std::vector<MPI_Request> outgoing;
     std::vector<MPI_Request> abandoned;
   };
