@@ -34,7 +34,8 @@ long run(MPI_Comm comm) {
 
   const std::size_t count = 1 << 20;
   std::vector<float> send(count, static_cast<float>(ring.rank() + 1)), recv(count);
-  const auto expected = static_cast<float>(ring.nranks() * (ring.nranks() + 1) / 2);
+  const int sum_of_ranks = ring.nranks() * (ring.nranks() + 1) / 2;  // 1 + 2 + ... + P
+  const auto expected = static_cast<float>(sum_of_ranks);
   long wrong = 0;
   ring.run(send.data(), recv.data(), count, ccoll::DataType::f32, ccoll::ReduceOp::sum);
   for (float x : recv) wrong += x != expected;
