@@ -69,7 +69,8 @@ TEST_CASE("defaults follow all_reduce_perf: 8 B..64 MiB by 2, 20 iterations, che
   CHECK(o.topology.empty());
   CHECK(o.split == 0);
   CHECK_FALSE(o.list_algos);
-  CHECK_FALSE(o.peer_mpi);
+  CHECK(o.peer == Peer::none);
+  CHECK(o.gloo_iface == "lo");
   CHECK_FALSE(o.help);
 }
 
@@ -120,7 +121,7 @@ TEST_CASE("every flag, short and long") {
   CHECK_FALSE(o.membw);
 
   const Options p = parse({"--peer", "mpi", "-a", "none", "--datatype=double", "--op", "avg"});
-  CHECK(p.peer_mpi);
+  CHECK(p.peer == Peer::mpi);
   CHECK(p.algos.empty());
   CHECK(p.dtype == ccoll::DataType::f64);
   CHECK(p.op == ccoll::ReduceOp::avg);
@@ -269,11 +270,37 @@ TEST_CASE("bad input names the flag") {
   CHECK(message({"-o", "xor"}).find("-o") != std::string::npos);
   CHECK(message({"--transport", "tcp"}).find("--transport") != std::string::npos);
   CHECK(message({"--peer", "nccl"}).find("--peer") != std::string::npos);
+  CHECK(message({"--peer", "mpi", "--peer", "gloo"}).find("--peer") != std::string::npos);
+  CHECK(message({"--gloo_iface", ""}).find("--gloo_iface") != std::string::npos);
   CHECK(message({"--bogus"}).find("--bogus") != std::string::npos);
   CHECK(message({"-b", "2M", "-e", "1M"}).find("-b/--minbytes") != std::string::npos);
   CHECK(message({"-f", "1", "-b", "1K", "-e", "2K"}).find("-f") != std::string::npos);
   CHECK(message({"-a", "none"}).find("none") != std::string::npos);
   CHECK(message({"-b", "1M", "-e", "1M", "-f", "1"}) == "no error");
+}
+
+TEST_CASE("--peer gloo: parsed where built with Gloo, a clear error elsewhere") {
+  auto message = [](const std::vector<std::string>& args) { return usage_message(args); };
+  if (kHaveGloo) {
+    const Options g = parse({"--peer", "gloo", "-a", "none", "--gloo-iface", "eth0"});
+    CHECK(g.peer == Peer::gloo);
+    CHECK(g.algos.empty());
+    CHECK(g.gloo_iface == "eth0");
+    CHECK(parse({"--peer=gloo", "--gloo_iface=lo"}).gloo_iface == "lo");
+    CHECK(parse({"--peer", "gloo", "--peer", "gloo"}).peer == Peer::gloo);
+    CHECK(message({"--peer", "gloo", "--peer", "mpi"}).find("one peer a run") != std::string::npos);
+  } else {
+    CHECK(message({"--peer", "gloo"}).find("built without Gloo") != std::string::npos);
+  }
+  // The table names the peer in its column, and its rows stay under the header.
+  Row r = make_row("mpi-hybrid", "ring", 4, 1u << 20, 1u << 18, ccoll::DataType::f32,
+                   ccoll::ReduceOp::sum, 0.001, 0);
+  r.peer_busbw_GBps = 0.01;
+  const std::string header = format_table_header(false, true, "gloo");
+  CHECK(header.find("gloo busbw") != std::string::npos);
+  const std::string row = format_row(r, false, true);
+  CHECK(row.size() - 1 == header.find('\n'));
+  CHECK(row.find("157x") != std::string::npos);  // 1.573 / 0.01: no decimals from 100 up
 }
 
 TEST_CASE("size sweep: geometric, inclusive, rounded like nccl-tests") {

@@ -10,22 +10,26 @@
 // (ccoll_collectives.cpp). threads: P threads of this process share one Allreduce<HostThreads,
 // ...>. shm: P processes, each with its own Allreduce<SharedMemory, ...>; ccoll_perf forks them
 // itself, or takes them from
-// mpirun (rank and size from the MPI world), which is also how --peer mpi runs Open MPI's
-// MPI_Allreduce on the same processes, buffers and sizes for the ratio. docs/benchmark.md explains
-// the columns and the memory-bandwidth bound.
+// mpirun (rank and size from the MPI world), which is also how --peer mpi runs the MPI library's
+// MPI_Allreduce, and --peer gloo Gloo's allreduce (gloo_peer.hpp), on the same processes, buffers
+// and sizes for the ratio. docs/benchmark.md explains the columns and the memory-bandwidth bound.
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <fstream>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "controls.hpp"
+#include "gloo_peer.hpp"
 #include "machine.hpp"
 #include "perf_cli.hpp"
 #include "runner.hpp"
@@ -61,7 +65,7 @@ bool launched_by_mpirun() {
 // What rank 0 prints and records.
 class Printer {
  public:
-  Printer(Report& report, bool with_peer) : report_(report), with_peer_(with_peer) {}
+  Printer(Report& report, Peer peer) : report_(report), peer_(peer) {}
 
   void header(const std::string& transport_line, const Prepared* prepared = nullptr) {
     const auto& m = report_.machine;
@@ -101,15 +105,17 @@ class Printer {
   }
 
   void section(const std::string& title) {
-    std::printf("#\n# %s\n%s", title.c_str(),
-                format_table_header(report_.bound_membw_GBps > 0, with_peer_).c_str());
+    std::printf(
+        "#\n# %s\n%s", title.c_str(),
+        format_table_header(report_.bound_membw_GBps > 0, peer_ != Peer::none, to_string(peer_))
+            .c_str());
     std::fflush(stdout);
     section_rows_ = 0;
     section_busbw_sum_ = 0;
   }
 
   // A row that goes to JSON/CSV but not to the table (a paired peer's measurement: the table
-  // shows it in the mpi busbw column of the row it was paired with).
+  // shows it in the peer's busbw column of the row it was paired with).
   void record(Row r) {
     add_bound(r);
     if (r.wrong > 0) any_wrong_ = true;
@@ -119,7 +125,7 @@ class Printer {
   void row(Row r) {
     add_bound(r);
     if (r.peer_wrong > 0) any_wrong_ = true;
-    std::fputs(format_row(r, report_.bound_membw_GBps > 0, with_peer_).c_str(), stdout);
+    std::fputs(format_row(r, report_.bound_membw_GBps > 0, peer_ != Peer::none).c_str(), stdout);
     std::fflush(stdout);
     ++section_rows_;
     section_busbw_sum_ += r.busbw_GBps;
@@ -161,7 +167,7 @@ class Printer {
   }
 
   Report& report_;
-  bool with_peer_;
+  Peer peer_;
   int section_rows_ = 0;
   double section_busbw_sum_ = 0;
   bool any_wrong_ = false;
@@ -205,7 +211,7 @@ std::string section_title(const std::string& transport, const std::string& algo,
 int run_threads(Report& report, const Prepared& prepared) {
   const Options& o = report.options;
   const int nranks = o.nranks;
-  Printer printer(report, false);
+  Printer printer(report, Peer::none);
   printer.header(std::to_string(nranks) + " threads in one process (HostThreads)", &prepared);
   measure_membw(report, nranks);
   printer.membw(nranks);
@@ -229,7 +235,40 @@ int run_threads(Report& report, const Prepared& prepared) {
   return printer.any_wrong() ? 1 : 0;
 }
 
-// One rank of the shm transport: every algorithm, then (with a peer) MPI first.
+// The peer of --peer as a RankCollective, with the names of its rows (transport, algo).
+struct PeerRun {
+  std::unique_ptr<RankCollective> coll;
+  std::string transport;
+  std::string algo;
+};
+
+PeerRun make_peer(const Options& o) {
+  PeerRun p;
+#if CCOLL_HAVE_MPI
+  if (o.peer == Peer::mpi) {
+    p.coll = make_mpi_allreduce();
+    p.transport = "mpi";
+    p.algo = "MPI_Allreduce";
+  }
+#endif
+#if CCOLL_HAVE_GLOO
+  if (o.peer == Peer::gloo) {
+    std::optional<std::chrono::milliseconds> timeout;
+    if (o.timeout_ms) timeout = std::chrono::milliseconds(*o.timeout_ms);
+    p.coll = make_gloo_allreduce(o.gloo_iface, timeout);
+    p.transport = "gloo";
+    p.algo = "gloo::allreduce";
+  }
+#endif
+  if (o.peer != Peer::none && !p.coll) {
+    throw std::invalid_argument("--peer " + std::string(to_string(o.peer)) +
+                                ": not built into this ccoll_perf");
+  }
+  return p;
+}
+
+// One rank of the shm and MPI transports: every algorithm, each timed in alternating blocks with
+// the peer (run_peer: o.peer, made here on every rank); -a none: the peer alone.
 void shm_rank_body(Report& report, const Prepared& prepared, Control& control,
                    const std::string& session_prefix, Printer* printer, bool run_peer) {
   const Options& o = report.options;
@@ -240,33 +279,31 @@ void shm_rank_body(Report& report, const Prepared& prepared, Control& control,
   auto emit = [&](const Row& r) {
     if (printer) printer->row(r);
   };
-  std::unique_ptr<RankCollective> mpi;
+  PeerRun peer;
   PairedPeer paired;
-#if CCOLL_HAVE_MPI
   if (run_peer) {
-    mpi = make_mpi_allreduce();
-    paired.coll = mpi.get();
-    paired.transport = "mpi";
-    paired.algo = "MPI_Allreduce";
+    peer = make_peer(o);
+    paired.coll = peer.coll.get();
+    paired.transport = peer.transport;
+    paired.algo = peer.algo;
     paired.on_row = [&](const Row& r) {
       if (printer) printer->record(r);
     };
   }
-  if (run_peer && o.algos.empty()) {  // -a none: MPI alone, as its own table
-    if (printer) printer->section(section_title("mpi", "MPI_Allreduce (the MPI library)", nranks));
-    run_sweep(make_spec(o, sizes, "mpi", "MPI_Allreduce"), *mpi, control, buffers, emit);
+  if (peer.coll && o.algos.empty()) {  // -a none: the peer alone, as its own table
+    if (printer) {
+      printer->section(section_title(peer.transport, peer.algo + " (the peer library)", nranks));
+    }
+    run_sweep(make_spec(o, sizes, peer.transport, peer.algo), *peer.coll, control, buffers, emit);
     if (printer) printer->end_section();
   }
-#else
-  (void)run_peer;
-#endif
   const std::string transport(to_string(o.transport));
   for (const PreparedAlgorithm& algo : prepared.algos) {
     const std::string& name = algo.name;
     if (printer) {
       std::string title = section_title(transport, name, nranks);
-      if (mpi) {
-        title += "; MPI_Allreduce timed in alternating blocks with it (best of " +
+      if (peer.coll) {
+        title += "; " + peer.algo + " timed in alternating blocks with it (best of " +
                  std::to_string(o.rounds) + " each)";
       }
       printer->section(title);
@@ -277,7 +314,7 @@ void shm_rank_body(Report& report, const Prepared& prepared, Control& control,
     auto coll = make_collective(o.transport, algo, make_config(o, rank, nranks, session));
     auto view = coll->rank(rank);
     run_sweep(make_spec(o, sizes, transport, name), *view, control, buffers, emit,
-              mpi ? &paired : nullptr);
+              peer.coll ? &paired : nullptr);
     control.barrier();  // nobody destroys its end of the session while a peer still uses it
     view.reset();
     coll.reset();
@@ -288,7 +325,7 @@ void shm_rank_body(Report& report, const Prepared& prepared, Control& control,
 int run_shm_forked(Report& report, const Prepared& prepared) {
   const Options& o = report.options;
   const int nranks = o.nranks;
-  Printer printer(report, false);
+  Printer printer(report, Peer::none);
   printer.header(std::to_string(nranks) + " processes forked by ccoll_perf (SharedMemory)",
                  &prepared);
   measure_membw(report, nranks);  // before fork: no threads may exist at fork time
@@ -347,8 +384,15 @@ std::string mpi_library_version() {
   int len = 0;
   MPI_Get_library_version(text, &len);
   std::string v(text, static_cast<std::size_t>(len));
-  const auto eol = v.find_first_of("\n,");
-  return eol == std::string::npos ? v : v.substr(0, eol);
+  v = v.substr(0, v.find_first_of("\n,"));
+  // MPICH's is "MPICH Version:<tab>4.0.2": runs of blanks become one space.
+  std::string out;
+  for (const char c : v) {
+    const bool blank = c == ' ' || c == '\t';
+    if (blank && (out.empty() || out.back() == ' ')) continue;
+    out += blank ? ' ' : c;
+  }
+  return out;
 }
 
 std::string transport_description(Transport t) {
@@ -361,6 +405,23 @@ std::string transport_description(Transport t) {
     default:
       return "SharedMemory";
   }
+}
+
+// The header's account of the peer: which library, which version, which algorithm.
+std::string peer_description(const Options& o) {
+  switch (o.peer) {
+    case Peer::none:
+      break;
+    case Peer::mpi:
+      return "; peer: " + mpi_library_version() + "'s MPI_Allreduce";
+    case Peer::gloo:
+#if CCOLL_HAVE_GLOO
+      return "; peer: " + gloo_description() + " on interface " + o.gloo_iface;
+#else
+      break;
+#endif
+  }
+  return "";
 }
 
 int run_under_mpirun(Report& report) {
@@ -397,16 +458,14 @@ int run_under_mpirun(Report& report) {
   } catch (const UsageError& e) {
     die(rank, e.what());
   }
-  if (o.peer_mpi && !mpi_supports(o.dtype)) {
+  if (o.peer == Peer::mpi && !mpi_supports(o.dtype)) {
     die(rank, "--peer mpi: MPI has no " + std::string(ccoll::to_string(o.dtype)) + " type");
   }
   std::unique_ptr<Printer> printer;
   if (rank == 0) {
-    printer = std::make_unique<Printer>(report, o.peer_mpi);
+    printer = std::make_unique<Printer>(report, o.peer);
     printer->header(std::to_string(nranks) + " processes started by mpirun (" +
-                        transport_description(o.transport) +
-                        std::string(o.peer_mpi ? "; peer: the MPI library's MPI_Allreduce" : "") +
-                        ")",
+                        transport_description(o.transport) + peer_description(o) + ")",
                     &prepared);
     if (measured) {
       std::printf("# measured host links (ping-pong between hosts' first ranks; %d hosts):\n",
@@ -426,7 +485,7 @@ int run_under_mpirun(Report& report) {
     std::snprintf(session, sizeof session, "ccoll_perf.%d", static_cast<int>(getpid()));
   MPI_Bcast(session, sizeof session, MPI_CHAR, 0, MPI_COMM_WORLD);
   try {
-    shm_rank_body(report, prepared, control, session, printer.get(), o.peer_mpi);
+    shm_rank_body(report, prepared, control, session, printer.get(), o.peer != Peer::none);
   } catch (const std::exception& e) {
     die(rank, e.what());
   }
@@ -493,12 +552,13 @@ int main_impl(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  if (o.peer_mpi) {
+  if (o.peer != Peer::none) {
+    const std::string peer(to_string(o.peer));
     std::fprintf(stderr,
-                 "ccoll_perf: --peer mpi needs the ranks to be MPI processes: run\n"
-                 "  mpirun --allow-run-as-root --oversubscribe -np 4 %s --transport shm --peer mpi "
+                 "ccoll_perf: --peer %s needs the ranks to be MPI processes: run\n"
+                 "  mpirun --allow-run-as-root --oversubscribe -np 4 %s --transport shm --peer %s "
                  "-b 16M -e 64M -f 4\n",
-                 argv[0]);
+                 peer.c_str(), argv[0], peer.c_str());
     return 2;
   }
   Prepared prepared;

@@ -52,6 +52,28 @@ constexpr std::string_view to_string(Transport t) {
   return "?";
 }
 
+// The other allreduce timed on the same ranks for the ratio (--peer): the MPI library's
+// MPI_Allreduce, or Gloo's allreduce (gloo_peer.hpp; only where ccoll_perf was built with Gloo).
+enum class Peer { none, mpi, gloo };
+constexpr std::string_view to_string(Peer p) {
+  switch (p) {
+    case Peer::none:
+      return "none";
+    case Peer::mpi:
+      return "mpi";
+    case Peer::gloo:
+      return "gloo";
+  }
+  return "?";
+}
+
+// Whether this ccoll_perf has the Gloo peer (CMake found Gloo: CCOLL_HAVE_GLOO).
+#if CCOLL_HAVE_GLOO
+inline constexpr bool kHaveGloo = true;
+#else
+inline constexpr bool kHaveGloo = false;
+#endif
+
 // What ccoll_perf runs when -a is not given (its tables before the registry existed).
 inline const std::vector<std::string>& default_algorithms() {
   static const std::vector<std::string> names{"ring", "dbtree", "tree", "tree-overlap", "direct"};
@@ -70,7 +92,7 @@ struct Options {
   double step_factor = 2.0;
   int iters = 20;
   int warmup = 5;
-  int rounds = 1;  // timed blocks per size, best kept (with --peer mpi: alternating with MPI)
+  int rounds = 1;  // timed blocks per size, best kept (with --peer: alternating with the peer)
   bool check = true;
   int nranks = 4;  // threads: threads; shm: processes (ignored under mpirun: world size)
   bool nranks_given = false;
@@ -82,8 +104,9 @@ struct Options {
   ccoll::DataType dtype = ccoll::DataType::f32;
   ccoll::ReduceOp op = ccoll::ReduceOp::sum;
   Transport transport = Transport::threads;
-  bool peer_mpi = false;
-  bool membw = true;  // measure the memory bandwidth and print busbw as % of the bound
+  Peer peer = Peer::none;
+  std::string gloo_iface = "lo";  // --peer gloo: the network interface of Gloo's TCP pairs
+  bool membw = true;              // measure the memory bandwidth and print busbw as % of the bound
   // ccoll::Config knobs (0 = the library's default / automatic choice).
   std::uint64_t slot_bytes = 0;
   std::uint32_t nslots = 0;
@@ -234,7 +257,7 @@ inline std::string usage_text() {
   -n, --iters N           timed iterations per size, default 20
   -w, --warmup_iters N    untimed iterations per size, default 5
   -r, --rounds R          timed blocks of -n calls per size, the best is reported; with --peer
-                          mpi the blocks alternate with MPI's, default 1
+                          the blocks alternate with the peer's, default 1
   -c, --check 0|1         check the results (#wrong column), default 1
   -t, --nranks P          ranks (threads or processes), default 4, or with --topology the ranks
                           the algorithms were planned for; under mpirun: the world size
@@ -254,8 +277,11 @@ inline std::string usage_text() {
                           memory), mpi (the MPI processes of mpirun -np P, messages through
                           MPI point-to-point) or mpi-hybrid (MPI processes, shared memory
                           inside a host, MPI between hosts), default threads
-      --peer mpi          also run the MPI library's MPI_Allreduce on the same ranks and sizes and
-                          print the ratio (needs mpirun -np P and --transport shm, mpi or mpi-hybrid)
+      --peer P            also run another allreduce on the same ranks and sizes and print the
+                          ratio: mpi (the MPI library's MPI_Allreduce) or gloo (Gloo's allreduce
+                          over TCP, if built with Gloo); needs mpirun -np P and --transport shm,
+                          mpi or mpi-hybrid
+      --gloo_iface IF     --peer gloo: the network interface of Gloo's TCP pairs, default lo
   -m, --membw 0|1         measure the memory bandwidth and print busbw as % of the bound, default 1
       --slot_bytes SIZE   ccoll::Config::slot_bytes (FIFO slot size), default: the library's
       --nslots N          ccoll::Config::nslots (FIFO depth), default: the library's
@@ -278,6 +304,7 @@ Examples:
   ccoll_perf --transport shm -t 2 -b 16M -e 64M -f 4
   mpirun --allow-run-as-root --oversubscribe -np 4 ccoll_perf --transport shm --peer mpi -b 16M -e 64M -f 4
   mpirun --allow-run-as-root --oversubscribe -np 4 ccoll_perf --transport mpi --peer mpi -a ring,dbtree
+  mpirun --allow-run-as-root --oversubscribe -np 2 ccoll_perf --transport mpi-hybrid --peer gloo -a ring
 )";
 }
 
@@ -410,8 +437,27 @@ inline Options parse_args(const std::vector<std::string>& args) {
       }
     } else if (flag == "--peer") {
       const std::string v = next();
-      if (v != "mpi") throw detail::bad_value(flag, "expected mpi", v);
-      o.peer_mpi = true;
+      Peer p = Peer::none;
+      if (v == "mpi") {
+        p = Peer::mpi;
+      } else if (v == "gloo") {
+        if (!kHaveGloo) {
+          throw UsageError(
+              "--peer gloo: this ccoll_perf was built without Gloo (install libgloo-dev and "
+              "reconfigure; CMake then prints 'ccoll_perf: --peer gloo enabled')");
+        }
+        p = Peer::gloo;
+      } else {
+        throw detail::bad_value(flag, kHaveGloo ? "expected mpi or gloo" : "expected mpi", v);
+      }
+      if (o.peer != Peer::none && o.peer != p) {
+        throw UsageError("--peer: one peer a run (got " + std::string(to_string(o.peer)) + " and " +
+                         v + "); run each peer in its own invocation");
+      }
+      o.peer = p;
+    } else if (flag == "--gloo_iface" || flag == "--gloo-iface") {
+      o.gloo_iface = next();
+      if (o.gloo_iface.empty()) throw detail::bad_value(flag, "expected an interface name", "");
     } else if (flag == "--slot_bytes") {
       const std::string v = next();
       const auto s = parse_size(v);
@@ -470,8 +516,8 @@ inline Options parse_args(const std::vector<std::string>& args) {
     throw UsageError("-b/--minbytes (" + std::to_string(o.min_bytes) +
                      ") must not exceed -e/--maxbytes (" + std::to_string(o.max_bytes) + ")");
   }
-  if (o.algos.empty() && !o.peer_mpi) {
-    throw UsageError("-a/--algo none: only with --peer mpi (nothing else would run)");
+  if (o.algos.empty() && o.peer == Peer::none) {
+    throw UsageError("-a/--algo none: only with --peer mpi or gloo (nothing else would run)");
   }
   if (o.step_factor == 1.0 && o.min_bytes != o.max_bytes) {
     throw UsageError("-f/--stepfactor: 1 only works with -b equal to -e");
@@ -649,7 +695,7 @@ struct Row {
   double busbw_GBps = 0;
   long wrong = -1;              // -1: not checked
   double bound_busbw_GBps = 0;  // memory-bandwidth bound (0: not measured)
-  double peer_busbw_GBps = 0;   // MPI's busbw for the same size (0: no peer)
+  double peer_busbw_GBps = 0;   // the peer's busbw for the same size (0: no peer)
   long peer_wrong = -1;         // the peer's #wrong in the same rounds (-1: not checked / no peer)
   std::string paired_with;      // a peer row: the algorithm it alternated with
 };
@@ -682,8 +728,9 @@ inline std::string printf_string(const char* fmt, auto... args) {
 }  // namespace detail
 
 // nccl-tests' layout plus two optional columns: busbw as % of the memory bound and, with a peer,
-// the peer's busbw and our ratio to it.
-inline std::string format_table_header(bool with_bound, bool with_peer) {
+// the peer's busbw (headed "<peer> busbw") and our ratio to it.
+inline std::string format_table_header(bool with_bound, bool with_peer,
+                                       std::string_view peer = "mpi") {
   std::string h = "#       size         count      type   redop     time   algbw   busbw  #wrong";
   std::string u = "#        (B)    (elements)                       (us)  (GB/s)  (GB/s)        ";
   if (with_bound) {
@@ -691,8 +738,8 @@ inline std::string format_table_header(bool with_bound, bool with_peer) {
     u += "         ";
   }
   if (with_peer) {
-    h += "  mpi busbw   ratio";
-    u += "     (GB/s)        ";
+    h += detail::printf_string("  %10s   ratio", (std::string(peer) + " busbw").c_str());
+    u += "      (GB/s)        ";
   }
   return h + "\n" + u + "\n";
 }
@@ -710,9 +757,12 @@ inline std::string format_row(const Row& r, bool with_bound, bool with_peer) {
              : std::string("      N/A");
   }
   if (with_peer) {
-    s += r.peer_busbw_GBps > 0 ? detail::printf_string("  %9.2f  %5.2fx", r.peer_busbw_GBps,
-                                                       r.busbw_GBps / r.peer_busbw_GBps)
-                               : std::string("        N/A     N/A");
+    // Ratios of 100 and more (a peer far behind) lose their decimals, to keep the column's width.
+    const double ratio = r.peer_busbw_GBps > 0 ? r.busbw_GBps / r.peer_busbw_GBps : 0.0;
+    s += r.peer_busbw_GBps > 0
+             ? detail::printf_string(ratio < 99.995 ? "  %10.2f  %5.2fx" : "  %10.2f  %5.0fx",
+                                     r.peer_busbw_GBps, ratio)
+             : std::string("         N/A     N/A");
   }
   return s + "\n";
 }

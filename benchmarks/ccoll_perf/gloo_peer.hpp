@@ -1,0 +1,32 @@
+// ccoll_perf/gloo_peer.hpp: Gloo's allreduce as a RankCollective (--peer gloo).
+//
+// The ranks are the MPI processes of mpirun: Gloo's context takes rank and size from
+// MPI_COMM_WORLD, and each rank's TCP pair addresses are exchanged with one MPI_Alltoall (what
+// Gloo's own MPI context did; Debian's libgloo is built without it), so no store or shared
+// directory is needed between hosts. The pairs use a gloo::transport::tcp device bound to one
+// network interface (--gloo_iface, default lo).
+//
+// Built only where CMake found Gloo (CCOLL_HAVE_GLOO, which needs MPI too); only the ccoll_perf
+// executable links libgloo.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "runner.hpp"
+
+namespace ccoll_perf {
+
+#if CCOLL_HAVE_GLOO
+// Connects this MPI process to every other one over `iface`; collective over MPI_COMM_WORLD.
+// `timeout`: Gloo's per-operation timeout (unset: Gloo's default). Throws on failure.
+std::unique_ptr<RankCollective> make_gloo_allreduce(
+    const std::string& iface, std::optional<std::chrono::milliseconds> timeout);
+
+// For the output header: the package, and the algorithm gloo::allreduce runs.
+std::string gloo_description();
+#endif
+
+}  // namespace ccoll_perf
