@@ -481,6 +481,10 @@ TEST_CASE("sizes below one element are usage errors, not an empty table") {
   CHECK(message({"-b", "8", "-e", "64", "-d", "double"}) == "no error");
   CHECK(message({"-b", "1", "-e", "64", "-d", "uint8"}) == "no error");
   CHECK(message({"-b", "2M", "-e", "1M"}).find("must not exceed") != std::string::npos);
+  // A size no machine's memory holds is refused before anything is allocated.
+  const std::string huge = message({"-e", "1000000000G"});
+  CHECK(huge.find("-e/--maxbytes") != std::string::npos);
+  CHECK(huge.find("memory") != std::string::npos);
   // Every size of an accepted sweep holds at least one element.
   const Options o = parse({"-b", "4", "-e", "1K", "-f", "3"});
   for (std::uint64_t s : size_sweep(o.min_bytes, o.max_bytes, o.step_factor))

@@ -27,6 +27,8 @@
 #include <string_view>
 #include <vector>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "ccoll/algo/all.hpp"
@@ -129,6 +131,14 @@ struct Options {
 inline constexpr long kMaxTimeoutMs = 2147483647L;
 
 // "64", "8K", "16M", "1G", "2KB", "4MiB" (binary multiples, as nccl-tests).
+// The largest buffer ccoll_perf accepts: a quarter of the physical memory (no limit if unknown).
+inline std::uint64_t max_buffer_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return ~std::uint64_t{0};
+  return static_cast<std::uint64_t>(pages) / 4 * static_cast<std::uint64_t>(page);
+}
+
 inline std::optional<std::uint64_t> parse_size(std::string_view s) {
   if (s.empty()) return std::nullopt;
   std::uint64_t value = 0;
@@ -512,6 +522,14 @@ inline Options parse_args(const std::vector<std::string>& args) {
   }
   if (o.help || o.list_algos) return o;
   if (algo_list) o.algos = parse_algos(*algo_list, !o.topology.empty());
+  // Every rank holds a send and a receive buffer of -e bytes (and a reference to check against):
+  // a size beyond a quarter of the machine's memory cannot run, so it is refused before anything
+  // is allocated rather than ending in the kernel's OOM killer.
+  if (const std::uint64_t cap = max_buffer_bytes(); o.max_bytes > cap) {
+    throw UsageError("-e/--maxbytes: " + std::to_string(o.max_bytes) +
+                     " B per buffer is more than a quarter of this machine's memory (" +
+                     std::to_string(cap) + " B); every rank holds a send and a receive buffer");
+  }
   if (o.min_bytes > o.max_bytes) {
     throw UsageError("-b/--minbytes (" + std::to_string(o.min_bytes) +
                      ") must not exceed -e/--maxbytes (" + std::to_string(o.max_bytes) + ")");
