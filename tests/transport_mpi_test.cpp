@@ -156,6 +156,13 @@ TEST_CASE("mpi-hybrid: two emulated hosts: shared memory inside each, messages b
     // Every rank's host is named by its first rank.
     const auto& hosts = ar.executor().links().host_of();
     for (int q = 0; q < p; ++q) CHECK(hosts[static_cast<std::size_t>(q)] == q / 2 * 2);
+    // Connections inside an emulated host share memory; those between hosts are messages.
+    const std::size_t shared = ar.executor().links().connections_on_host();
+    const std::size_t total = ar.executor().communicator().connection_keys().size();
+    const bool host_mate = (rank ^ 1) < p;  // this rank's emulated host holds two ranks
+    if (host_mate) CHECK(shared > 0);
+    if (!host_mate) CHECK(shared == 0);  // alone on its host: nothing to share
+    if (p >= 3) CHECK(shared < total);
     const std::string wrong = testing::check_all(ar, {1, 131, 5003}, false);
     INFO(name);
     CHECK_MESSAGE(wrong.empty(), wrong);
