@@ -23,6 +23,11 @@
 #include "../benchmarks/ccoll_perf/perf_data.hpp"
 
 #if CCOLL_PERF_CORE
+#include <sys/wait.h>
+
+#include <chrono>
+
+#include "../benchmarks/ccoll_perf/controls.hpp"
 #include "../benchmarks/ccoll_perf/runner.hpp"
 #endif
 
@@ -629,6 +634,36 @@ TEST_CASE("ccoll_perf's threads path runs the forest on dgx1v with no wrong elem
   // A rank that is not one of this process's is refused by the library's rank(r).
   auto coll = make_collective(Transport::threads, p.algos[0], make_config(o, -1, p.nranks, ""));
   CHECK_THROWS(coll->rank(8));
+}
+
+// `ccoll_perf --transport shm`: a forked rank that dies outside a ccoll call (here before its
+// first barrier; in a run, between two sections) is named within a fraction of a second, not
+// after the barrier's five-minute timeout.
+TEST_CASE("forked ranks: a rank that dies outside a call is named at the next barrier") {
+  ForkControl control(2, std::chrono::minutes(5));
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    control.set_rank(1);
+    std::_Exit(0);  // dies without ever arriving at the barrier
+  }
+  control.set_rank(0);
+  // The child has recorded its pid before it exits: wait until it is a zombie.
+  siginfo_t info{};
+  REQUIRE(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) == 0);
+  const auto start = std::chrono::steady_clock::now();
+  std::string what;
+  try {
+    control.barrier();
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  ::waitpid(child, nullptr, 0);
+  CHECK(what.find("rank 1 died") != std::string::npos);
+  CHECK(elapsed < std::chrono::seconds(2));
 }
 #endif  // CCOLL_PERF_CORE
 

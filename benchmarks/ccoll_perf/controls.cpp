@@ -4,11 +4,14 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+
+#include <ccoll/runtime/area_control_plane.hpp>
 
 #if CCOLL_HAVE_MPI
 #include <mpi.h>
@@ -51,10 +54,12 @@ struct ForkShared {
   std::atomic<int> arrived;
   std::atomic<int> generation;
   std::atomic<int> aborted;
+  std::atomic<pid_t> pids[kMaxForkRanks];  // 0 until the rank's process calls set_rank()
   double doubles[kMaxForkRanks];
   long longs[kMaxForkRanks];
 };
 static_assert(std::atomic<int>::is_always_lock_free, "process-shared atomics must be lock-free");
+static_assert(std::atomic<pid_t>::is_always_lock_free, "process-shared atomics must be lock-free");
 
 ForkControl::ForkControl(int nranks, std::chrono::milliseconds timeout)
     : nranks_(nranks), timeout_(timeout) {
@@ -69,6 +74,22 @@ ForkControl::ForkControl(int nranks, std::chrono::milliseconds timeout)
   shared_->arrived.store(0);
   shared_->generation.store(0);
   shared_->aborted.store(0);
+}
+
+void ForkControl::set_rank(int rank) {
+  rank_ = rank;
+  shared_->pids[rank].store(getpid(), std::memory_order_release);
+}
+
+// The first rank whose process is gone (a zombie counts), or -1: a rank killed outside a ccoll
+// call (between sections, while printing) would otherwise hold every other rank in the barrier
+// for the whole barrier timeout.
+int ForkControl::dead_rank() const {
+  for (int r = 0; r < nranks_; ++r) {
+    const pid_t pid = shared_->pids[r].load(std::memory_order_acquire);
+    if (r != rank_ && pid > 0 && ccoll::runtime::process_gone(pid)) return r;
+  }
+  return -1;
 }
 
 ForkControl::~ForkControl() {
@@ -86,15 +107,32 @@ void ForkControl::barrier() {
     shared_->generation.fetch_add(1, std::memory_order_acq_rel);
     return;
   }
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + timeout_;
+  auto next_liveness_check = start + kLivenessInterval;
   for (int i = 0; shared_->generation.load(std::memory_order_acquire) == gen; ++i) {
     if (shared_->aborted.load(std::memory_order_acquire) != 0) {
       throw std::runtime_error("rank " + std::to_string(rank_) +
                                ": another rank failed (barrier aborted)");
     }
-    if ((i & 255) == 255 && std::chrono::steady_clock::now() > deadline) {
-      throw std::runtime_error("rank " + std::to_string(rank_) + ": barrier timed out after " +
-                               std::to_string(timeout_.count()) + " ms (a rank died or hangs)");
+    if ((i & 255) == 255) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= next_liveness_check) {
+        next_liveness_check = now + kLivenessInterval;
+        if (const int dead = dead_rank(); dead >= 0) {
+          abort();
+          std::string what("rank ");
+          what += std::to_string(rank_);
+          what += ": rank ";
+          what += std::to_string(dead);
+          what += " died (its process is gone) while the others waited in a barrier";
+          throw std::runtime_error(what);
+        }
+      }
+      if (now > deadline) {
+        throw std::runtime_error("rank " + std::to_string(rank_) + ": barrier timed out after " +
+                                 std::to_string(timeout_.count()) + " ms (a rank hangs)");
+      }
     }
     polite_pause(i);
   }

@@ -45,7 +45,9 @@ class ThreadsControl final : public Control {
 
 // Processes that share an anonymous MAP_SHARED mapping made before fork(). The barrier spins
 // briefly, then yields and sleeps, so that ranks waiting in it leave the cores to the ranks still
-// timing on an oversubscribed host; it gives up after `timeout` (a dead rank cannot hang the run).
+// timing on an oversubscribed host. Every 100 ms it checks that the other ranks' processes exist,
+// so a rank that dies outside a ccoll call is named at once; a rank that lives but never arrives
+// is reported after `timeout`.
 struct ForkShared;
 class ForkControl final : public Control {
  public:
@@ -54,7 +56,7 @@ class ForkControl final : public Control {
   ~ForkControl() override;
   ForkControl(const ForkControl&) = delete;
   ForkControl& operator=(const ForkControl&) = delete;
-  void set_rank(int rank) { rank_ = rank; }
+  void set_rank(int rank);
   int rank() const override { return rank_; }
   int nranks() const override { return nranks_; }
   void barrier() override;
@@ -64,6 +66,9 @@ class ForkControl final : public Control {
   void abort();
 
  private:
+  static constexpr std::chrono::milliseconds kLivenessInterval{100};
+  int dead_rank() const;
+
   ForkShared* shared_ = nullptr;
   int nranks_;
   int rank_ = 0;
