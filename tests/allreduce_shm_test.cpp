@@ -25,7 +25,9 @@
 #include "allreduce_reference.hpp"
 #include "ccoll/algo/direct.hpp"
 #include "ccoll/algo/double_binary_tree.hpp"
+#include "ccoll/algo/one_shot.hpp"
 #include "ccoll/algo/packed_forest.hpp"
+#include "ccoll/algo/recursive_doubling.hpp"
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/algo/tree.hpp"
 #include "ccoll/ccoll.hpp"
@@ -214,6 +216,25 @@ TEST_CASE("shm direct: P = 2..4, every dtype and op, in place, counts around the
     });
     require_all_ok(out);
     CHECK_FALSE(segment_exists(session));
+  }
+}
+
+TEST_CASE("shm oneshot and recdoubling: P = 2..5, every dtype and op, in place, chunked") {
+  for (int p = 2; p <= 5; ++p) {
+    const std::string session = unique_session("small");
+    auto out = on_processes(p, [&](int r) {
+      Config c = shm_config(p, r, session);
+      Allreduce<transport::SharedMemory, algo::OneShot, Overlapped> one(c);
+      c.session += ".rd";
+      Allreduce<transport::SharedMemory, algo::RecursiveDoubling, Overlapped> rd(c);
+      // 128 floats fill a 512-byte slot: one message, one full slot, several chunks.
+      std::string wrong = check_all(one, {1, 2, 127, 128, 129, 1000}, p != 3);
+      if (wrong.empty()) wrong = check_all(rd, {1, 2, 127, 128, 129, 1000}, p != 4);
+      return wrong;
+    });
+    require_all_ok(out);
+    CHECK_FALSE(segment_exists(session));
+    CHECK_FALSE(segment_exists(session + ".rd"));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -18,6 +19,8 @@
 
 #include "ccoll/algo/direct.hpp"
 #include "ccoll/algo/double_binary_tree.hpp"
+#include "ccoll/algo/one_shot.hpp"
+#include "ccoll/algo/recursive_doubling.hpp"
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/algo/tree.hpp"
 #include "ccoll/ccoll.hpp"
@@ -207,6 +210,59 @@ TEST_CASE("threads direct: P = 1..8, every dtype and op, in place, counts around
   for (int rep = 0; rep < 3; ++rep)
     check_allreduce(ar, 4, {1, 5000, 13}, DataType::f64, ReduceOp::avg, rep == 1);
   CHECK(ar.plan(5000, DataType::f64).channels.size() == 4);
+}
+
+TEST_CASE("threads oneshot and recdoubling: P = 1..16, every dtype and op, in place, chunked") {
+  for (int p = 1; p <= 16; ++p) {
+    const Config c = small_config(p);  // 256-byte slots: counts above 64 floats need chunks
+    Allreduce<transport::HostThreads, algo::OneShot, Overlapped> one(c);
+    Allreduce<transport::HostThreads, algo::RecursiveDoubling, Overlapped> rd(c);
+    const std::vector<std::uint64_t> counts = {1, 2, 63, 64, 65, 1001};
+    for (DataType d : kAllDataTypes)
+      for (ReduceOp op : kAllReduceOps) {
+        if (p > 5 && (d != DataType::f32 || op == ReduceOp::prod)) continue;  // keeps it fast
+        check_allreduce(one, p, counts, d, op, op == ReduceOp::max);
+        check_allreduce(rd, p, counts, d, op, op == ReduceOp::min);
+      }
+  }
+}
+
+// Values whose sums round: every order of summation gives different bits. Algorithms in which
+// every rank computes the sum itself must still agree bit for bit, through a fixed fold order.
+TEST_CASE("threads oneshot and recdoubling: every rank gets the same bits when sums round") {
+  for (int p : {2, 3, 5, 6, 8, 11}) {
+    const std::uint64_t n = 777;
+    std::vector<std::vector<float>> in(static_cast<std::size_t>(p));
+    std::mt19937 rng(static_cast<unsigned>(p));
+    std::uniform_real_distribution<float> dist(-1e3f, 1e3f);
+    for (auto& v : in) {
+      v.resize(n);
+      for (auto& x : v) x = dist(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 40) - 20);
+    }
+    auto run = [&](auto& ar) {
+      std::vector<std::vector<float>> out(static_cast<std::size_t>(p), std::vector<float>(n));
+      on_threads(p, [&](int r) {
+        ar.rank(r).run(in[static_cast<std::size_t>(r)].data(),
+                       out[static_cast<std::size_t>(r)].data(), n, DataType::f32, ReduceOp::sum);
+      });
+      for (int r = 1; r < p; ++r) {
+        INFO("P=" << p << " rank " << r);
+        CHECK(std::memcmp(out[0].data(), out[static_cast<std::size_t>(r)].data(),
+                          n * sizeof(float)) == 0);
+      }
+      return out[0];
+    };
+    const Config c = small_config(p);
+    Allreduce<transport::HostThreads, algo::OneShot, Overlapped> one(c);
+    Allreduce<transport::HostThreads, algo::RecursiveDoubling, Overlapped> rd(c);
+    const std::vector<float> one_out = run(one);
+    run(rd);
+    // One-shot folds in rank order: ((x0 + x1) + x2) + ...
+    std::vector<float> fold = in[0];
+    for (int r = 1; r < p; ++r)
+      for (std::uint64_t i = 0; i < n; ++i) fold[i] += in[static_cast<std::size_t>(r)][i];
+    CHECK(std::memcmp(fold.data(), one_out.data(), n * sizeof(float)) == 0);
+  }
 }
 
 TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched") {

@@ -15,6 +15,8 @@
 #include "ccoll/plan/chunking.hpp"
 #include "ccoll/plan/direct.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
+#include "ccoll/plan/one_shot.hpp"
+#include "ccoll/plan/recursive_doubling.hpp"
 #include "ccoll/plan/ring.hpp"
 #include "ccoll/plan/tree.hpp"
 #include "ccoll/plan/verifier.hpp"
@@ -182,6 +184,83 @@ TEST_CASE("direct plans verify for P = 1..32, any count, chunks, channels and FI
                                  " channels=" + std::to_string(ch) + " chunks=" +
                                  std::to_string(k) + " nslots=" + std::to_string(nslots));
           }
+}
+
+TEST_CASE("one-shot and recursive-doubling plans verify for every P, count, chunks, FIFO depth") {
+  for (Rank p = 1; p <= 33; ++p)
+    for (std::uint64_t count : {0ull, 1ull, 2ull, 7ull, 97ull, 1000ull})
+      for (std::uint32_t ch : {1u, 2u})
+        for (std::uint32_t k : {0u, 3u})
+          for (std::uint32_t nslots : {1u, 2u}) {
+            if (p > 12 && (nslots != 2 || count == 2)) continue;  // keeps the suite fast
+            PlanRequest req = request(p, count, ch, k);
+            req.nslots = nslots;
+            req.slot_bytes = 64;  // 16 floats: 97 and 1000 elements need several chunks
+            const std::string what = "P=" + std::to_string(p) + " count=" + std::to_string(count) +
+                                     " channels=" + std::to_string(ch) +
+                                     " chunks=" + std::to_string(k) +
+                                     " nslots=" + std::to_string(nslots);
+            require_ok(build_recursive_doubling(req), "recdoubling " + what);
+            if (p <= kOneShotMaxRanks) require_ok(build_one_shot(req), "oneshot " + what);
+          }
+  CHECK_THROWS_WITH_AS(build_one_shot(request(17, 100)), doctest::Contains("at most 16 ranks"),
+                       ccoll::Error);
+}
+
+TEST_CASE("one-shot: one hop, every peer's input folded in rank order on every rank") {
+  for (Rank p = 2; p <= 16; ++p) {
+    const Plan plan = build_one_shot(request(p, 100));
+    const VerifyReport r = verify(plan);
+    REQUIRE(r.ok);
+    CHECK(plan.algorithm == "oneshot");
+    CHECK(r.rounds == 2);  // every rank sends, then every rank reduces: one hop
+    for (Rank q = 0; q < p; ++q) {
+      const auto& steps = plan.channels[0].programs[static_cast<std::size_t>(q)].steps;
+      REQUIRE(steps.size() == 2);
+      CHECK(steps[0].send_count == static_cast<std::uint32_t>(p - 1));
+      const Step& reduce = steps[1];
+      CHECK(reduce.recv_count == static_cast<std::uint32_t>(p - 1));
+      CHECK(reduce.src == Source::Input);
+      CHECK(reduce.src_position == q);  // operands in rank order: the same fold everywhere
+      for (std::uint32_t i = 0; i < reduce.recv_count; ++i) {
+        const Rank from = plan.connections[plan.ports[reduce.recv_begin + i].connection].from;
+        CHECK(from == static_cast<Rank>(i < static_cast<std::uint32_t>(q) ? i : i + 1));
+      }
+    }
+  }
+}
+
+TEST_CASE("recursive doubling: log2 P hops (two more with extra ranks), lower rank first") {
+  for (Rank p = 2; p <= 33; ++p) {
+    const Plan plan = build_recursive_doubling(request(p, 100));
+    const VerifyReport r = verify(plan);
+    REQUIRE(r.ok);
+    CHECK(plan.algorithm == "recdoubling");
+    Rank m = 1;
+    int log_m = 0;
+    while (m * 2 <= p) {
+      m *= 2;
+      ++log_m;
+    }
+    CHECK(r.rounds == static_cast<std::uint64_t>(1 + log_m + (p > m ? 2 : 0)));
+    for (Rank q = 0; q < m; ++q)
+      for (const Step& s : plan.channels[0].programs[static_cast<std::size_t>(q)].steps) {
+        if (s.recv_count != 1 || s.src == Source::None) continue;
+        const Rank from = plan.connections[plan.ports[s.recv_begin].connection].from;
+        CHECK(s.src_position == (q < from ? 0 : 1));
+      }
+  }
+}
+
+TEST_CASE("the verifier refuses a local operand placed beyond the received ones") {
+  Plan plan = build_one_shot(request(3, 10));
+  REQUIRE(verify(plan).ok);
+  plan.channels[0].programs[1].steps[1].src_position = 3;  // two operands received
+  const VerifyReport r = verify(plan);
+  CHECK_FALSE(r.ok);
+  CHECK(r.error.find("src_position 3") != std::string::npos);
+  plan.channels[0].programs[1].steps[1].src_position = 2;  // last: allowed
+  CHECK(verify(plan).ok);
 }
 
 TEST_CASE("direct: one hop per phase, rounds, step shapes and the slot working set") {

@@ -467,7 +467,8 @@ inline void add_report(Built& b, const algo::Registered& reg, const plan::PlanRe
 // An estimate of the plan's steps from the request, made before building it: channels x ranks x
 // steps per rank (steps per chunk x chunks per channel), with the builders' own chunk rules
 // (plan/chunking.hpp, plan/direct.hpp) and, for trees, a balanced tree's depth. Rings and direct
-// plans take 2P - 1 steps per rank and chunk; trees take about 2 (reduce and broadcast) per rank,
+// plans take 2P - 1 steps per rank and chunk, one-shot 2, recursive doubling about log2 P + 2;
+// trees take about 2 (reduce and broadcast) per rank,
 // chunk and tree; the forest, Blink and hdbtree have about --split trees (2P with --split 0).
 struct PlanSize {
   double channels = 1;  // trees or rings, each with its share of the data
@@ -496,6 +497,10 @@ inline PlanSize estimate_plan_size(const Options& o, const std::string& algorith
     z.channels = P;  // one star per rank, 1/P of the data each
     z.steps_per_chunk = 2;
     fill = 2;
+  } else if (algorithm == "oneshot" || algorithm == "recdoubling") {
+    z.channels = 1;  // whole messages, one after the other: no pipeline to fill
+    z.steps_per_chunk = algorithm == "oneshot" ? 2 : 1 + std::floor(std::log2(P)) + 1;
+    fill = 0;
   } else if (algorithm == "tree" || algorithm == "dbtree") {
     z.channels = algorithm == "dbtree" ? 2 : 1;
     z.steps_per_chunk = 2;
@@ -511,6 +516,8 @@ inline PlanSize estimate_plan_size(const Options& o, const std::string& algorith
   std::uint64_t k = 0;
   if (algorithm == "direct") {
     k = plan::direct_chunks(req, elems);
+  } else if (algorithm == "oneshot" || algorithm == "recdoubling") {
+    k = std::min(elems, std::max<std::uint64_t>(req.nchunks, by_slots));  // their builders' rule
   } else {  // fill 0: the ring's model optimum is one chunk
     k = plan::resolve_chunks(req, elems, pieces, fill, per_chunk);
   }

@@ -45,10 +45,11 @@ class PlanBuilder {
     return it->second;
   }
 
-  // Appends a step to (rank, channel) with explicit connection indices for its ports.
-  void add(std::uint32_t channel, Rank rank, std::uint64_t offset, std::uint64_t count, Source src,
-           const std::vector<std::uint32_t>& recv_connections,
-           const std::vector<std::uint32_t>& send_connections, bool write_output, bool is_final) {
+  // Appends a step to (rank, channel) with explicit connection indices for its ports; returns it
+  // (valid until the next add) for fields the arguments do not cover, such as src_position.
+  Step& add(std::uint32_t channel, Rank rank, std::uint64_t offset, std::uint64_t count, Source src,
+            const std::vector<std::uint32_t>& recv_connections,
+            const std::vector<std::uint32_t>& send_connections, bool write_output, bool is_final) {
     Step s;
     s.offset = offset;
     s.count = count;
@@ -61,7 +62,9 @@ class PlanBuilder {
     s.send_begin = static_cast<std::uint32_t>(plan_.ports.size());
     for (std::uint32_t c : send_connections) plan_.ports.push_back(Port{c, 0});
     s.send_count = static_cast<std::uint32_t>(send_connections.size());
-    plan_.channels[channel].programs[static_cast<std::size_t>(rank)].steps.push_back(s);
+    auto& steps = plan_.channels[channel].programs[static_cast<std::size_t>(rank)].steps;
+    steps.push_back(s);
+    return steps.back();
   }
 
   // Numbers the messages (Plan::finalize) and returns the plan.

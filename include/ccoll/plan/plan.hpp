@@ -8,9 +8,16 @@
 //
 // A step computes one value per element of its chunk [offset, offset + count):
 //
-//     value = (src == Input ? in[i] : src == Output ? out[i] : nothing)  (+)  recv_1[i] (+) ...
-//     recv_n[i] if final:        value = finalize(value)      (avg divides by the number of active
-//     ranks) if write_output: out[i] = value for each send port: slot[i] = value
+//     value = recv_1[i] (+) ... (+) recv_k[i] (+) src[i] (+) recv_k+1[i] (+) ... (+) recv_n[i]
+//             with k = src_position, src[i] = in[i] (Input), out[i] (Output) or absent (None),
+//             folded left to right
+//     if final:        value = finalize(value)   (avg divides by the number of active ranks)
+//     if write_output: out[i] = value
+//     for each send port: slot[i] = value
+//
+// Fixing where the local operand goes lets every rank fold the same operands in the same order
+// (rank 0's first, say), so algorithms in which several ranks compute the same sum (one-shot,
+// recursive doubling) give bit-identical results on every rank for floating-point data too.
 //
 // which covers NCCL's vocabulary: send (src, 1 send), recv (1 recv, write), recv-reduce-send,
 // recv-reduce-copy(-send), recv-copy-send (relays and broadcast), local copy (src=Input, write).
@@ -56,6 +63,7 @@ struct Step {
   std::uint32_t send_begin = 0;  // ports [send_begin, send_begin + send_count)
   std::uint32_t send_count = 0;
   Source src = Source::None;
+  std::uint8_t src_position = 0;  // operands received before src (0: src first); <= recv_count
   bool write_output = false;
   bool final = false;
 };

@@ -168,6 +168,10 @@ class PlanVerifier {
                           (s.src == Source::Input ? "input" : "output"));
             if (!active && s.write_output)
               return fail(where(ch, rank, i) + ": relay writes output");
+            if (s.src_position > (s.src == Source::None ? 0u : s.recv_count))
+              return fail(where(ch, rank, i) + ": src_position " + std::to_string(s.src_position) +
+                          " beyond its " + std::to_string(s.recv_count) + " received operands" +
+                          (s.src == Source::None ? " (and it has no local source)" : ""));
             ++stamp;
             for (std::uint32_t p = 0; p < s.recv_count + s.send_count; ++p) {
               const bool is_recv = p < s.recv_count;

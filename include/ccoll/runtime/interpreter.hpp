@@ -156,14 +156,25 @@ CCOLL_HD void general_pass(const Group& g, T* const* dsts, std::uint32_t ndst, c
                            std::uint32_t nsrc, std::uint64_t n, int nactive) {
   constexpr std::uint64_t kTile = 2048;
   T* const d0 = dsts[0];
+  // In place, the own input is the destination; folded after the first two operands
+  // (Step::src_position >= 2) it must be read before the first pass overwrites it, so such a step
+  // folds all operands of an element at once.
+  bool aliased = false;
+  for (std::uint32_t k = 2; k < nsrc; ++k) aliased = aliased || srcs[k] == d0;
   for (std::uint64_t lo = 0; lo < n; lo += kTile) {
     const std::uint64_t m = n - lo < kTile ? n - lo : kTile;
-    if (nsrc == 1) {
+    if (aliased) {
+      for (std::uint64_t i = g.first(); i < m; i += g.stride()) {
+        T v = srcs[0][lo + i];
+        for (std::uint32_t k = 1; k < nsrc; ++k) v = combine<Op>(v, srcs[k][lo + i]);
+        d0[lo + i] = v;
+      }
+    } else if (nsrc == 1) {
       copy_pass<T, Op, false>(g, d0 + lo, srcs[0] + lo, m, nactive);
     } else {
       reduce_pass<T, Op, false>(g, d0 + lo, srcs[0] + lo, srcs[1] + lo, m, nactive);
     }
-    for (std::uint32_t k = 2; k < nsrc; ++k) {
+    for (std::uint32_t k = 2; k < nsrc && !aliased; ++k) {
       const T* s = srcs[k] + lo;
       T* d = d0 + lo;
       for (std::uint64_t i = g.first(); i < m; i += g.stride()) d[i] = combine<Op>(d[i], s[i]);
@@ -333,13 +344,16 @@ CCOLL_HD void execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
   const T* srcs[kMaxStepPorts + 1];
   T* dsts[kMaxStepPorts + 1];
   std::uint32_t nsrc = 0, ndst = 0;
-  if (s.src == plan::Source::Input) srcs[nsrc++] = ctx.input + s.offset;
-  if (s.src == plan::Source::Output) srcs[nsrc++] = ctx.output + s.offset;
+  const T* local = s.src == plan::Source::Input    ? ctx.input + s.offset
+                   : s.src == plan::Source::Output ? ctx.output + s.offset
+                                                   : nullptr;
   for (std::uint32_t k = 0; k < s.recv_count; ++k) {
+    if (local != nullptr && k == s.src_position) srcs[nsrc++] = local;
     const plan::Port& p = ctx.ports[s.recv_begin + k];
     srcs[nsrc++] =
         reinterpret_cast<const T*>(ctx.connections[p.connection].slot(message_number(ctx, p)));
   }
+  if (local != nullptr && s.src_position >= s.recv_count) srcs[nsrc++] = local;
   if (s.write_output) dsts[ndst++] = ctx.output + s.offset;
   for (std::uint32_t k = 0; k < s.send_count; ++k) {
     const plan::Port& p = ctx.ports[s.send_begin + k];

@@ -110,6 +110,7 @@ class PlanCache {
             fp.mix(s.offset);
             fp.mix(s.count);
             fp.mix((std::uint64_t{s.recv_count} << 32) | s.send_count);
+            fp.mix((std::uint64_t{s.src_position} << 8) | static_cast<std::uint64_t>(s.src));
           }
     }
     std::sort(keys_.begin(), keys_.end());
