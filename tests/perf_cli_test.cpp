@@ -552,6 +552,38 @@ TEST_CASE("--json / --csv paths are checked before the run") {
   CHECK(usage_message({"--json", ""}).rfind("--json:", 0) == 0);
 }
 
+TEST_CASE("-a auto --tuning FILE: the table's algorithms by size; bad files are usage errors") {
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto good = dir / ("ccoll_perf_tuning." + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream f(good);
+    f << R"({"rules": [{"algorithm": "ring", "max_bytes": 1024}, {"algorithm": "dbtree"}]})";
+  }
+  const Prepared p =
+      prepare_algorithms(parse({"-a", "auto", "-t", "3", "--tuning", good.string()}));
+  REQUIRE(p.algos.size() == 1);
+  CHECK(p.algos[0].logical.name.rfind("auto:", 0) == 0);  // not the default table
+  ccoll::plan::PlanRequest req;
+  req.nranks = 3;
+  req.count = 256;
+  CHECK(p.algos[0].logical.build(req).algorithm == "ring");
+  req.count = 257;
+  CHECK(p.algos[0].logical.build(req).algorithm.rfind("dbtree", 0) == 0);
+  CHECK(prepare_algorithms(parse({"-a", "auto", "-t", "3"})).algos[0].logical.name == "auto");
+  const auto bad = dir / ("ccoll_perf_tuning_bad." + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream f(bad);
+    f << R"({"rules": [{"algorithm": "forest"}]})";
+  }
+  CHECK_THROWS_WITH_AS(prepare_algorithms(parse({"-a", "auto", "--tuning", bad.string()})),
+                       doctest::Contains("abstract ranks"), UsageError);
+  CHECK_THROWS_WITH_AS(prepare_algorithms(parse({"-a", "auto", "--tuning", "/nonexistent/t.json"})),
+                       doctest::Contains("--tuning: cannot read"), UsageError);
+  CHECK(usage_message({"--tuning", ""}).rfind("--tuning:", 0) == 0);
+  std::filesystem::remove(good);
+  std::filesystem::remove(bad);
+}
+
 #if CCOLL_PERF_CORE
 TEST_CASE("--timeout reaches ccoll::Config; the largest value runs a sweep without overflow") {
   CHECK(make_config(parse({}), -1, 2, "").timeout == ccoll::Config{}.timeout);

@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ccoll/algo/all.hpp"
+#include "ccoll/algo/tuning_table_json.hpp"
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
 #include "ccoll/physical/graph.hpp"
@@ -121,6 +122,8 @@ struct Options {
   enum class SlotStores { automatic, streamed, cached } slot_stores = SlotStores::automatic;
   // ccoll::Config::timeout (deadline of every wait of one call); unset: the library's default.
   std::optional<long> timeout_ms;
+  // -a auto: the tuning table (algo/tuning_table_json.hpp) instead of the library's default.
+  std::string tuning_path;
   std::string json_path;
   std::string csv_path;
   bool help = false;
@@ -304,6 +307,8 @@ inline std::string usage_text() {
                           faster), streamed (non-temporal) or cached; default auto
       --timeout MS        ccoll::Config::timeout: how long one call waits for a peer before it
                           fails, 1..2147483647 ms, default: the library's (60000)
+      --tuning FILE       -a auto chooses per size from this tuning table (JSON, see
+                          include/ccoll/algo/tuning_table_json.hpp) instead of the default
       --json FILE         write the results as JSON (the path is checked before the run)
       --csv FILE          write the results as CSV (the path is checked before the run)
   -h, --help              this text
@@ -497,6 +502,9 @@ inline Options parse_args(const std::vector<std::string>& args) {
       }
     } else if (flag == "--timeout") {
       o.timeout_ms = detail::parse_long(flag, next(), 1, kMaxTimeoutMs);
+    } else if (flag == "--tuning") {
+      o.tuning_path = next();
+      if (o.tuning_path.empty()) throw detail::bad_value(flag, "expected a file name", "");
     } else if (flag == "--json") {
       o.json_path = next();
       if (o.json_path.empty()) throw detail::bad_value(flag, "expected a file name", "");
@@ -558,6 +566,21 @@ struct PreparedAlgorithm {
   ccoll::algo::Registered logical;
 };
 
+// -a auto with --tuning FILE: the BySize policy on that table, as a registered algorithm.
+inline ccoll::algo::Registered tuned_by_size(const std::string& path,
+                                             const ccoll::algo::AlgorithmRequest& req) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("--tuning: cannot read '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  const ccoll::algo::BySize policy(ccoll::algo::tuning_table_from_json(text.str()));
+  std::vector<int> nodes = ccoll::algo::active_rank_nodes(req);
+  const int n = req.topology == nullptr ? 0 : static_cast<int>(nodes.size());
+  return ccoll::algo::Registered(
+      policy.name, [policy](const ccoll::plan::PlanRequest& r) { return policy.build(r); }, n,
+      std::move(nodes), policy);
+}
+
 // What a run needs beyond its options: the physical topology (--topology), the algorithms made on
 // it (or on nranks abstract ranks) and the rank count.
 struct Prepared {
@@ -595,7 +618,10 @@ inline Prepared prepare_algorithms(
     const ccoll::algo::AlgorithmRequest req{p.topology.get(), o.nranks, o.split};
     std::optional<ccoll::algo::Registered> logical;
     try {
-      logical.emplace(ccoll::algo::make_algorithm(spec.algorithm, req));
+      if (spec.algorithm.name == "auto" && !o.tuning_path.empty())
+        logical.emplace(tuned_by_size(o.tuning_path, req));
+      else
+        logical.emplace(ccoll::algo::make_algorithm(spec.algorithm, req));
     } catch (const std::exception& e) {
       std::string msg = "-a/--algo ";
       msg.append(name).append(on).append(": ").append(e.what());
@@ -870,6 +896,7 @@ inline nlohmann::ordered_json to_json_value(const Report& rep) {
                         : o.slot_stores == Options::SlotStores::streamed ? "streamed"
                                                                          : "cached";
   opts["timeout_ms"] = o.timeout_ms ? json(*o.timeout_ms) : json(nullptr);
+  opts["tuning"] = o.tuning_path.empty() ? json(nullptr) : json(o.tuning_path);
   opts["datatype"] = std::string(ccoll::to_string(o.dtype));
   opts["op"] = std::string(ccoll::to_string(o.op));
   opts["topology"] = o.topology.empty() ? json(nullptr) : json(o.topology);

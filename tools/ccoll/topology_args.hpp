@@ -479,8 +479,13 @@ struct PlanSize {
   double steps() const { return channels * ranks * steps_per_chunk * chunks; }
 };
 
-inline PlanSize estimate_plan_size(const Options& o, const std::string& algorithm, int nranks,
+inline PlanSize estimate_plan_size(const Options& o, const std::string& requested, int nranks,
                                    const plan::PlanRequest& req) {
+  // auto builds the plan of the algorithm its table picks for this size.
+  const std::string algorithm =
+      requested == "auto"
+          ? algo::BySize{}.choose(std::max(1, nranks), req.count * req.elem_size).algorithm
+          : requested;
   PlanSize z;
   const double P = std::max(1, nranks);
   z.ranks = P;

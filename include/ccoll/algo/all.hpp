@@ -2,6 +2,7 @@
 // all; tools that choose an algorithm by name include this.
 #pragma once
 
+#include "ccoll/algo/by_size.hpp"
 #include "ccoll/algo/direct.hpp"
 #include "ccoll/algo/double_binary_tree.hpp"
 #include "ccoll/algo/hierarchical.hpp"
