@@ -81,10 +81,13 @@ int main(int argc, char** argv) {
   std::vector<int> wrong(static_cast<std::size_t>(nranks), 0);
   std::vector<double> seconds(static_cast<std::size_t>(nranks), 0);
   std::vector<std::thread> workers;
+  workers.reserve(static_cast<std::size_t>(nranks));
   for (int rank = 0; rank < nranks; ++rank) {
     workers.emplace_back([&, rank] {
       std::vector<std::vector<float>> grads;
       std::vector<void*> ptrs;
+      grads.reserve(tensors.size());
+      ptrs.reserve(tensors.size());
       for (const auto& t : tensors) grads.emplace_back(t.count);
       for (auto& v : grads) ptrs.push_back(v.data());
       auto& engine = sync.attach(rank, ptrs);  // once: binds the buffers, starts the workers

@@ -173,7 +173,8 @@ inline std::string check(const TensorSpec& t, const void* got, int nranks, int t
         for (int r = 1; r < nranks; ++r)
           ref = combine<kOp>(ref, testing::value<T>(ReduceOp::sum, r, nranks, k));
         ref = finalize<kOp>(ref, nranks);
-        if (std::memcmp(&ref, d + i, sizeof(T)) != 0) {
+        // Bits, not values: -0 and +0, or two NaNs, must not pass for each other.
+        if (std::bit_cast<testing::Bytes<T>>(ref) != std::bit_cast<testing::Bytes<T>>(d[i])) {
           wrong = "tensor '";
           wrong += t.name;
           wrong += "' element ";

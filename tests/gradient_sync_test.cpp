@@ -91,6 +91,7 @@ template <class F>
 std::vector<std::string> on_threads(int p, F fn) {
   std::vector<std::string> out(static_cast<std::size_t>(p));
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r)
     threads.emplace_back([&, r] {
       std::string& o = out[static_cast<std::size_t>(r)];
@@ -406,6 +407,8 @@ TEST_CASE("overlap: K immediate messages are inside their allreduces at the same
     CHECK(sync.nchannels() == k);
     std::vector<std::vector<float>> data;
     std::vector<void*> ptrs;
+    data.reserve(tensors.size());
+    ptrs.reserve(tensors.size());
     for (const auto& t : tensors) data.emplace_back(t.count);
     for (auto& d : data) ptrs.push_back(d.data());
     auto& g = sync.attach(0, ptrs);
@@ -437,6 +440,8 @@ TEST_CASE("overlap: an after_previous message starts alone, at most K run at onc
                                       schedule_from_typing(parse_typing(typing), k));
     std::vector<std::vector<float>> data;
     std::vector<void*> ptrs;
+    data.reserve(tensors.size());
+    ptrs.reserve(tensors.size());
     for (const auto& t : tensors) data.emplace_back(t.count);
     for (auto& d : data) ptrs.push_back(d.data());
     auto& g = sync.attach(0, ptrs);
@@ -462,6 +467,8 @@ TEST_CASE("misuse: unknown tensors, ready twice, waits that could never return, 
   GradientSync<AR> sync(cfg, tensors, s);
   std::vector<std::vector<float>> data;
   std::vector<void*> ptrs;
+  data.reserve(tensors.size());
+  ptrs.reserve(tensors.size());
   for (const auto& t : tensors) data.emplace_back(t.count, 1.0f);
   for (auto& d : data) ptrs.push_back(d.data());
 
@@ -522,6 +529,7 @@ TEST_CASE("a peer that never marks a tensor ready: the others fail within the ti
   // Declared before the engine, so that they outlive it: rank 1 leaves without waiting, and its
   // workers may still be reducing its gradients when its thread ends.
   std::vector<RankBuffers> buffers;
+  buffers.reserve(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r) buffers.push_back(make_buffers(model.tensors, Layout::packed));
   GradientSync<AR> sync(cfg, model.tensors, plan_wfbp(model.profile));
   std::atomic<int> code0{-1};

@@ -35,6 +35,7 @@ void check_sizes(AR& ar, int p, const std::vector<std::uint64_t>& counts) {
   for (std::uint64_t n : counts) {
     std::vector<std::vector<float>> out(static_cast<std::size_t>(p), std::vector<float>(n));
     std::vector<std::thread> threads;
+    threads.reserve(static_cast<std::size_t>(p));
     for (int r = 0; r < p; ++r)
       threads.emplace_back([&, r] {
         std::vector<float> in(n);
