@@ -113,8 +113,8 @@ class BySize {
     const std::uint64_t bytes = req.count * req.elem_size;
     plan::Plan chosen = builders_[index(req.nranks, bytes)].build(req);
     plan::PlanRequest reference = req;
-    reference.count = static_cast<std::uint64_t>(req.nranks) *
-                      std::max<std::uint32_t>(1, req.nchannels) * 4096;
+    reference.count =
+        static_cast<std::uint64_t>(req.nranks) * std::max<std::uint32_t>(1, req.nchannels) * 4096;
     for (std::size_t i = 0; i < table_.rules.size(); ++i) {
       const SizeRule& r = table_.rules[i];
       if (req.nranks < r.min_ranks || req.nranks > r.max_ranks) continue;
