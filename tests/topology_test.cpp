@@ -58,6 +58,73 @@ TEST_CASE("presets: node counts, NVLink lanes per GPU, validation") {
   }
 }
 
+TEST_CASE("presets: GPU-only graphs, MI300X and the cluster variants") {
+  struct Expect {
+    const char* name;
+    int gpus;
+    int gpu_links;  // links out of each GPU to other GPUs or to an NVSwitch
+  };
+  for (const Expect& e :
+       {Expect{"ring:4", 4, 2}, Expect{"ring:2", 2, 1}, Expect{"torus:4x4", 16, 4},
+        Expect{"torus:2x2x2", 8, 3}, Expect{"torus:3x3x3", 27, 6}, Expect{"mi300x", 8, 7},
+        Expect{"cluster:2x8:mesh:400", 16, 7}, Expect{"cluster:2x4:nvswitch:400", 8, 1}}) {
+    CAPTURE(e.name);
+    const auto t = preset(e.name);
+    CHECK_NOTHROW(t.validate());
+    CHECK(static_cast<int>(t.gpus().size()) == e.gpus);
+    for (int g : t.gpus()) {
+      int n = 0;
+      for (const auto& l : t.links)
+        if (l.from == g &&
+            (t.nodes[static_cast<std::size_t>(l.to)].kind == NodeKind::gpu ||
+             t.nodes[static_cast<std::size_t>(l.to)].id.find("nvswitch") != std::string::npos))
+          ++n;
+      CHECK(n == e.gpu_links);
+    }
+    for (const auto& l : t.links)
+      CHECK(t.direct_capacity_GBps(l.to, l.from) == t.direct_capacity_GBps(l.from, l.to));
+  }
+  CHECK(preset("torus:4x4").find("gpu3.2") >= 0);
+  CHECK(preset("cluster:2x4:nvswitch:400").direct_capacity_GBps(0, 0) == 0);
+  CHECK_THROWS_AS(preset("torus:4"), TopologyError);
+  CHECK_THROWS_AS(preset("ring:1"), TopologyError);
+  CHECK_THROWS_AS(preset("cluster:2x8:mesh:pairwise"), TopologyError);
+}
+
+TEST_CASE("routes: the fast reachability answer agrees with the route search") {
+  std::vector<PhysicalTopology> graphs;
+  for (const char* name : {"dgx1v", "dgx-h100", "mi300x", "ring:5", "torus:3x4",
+                           "cluster:3x4:pcie:100", "cluster:2x8:nvlink:100"})
+    graphs.push_back(preset(name));
+  auto part = dgx1v();  // inactive GPUs are still compute nodes: they end routes
+  part.set_active(std::vector<std::string>{"gpu0", "gpu5"});
+  graphs.push_back(part);
+  auto oneway = fully_connected(3);  // links in one direction only: searched, not indexed
+  oneway.links.erase(std::remove_if(oneway.links.begin(), oneway.links.end(),
+                                    [](const Link& l) { return l.from == 2 && l.to == 0; }),
+                     oneway.links.end());
+  graphs.push_back(oneway);
+  for (const auto& t : graphs) {
+    CAPTURE(t.name);
+    const auto routes = all_routes(t);
+    const Reachability reach(t);
+    const Adjacency adj(t);
+    for (int a : t.compute_nodes())
+      for (int b : t.compute_nodes()) {
+        if (a == b) continue;
+        CAPTURE(a);
+        CAPTURE(b);
+        CHECK(reach.routable(a, b) == !routes(a, b).empty());
+        CHECK(route(t, adj, a, b) == routes(a, b));  // the early-stopping search finds the same
+      }
+    if (reach.all_routable(t.compute_nodes()))
+      for (int a : t.compute_nodes())
+        for (int b : t.compute_nodes()) CHECK((a == b || !routes(a, b).empty()));
+  }
+  CHECK(Reachability(preset("cluster:2x4:pcie:100")).all_routable(preset("cluster:2x4").gpus()));
+  CHECK_FALSE(Reachability(preset("ring:4")).all_routable({0, 1, 2, 3}));
+}
+
 TEST_CASE("dgx1v: the hybrid cube-mesh of [C-Cube] Fig. 10") {
   const auto t = dgx1v();
   const auto g = [&](int i) { return t.require("gpu" + std::to_string(i)); };

@@ -225,9 +225,10 @@ int run_threads(Report& report, const Prepared& prepared) {
       die(0, e.what());
     }
     printer.section(section_title("threads", algo.name, nranks));
+    SweepSpec spec = make_spec(o, sizes, "threads", algo.name);
+    spec.active = active_ranks(algo.logical, nranks, algo.spec.overlap);
     run_threads_sweep(
-        make_spec(o, sizes, "threads", algo.name), *coll, nranks,
-        [&](const Row& r) { printer.row(r); },
+        spec, *coll, nranks, [&](const Row& r) { printer.row(r); },
         [](int rank, const std::string& what) { die(rank, what); });
     printer.end_section();
   }
@@ -313,8 +314,10 @@ void shm_rank_body(Report& report, const Prepared& prepared, Control& control,
     session.append(".").append(name);
     auto coll = make_collective(o.transport, algo, make_config(o, rank, nranks, session));
     auto view = coll->rank(rank);
-    run_sweep(make_spec(o, sizes, transport, name), *view, control, buffers, emit,
-              peer.coll ? &paired : nullptr);
+    SweepSpec spec = make_spec(o, sizes, transport, name);
+    spec.active = active_ranks(algo.logical, nranks, algo.spec.overlap);
+    buffers.expect(spec.active);
+    run_sweep(spec, *view, control, buffers, emit, peer.coll ? &paired : nullptr);
     control.barrier();  // nobody destroys its end of the session while a peer still uses it
     view.reset();
     coll.reset();

@@ -581,6 +581,19 @@ inline ccoll::algo::Registered tuned_by_size(const std::string& path,
       std::move(nodes), policy);
 }
 
+// The ranks of `logical`'s plans that contribute and receive on `nranks` ranks: every one on
+// abstract ranks; on a graph, all but the relays (read from a plan built for `overlap`, the
+// schedule the run uses, so a forest is solved once).
+inline std::vector<bool> active_ranks(const ccoll::algo::Registered& logical, int nranks,
+                                      bool overlap) {
+  if (logical.nranks() == 0) return {};
+  ccoll::plan::PlanRequest req;
+  req.nranks = nranks;
+  req.count = static_cast<std::uint64_t>(nranks) * 64;
+  req.overlap = overlap;
+  return logical.build(req).active;
+}
+
 // What a run needs beyond its options: the physical topology (--topology), the algorithms made on
 // it (or on nranks abstract ranks) and the rank count.
 struct Prepared {

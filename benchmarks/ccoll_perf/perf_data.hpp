@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
@@ -53,14 +54,17 @@ void fill_input(T* data, std::uint64_t count, ccoll::ReduceOp op, int rank) {
   for (std::uint64_t i = 0; i < count; ++i) data[i] = from_integer<T>(input_integer(op, rank, i));
 }
 
-// Fills `expected` with the allreduce of fill_input over ranks 0..nranks-1.
+// Fills `expected` with the allreduce of fill_input over the ranks in `contributors` (the active
+// ranks of a plan: relays contribute nothing), in their order.
 template <class T, ccoll::ReduceOp Op>
-void fill_expected(T* expected, std::uint64_t count, int nranks) {
+void fill_expected(T* expected, std::uint64_t count, const std::vector<int>& contributors) {
+  const int n = static_cast<int>(contributors.size());
   for (std::uint64_t i = 0; i < count; ++i) {
-    T v = from_integer<T>(input_integer(Op, 0, i));
-    for (int r = 1; r < nranks; ++r)
-      v = ccoll::combine<Op>(v, from_integer<T>(input_integer(Op, r, i)));
-    expected[i] = ccoll::finalize<Op>(v, nranks);
+    T v = from_integer<T>(input_integer(Op, contributors.front(), i));
+    for (int k = 1; k < n; ++k)
+      v = ccoll::combine<Op>(
+          v, from_integer<T>(input_integer(Op, contributors[static_cast<std::size_t>(k)], i)));
+    expected[i] = ccoll::finalize<Op>(v, n);
   }
 }
 
@@ -101,13 +105,20 @@ inline void fill_input(void* data, std::uint64_t count, ccoll::DataType d, ccoll
 }
 
 inline void fill_expected(void* expected, std::uint64_t count, ccoll::DataType d,
-                          ccoll::ReduceOp op, int nranks) {
+                          ccoll::ReduceOp op, const std::vector<int>& contributors) {
   ccoll::dispatch_data_type(d, [&](auto t) {
     using T = decltype(t);
     ccoll::dispatch_reduce_op(op, [&](auto o) {
-      fill_expected<T, decltype(o)::value>(static_cast<T*>(expected), count, nranks);
+      fill_expected<T, decltype(o)::value>(static_cast<T*>(expected), count, contributors);
     });
   });
+}
+
+inline void fill_expected(void* expected, std::uint64_t count, ccoll::DataType d,
+                          ccoll::ReduceOp op, int nranks) {
+  std::vector<int> all(static_cast<std::size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) all[static_cast<std::size_t>(r)] = r;
+  fill_expected(expected, count, d, op, all);
 }
 
 inline long count_wrong(const void* got, const void* expected, std::uint64_t count,

@@ -31,7 +31,13 @@ constexpr unsigned char kPoison = 0x7b;
 }  // namespace
 
 RankBuffers::RankBuffers(std::uint64_t max_count, ccoll::DataType d, ccoll::ReduceOp op, int rank,
-                         int nranks, bool with_expected) {
+                         int nranks, bool with_expected)
+    : max_count_(max_count),
+      dtype_(d),
+      op_(op),
+      rank_(rank),
+      nranks_(nranks),
+      with_expected_(with_expected) {
   const std::uint64_t bytes = max_count * ccoll::size_of(d);
   send_ = allocate(bytes);
   recv_ = allocate(bytes);
@@ -41,6 +47,24 @@ RankBuffers::RankBuffers(std::uint64_t max_count, ccoll::DataType d, ccoll::Redu
     expected_ = allocate(bytes);
     fill_expected(expected_, max_count, d, op, nranks);
   }
+}
+
+void RankBuffers::expect(const std::vector<bool>& active) {
+  if (!with_expected_) return;
+  std::vector<int> contributors;
+  for (int r = 0; r < nranks_; ++r)
+    if (active.empty() ||
+        (static_cast<std::size_t>(r) < active.size() && active[static_cast<std::size_t>(r)]))
+      contributors.push_back(r);
+  const bool mine =
+      std::find(contributors.begin(), contributors.end(), rank_) != contributors.end();
+  if (!mine || contributors.empty()) {
+    std::free(expected_);
+    expected_ = nullptr;
+    return;
+  }
+  if (expected_ == nullptr) expected_ = allocate(max_count_ * ccoll::size_of(dtype_));
+  fill_expected(expected_, max_count_, dtype_, op_, contributors);
 }
 
 RankBuffers::~RankBuffers() {
@@ -80,8 +104,9 @@ Timed time_block(const SweepSpec& spec, RankCollective& coll, Control& control,
   Timed t;
   t.time_s = control.max(std::chrono::duration<double>(t1 - t0).count() / spec.iters);
   if (check) {
-    t.wrong =
-        control.sum(count_wrong(buffers.recv(), buffers.expected(), count, spec.dtype, spec.op));
+    const void* expected = buffers.expected();
+    t.wrong = control.sum(
+        expected ? count_wrong(buffers.recv(), expected, count, spec.dtype, spec.op) : 0);
   }
   return t;
 }
@@ -111,8 +136,12 @@ void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
       if (last) best.wrong = t.wrong;
     }
     if (control.rank() != 0) continue;
-    Row row = make_row(spec.transport, spec.algo, control.nranks(), count * elem, count, spec.dtype,
-                       spec.op, best.time_s, best.wrong);
+    const int nactive =
+        spec.active.empty()
+            ? control.nranks()
+            : static_cast<int>(std::count(spec.active.begin(), spec.active.end(), true));
+    Row row = make_row(spec.transport, spec.algo, nactive, count * elem, count, spec.dtype, spec.op,
+                       best.time_s, best.wrong);
     if (peer != nullptr) {
       Row peer_row = make_row(peer->transport, peer->algo, control.nranks(), count * elem, count,
                               spec.dtype, spec.op, peer_best.time_s, peer_best.wrong);
@@ -133,6 +162,7 @@ void run_threads_sweep(const SweepSpec& spec, Collective& coll, int nranks,
   auto body = [&](int rank) {
     try {
       RankBuffers buffers(max_elems, spec.dtype, spec.op, rank, nranks, spec.check);
+      if (!spec.active.empty()) buffers.expect(spec.active);
       auto view = coll.rank(rank);
       ThreadsControl control(shared, rank);
       run_sweep(spec, *view, control, buffers, on_row);

@@ -49,9 +49,19 @@ class RankBuffers {
   RankBuffers& operator=(const RankBuffers&) = delete;
   void* send() const { return send_; }
   void* recv() const { return recv_; }
+  // The reference result; null on a rank that has none to check (a relay).
   const void* expected() const { return expected_; }
+  // Makes the reference the allreduce of the ranks `active` marks (empty: every rank); a rank
+  // outside it (a relay: no input, no output) checks nothing.
+  void expect(const std::vector<bool>& active);
 
  private:
+  std::uint64_t max_count_ = 0;
+  ccoll::DataType dtype_;
+  ccoll::ReduceOp op_;
+  int rank_ = 0;
+  int nranks_ = 0;
+  bool with_expected_ = false;
   void* send_ = nullptr;
   void* recv_ = nullptr;
   void* expected_ = nullptr;
@@ -67,6 +77,9 @@ struct SweepSpec {
   int warmup = 5;
   bool check = true;
   int rounds = 1;  // timed blocks per size (the best is kept); with a peer, alternating with it
+  // The ranks that contribute and receive (empty: all); relays of a plan on a graph do neither,
+  // and the bus bandwidth counts the others.
+  std::vector<bool> active;
 };
 
 // A peer timed in the same rounds as the collective under test (--peer mpi): its row goes to

@@ -236,12 +236,30 @@ inline void check_preset_parameters(const std::string& name) {
       throw bad("fullN: N must be an integer from 1 to " + std::to_string(kMaxGraphRanks));
     return;
   }
+  if (name.rfind("ring:", 0) == 0) {
+    const long n = preset_integer(std::string_view(name).substr(5));
+    if (n < 2 || n > kMaxGraphRanks)
+      throw bad("ring:N: N must be an integer from 2 to " + std::to_string(kMaxGraphRanks));
+    return;
+  }
+  if (name.rfind("torus:", 0) == 0) {
+    std::vector<long> dims;
+    std::stringstream ss(name.substr(6));
+    for (std::string x; std::getline(ss, x, 'x');) dims.push_back(preset_integer(x));
+    long n = 1;
+    for (long d : dims) n = d < 1 || n > kMaxGraphRanks ? -1 : n * d;
+    if (dims.size() < 2 || dims.size() > 3 || n < 2 || n > kMaxGraphRanks)
+      throw bad("torus:AxB[xC]: two or three integer dimensions >= 1, from 2 to " +
+                std::to_string(kMaxGraphRanks) + " GPUs in all");
+    return;
+  }
   if (name.rfind("cluster:", 0) != 0) return;
   std::vector<std::string> parts;
   std::stringstream ss(name.substr(8));
   for (std::string x; std::getline(ss, x, ':');) parts.push_back(x);
   const std::string shape =
-      "cluster:MxG[:pcie|:nvlink][:Gbps][:pairwise]: M and G must be integers >= 1 with M*G <= " +
+      "cluster:MxG[:pcie|:nvlink|:mesh|:nvswitch][:Gbps][:pairwise]: M and G must be integers >= "
+      "1 with M*G <= " +
       std::to_string(kMaxGraphRanks);
   if (parts.empty() || parts[0].find('x') == std::string::npos) throw bad(shape);
   const auto x = parts[0].find('x');
@@ -249,7 +267,9 @@ inline void check_preset_parameters(const std::string& name) {
   const long g = preset_integer(std::string_view(parts[0]).substr(x + 1));
   if (m < 1 || g < 1 || m * g > kMaxGraphRanks) throw bad(shape);
   for (std::size_t i = 1; i < parts.size(); ++i) {
-    if (parts[i] == "pcie" || parts[i] == "nvlink" || parts[i] == "pairwise") continue;
+    if (parts[i] == "pcie" || parts[i] == "nvlink" || parts[i] == "mesh" ||
+        parts[i] == "nvswitch" || parts[i] == "pairwise")
+      continue;
     const long gbps = preset_integer(parts[i]);
     if (gbps < 1 || gbps > 1000000)
       throw bad("cluster:...:Gbps: the NIC bandwidth must be an integer from 1 to 1000000 Gbit/s");
@@ -297,22 +317,14 @@ inline Setup load_setup(const Options& o) {
     }
   }
   if (!o.active.empty()) s.topo->set_active(o.active);
+  // Every active node reaches every other one through some nodes (validate); pairs that no
+  // route joins are bridged by relay ranks on the GPUs between them (algo/relay_routing.hpp).
   s.topo->validate();
-  // Every active node must reach every other one.
   const auto active = s.topo->active_nodes();
-  if (active.empty()) throw physical::TopologyError("the active set is empty");
-  // Routes between every pair of active nodes: quadratic in them (10 s at 1024).
   if (active.size() > static_cast<std::size_t>(kMaxGraphRanks))
     throw physical::TopologyError("--topology: " + std::to_string(active.size()) +
                                   " active nodes, more than the CLI's limit of " +
                                   std::to_string(kMaxGraphRanks) + " (narrow them with --active)");
-  const auto routes = physical::all_routes(*s.topo);
-  for (int a : active)
-    for (int b : active)
-      if (a != b && routes(a, b).empty())
-        throw physical::TopologyError("the active set is disconnected: no route from " +
-                                      s.topo->nodes[static_cast<std::size_t>(a)].id + " to " +
-                                      s.topo->nodes[static_cast<std::size_t>(b)].id);
   s.net = sim::to_network(*s.topo);
   return s;
 }
@@ -414,7 +426,21 @@ inline void add_parent_tree(Built& b, plan::Rank root, const std::vector<plan::R
 inline void add_report(Built& b, const algo::Registered& reg, const plan::PlanRequest& req) {
   const plan::Rank P = req.nranks;
   const std::string& algo = reg.name;
-  if (algo == "ring") {
+  if (const auto* e = std::any_cast<std::shared_ptr<const algo::EmbeddedRings>>(&reg.details())) {
+    for (const auto& ring : (*e)->rings)  // each ring both ways (algo::ring_plan)
+      for (int dir = 0; dir < (ring.size() > 2 ? 2 : 1); ++dir) {
+        b.rings.emplace_back();
+        for (std::size_t i = 0; i < ring.size(); ++i)
+          b.rings.back().push_back(
+              b.rank_id[static_cast<std::size_t>(ring[dir ? ring.size() - 1 - i : i])]);
+      }
+  } else if (const auto* d =
+                 std::any_cast<std::shared_ptr<const algo::DetourTrees>>(&reg.details())) {
+    for (const auto& t : (*d)->trees) {
+      add_parent_tree(b, t.root, t.reduce_parent, "reduce", t.share);
+      add_parent_tree(b, t.root, t.reduce_parent, "broadcast", t.share);
+    }
+  } else if (algo == "ring") {
     // plan::build_ring's rings: ranks in order, odd channels reversed.
     for (std::uint32_t c = 0; c < std::max<std::uint32_t>(1, req.nchannels); ++c) {
       b.rings.emplace_back();
@@ -479,8 +505,9 @@ struct PlanSize {
   double steps() const { return channels * ranks * steps_per_chunk * chunks; }
 };
 
+// `ring_channels`: the channels of a ring embedded in a graph (each ring both ways; 0: one).
 inline PlanSize estimate_plan_size(const Options& o, const std::string& requested, int nranks,
-                                   const plan::PlanRequest& req) {
+                                   const plan::PlanRequest& req, int ring_channels = 0) {
   // auto builds the plan of the algorithm its table picks for this size.
   const std::string algorithm =
       requested == "auto"
@@ -494,7 +521,7 @@ inline PlanSize estimate_plan_size(const Options& o, const std::string& requeste
   std::uint64_t pieces = 1;
   double fill = 2 * depth, per_chunk = req.overlap ? 1 : 2;
   if (algorithm == "ring" || algorithm == "direct") {
-    z.channels = 1;
+    z.channels = algorithm == "ring" ? std::max(1, ring_channels) : 1;
     z.steps_per_chunk = 2 * P - 1;
     pieces = up;
     fill = 0;
@@ -582,8 +609,11 @@ inline Built build(const Options& o, const Setup& s, const std::string& name, do
   // The CLI's schedule is --overlap (phased without it); a name's -overlap or -phased overrides it.
   if (spec.algorithm.name != name) req.overlap = spec.overlap;
   b.overlap = req.overlap;
-  const PlanSize size =
-      estimate_plan_size(o, spec.algorithm.name, static_cast<int>(b.rank_node.size()), req);
+  int ring_channels = 0;
+  if (const auto* e = std::any_cast<std::shared_ptr<const algo::EmbeddedRings>>(&reg.details()))
+    for (const auto& ring : (*e)->rings) ring_channels += ring.size() > 2 ? 2 : 1;
+  const PlanSize size = estimate_plan_size(
+      o, spec.algorithm.name, static_cast<int>(b.rank_node.size()), req, ring_channels);
   check_plan_size(name, size);
   b.estimated_steps = size.steps();
   b.plan = reg.build(req);
@@ -776,8 +806,10 @@ inline const char* kPlanHelp =
     "                  [--chunks K] [--slot-bytes N] [--nslots N] [--alpha-us A] [--split N]\n"
     "Builds the plan on the physical topology, checks it with the verifier, and prints its trees\n"
     "and the simulator's prediction (JSON with --json, Graphviz with --dot).\n"
-    "Presets: dgx1p dgx1v dgx2 dgx-a100 dgx-h100 pcie4 pcie8 full<N>\n"
-    "         cluster:<M>x<G>[:pcie|:nvlink][:<Gbps>][:pairwise]  uniform:<P>[:GBps[:us]]\n";
+    "Presets: dgx1p dgx1v dgx2 dgx-a100 dgx-h100 mi300x pcie4 pcie8 full<N> ring:<N>\n"
+    "         torus:<A>x<B>[x<C>] cluster:<M>x<G>[:pcie|:nvlink|:mesh|:nvswitch][:<Gbps>]\n"
+    "         [:pairwise]  uniform:<P>[:GBps[:us]]\n"
+    "On graphs of GPUs wired to each other, pairs without a route are relayed through GPUs.\n";
 
 inline const char* kSimulateHelp =
     "usage: ccoll simulate --topology FILE|PRESET|uniform:P[:GBps[:us]] --algo A[,A...]\n"

@@ -1,10 +1,18 @@
 // ccoll/algo/double_binary_tree.hpp: NCCL's double binary tree as a logical topology policy
 // (two complementary trees, each carrying half of the data); see plan/double_binary_tree.hpp.
+//
+// Registered on a physical graph ("dbtree" with a topology), the trees' positions follow the first
+// embedded ring (algo/embedding.hpp), as NCCL lays its trees on its ring order, and a tree edge
+// whose ends no route joins, or whose route is narrower than a path through another GPU, is
+// detoured through relay ranks ([C-Cube] Sec. IV-A; double_binary_tree_with_detours, then
+// algo/relay_routing.hpp for edges that need more than one relay).
 #pragma once
 
+#include <memory>
 #include <string_view>
 
 #include "ccoll/algo/concepts.hpp"
+#include "ccoll/algo/embedding.hpp"
 #include "ccoll/algo/registry.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 
@@ -19,10 +27,26 @@ struct DoubleBinaryTree {
 
 static_assert(LogicalTopology<DoubleBinaryTree>);
 
+// "dbtree": on abstract ranks the policy above; on a graph the detoured trees along the embedded
+// ring (details(): std::shared_ptr<const DetourTrees>).
+inline Registered registered_double_binary_tree(const AlgorithmRequest& req) {
+  if (req.topology == nullptr) return registered_stateless<DoubleBinaryTree>(req);
+  const auto rings = embed_rings(*req.topology);
+  auto trees = std::make_shared<const DetourTrees>(
+      double_binary_tree_with_detours(*req.topology, rings.rings.front()));
+  auto build = [trees](const plan::PlanRequest& r) {
+    plan::Plan p = detour_tree_plan(*trees, r);
+    p.algorithm = "dbtree";
+    return p;
+  };
+  return Registered("dbtree", build, static_cast<int>(trees->rank_node.size()), trees->rank_node,
+                    trees);
+}
+
 }  // namespace ccoll::algo
 
 CCOLL_REGISTER_ALGORITHM(
     DoubleBinaryTree,
     ccoll::algo::Algorithm{
         "dbtree", "NCCL's double binary tree: two complementary trees, half of the data each",
-        false, true, &ccoll::algo::registered_stateless<ccoll::algo::DoubleBinaryTree>})
+        false, true, &ccoll::algo::registered_double_binary_tree})

@@ -38,7 +38,11 @@ namespace ccoll::algo {
 struct RingOptions {
   int max_rings = 8;           // distinct rings (each gives two channels)
   double min_fraction = 0.5;   // keep rings at least this fraction of the first one's bottleneck
-  long search_limit = 200000;  // DFS expansions per ring search before falling back to node order
+  long search_limit = 200000;  // DFS expansions per ring search before falling back
+  // Above this many active nodes no cycle is searched: one ring in node order (the presets number
+  // GPUs machine by machine, so it crosses each machine boundary once), or in walk order when
+  // node order has pairs no route joins.
+  int max_search_ranks = 32;
 };
 
 struct EmbeddedRings {
@@ -66,7 +70,70 @@ inline double ring_bottleneck(const std::vector<double>& residual, const std::ve
   double w = std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < uses.size(); ++i)
     if (uses[i] > 0) w = std::min(w, residual[i] / uses[i]);
-  return w;
+  return std::isfinite(w) ? w : 0.0;
+}
+
+// The active nodes (as indices into `nodes`) in the order a depth-first walk over compute nodes
+// first meets them, widest direct link first, then the compute nodes a switch reaches: consecutive
+// ones are neighbours of the walk's tree, so a ring in this order crosses every edge of that tree
+// at most twice per direction once its gaps are relayed (algo/relay_routing.hpp). The ring of last
+// resort when no Hamiltonian cycle of routes exists. Linear in the graph on GPU-only graphs.
+inline std::vector<int> walk_order(const physical::PhysicalTopology& t,
+                                   const std::vector<int>& nodes) {
+  const physical::Adjacency adj(t);
+  std::vector<int> position(t.nodes.size(), -1);
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    position[physical::PhysicalTopology::idx(nodes[i])] = static_cast<int>(i);
+  // Compute nodes one route away from u: over a direct link, or through non-compute nodes.
+  const auto neighbours = [&](int u, const std::vector<bool>& seen) {
+    std::vector<std::pair<double, int>> direct;  // (-capacity, node)
+    std::vector<int> switched;
+    std::vector<bool> visited(t.nodes.size(), false);
+    std::vector<int> stack;
+    for (int li : adj.out[physical::PhysicalTopology::idx(u)]) {
+      const auto& l = t.links[physical::PhysicalTopology::idx(li)];
+      if (t.is_compute(l.to))
+        direct.emplace_back(-l.capacity_GBps(), l.to);
+      else if (!visited[physical::PhysicalTopology::idx(l.to)])
+        visited[physical::PhysicalTopology::idx(l.to)] = true, stack.push_back(l.to);
+    }
+    while (!stack.empty()) {
+      const int w = stack.back();
+      stack.pop_back();
+      for (int li : adj.out[physical::PhysicalTopology::idx(w)]) {
+        const int v = t.links[physical::PhysicalTopology::idx(li)].to;
+        if (visited[physical::PhysicalTopology::idx(v)]) continue;
+        visited[physical::PhysicalTopology::idx(v)] = true;
+        if (t.is_compute(v))
+          switched.push_back(v);
+        else
+          stack.push_back(v);
+      }
+    }
+    std::sort(direct.begin(), direct.end());
+    std::sort(switched.begin(), switched.end());
+    std::vector<int> out;
+    for (const auto& [negc, v] : direct)
+      if (!seen[physical::PhysicalTopology::idx(v)]) out.push_back(v);
+    for (int v : switched)
+      if (v != u && !seen[physical::PhysicalTopology::idx(v)]) out.push_back(v);
+    return out;
+  };
+  std::vector<bool> seen(t.nodes.size(), false);
+  std::vector<int> order;
+  std::vector<int> stack{nodes.front()};
+  while (!stack.empty()) {
+    const int u = stack.back();
+    stack.pop_back();
+    if (seen[physical::PhysicalTopology::idx(u)]) continue;
+    seen[physical::PhysicalTopology::idx(u)] = true;
+    if (const int p = position[physical::PhysicalTopology::idx(u)]; p >= 0) order.push_back(p);
+    const auto next = neighbours(u, seen);
+    for (auto it = next.rbegin(); it != next.rend(); ++it) stack.push_back(*it);  // first on top
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i)  // unreachable ones: relay planning names them
+    if (!seen[physical::PhysicalTopology::idx(nodes[i])]) order.push_back(static_cast<int>(i));
+  return order;
 }
 
 }  // namespace embedding_detail
@@ -85,6 +152,23 @@ inline EmbeddedRings embed_rings(const physical::PhysicalTopology& t, const Ring
         n == 2
             ? physical::route_capacity_GBps(t, physical::all_routes(t)(out.nodes[0], out.nodes[1]))
             : 0);
+    return out;
+  }
+  if (n > opt.max_search_ranks) {
+    std::vector<int> ring(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) ring[static_cast<std::size_t>(i)] = i;
+    const physical::Reachability reach(t);
+    double w = std::numeric_limits<double>::infinity();
+    for (int i = 0; i < n && w > 0; ++i) {
+      const int a = out.nodes[static_cast<std::size_t>(i)];
+      const int b = out.nodes[static_cast<std::size_t>((i + 1) % n)];
+      w = reach.routable(a, b) ? std::min(w, physical::route_capacity_GBps(
+                                                 t, physical::route(t, reach.adjacency(), a, b)))
+                               : 0.0;
+    }
+    if (!(w > 0)) ring = walk_order(t, out.nodes);
+    out.rings.push_back(std::move(ring));
+    out.bandwidth_GBps.push_back(w > 0 ? w : 0.0);
     return out;
   }
   const auto routes = physical::all_routes(t);
@@ -145,21 +229,22 @@ inline EmbeddedRings embed_rings(const physical::PhysicalTopology& t, const Ring
         break;
       }
     }
-    if (best.empty()) {
+    // No Hamiltonian cycle of routes: one ring in walk order, its gaps relayed through GPUs.
+    const bool relayed = best.empty();
+    if (relayed) {
       if (k > 0) break;
-      best.resize(static_cast<std::size_t>(n));  // fallback: node order
-      for (int i = 0; i < n; ++i) best[static_cast<std::size_t>(i)] = i;
+      best = walk_order(t, out.nodes);
     }
     std::vector<int> order;
     order.reserve(best.size());
     for (int r : best) order.push_back(out.nodes[static_cast<std::size_t>(r)]);
     const auto uses = ring_link_uses(t, routes, order);
-    const double w = ring_bottleneck(residual, uses);
-    if (!(w > 1e-9)) break;
-    if (!out.bandwidth_GBps.empty() && w < opt.min_fraction * out.bandwidth_GBps.front()) break;
+    const double w = relayed ? 0.0 : ring_bottleneck(residual, uses);
+    if (k > 0 && (!(w > 1e-9) || w < opt.min_fraction * out.bandwidth_GBps.front())) break;
     for (std::size_t i = 0; i < uses.size(); ++i) residual[i] -= w * uses[i];
     out.rings.push_back(best);
     out.bandwidth_GBps.push_back(w);
+    if (relayed) break;
   }
   // Equal channel shares: repeat each ring round(w / w_min) times so every channel carries about
   // w_min (a 50 GB/s ring on doubled NVLinks becomes two 25 GB/s channels).
@@ -167,7 +252,8 @@ inline EmbeddedRings embed_rings(const physical::PhysicalTopology& t, const Ring
   EmbeddedRings rep;
   rep.nodes = out.nodes;
   for (std::size_t i = 0; i < out.rings.size(); ++i) {
-    const auto k = std::max<long>(1, std::lround(out.bandwidth_GBps[i] / wmin));
+    const auto k =
+        wmin > 0 ? std::max<long>(1, std::lround(out.bandwidth_GBps[i] / wmin)) : long{1};
     for (long j = 0; j < k; ++j) {
       rep.rings.push_back(out.rings[i]);
       rep.bandwidth_GBps.push_back(out.bandwidth_GBps[i] / static_cast<double>(k));
@@ -177,6 +263,7 @@ inline EmbeddedRings embed_rings(const physical::PhysicalTopology& t, const Ring
 }
 
 // Plan of the embedded rings, each in both directions (2 channels per ring); ranks as out.nodes.
+// At least req.nchannels channels: the rings' channels repeated in turn when it asks for more.
 inline plan::Plan ring_plan(const EmbeddedRings& e, plan::PlanRequest req) {
   req.nranks = static_cast<plan::Rank>(e.nodes.size());
   std::vector<std::vector<plan::Rank>> orders;
@@ -188,6 +275,7 @@ inline plan::Plan ring_plan(const EmbeddedRings& e, plan::PlanRequest req) {
       orders.push_back(fwd);
     }
   }
+  for (std::size_t i = 0; orders.size() < req.nchannels; ++i) orders.push_back(orders[i]);
   return plan::build_ring(req, orders);
 }
 
@@ -206,16 +294,52 @@ struct DetourTrees {
   std::vector<Detour> detours;
 };
 
-// NCCL's double binary tree over the active nodes (node order), with detours where a two-hop path
-// through another compute node is wider than the direct route.
-inline DetourTrees double_binary_tree_with_detours(const physical::PhysicalTopology& t) {
+// NCCL's double binary tree over the active nodes, with detours where a two-hop path through
+// another compute node is wider than the direct route, or where no route joins a tree edge's
+// ends (a GPU-only graph). `order` lists the ranks (indices of the active nodes) in the order of
+// the tree's positions, so that NCCL's trees, which join positions 2^k apart, follow an embedded
+// ring (NCCL builds its trees on the ring's order too); empty: node order. Edges that no single
+// relay can bridge are left to relay_routing.hpp's multi-hop chains.
+inline DetourTrees double_binary_tree_with_detours(const physical::PhysicalTopology& t,
+                                                   const std::vector<int>& order = {},
+                                                   int max_search_ranks = 32) {
   t.validate();
   DetourTrees out;
   const auto act = t.active_nodes();
   out.rank_node = act;
   out.nactive = static_cast<int>(act.size());
-  const auto routes = physical::all_routes(t);
+  std::vector<int> rank_at(act.size());  // position -> rank
+  for (std::size_t i = 0; i < act.size(); ++i) rank_at[i] = static_cast<int>(i);
+  if (!order.empty()) {
+    if (order.size() != act.size())
+      throw physical::TopologyError("double_binary_tree_with_detours: the order has " +
+                                    std::to_string(order.size()) + " ranks for " +
+                                    std::to_string(act.size()) + " active nodes");
+    rank_at = order;
+  }
   const auto [p1, p2] = plan::double_binary_tree_parents(static_cast<plan::Rank>(act.size()));
+  // One tree over the ranks from NCCL's tree over the positions.
+  const auto tree_at = [&](const std::vector<plan::Rank>& parents) {
+    plan::TreeSpec spec;
+    spec.share = 0.5;
+    spec.reduce_parent.assign(act.size(), -1);
+    for (std::size_t c = 0; c < parents.size(); ++c) {
+      const int p = parents[c];
+      if (p < 0)
+        spec.root = rank_at[c];
+      else
+        spec.reduce_parent[static_cast<std::size_t>(rank_at[c])] =
+            rank_at[static_cast<std::size_t>(p)];
+    }
+    return spec;
+  };
+  // Large graphs: the trees on the order as they are, edges without routes left to the relay
+  // planner (the search below compares every compute node as a relay for every edge).
+  if (act.size() > static_cast<std::size_t>(max_search_ranks)) {
+    out.trees = {tree_at(p1), tree_at(p2)};
+    return out;
+  }
+  const auto routes = physical::all_routes(t);
   // physical::Link loads of both trees (they run at the same time): `up` in the reduce direction,
   // `down` in the broadcast direction. An option's width is its narrowest link's capacity divided
   // by the trees that would then share it, so a relay whose NVLinks another tree edge already uses
@@ -243,11 +367,15 @@ inline DetourTrees double_binary_tree_with_detours(const physical::PhysicalTopol
   const auto direct_link = [&](int cn, int pn) {
     return routes(cn, pn).size() == 1 && routes(pn, cn).size() == 1;
   };
+  const auto routed = [&](int a, int b) { return !routes(a, b).empty() && !routes(b, a).empty(); };
+  const auto node_at = [&](int position) {
+    return act[static_cast<std::size_t>(rank_at[static_cast<std::size_t>(position)])];
+  };
   for (const auto* parents : {&p1, &p2})
     for (std::size_t c = 0; c < parents->size(); ++c) {
       const int p = (*parents)[c];
       if (p < 0) continue;
-      const int cn = act[c], pn = act[static_cast<std::size_t>(p)];
+      const int cn = node_at(static_cast<int>(c)), pn = node_at(p);
       if (!direct_link(cn, pn)) continue;
       add(up, routes(cn, pn));
       add(down, routes(pn, cn));
@@ -255,23 +383,20 @@ inline DetourTrees double_binary_tree_with_detours(const physical::PhysicalTopol
   std::vector<int> relay_load(t.nodes.size(), 0);
   int tree_index = 0;
   for (const auto* parents : {&p1, &p2}) {
-    plan::TreeSpec spec;
-    spec.share = 0.5;
-    spec.reduce_parent = *parents;
-    spec.root =
-        static_cast<plan::Rank>(std::find(parents->begin(), parents->end(), -1) - parents->begin());
+    plan::TreeSpec spec = tree_at(*parents);
     std::vector<std::pair<int, int>> replace;  // (child rank, relay rank)
     for (std::size_t c = 0; c < parents->size(); ++c) {
       const int p = (*parents)[c];
       if (p < 0) continue;
-      const int cn = act[c], pn = act[static_cast<std::size_t>(p)];
+      const int cr = rank_at[c], pr = rank_at[static_cast<std::size_t>(p)];
+      const int cn = act[static_cast<std::size_t>(cr)], pn = act[static_cast<std::size_t>(pr)];
       if (direct_link(cn, pn)) continue;
-      // Both directions matter (reduce up, broadcast down).
-      const double direct = width({&routes(cn, pn)}, {&routes(pn, cn)});
+      // Both directions matter (reduce up, broadcast down). An edge without a route has width 0.
+      const double direct = routed(cn, pn) ? width({&routes(cn, pn)}, {&routes(pn, cn)}) : 0.0;
       int best = -1;
       double best_w = direct;
       for (int m : t.compute_nodes()) {
-        if (m == cn || m == pn || routes(cn, m).empty() || routes(m, pn).empty()) continue;
+        if (m == cn || m == pn || !routed(cn, m) || !routed(m, pn)) continue;
         const double w = width({&routes(cn, m), &routes(m, pn)}, {&routes(pn, m), &routes(m, cn)});
         if (w > best_w * (1 + 1e-9) || (best >= 0 && w >= best_w * (1 - 1e-9) &&
                                         relay_load[physical::PhysicalTopology::idx(m)] <
@@ -288,8 +413,8 @@ inline DetourTrees double_binary_tree_with_detours(const physical::PhysicalTopol
       ++relay_load[physical::PhysicalTopology::idx(best)];
       const int relay_rank = static_cast<int>(out.rank_node.size());
       out.rank_node.push_back(best);
-      out.detours.push_back(Detour{tree_index, static_cast<int>(c), p, relay_rank, best});
-      replace.emplace_back(static_cast<int>(c), relay_rank);
+      out.detours.push_back(Detour{tree_index, cr, pr, relay_rank, best});
+      replace.emplace_back(cr, relay_rank);
     }
     out.trees.push_back(std::move(spec));
     for (auto [c, r] : replace) {

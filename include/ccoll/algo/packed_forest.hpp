@@ -91,10 +91,12 @@ CCOLL_REGISTER_ALGORITHM(
         "forest",
         "[TopoSync]'s packed reduce/broadcast trees on the physical graph, rooted at every worker, "
         "relays allowed",
-        true, false, [](const ccoll::algo::AlgorithmRequest& req) {
+        true, false,
+        [](const ccoll::algo::AlgorithmRequest& req) {
           ccoll::algo::PackedForestOptions o;
           o.split = req.split;
           ccoll::algo::PackedForest f(*req.topology, o);
           auto build = [f](const ccoll::plan::PlanRequest& r) { return f.build(r); };
           return ccoll::algo::Registered("forest", build, f.nranks(), f.rank_node(), f);
-        }})
+        },
+        true})

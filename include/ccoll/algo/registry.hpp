@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <any>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "ccoll/algo/concepts.hpp"
+#include "ccoll/algo/relay_routing.hpp"
 #include "ccoll/core/error.hpp"
 #include "ccoll/physical/graph.hpp"
 #include "ccoll/plan/plan.hpp"
@@ -72,6 +74,9 @@ struct Algorithm {
   bool needs_topology = false;  // planned on a physical graph
   bool default_overlap = true;  // the schedule a bare name runs with
   std::function<Registered(const AlgorithmRequest&)> make;
+  // Its plans only connect ranks that a route joins (it plans on the graph's routes itself), so
+  // make_algorithm adds no relays.
+  bool plans_on_routes = false;
 };
 
 inline std::vector<Algorithm>& algorithm_table() {
@@ -128,13 +133,51 @@ inline AlgorithmSpec find_algorithm(std::string_view spec) {
                          std::string(spec));
 }
 
+// `inner` on `topology` with relay ranks (algo/relay_routing.hpp) for the rank pairs its plans
+// connect and no route joins; `inner` itself when there are none. The pairs are read from two
+// reference plans (one and two channels, every piece non-empty), which cover the pairs of the
+// algorithms here: their pairs depend on the rank count and the channels' directions, not on the
+// element count. A plan outside them is refused by route_through_relays, naming the pair.
+inline Registered with_relays(const Registered& inner, const physical::PhysicalTopology& topology) {
+  if (inner.rank_node().empty() || inner.nranks() < 2) return inner;
+  // Graphs whose GPUs all hang off one network need no relays, whatever the plans connect.
+  if (physical::Reachability(topology).all_routable(inner.rank_node())) return inner;
+  std::vector<plan::Plan> refs;
+  for (std::uint32_t nch : {1u, 2u}) {
+    plan::PlanRequest r;
+    r.nranks = inner.nranks();
+    r.nchannels = nch;
+    r.count = static_cast<std::uint64_t>(inner.nranks()) * nch * 4096;
+    r.slot_bytes = std::uint64_t{1} << 40;
+    refs.push_back(inner.build(r));
+  }
+  auto routing = std::make_shared<const RelayRouting>(
+      plan_relays(topology, inner.rank_node(), {&refs[0], &refs[1]}));
+  if (routing->empty()) return inner;
+  // The reachability index refers to the topology: both live as long as the closure.
+  struct Graph {
+    explicit Graph(const physical::PhysicalTopology& t) : topology(t), reach(topology) {}
+    physical::PhysicalTopology topology;
+    physical::Reachability reach;
+  };
+  auto graph = std::make_shared<const Graph>(topology);
+  auto build = [inner, routing, graph](const plan::PlanRequest& req) {
+    plan::PlanRequest base = req;
+    base.nranks = routing->base_ranks;
+    return route_through_relays(inner.build(base), *routing, graph->reach);
+  };
+  return Registered(inner.name, build, routing->nranks(), routing->rank_node, inner.details());
+}
+
 inline Registered make_algorithm(const Algorithm& a, const AlgorithmRequest& req) {
   if (a.needs_topology && req.topology == nullptr)
     throw_invalid_argument(-1, "topology", "a physical topology (algorithm " + a.name + ")",
                            "none");
   if (req.topology == nullptr && req.nranks < 1)
     throw_invalid_argument(-1, "nranks", ">= 1", std::to_string(req.nranks));
-  return a.make(req);
+  Registered r = a.make(req);
+  if (req.topology == nullptr || a.plans_on_routes) return r;
+  return with_relays(r, *req.topology);
 }
 
 // The active nodes of a physical topology as ranks (algorithms on abstract ranks).

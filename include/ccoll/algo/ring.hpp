@@ -1,10 +1,18 @@
 // ccoll/algo/ring.hpp: the ring logical topology policy (ranks 0..P-1, req.nchannels rings,
 // odd channels reversed); see plan/ring.hpp for the schedule it builds.
+//
+// Registered on a physical graph ("ring" with a topology), the rings are embedded in it instead
+// (algo/embedding.hpp): Hamiltonian cycles of routes chosen by bottleneck bandwidth, so that the
+// most-loaded link carries as little as possible, each used in both directions; on a graph
+// without such a cycle, one ring in a depth-first walk's order whose gaps are relayed through the
+// GPUs in between (algo/relay_routing.hpp).
 #pragma once
 
+#include <memory>
 #include <string_view>
 
 #include "ccoll/algo/concepts.hpp"
+#include "ccoll/algo/embedding.hpp"
 #include "ccoll/algo/registry.hpp"
 #include "ccoll/plan/ring.hpp"
 
@@ -17,11 +25,21 @@ struct Ring {
 
 static_assert(LogicalTopology<Ring>);
 
+// "ring": on abstract ranks the policy above; on a graph its embedded rings (details():
+// std::shared_ptr<const EmbeddedRings>).
+inline Registered registered_ring(const AlgorithmRequest& req) {
+  if (req.topology == nullptr) return registered_stateless<Ring>(req);
+  auto rings = std::make_shared<const EmbeddedRings>(embed_rings(*req.topology));
+  auto build = [rings](const plan::PlanRequest& r) { return ring_plan(*rings, r); };
+  return Registered("ring", build, static_cast<int>(rings->nodes.size()), rings->nodes, rings);
+}
+
 }  // namespace ccoll::algo
 
 CCOLL_REGISTER_ALGORITHM(
     Ring,
     ccoll::algo::Algorithm{
         "ring",
-        "P ranks in a ring: reduce-scatter then all-gather, nchannels rings (odd ones reversed)",
-        false, true, &ccoll::algo::registered_stateless<ccoll::algo::Ring>})
+        "P ranks in a ring: reduce-scatter then all-gather, nchannels rings (odd ones reversed); "
+        "on a graph, rings embedded in it",
+        false, true, &ccoll::algo::registered_ring})

@@ -18,12 +18,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <queue>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace ccoll::physical {
@@ -117,10 +120,17 @@ struct PhysicalTopology {
              latency_us, std::move(type), duplex);
   }
 
+  // The node named `id`, or -1. Constant time: an index over the ids is kept as nodes are added
+  // (ids are not renamed once added; a renamed one is found by a rebuild of the index).
   int find(std::string_view id) const {
-    for (int i = 0; i < node_count(); ++i)
-      if (nodes[idx(i)].id == id) return i;
-    return -1;
+    for (; indexed_ < nodes.size(); ++indexed_) index_.emplace(nodes[indexed_].id, indexed_);
+    const auto it = index_.find(std::string(id));
+    if (it == index_.end()) return -1;
+    if (it->second < nodes.size() && nodes[it->second].id == id)
+      return static_cast<int>(it->second);
+    index_.clear();  // stale: rebuild
+    indexed_ = 0;
+    return find(id);
   }
   int require(std::string_view id, std::string_view what = "node") const {
     const int i = find(id);
@@ -211,16 +221,17 @@ struct PhysicalTopology {
 
   // Nodes reachable from `src` along links (reverse: against them).
   std::vector<bool> reach(int src, bool reverse) const {
+    std::vector<std::vector<int>> next(nodes.size());
+    for (const auto& l : links)
+      next[idx(reverse ? l.to : l.from)].push_back(reverse ? l.from : l.to);
     std::vector<bool> seen(nodes.size(), false);
     std::vector<int> stack{src};
     seen[idx(src)] = true;
     while (!stack.empty()) {
       const int u = stack.back();
       stack.pop_back();
-      for (const auto& l : links) {
-        const int a = reverse ? l.to : l.from, b = reverse ? l.from : l.to;
-        if (a == u && !seen[idx(b)]) seen[idx(b)] = true, stack.push_back(b);
-      }
+      for (int b : next[idx(u)])
+        if (!seen[idx(b)]) seen[idx(b)] = true, stack.push_back(b);
     }
     return seen;
   }
@@ -228,6 +239,9 @@ struct PhysicalTopology {
   static std::size_t idx(int i) { return static_cast<std::size_t>(i); }
 
  private:
+  mutable std::unordered_map<std::string, std::size_t> index_;
+  mutable std::size_t indexed_ = 0;
+
   void check_node(int n, const char* what) const {
     if (n < 0 || n >= node_count())
       throw TopologyError(std::string(what) + " index " + std::to_string(n) + " is not a node");
@@ -237,58 +251,193 @@ struct PhysicalTopology {
 // A route: the links a message from one compute node to another crosses, in order.
 using Route = std::vector<int>;
 
-// All routes from compute node `src` to every node, following the rule in the header comment.
-// Intermediate nodes are non-compute. Returns per node the link list (empty: unreachable or src).
-inline std::vector<Route> routes_from(const PhysicalTopology& t, int src) {
+// The links out of every node, for route searches that run many times on one graph.
+struct Adjacency {
+  std::vector<std::vector<int>> out;  // per node: link indices
+  explicit Adjacency(const PhysicalTopology& t) : out(t.nodes.size()) {
+    for (int i = 0; i < static_cast<int>(t.links.size()); ++i)
+      out[PhysicalTopology::idx(t.links[PhysicalTopology::idx(i)].from)].push_back(i);
+  }
+};
+
+namespace route_detail {
+
+// Label: (bottleneck desc, hops asc, latency asc). Extending a path never improves it, so Dijkstra
+// on the lexicographic order is exact; equal labels pop in node order, so the routes do not
+// depend on how the search is stopped.
+struct Label {
+  double width = -1;
+  int hops = 0;
+  double latency = 0;
+};
+inline bool better(const Label& a, const Label& b) {
+  if (a.width != b.width) return a.width > b.width;
+  if (a.hops != b.hops) return a.hops < b.hops;
+  return a.latency < b.latency;
+}
+
+// Widest-route Dijkstra from `src`; stops once `stop` (>= 0) is settled. Returns via[]: the link
+// into each node on its route (-1: unreached or src).
+inline std::vector<int> search(const PhysicalTopology& t, const Adjacency& adj, int src, int stop) {
   const auto n = t.nodes.size();
-  std::vector<std::vector<int>> out_links(n);
-  for (int i = 0; i < static_cast<int>(t.links.size()); ++i)
-    out_links[PhysicalTopology::idx(t.links[PhysicalTopology::idx(i)].from)].push_back(i);
-  // Label: (bottleneck desc, hops asc, latency asc). Extending a path never improves it, so
-  // Dijkstra on the lexicographic order is exact.
-  struct Label {
-    double width = -1;
-    int hops = 0;
-    double latency = 0;
-  };
-  const auto better = [](const Label& a, const Label& b) {
-    if (a.width != b.width) return a.width > b.width;
-    if (a.hops != b.hops) return a.hops < b.hops;
-    return a.latency < b.latency;
-  };
   std::vector<Label> best(n);
   std::vector<int> via(n, -1);
   std::vector<bool> done(n, false);
+  struct Entry {
+    Label label;
+    int node;
+  };
+  const auto after = [](const Entry& a, const Entry& b) {  // heap order: b pops first
+    if (better(a.label, b.label) || better(b.label, a.label)) return better(b.label, a.label);
+    return a.node > b.node;
+  };
+  std::vector<Entry> heap;
   best[PhysicalTopology::idx(src)] = Label{std::numeric_limits<double>::infinity(), 0, 0};
-  for (;;) {
-    int u = -1;
-    for (std::size_t i = 0; i < n; ++i)
-      if (!done[i] && best[i].width >= 0 &&
-          (u < 0 || better(best[i], best[PhysicalTopology::idx(u)])))
-        u = static_cast<int>(i);
-    if (u < 0) break;
-    done[PhysicalTopology::idx(u)] = true;
-    if (u != src && t.is_compute(u)) continue;  // compute nodes end routes, never forward
-    for (int li : out_links[PhysicalTopology::idx(u)]) {
+  heap.push_back(Entry{best[PhysicalTopology::idx(src)], src});
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), after);
+    const Entry e = heap.back();
+    heap.pop_back();
+    const auto u = PhysicalTopology::idx(e.node);
+    if (done[u]) continue;
+    done[u] = true;
+    if (e.node == stop) break;
+    if (e.node != src && t.is_compute(e.node)) continue;  // compute nodes end routes, never forward
+    for (int li : adj.out[u]) {
       const Link& l = t.links[PhysicalTopology::idx(li)];
-      const Label& bu = best[PhysicalTopology::idx(u)];
-      Label c{std::min(bu.width, l.capacity_GBps()), bu.hops + 1, bu.latency + l.latency_us};
+      const Label c{std::min(best[u].width, l.capacity_GBps()), best[u].hops + 1,
+                    best[u].latency + l.latency_us};
       const auto v = PhysicalTopology::idx(l.to);
-      if (!done[v] && (best[v].width < 0 || better(c, best[v]))) best[v] = c, via[v] = li;
+      if (!done[v] && (best[v].width < 0 || better(c, best[v]))) {
+        best[v] = c;
+        via[v] = li;
+        heap.push_back(Entry{c, l.to});
+        std::push_heap(heap.begin(), heap.end(), after);
+      }
     }
   }
-  std::vector<Route> routes(n);
-  for (std::size_t v = 0; v < n; ++v) {
-    if (static_cast<int>(v) == src || via[v] < 0) continue;
-    for (int w = static_cast<int>(v); w != src;) {
-      const int li = via[PhysicalTopology::idx(w)];
-      routes[v].push_back(li);
-      w = t.links[PhysicalTopology::idx(li)].from;
-    }
-    std::reverse(routes[v].begin(), routes[v].end());
+  return via;
+}
+
+inline std::vector<int> unwind(const PhysicalTopology& t, const std::vector<int>& via, int src,
+                               int to) {
+  std::vector<int> route;
+  if (to == src || via[PhysicalTopology::idx(to)] < 0) return route;
+  for (int w = to; w != src;) {
+    const int li = via[PhysicalTopology::idx(w)];
+    route.push_back(li);
+    w = t.links[PhysicalTopology::idx(li)].from;
   }
+  std::reverse(route.begin(), route.end());
+  return route;
+}
+
+}  // namespace route_detail
+
+// All routes from compute node `src` to every node, following the rule in the header comment.
+// Intermediate nodes are non-compute. Returns per node the link list (empty: unreachable or src).
+inline std::vector<Route> routes_from(const PhysicalTopology& t, const Adjacency& adj, int src) {
+  const auto via = route_detail::search(t, adj, src, -1);
+  std::vector<Route> routes(t.nodes.size());
+  for (int v = 0; v < t.node_count(); ++v)
+    routes[PhysicalTopology::idx(v)] = route_detail::unwind(t, via, src, v);
   return routes;
 }
+inline std::vector<Route> routes_from(const PhysicalTopology& t, int src) {
+  return routes_from(t, Adjacency(t), src);
+}
+
+// The route from `src` to `to` alone (the search stops when it is found): the same route as
+// routes_from(t, src)[to].
+inline Route route(const PhysicalTopology& t, const Adjacency& adj, int src, int to) {
+  return route_detail::unwind(t, route_detail::search(t, adj, src, to), src, to);
+}
+
+// Whether a route joins compute nodes `from` and `to`, answered without searching routes: on a
+// graph whose links all come in both directions, a route exists when the nodes are linked
+// directly or touch the same connected group of non-compute nodes (switches, NICs, CPUs). Other
+// graphs are searched. Built once per graph in linear time; the CLI and the relay planner ask it
+// for every rank pair of a plan (a 10,000-GPU cluster's ring in milliseconds).
+class Reachability {
+ public:
+  explicit Reachability(const PhysicalTopology& t) : t_(t), adj_(t), group_(t.nodes.size(), -1) {
+    std::vector<std::pair<int, int>> pairs;
+    pairs.reserve(t.links.size());
+    for (const auto& l : t.links) pairs.emplace_back(l.from, l.to);
+    std::sort(pairs.begin(), pairs.end());
+    symmetric_ = std::all_of(pairs.begin(), pairs.end(), [&](const std::pair<int, int>& p) {
+      return std::binary_search(pairs.begin(), pairs.end(), std::pair<int, int>{p.second, p.first});
+    });
+    direct_ = std::move(pairs);
+    if (!symmetric_) return;
+    int groups = 0;
+    for (int s = 0; s < t.node_count(); ++s) {
+      if (t.is_compute(s) || group_[PhysicalTopology::idx(s)] >= 0) continue;
+      std::vector<int> stack{s};
+      group_[PhysicalTopology::idx(s)] = groups;
+      while (!stack.empty()) {
+        const int u = stack.back();
+        stack.pop_back();
+        for (int li : adj_.out[PhysicalTopology::idx(u)]) {
+          const int v = t.links[PhysicalTopology::idx(li)].to;
+          if (!t.is_compute(v) && group_[PhysicalTopology::idx(v)] < 0)
+            group_[PhysicalTopology::idx(v)] = groups, stack.push_back(v);
+        }
+      }
+      ++groups;
+    }
+    touches_.resize(t.nodes.size());
+    for (int c = 0; c < t.node_count(); ++c) {
+      if (!t.is_compute(c)) continue;
+      auto& g = touches_[PhysicalTopology::idx(c)];
+      for (int li : adj_.out[PhysicalTopology::idx(c)])
+        if (const int v = t.links[PhysicalTopology::idx(li)].to; !t.is_compute(v))
+          g.push_back(group_[PhysicalTopology::idx(v)]);
+      std::sort(g.begin(), g.end());
+      g.erase(std::unique(g.begin(), g.end()), g.end());
+    }
+  }
+
+  // Distinct compute nodes `from` and `to` are joined by a route.
+  bool routable(int from, int to) const {
+    if (std::binary_search(direct_.begin(), direct_.end(), std::pair<int, int>{from, to}))
+      return true;
+    if (!symmetric_) return !route(t_, adj_, from, to).empty();
+    const auto& a = touches_[PhysicalTopology::idx(from)];
+    const auto& b = touches_[PhysicalTopology::idx(to)];
+    for (std::size_t i = 0, j = 0; i < a.size() && j < b.size();) {
+      if (a[i] == b[j]) return true;
+      a[i] < b[j] ? ++i : ++j;
+    }
+    return false;
+  }
+  // Every pair of distinct `nodes` (compute nodes) is joined by a route, by a sufficient test in
+  // time linear in them: all of them link into one group of non-compute nodes (a machine's PCIe
+  // tree joined to the cluster network, say). False means "not shown", not "disconnected".
+  bool all_routable(const std::vector<int>& nodes) const {
+    if (nodes.size() < 2) return true;
+    if (!symmetric_) return false;
+    std::vector<int> common = touches_[PhysicalTopology::idx(nodes.front())];
+    for (std::size_t i = 1; i < nodes.size() && !common.empty(); ++i) {
+      const auto& g = touches_[PhysicalTopology::idx(nodes[i])];
+      std::vector<int> both;
+      std::set_intersection(common.begin(), common.end(), g.begin(), g.end(),
+                            std::back_inserter(both));
+      common = std::move(both);
+    }
+    return !common.empty();
+  }
+  const Adjacency& adjacency() const { return adj_; }
+  const PhysicalTopology& topology() const { return t_; }
+
+ private:
+  const PhysicalTopology& t_;
+  Adjacency adj_;
+  std::vector<int> group_;                 // non-compute node -> its connected group
+  std::vector<std::vector<int>> touches_;  // compute node -> groups it links into
+  std::vector<std::pair<int, int>> direct_;
+  bool symmetric_ = true;
+};
 
 // Routes between every ordered pair of compute nodes: table[a][b] (node indices; empty when a == b
 // or no route exists).
@@ -302,7 +451,8 @@ struct RouteTable {
 inline RouteTable all_routes(const PhysicalTopology& t) {
   RouteTable r;
   r.table.assign(t.nodes.size(), {});
-  for (int s : t.compute_nodes()) r.table[PhysicalTopology::idx(s)] = routes_from(t, s);
+  const Adjacency adj(t);
+  for (int s : t.compute_nodes()) r.table[PhysicalTopology::idx(s)] = routes_from(t, adj, s);
   return r;
 }
 

@@ -164,12 +164,84 @@ inline PhysicalTopology pcie_server(int ngpu = 8, double pcie_GBps = 16.0) {
   return t;
 }
 
-enum class IntraConnect { pcie, nvlink };
+// AMD MI300X platform: 8 GPUs joined pairwise by one Infinity Fabric (xGMI) link each, 64 GB/s
+// per direction (a full mesh, 7 links per GPU), every GPU behind its own PCIe Gen5 switch with a
+// 400 Gb/s NIC, two CPUs.
+inline PhysicalTopology mi300x() {
+  PhysicalTopology t;
+  t.name = "mi300x";
+  const auto m = preset_detail::add_pcie_tree(t, "", 8, 1, 2, 64.0, 64.0, 1);
+  for (std::size_t i = 0; i < m.gpus.size(); ++i)
+    for (std::size_t j = i + 1; j < m.gpus.size(); ++j)
+      t.add_link(m.gpus[i], m.gpus[j], 64.0, 1, 0.7, "xgmi");
+  return t;
+}
+
+// GPUs only, in a ring: gpu i linked to gpu i + 1 (mod n) at `GBps` per direction. No switch,
+// CPU or NIC: every pair that is not adjacent talks through the GPUs between them.
+inline PhysicalTopology gpu_ring(int n, double GBps = 25.0) {
+  if (n < 2) throw TopologyError("ring: at least 2 GPUs");
+  PhysicalTopology t;
+  t.name = std::string("ring").append(std::to_string(n));
+  for (int i = 0; i < n; ++i)
+    t.add_node(std::string("gpu").append(std::to_string(i)), NodeKind::gpu);
+  for (int i = 0; i < n; ++i)
+    if (n > 2 || i == 0) t.add_link(i, (i + 1) % n, GBps, 1, 0.7, "link");
+  return t;
+}
+
+// A 2D or 3D torus of GPUs only (TPU-style): every GPU linked to its neighbours one step away in
+// each dimension, wrapping around; a dimension of 2 joins its pair once, a dimension of 1 adds
+// nothing. GPU ids are "gpu" followed by the coordinates ("gpu1.3" in a 4x4 torus), in row-major
+// order.
+inline PhysicalTopology torus(const std::vector<int>& dims, double GBps = 25.0) {
+  if (dims.size() < 2 || dims.size() > 3) throw TopologyError("torus: expected 2 or 3 dimensions");
+  int n = 1;
+  for (int d : dims) {
+    if (d < 1 || d > 1024) throw TopologyError("torus: dimensions must be from 1 to 1024");
+    n *= d;
+  }
+  if (n < 2 || n > 1048576) throw TopologyError("torus: from 2 to 1048576 GPUs");
+  PhysicalTopology t;
+  t.name = "torus";
+  for (int d : dims) t.name.append(t.name == "torus" ? "" : "x").append(std::to_string(d));
+  const auto coords = [&](int i) {
+    std::vector<int> c(dims.size());
+    for (std::size_t k = dims.size(); k-- > 0;) {
+      c[k] = i % dims[k];
+      i /= dims[k];
+    }
+    return c;
+  };
+  for (int i = 0; i < n; ++i) {
+    std::string id = "gpu";
+    const auto c = coords(i);
+    for (std::size_t k = 0; k < c.size(); ++k) id.append(k ? "." : "").append(std::to_string(c[k]));
+    t.add_node(std::move(id), NodeKind::gpu);
+  }
+  for (int i = 0; i < n; ++i) {
+    int stride = 1;
+    for (std::size_t k = dims.size(); k-- > 0;) {
+      const int d = dims[k], c = (i / stride) % d;
+      const int j = i - c * stride + ((c + 1) % d) * stride;  // the next one along dimension k
+      if (d > 2 || (d == 2 && c == 0)) t.add_link(i, j, GBps, 1, 0.7, "link");
+      stride *= d;
+    }
+  }
+  return t;
+}
+
+// How the GPUs of a cluster machine are joined (besides the PCIe switch they all sit on).
+enum class IntraConnect { pcie, nvlink, mesh, nvswitch };
 
 // [TopoSync] Fig. 3: M machines with G GPUs each, one NIC per machine to a ToR switch, the ToR to
 // an aggregation switch. PCIe machines join their GPUs and NIC through one PCIe switch at
 // `intra_GBps` ([TopoSync]: 100 Gbps = 12.5 GB/s); NVLink machines add a DGX-1V cube mesh (G = 8)
 // or a full mesh (G <= 4) at `nvlink_GBps` per lane on top of that PCIe switch.
+//
+// `mesh` machines join every GPU pair directly at `mesh_GBps` (an MI300X-style full mesh, any G);
+// `nvswitch` machines join every GPU to one NVSwitch node with `nvswitch_lanes` NVLink lanes (a
+// DGX H100-style machine, any G).
 //
 // `pairwise` builds [TopoSync]'s own abstraction instead (Sec. III-A and Fig. 3(d)): the graph's
 // vertices are the workers, and every pair of workers is one duplex edge whose bandwidth is that
@@ -185,6 +257,8 @@ struct ClusterOptions {
   double nvlink_GBps = 25.0;  // per lane (NVLink machines)
   double nic_GBps = 1.25;     // per direction (10 Gbps)
   bool pairwise = false;      // [TopoSync]'s worker-pair abstraction (see above)
+  double mesh_GBps = 64.0;    // per direction between every GPU pair (mesh: MI300X's xGMI)
+  int nvswitch_lanes = 18;    // NVLink lanes per GPU to the machine's NVSwitch (nvswitch: H100)
 };
 
 inline PhysicalTopology cluster(const ClusterOptions& o) {
@@ -192,10 +266,15 @@ inline PhysicalTopology cluster(const ClusterOptions& o) {
     throw TopologyError("cluster: machines and gpus_per_machine must be >= 1");
   if (o.intra == IntraConnect::nvlink && o.gpus_per_machine != 8 && o.gpus_per_machine > 4)
     throw TopologyError("cluster: NVLink machines have 8 GPUs (DGX-1 cube mesh) or at most 4");
+  if (o.pairwise && (o.intra == IntraConnect::mesh || o.intra == IntraConnect::nvswitch))
+    throw TopologyError("cluster: pairwise is for pcie and nvlink machines");
   PhysicalTopology t;
   t.name = std::string("cluster-").append(std::to_string(o.machines)) + "x" +
            std::to_string(o.gpus_per_machine) +
-           (o.intra == IntraConnect::nvlink ? "-nvlink" : "-pcie") +
+           (o.intra == IntraConnect::nvlink     ? "-nvlink"
+            : o.intra == IntraConnect::mesh     ? "-mesh"
+            : o.intra == IntraConnect::nvswitch ? "-nvswitch"
+                                                : "-pcie") +
            (o.pairwise ? "-pairwise" : "");
   if (o.pairwise) {
     const int G = o.gpus_per_machine;
@@ -228,7 +307,14 @@ inline PhysicalTopology cluster(const ClusterOptions& o) {
     const std::string host = std::string("m").append(std::to_string(m));
     auto mn = preset_detail::add_pcie_tree(t, host, o.gpus_per_machine, o.gpus_per_machine, 1,
                                            o.intra_GBps, 1.0, 1);
-    if (o.intra == IntraConnect::nvlink) {
+    if (o.intra == IntraConnect::mesh) {
+      for (std::size_t i = 0; i < mn.gpus.size(); ++i)
+        for (std::size_t j = i + 1; j < mn.gpus.size(); ++j)
+          t.add_link(mn.gpus[i], mn.gpus[j], o.mesh_GBps, 1, 0.7, "xgmi");
+    } else if (o.intra == IntraConnect::nvswitch) {
+      const int sw = t.add_node(host + ".nvswitch0", NodeKind::switch_, host);
+      for (int g : mn.gpus) t.add_link(g, sw, o.nvlink_GBps, o.nvswitch_lanes, 0.7, "nvlink");
+    } else if (o.intra == IntraConnect::nvlink) {
       if (o.gpus_per_machine == 8) {
         preset_detail::add_cube_mesh(t, mn.gpus, o.nvlink_GBps, true);
       } else {
@@ -257,10 +343,12 @@ inline PhysicalTopology fully_connected(int n, double GBps = 10.0) {
   return t;
 }
 
-// Names accepted by preset(): dgx1p, dgx1v (or dgx1), dgx2, dgx-a100, dgx-h100, pcie4, pcie8,
-// full<N>, and cluster:<M>x<G>[:pcie|:nvlink][:<Gbps>][:pairwise] (NIC bandwidth in Gbit/s,
+// Names accepted by preset(): dgx1p, dgx1v (or dgx1), dgx2, dgx-a100, dgx-h100, mi300x, pcie4,
+// pcie8, full<N>, ring:<N>, torus:<A>x<B>[x<C>], and
+// cluster:<M>x<G>[:pcie|:nvlink|:mesh|:nvswitch][:<Gbps>][:pairwise] (NIC bandwidth in Gbit/s,
 // default 10; pairwise: [TopoSync]'s worker-pair abstraction, see ClusterOptions).
 inline PhysicalTopology preset(std::string_view name) {
+  if (name == "mi300x") return mi300x();
   if (name == "dgx1p") return dgx1p();
   if (name == "dgx1v" || name == "dgx1") return dgx1v();
   if (name == "dgx2") return dgx2();
@@ -280,6 +368,16 @@ inline PhysicalTopology preset(std::string_view name) {
     return v;
   };
   if (name.substr(0, 4) == "full") return fully_connected(to_int(name.substr(4)));
+  if (name.substr(0, 5) == "ring:") return gpu_ring(to_int(name.substr(5)));
+  if (name.substr(0, 6) == "torus:") {
+    std::vector<int> dims;
+    std::string_view rest = name.substr(6);
+    for (std::size_t pos; (pos = rest.find('x')) != std::string_view::npos;
+         rest = rest.substr(pos + 1))
+      dims.push_back(to_int(rest.substr(0, pos)));
+    dims.push_back(to_int(rest));
+    return torus(dims);
+  }
   if (name.substr(0, 8) == "cluster:") {
     std::string_view rest = name.substr(8);
     std::vector<std::string_view> parts;
@@ -298,6 +396,10 @@ inline PhysicalTopology preset(std::string_view name) {
         o.intra = IntraConnect::pcie;
       else if (parts[i] == "nvlink")
         o.intra = IntraConnect::nvlink;
+      else if (parts[i] == "mesh")
+        o.intra = IntraConnect::mesh;
+      else if (parts[i] == "nvswitch")
+        o.intra = IntraConnect::nvswitch;
       else if (parts[i] == "pairwise")
         o.pairwise = true;
       else
@@ -306,8 +408,9 @@ inline PhysicalTopology preset(std::string_view name) {
     return cluster(o);
   }
   throw TopologyError("unknown topology preset \"" + std::string(name) +
-                      "\" (dgx1p, dgx1v, dgx2, dgx-a100, dgx-h100, pcie4, pcie8, full<N>, "
-                      "cluster:<M>x<G>[:pcie|:nvlink][:<Gbps>][:pairwise])");
+                      "\" (dgx1p, dgx1v, dgx2, dgx-a100, dgx-h100, mi300x, pcie4, pcie8, "
+                      "full<N>, ring:<N>, torus:<A>x<B>[x<C>], "
+                      "cluster:<M>x<G>[:pcie|:nvlink|:mesh|:nvswitch][:<Gbps>][:pairwise])");
 }
 
 inline std::vector<std::string> preset_names() {
@@ -316,11 +419,17 @@ inline std::vector<std::string> preset_names() {
           "dgx2",
           "dgx-a100",
           "dgx-h100",
+          "mi300x",
           "pcie4",
           "pcie8",
           "full8",
           "cluster:4x4:pcie:10",
-          "cluster:8x8:nvlink:100"};
+          "cluster:8x8:nvlink:100",
+          "ring:4",
+          "torus:4x4",
+          "torus:4x4x4",
+          "cluster:4x8:mesh:400",
+          "cluster:4x8:nvswitch:400"};
 }
 
 }  // namespace ccoll::physical
