@@ -11,8 +11,13 @@
 // (plan channels) of the phased forest and report the bandwidth given up (prune_loss). The
 // mwu_only cases run the multiplicative weights alone (no weight refit, no column generation).
 //
+// The graph shapes of the topology work: full-mesh machines (cluster:8x8:mesh, MI300X-style),
+// GPU-only graphs (ring:8, torus:4x4) and the single machines mi300x and dgx-h100. peak_rss_MB is
+// the process's peak resident set so far (run one case per process to attribute it).
+//
 // Usage: bench_forest_planner [Google Benchmark flags], e.g. --benchmark_filter=dgx1v
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 
 #include <cstdlib>
 #include <random>
@@ -92,6 +97,9 @@ void run(benchmark::State& state, const Case& c, ForestSchedule schedule, int ma
   state.counters["oracle"] = static_cast<double>(f.oracle_calls);
   state.counters["refits"] = f.refits;
   state.counters["pivots"] = static_cast<double>(f.pivots);
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  state.counters["peak_rss_MB"] = static_cast<double>(u.ru_maxrss) / 1024.0;
   const char* e = std::getenv("CCOLL_FOREST_EXACT");
   if (max_pairs == 0 && mwu_phases == 0 && e != nullptr && e[0] == '1') {
     ForestOptions x = o;
@@ -126,6 +134,9 @@ const bool registered = [] {
     cases.push_back({t, "all", {}});
     cases.push_back({t, "fig6", fig6_active(fig6)});
   }
+  for (const char* t : {"cluster:8x8:mesh:100", "cluster:2x4:mesh:100", "mi300x", "dgx-h100",
+                        "ring:8", "torus:4x4", "cluster:4x4:pairwise"})
+    cases.push_back({t, "all", {}});
   for (const auto& c : cases)
     for (auto s : {ForestSchedule::phased, ForestSchedule::overlapped, ForestSchedule::concurrent})
       benchmark::RegisterBenchmark(name(c, s).c_str(),

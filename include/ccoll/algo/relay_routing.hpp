@@ -146,7 +146,9 @@ inline RelayRouting plan_relays(const physical::PhysicalTopology& t,
   });
   const auto compute = t.compute_nodes();
   const auto n = static_cast<std::size_t>(t.node_count());
-  for (const auto& [v, pair] : relayed) {
+  for (const auto& relayed_pair : relayed) {
+    const double v = relayed_pair.first;  // lambdas below capture it (not a structured binding)
+    const auto pair = relayed_pair.second;
     const int src = node_of(pair.first), dst = node_of(pair.second);
     // Minimax Dijkstra over compute nodes: cost of a path is its largest (load + v) / capacity.
     const auto hop_cost = [&](const physical::Route& r) {
