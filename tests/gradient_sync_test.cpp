@@ -405,13 +405,8 @@ TEST_CASE("overlap: K immediate messages are inside their allreduces at the same
         Config{}, tensors,
         schedule_from_typing(LayerTyping(static_cast<std::size_t>(k), LayerType::simultaneous), k));
     CHECK(sync.nchannels() == k);
-    std::vector<std::vector<float>> data;
-    std::vector<void*> ptrs;
-    data.reserve(tensors.size());
-    ptrs.reserve(tensors.size());
-    for (const auto& t : tensors) data.emplace_back(t.count);
-    for (auto& d : data) ptrs.push_back(d.data());
-    auto& g = sync.attach(0, ptrs);
+    const RankBuffers buffers = make_buffers(tensors, Layout::scattered);
+    auto& g = sync.attach(0, buffers.ptrs);
     for (int it = 0; it < 2; ++it) {
       gate.met = false;
       for (int t = k - 1; t >= 0; --t) g.ready(t);
@@ -438,13 +433,8 @@ TEST_CASE("overlap: an after_previous message starts alone, at most K run at onc
     const int k = 2;
     GradientSync<FakeCollective> sync(Config{}, tensors,
                                       schedule_from_typing(parse_typing(typing), k));
-    std::vector<std::vector<float>> data;
-    std::vector<void*> ptrs;
-    data.reserve(tensors.size());
-    ptrs.reserve(tensors.size());
-    for (const auto& t : tensors) data.emplace_back(t.count);
-    for (auto& d : data) ptrs.push_back(d.data());
-    auto& g = sync.attach(0, ptrs);
+    const RankBuffers buffers = make_buffers(tensors, Layout::scattered);
+    auto& g = sync.attach(0, buffers.ptrs);
     for (int it = 0; it < 3; ++it) {
       for (int t = 5; t >= 0; --t) g.ready(t);
       g.wait();

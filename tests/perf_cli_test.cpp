@@ -570,6 +570,10 @@ TEST_CASE("-a auto --tuning FILE: the table's algorithms by size; bad files are 
   req.count = 257;
   CHECK(p.algos[0].logical.build(req).algorithm.rfind("dbtree", 0) == 0);
   CHECK(prepare_algorithms(parse({"-a", "auto", "-t", "3"})).algos[0].logical.name == "auto");
+  // On a GPU ring the table's double binary tree joins GPUs two apart: relays, as the registry's
+  // entries get them.
+  CHECK(prepare_algorithms(parse({"-a", "auto", "--topology", "ring:4", "--tuning", good.string()}))
+            .nranks > 4);
   const auto bad = dir / ("ccoll_perf_tuning_bad." + std::to_string(::getpid()) + ".json");
   {
     std::ofstream f(bad);
@@ -619,44 +623,53 @@ TEST_CASE("--timeout reaches ccoll::Config; the largest value runs a sweep witho
   CHECK(rows[0].wrong == 0);
 }
 
-// The forest on dgx1v (8 ranks, relays included), phased and overlapped, through the code that
-// `ccoll_perf -a forest,forest-overlap --topology dgx1v` runs: prepare_algorithms, make_collective
-// (Allreduce<HostThreads, algo::Registered, S>, one rank view per thread) and run_threads_sweep,
-// with ccoll_perf's own inputs and check.
+namespace {
+
+// One algorithm's sweep through the code that `ccoll_perf` runs on threads: make_collective
+// (Allreduce<HostThreads, algo::Registered, S>, one rank view per thread), the plan's active ranks
+// and run_threads_sweep, with ccoll_perf's own inputs and check. Returns the rows.
+std::vector<Row> threads_rows(const Options& o, const Prepared& p, const PreparedAlgorithm& algo) {
+  auto coll = make_collective(Transport::threads, algo, make_config(o, -1, p.nranks, ""));
+  CHECK(coll->name().find("threads/" + algo.spec.algorithm.name + "/") == 0);
+  SweepSpec spec;
+  spec.transport = "threads";
+  spec.algo = algo.name;
+  spec.sizes = size_sweep(o.min_bytes, o.max_bytes, o.step_factor);
+  spec.dtype = o.dtype;
+  spec.op = o.op;
+  spec.iters = o.iters;
+  spec.warmup = o.warmup;
+  spec.check = true;
+  spec.active = active_ranks(algo.logical, p.nranks, algo.spec.overlap);
+  std::mutex m;
+  std::vector<Row> rows;
+  run_threads_sweep(
+      spec, *coll, p.nranks,
+      [&](const Row& r) {
+        std::lock_guard<std::mutex> lock(m);
+        rows.push_back(r);
+      },
+      [](int rank, const std::string& what) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
+        std::abort();  // the other threads would wait for this one forever
+      });
+  REQUIRE(rows.size() == spec.sizes.size());
+  return rows;
+}
+
+}  // namespace
+
+// The forest on dgx1v (8 ranks), phased and overlapped, as `ccoll_perf -a forest,forest-overlap
+// --topology dgx1v` runs it.
 TEST_CASE("ccoll_perf's threads path runs the forest on dgx1v with no wrong elements") {
   const Options o = parse({"-a", "forest,forest-overlap", "--topology", "dgx1v", "-b", "8", "-e",
                            "256K", "-f", "16", "-n", "2", "-w", "1", "-m", "0", "-d", "int32"});
   const Prepared p = prepare_algorithms(o);
   REQUIRE(p.nranks == 8);
   REQUIRE(p.algos.size() == 2);
-  const auto sizes = size_sweep(o.min_bytes, o.max_bytes, o.step_factor);
   for (const PreparedAlgorithm& algo : p.algos) {
     CAPTURE(algo.name);
-    auto coll = make_collective(Transport::threads, algo, make_config(o, -1, p.nranks, ""));
-    CHECK(coll->name().find("threads/forest/") == 0);
-    SweepSpec spec;
-    spec.transport = "threads";
-    spec.algo = algo.name;
-    spec.sizes = sizes;
-    spec.dtype = o.dtype;
-    spec.op = o.op;
-    spec.iters = o.iters;
-    spec.warmup = o.warmup;
-    spec.check = true;
-    std::mutex m;
-    std::vector<Row> rows;
-    run_threads_sweep(
-        spec, *coll, p.nranks,
-        [&](const Row& r) {
-          std::lock_guard<std::mutex> lock(m);
-          rows.push_back(r);
-        },
-        [](int rank, const std::string& what) {
-          std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
-          std::abort();  // the other threads would wait for this one forever
-        });
-    REQUIRE(rows.size() == sizes.size());
-    for (const Row& r : rows) {
+    for (const Row& r : threads_rows(o, p, algo)) {
       CAPTURE(r.bytes);
       CHECK(r.nranks == 8);
       CHECK(r.algo == algo.name);
@@ -666,6 +679,23 @@ TEST_CASE("ccoll_perf's threads path runs the forest on dgx1v with no wrong elem
   // A rank that is not one of this process's is refused by the library's rank(r).
   auto coll = make_collective(Transport::threads, p.algos[0], make_config(o, -1, p.nranks, ""));
   CHECK_THROWS(coll->rank(8));
+}
+
+// dbtree on a ring of four GPUs has two relay ranks (algo/relay_routing.hpp): they contribute no
+// input and receive no result, so the check covers the four GPUs' ranks and the bus bandwidth
+// counts four.
+TEST_CASE("ccoll_perf on a GPU-only graph: relay ranks are neither checked nor counted") {
+  const Options o = parse({"-a", "dbtree", "--topology", "ring:4", "-b", "8", "-e", "64K", "-f",
+                           "32", "-n", "2", "-w", "1", "-m", "0"});
+  const Prepared p = prepare_algorithms(o);
+  REQUIRE(p.nranks == 6);
+  const auto active = active_ranks(p.algos[0].logical, p.nranks, p.algos[0].spec.overlap);
+  CHECK(active == std::vector<bool>{true, true, true, true, false, false});
+  for (const Row& r : threads_rows(o, p, p.algos[0])) {
+    CAPTURE(r.bytes);
+    CHECK(r.nranks == 4);
+    CHECK(r.wrong == 0);
+  }
 }
 
 // `ccoll_perf --transport shm`: a forked rank that dies outside a ccoll call (here before its

@@ -576,9 +576,11 @@ inline ccoll::algo::Registered tuned_by_size(const std::string& path,
   const ccoll::algo::BySize policy(ccoll::algo::tuning_table_from_json(text.str()));
   std::vector<int> nodes = ccoll::algo::active_rank_nodes(req);
   const int n = req.topology == nullptr ? 0 : static_cast<int>(nodes.size());
-  return ccoll::algo::Registered(
+  ccoll::algo::Registered logical(
       policy.name, [policy](const ccoll::plan::PlanRequest& r) { return policy.build(r); }, n,
       std::move(nodes), policy);
+  // Relays where the graph needs them, as make_algorithm adds them to the registry's entries.
+  return req.topology == nullptr ? logical : ccoll::algo::with_relays(logical, *req.topology);
 }
 
 // The ranks of `logical`'s plans that contribute and receive on `nranks` ranks: every one on

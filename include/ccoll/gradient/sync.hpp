@@ -105,16 +105,7 @@ class GradientSync {
     return *ranks_[static_cast<std::size_t>(r)];
   }
 
-  int id(std::string_view name) const {
-    const auto it = names_.find(name);
-    if (it == names_.end()) {
-      std::string got("'");
-      got += name;
-      got += "'";
-      throw_invalid_argument(-1, "tensor name", "a registered tensor", got);
-    }
-    return it->second;
-  }
+  int id(std::string_view name) const { return engine::tensor_id(names_, name, -1); }
   std::span<const TensorSpec> tensors() const { return tensors_; }
   const Schedule& schedule() const { return schedule_; }
   const engine::ChannelPlan& channel_plan() const { return plan_; }

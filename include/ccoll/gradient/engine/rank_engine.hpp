@@ -57,6 +57,18 @@ namespace ccoll::gradient::engine {
 
 using NameIndex = std::map<std::string, int, std::less<>>;
 
+// The id of a registered tensor (InvalidArgument, naming `rank`, for an unknown name).
+inline int tensor_id(const NameIndex& names, std::string_view name, int rank) {
+  const auto it = names.find(name);
+  if (it == names.end()) {
+    std::string got("'");
+    got += name;
+    got += "'";
+    throw_invalid_argument(rank, "tensor name", "a registered tensor", got);
+  }
+  return it->second;
+}
+
 template <AllreduceLike C>
 class RankEngine {
  public:
@@ -180,16 +192,7 @@ class RankEngine {
   }
 
   // The id of a registered tensor (InvalidArgument for an unknown name).
-  int id(std::string_view name) const {
-    const auto it = names_.find(name);
-    if (it == names_.end()) {
-      std::string got("'");
-      got += name;
-      got += "'";
-      throw_invalid_argument(rank_, "tensor name", "a registered tensor", got);
-    }
-    return it->second;
-  }
+  int id(std::string_view name) const { return tensor_id(names_, name, rank_); }
 
   int rank() const { return rank_; }
   // Iterations completed (wait() returned).
