@@ -23,6 +23,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <utility>
@@ -33,6 +34,7 @@
 #include "ccoll/core/error.hpp"
 #include "ccoll/core/op.hpp"
 #include "ccoll/plan/plan.hpp"
+#include "ccoll/runtime/layer_readiness.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/schedule/pipelined.hpp"
 #include "ccoll/transport/concept.hpp"
@@ -54,6 +56,14 @@ class Allreduce {
       exec_->run(rank_, sendbuff, recvbuff, count, dtype, op);
     }
     int id() const { return rank_; }
+    // Which layers of this rank's output are already final while its call of `count` elements of
+    // `dtype` runs, for another thread of this process to start on them ([C-Cube] Sec. III-D;
+    // runtime/layer_readiness.hpp, docs/gradients.md). layer_end[l] is where layer l ends. For the
+    // transports whose ranks run the host interpreter (threads, shared memory, MPI).
+    runtime::LayerReadiness layer_readiness(std::size_t count, DataType dtype,
+                                            std::span<const std::uint64_t> layer_end) {
+      return exec_->communicator().layer_readiness(rank_, count, size_of(dtype), layer_end);
+    }
 
    private:
     friend class Allreduce;

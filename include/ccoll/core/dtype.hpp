@@ -191,6 +191,27 @@ inline std::optional<DataType> parse_data_type(std::string_view s) {
   return std::nullopt;
 }
 
+// The DataType of element type T (the inverse of dispatch_data_type).
+template <class T>
+constexpr DataType data_type_of() {
+  if constexpr (std::is_same_v<T, float>)
+    return DataType::f32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DataType::f64;
+  else if constexpr (std::is_same_v<T, Half>)
+    return DataType::f16;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return DataType::bf16;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return DataType::i32;
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return DataType::i64;
+  else {
+    static_assert(std::is_same_v<T, std::uint8_t>, "not an element type of ccoll::DataType");
+    return DataType::u8;
+  }
+}
+
 // Calls f(T{}) with the element type of d; the one dtype switch of the library.
 template <class F>
 decltype(auto) dispatch_data_type(DataType d, F&& f) {

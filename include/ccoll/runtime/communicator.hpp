@@ -11,11 +11,15 @@
 //   4. the rank's programs through the run loop (runtime/run_loop.hpp);
 //   5. the connections' per-call bases advance by their messages per call: counters never reset,
 //      the next call's messages follow this call's.
+// While step 4 runs, the rank's per-channel progress words tell a consumer thread of the same
+// process which layers of the output are already final (layer_readiness()).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -29,6 +33,7 @@
 #include "ccoll/runtime/call_args.hpp"
 #include "ccoll/runtime/connection.hpp"
 #include "ccoll/runtime/control_plane.hpp"
+#include "ccoll/runtime/layer_readiness.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/runtime/run_loop.hpp"
 #include "ccoll/runtime/slot_store_tuner.hpp"
@@ -59,7 +64,20 @@ class Communicator {
         nranks_(nranks),
         plans_(config, nranks, std::move(source), policy_id),
         wait_policy_(sync::WaitPolicy::for_ranks(static_cast<unsigned>(nranks),
-                                                 std::thread::hardware_concurrency())) {}
+                                                 std::thread::hardware_concurrency())) {
+    // Every plan's connections come from the set fixed here, so its channels are the set's plus
+    // those of connection-free plans (one rank), which Config::nchannels bounds.
+    progress_channels_ = std::max<std::uint32_t>(1, config_.nchannels);
+    for (const ConnectionKey& k : plans_.keys())
+      progress_channels_ = std::max(progress_channels_, k.channel + 1);
+    // Each rank's words start on their own cache line: a consumer polling one rank's words must
+    // not slow down the others.
+    constexpr std::size_t kLineWords = 128 / sizeof(std::uint64_t);
+    progress_stride_ = (progress_channels_ + kLineWords - 1) / kLineWords * kLineWords;
+    progress_.assign(static_cast<std::size_t>(nranks) * progress_stride_ + kLineWords, 0);
+    const auto addr = reinterpret_cast<std::uintptr_t>(progress_.data());
+    progress_first_ = (kLineWords - addr / sizeof(std::uint64_t) % kLineWords) % kLineWords;
+  }
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
@@ -88,6 +106,25 @@ class Communicator {
     return plans_.prepared(count, elem_size);
   }
   std::size_t cached_plans() const { return plans_.size(); }
+
+  // The readiness of `rank`'s output layers in its calls of `count` elements of `elem_size` bytes,
+  // for a thread of this process other than the rank's ([C-Cube] Sec. III-D's gradient queuing):
+  // layer l is [layer_end[l-1], layer_end[l]) and the last ends at count. Valid while the
+  // communicator lives; waits end early (Aborted) once it is aborted.
+  LayerReadiness layer_readiness(int rank, std::uint64_t count, std::size_t elem_size,
+                                 std::span<const std::uint64_t> layer_end) {
+    if (rank < 0 || rank >= nranks_)
+      throw_invalid_argument(rank, "rank", "0.." + std::to_string(nranks_ - 1),
+                             std::to_string(rank));
+    const auto pp = plans_.prepared(count, elem_size);
+    if (pp->plan.channels.size() > progress_channels_)
+      throw Error(ErrorCode::Unsupported, rank,
+                  "layer readiness: the plan for count " + std::to_string(count) + " has " +
+                      std::to_string(pp->plan.channels.size()) + " channels, more than the " +
+                      std::to_string(progress_channels_) + " the communicator tracks");
+    return LayerReadiness(LayerChunkTable(pp->plan, rank, layer_end), progress_words(rank),
+                          plane_.abort_word(), wait_policy_);
+  }
 
   // One collective call by `rank` (its state must be used by one thread only).
   void run(rank_state& st, int rank, const void* send, void* recv, std::size_t count,
@@ -138,6 +175,10 @@ class Communicator {
     if (st.pcs.size() < p.channels.size()) st.pcs.resize(p.channels.size());
     o.stream_output =
         config_.stream_output_bytes != 0 && count * size_of(dtype) >= config_.stream_output_bytes;
+    if (rank >= 0 && rank < nranks_) {
+      o.progress = progress_words(rank);
+      o.progress_channels = progress_channels_;
+    }
 
     // 4. The steps.
     const std::uint64_t steps_start = sync::now_ns();
@@ -164,11 +205,21 @@ class Communicator {
   }
 
  private:
+  std::uint64_t* progress_words(int rank) {
+    return progress_.data() + progress_first_ + static_cast<std::size_t>(rank) * progress_stride_;
+  }
+
   Config config_;
   int nranks_;
   PlanCache<C> plans_;
   sync::WaitPolicy wait_policy_;
   P plane_{};
+  // Per rank, per channel: steps done (runtime/layer_readiness.hpp), written by the rank's thread
+  // and read by consumers; progress_channels_ words per rank, progress_stride_ apart.
+  std::vector<std::uint64_t> progress_;
+  std::size_t progress_first_ = 0;
+  std::size_t progress_stride_ = 0;
+  std::uint32_t progress_channels_ = 1;
 };
 
 }  // namespace ccoll::runtime

@@ -19,12 +19,16 @@
 // The element loops are the hot path of every host benchmark: for the common steps (copy, one
 // receive reduced into the input, one or two destinations) they are single passes over restrict
 // pointers with a unit stride known at compile time on the host, which g++ and clang vectorise.
-// Other shapes go through a tiled loop whose later passes hit the L1 cache.
+// Other shapes go through a tiled loop whose later passes hit the L1 cache. Groups of several
+// threads take the block path instead: 16-byte packs, several in flight per thread, every operand
+// folded in one pass (detail::block_pass). Steps that fold three or more 16-bit floats accumulate
+// in float and round once on every group, so the host and a GPU compute the same bits.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
@@ -41,6 +45,15 @@
 #define CCOLL_HAVE_STREAMING_STORES 0
 #endif
 
+// Full unrolling of the block path's loops over packs, so that its register arrays stay registers.
+#if defined(__CUDACC__) || defined(__clang__)
+#define CCOLL_PRAGMA_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define CCOLL_PRAGMA_UNROLL _Pragma("GCC unroll 16")
+#else
+#define CCOLL_PRAGMA_UNROLL
+#endif
+
 namespace ccoll::runtime {
 
 // The most receive (and send) ports one step may have; a step with more is rejected when the plan
@@ -50,13 +63,19 @@ inline constexpr std::uint32_t kMaxStepPorts = 15;
 // One host thread.
 struct HostGroup {
   static constexpr bool kSingleThread = true;
-  static constexpr std::uint64_t first() { return 0; }
-  static constexpr std::uint64_t stride() { return 1; }
-  static constexpr bool leader() { return true; }
-  static constexpr void sync() {}
-  static constexpr bool any(bool leader_value) { return leader_value; }
-  static constexpr void fence_before_post() {}
+  // CCOLL_HD: nvcc compiles the host executors too when a CUDA translation unit includes them.
+  CCOLL_HD static constexpr std::uint64_t first() { return 0; }
+  CCOLL_HD static constexpr std::uint64_t stride() { return 1; }
+  CCOLL_HD static constexpr bool leader() { return true; }
+  CCOLL_HD static constexpr void sync() {}
+  CCOLL_HD static constexpr bool any(bool leader_value) { return leader_value; }
+  CCOLL_HD static constexpr void fence_before_post() {}
 };
+
+// Groups of several threads place each message at the chunk's offset modulo 16 bytes inside its
+// slot, so that slot and user buffers (16-byte aligned at element 0) are mutually aligned and the
+// pack path applies; executors that run such groups give every slot this many spare bytes.
+inline constexpr std::uint64_t kBlockSlotSlack = 16;
 
 // Everything one (rank, channel) program needs, as plain pointers (host or device memory).
 template <class T, Connection C = sync::ConnectionRef>
@@ -82,6 +101,13 @@ struct ProgramContext {
   // from another core's cache is slow (the writer must invalidate the copy its reader left there),
   // that is faster, at the price of memory traffic (core/config.hpp, Config::stream_slots).
   bool stream_slots = false;
+  // Optional: a word in which the leader publishes, with a release store after each step and its
+  // posts, progress_base + (steps of this program done in this call). Another thread, block or
+  // stream reads it to start on output that is already final before the call ends ([C-Cube] Sec.
+  // III-D's enqueue semaphore; runtime/layer_readiness.hpp). The base grows from call to call, so
+  // an earlier call's value never satisfies a wait for a later one.
+  std::uint64_t* progress = nullptr;
+  std::uint64_t progress_base = 0;
 };
 
 // Why a program stopped before its end.
@@ -149,11 +175,38 @@ CCOLL_HD CCOLL_FORCEINLINE void reduce2_pass(const Group& g, T* __restrict__ d0,
   }
 }
 
+// 16-bit floats fold three or more operands in float and round once: a chain of per-combine
+// roundings loses up to one unit in the last place per operand (2048 + 1 + 1 in f16 is 2048, not
+// 2050), and one rounding is what both the host and the block paths can produce identically.
+template <class T>
+inline constexpr bool kWidensToFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+// One element of a step: srcs folded left to right in Acc, finalised, rounded to T once.
+template <class T, ReduceOp Op, bool Fin, class Acc>
+CCOLL_HD CCOLL_FORCEINLINE T fold_element(const T* const* srcs, std::uint32_t nsrc, std::uint64_t i,
+                                          int nactive) {
+  Acc v = static_cast<Acc>(srcs[0][i]);
+  for (std::uint32_t k = 1; k < nsrc; ++k) v = combine<Op>(v, static_cast<Acc>(srcs[k][i]));
+  if constexpr (Fin) v = finalize<Op>(v, nactive);
+  return static_cast<T>(v);
+}
+
 // Any number of sources and destinations, in tiles so that the passes after the first hit L1.
 // Every member of the group handles the same elements in every pass, so no barrier is needed.
 template <class T, ReduceOp Op, bool Fin, class Group>
 CCOLL_HD void general_pass(const Group& g, T* const* dsts, std::uint32_t ndst, const T* const* srcs,
                            std::uint32_t nsrc, std::uint64_t n, int nactive) {
+  if constexpr (kWidensToFloat<T>) {
+    if (nsrc >= 3) {
+      // One pass reads every operand of an element before writing it, so the aliasing below
+      // cannot arise.
+      for (std::uint64_t i = g.first(); i < n; i += g.stride()) {
+        const T v = fold_element<T, Op, Fin, float>(srcs, nsrc, i, nactive);
+        for (std::uint32_t k = 0; k < ndst; ++k) dsts[k][i] = v;
+      }
+      return;
+    }
+  }
   constexpr std::uint64_t kTile = 2048;
   T* const d0 = dsts[0];
   // In place, the own input is the destination; folded after the first two operands
@@ -192,10 +245,176 @@ CCOLL_HD void general_pass(const Group& g, T* const* dsts, std::uint32_t ndst, c
   }
 }
 
+// ---- The block data path (groups of several threads) ----
+//
+// A GPU thread moving one element per load issues 4x (f32) to 16x (u8) more memory instructions
+// than the 128-bit accesses the hardware serves in one go, and with a single load in flight per
+// thread it cannot cover the latency of global memory. So members move 16-byte packs, kPackUnroll
+// independent ones at a time, and fold every operand of a pack before writing it: one pass, in
+// which member i handles packs i, i + stride, ... and no member reads what another wrote (so no
+// barrier, and the in-place aliasing of general_pass cannot arise). The host model of a thread
+// block in the tests runs the same code.
+
+// 16 bytes of elements, loaded and stored as a whole.
+template <class T>
+struct alignas(16) Pack {
+  static constexpr std::uint32_t kElems = 16 / sizeof(T);
+  T v[kElems];
+};
+static_assert(sizeof(Pack<std::uint8_t>) == 16 && sizeof(Pack<double>) == 16);
+
+inline constexpr std::uint32_t kPackUnroll = 4;
+
+// How a step's n elements split into a scalar head (up to the first 16-byte boundary), whole
+// packs, and a scalar tail. The pack path needs every pointer of the step at the same offset from
+// a 16-byte boundary; when they differ, everything is head.
+struct PackSplit {
+  std::uint64_t head = 0;
+  std::uint64_t packs = 0;
+  std::uint64_t tail = 0;
+};
+
+template <class T>
+CCOLL_HD inline PackSplit pack_split(T* const* dsts, std::uint32_t ndst, const T* const* srcs,
+                                     std::uint32_t nsrc, std::uint64_t n) {
+  constexpr std::uintptr_t kMask = 15;
+  const std::uintptr_t mis = reinterpret_cast<std::uintptr_t>(srcs[0]) & kMask;
+  bool together = mis % sizeof(T) == 0;
+  for (std::uint32_t k = 1; k < nsrc; ++k)
+    together = together && (reinterpret_cast<std::uintptr_t>(srcs[k]) & kMask) == mis;
+  for (std::uint32_t k = 0; k < ndst; ++k)
+    together = together && (reinterpret_cast<std::uintptr_t>(dsts[k]) & kMask) == mis;
+  PackSplit split;
+  if (!together) {
+    split.head = n;
+    return split;
+  }
+  const std::uint64_t to_boundary = ((16 - mis) & kMask) / sizeof(T);
+  split.head = to_boundary < n ? to_boundary : n;
+  split.packs = (n - split.head) / Pack<T>::kElems;
+  split.tail = n - split.head - split.packs * Pack<T>::kElems;
+  return split;
+}
+
+// Packs p, p + stride, ..., p + (U - 1) * stride of every source folded into every destination;
+// all loads of a source are issued before any of them is used. NS/ND > 0: compile-time counts.
+template <class T, ReduceOp Op, bool Fin, class Acc, std::uint32_t NS, std::uint32_t ND,
+          std::uint32_t U>
+CCOLL_HD CCOLL_FORCEINLINE void fold_packs(T* const* dsts, std::uint32_t ndst, const T* const* srcs,
+                                           std::uint32_t nsrc, std::uint64_t p,
+                                           std::uint64_t stride, int nactive) {
+  constexpr std::uint32_t kE = Pack<T>::kElems;
+  const std::uint32_t ns = NS > 0 ? NS : nsrc;
+  const std::uint32_t nd = ND > 0 ? ND : ndst;
+  Pack<T> x[U];
+  Acc acc[U][kE];
+  const auto* s0 = reinterpret_cast<const Pack<T>*>(srcs[0]);
+  CCOLL_PRAGMA_UNROLL
+  for (std::uint32_t u = 0; u < U; ++u) x[u] = s0[p + u * stride];
+  CCOLL_PRAGMA_UNROLL
+  for (std::uint32_t u = 0; u < U; ++u) {
+    CCOLL_PRAGMA_UNROLL
+    for (std::uint32_t e = 0; e < kE; ++e) acc[u][e] = static_cast<Acc>(x[u].v[e]);
+  }
+  for (std::uint32_t k = 1; k < ns; ++k) {
+    const auto* sk = reinterpret_cast<const Pack<T>*>(srcs[k]);
+    CCOLL_PRAGMA_UNROLL
+    for (std::uint32_t u = 0; u < U; ++u) x[u] = sk[p + u * stride];
+    CCOLL_PRAGMA_UNROLL
+    for (std::uint32_t u = 0; u < U; ++u) {
+      CCOLL_PRAGMA_UNROLL
+      for (std::uint32_t e = 0; e < kE; ++e)
+        acc[u][e] = combine<Op>(acc[u][e], static_cast<Acc>(x[u].v[e]));
+    }
+  }
+  CCOLL_PRAGMA_UNROLL
+  for (std::uint32_t u = 0; u < U; ++u) {
+    CCOLL_PRAGMA_UNROLL
+    for (std::uint32_t e = 0; e < kE; ++e) {
+      if constexpr (Fin) acc[u][e] = finalize<Op>(acc[u][e], nactive);
+      x[u].v[e] = static_cast<T>(acc[u][e]);
+    }
+  }
+  for (std::uint32_t k = 0; k < nd; ++k) {
+    auto* dk = reinterpret_cast<Pack<T>*>(dsts[k]);
+    CCOLL_PRAGMA_UNROLL
+    for (std::uint32_t u = 0; u < U; ++u) dk[p + u * stride] = x[u];
+  }
+}
+
+// Elements [lo, hi) one at a time, member i taking lo + i, lo + i + stride, ...
+template <class T, ReduceOp Op, bool Fin, class Acc, std::uint32_t NS, std::uint32_t ND,
+          class Group>
+CCOLL_HD CCOLL_FORCEINLINE void fold_scalars(const Group& g, T* const* dsts, std::uint32_t ndst,
+                                             const T* const* srcs, std::uint32_t nsrc,
+                                             std::uint64_t lo, std::uint64_t hi, int nactive) {
+  const std::uint32_t ns = NS > 0 ? NS : nsrc;
+  const std::uint32_t nd = ND > 0 ? ND : ndst;
+  for (std::uint64_t i = lo + g.first(); i < hi; i += g.stride()) {
+    const T v = fold_element<T, Op, Fin, Acc>(srcs, ns, i, nactive);
+    for (std::uint32_t k = 0; k < nd; ++k) dsts[k][i] = v;
+  }
+}
+
+template <class T, ReduceOp Op, bool Fin, class Acc, std::uint32_t NS, std::uint32_t ND,
+          class Group>
+CCOLL_HD void block_pass(const Group& g, T* const* dsts, std::uint32_t ndst, const T* const* srcs,
+                         std::uint32_t nsrc, std::uint64_t n, int nactive) {
+  const std::uint32_t ns = NS > 0 ? NS : nsrc;
+  const std::uint32_t nd = ND > 0 ? ND : ndst;
+  const PackSplit split = pack_split(dsts, nd, srcs, ns, n);
+  // A group may watch the split (the host model of a block in the tests checks that packs ran).
+  if constexpr (requires { g.on_pack_split(split); }) g.on_pack_split(split);
+  fold_scalars<T, Op, Fin, Acc, NS, ND>(g, dsts, nd, srcs, ns, 0, split.head, nactive);
+  if (split.packs > 0) {
+    // Pointers to the first whole pack (at most kMaxStepPorts + 1 of each).
+    const T* psrcs[kMaxStepPorts + 1];
+    T* pdsts[kMaxStepPorts + 1];
+    for (std::uint32_t k = 0; k < ns; ++k) psrcs[k] = srcs[k] + split.head;
+    for (std::uint32_t k = 0; k < nd; ++k) pdsts[k] = dsts[k] + split.head;
+    const std::uint64_t stride = g.stride();
+    std::uint64_t p = g.first();
+    for (; p + (kPackUnroll - 1) * stride < split.packs; p += kPackUnroll * stride)
+      fold_packs<T, Op, Fin, Acc, NS, ND, kPackUnroll>(pdsts, nd, psrcs, ns, p, stride, nactive);
+    for (; p < split.packs; p += stride)
+      fold_packs<T, Op, Fin, Acc, NS, ND, 1>(pdsts, nd, psrcs, ns, p, stride, nactive);
+  }
+  const std::uint64_t body = split.head + split.packs * Pack<T>::kElems;
+  fold_scalars<T, Op, Fin, Acc, NS, ND>(g, dsts, nd, srcs, ns, body, n, nactive);
+}
+
+// The block path's dispatch: the common shapes with compile-time operand counts, the others with
+// run-time ones (and float accumulation where general_pass uses it, so results match the host).
+template <class T, ReduceOp Op, bool Fin, class Group>
+CCOLL_HD void block_element_loop(const Group& g, T* const* dsts, std::uint32_t ndst,
+                                 const T* const* srcs, std::uint32_t nsrc, std::uint64_t n,
+                                 int nactive) {
+  if (nsrc == 1 && ndst == 1) {
+    if (!Fin && dsts[0] == srcs[0]) return;  // an in-place local copy moves nothing
+    block_pass<T, Op, Fin, T, 1, 1>(g, dsts, ndst, srcs, nsrc, n, nactive);
+  } else if (nsrc == 1 && ndst == 2) {
+    block_pass<T, Op, Fin, T, 1, 2>(g, dsts, ndst, srcs, nsrc, n, nactive);
+  } else if (nsrc == 2 && ndst == 1) {
+    block_pass<T, Op, Fin, T, 2, 1>(g, dsts, ndst, srcs, nsrc, n, nactive);
+  } else if (nsrc == 2 && ndst == 2) {
+    block_pass<T, Op, Fin, T, 2, 2>(g, dsts, ndst, srcs, nsrc, n, nactive);
+  } else {
+    if constexpr (kWidensToFloat<T>) {
+      if (nsrc >= 3) {
+        block_pass<T, Op, Fin, float, 0, 0>(g, dsts, ndst, srcs, nsrc, n, nactive);
+        return;
+      }
+    }
+    block_pass<T, Op, Fin, T, 0, 0>(g, dsts, ndst, srcs, nsrc, n, nactive);
+  }
+}
+
 template <class T, ReduceOp Op, bool Fin, class Group>
 CCOLL_HD void element_loop(const Group& g, T* const* dsts, std::uint32_t ndst, const T* const* srcs,
                            std::uint32_t nsrc, std::uint64_t n, int nactive) {
-  if (nsrc == 1 && ndst == 1) {
+  if constexpr (!Group::kSingleThread) {
+    block_element_loop<T, Op, Fin>(g, dsts, ndst, srcs, nsrc, n, nactive);
+  } else if (nsrc == 1 && ndst == 1) {
     copy_pass<T, Op, Fin>(g, dsts[0], srcs[0], n, nactive);
   } else if (nsrc == 1 && ndst == 2) {
     copy2_pass<T, Op, Fin>(g, dsts[0], dsts[1], srcs[0], n, nactive);
@@ -347,21 +566,27 @@ CCOLL_HD void execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
   const T* local = s.src == plan::Source::Input    ? ctx.input + s.offset
                    : s.src == plan::Source::Output ? ctx.output + s.offset
                                                    : nullptr;
+  // Both ends of a message have the same chunk offset (plan::verify checks it), so they agree on
+  // the shift (kBlockSlotSlack).
+  std::uint64_t shift = 0;
+  if constexpr (!Group::kSingleThread) shift = (s.offset * sizeof(T)) & (kBlockSlotSlack - 1);
   for (std::uint32_t k = 0; k < s.recv_count; ++k) {
     if (local != nullptr && k == s.src_position) srcs[nsrc++] = local;
     const plan::Port& p = ctx.ports[s.recv_begin + k];
-    srcs[nsrc++] =
-        reinterpret_cast<const T*>(ctx.connections[p.connection].slot(message_number(ctx, p)));
+    srcs[nsrc++] = reinterpret_cast<const T*>(
+        ctx.connections[p.connection].slot(message_number(ctx, p)) + shift);
   }
   if (local != nullptr && s.src_position >= s.recv_count) srcs[nsrc++] = local;
   if (s.write_output) dsts[ndst++] = ctx.output + s.offset;
   for (std::uint32_t k = 0; k < s.send_count; ++k) {
     const plan::Port& p = ctx.ports[s.send_begin + k];
-    dsts[ndst++] = reinterpret_cast<T*>(ctx.connections[p.connection].slot(message_number(ctx, p)));
+    dsts[ndst++] =
+        reinterpret_cast<T*>(ctx.connections[p.connection].slot(message_number(ctx, p)) + shift);
   }
   if (nsrc > 0 && ndst > 0 && s.count > 0) {
     const bool fin = s.final && Op == ReduceOp::avg;
     bool done = false;
+#if !CCOLL_DEVICE_PASS  // non-temporal stores are a host feature (HostGroup only)
     if constexpr (Group::kSingleThread) {
       // Bit k: dsts[k] gets non-temporal stores (the output comes first when written).
       std::uint32_t streamed = 0;
@@ -380,6 +605,7 @@ CCOLL_HD void execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
         done = true;
       }
     }
+#endif
     if (!done) {
       if (fin)
         detail::element_loop<T, Op, true>(g, dsts, ndst, srcs, nsrc, s.count, ctx.nactive);
@@ -406,6 +632,16 @@ CCOLL_HD void execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
   }
 }
 
+// After execute_step: `done` steps of the program are complete. The leader's release store
+// follows the step's barrier and its own posts, so a reader that acquires the value also sees the
+// output the step wrote.
+template <class T, class Group, class C>
+CCOLL_HD CCOLL_FORCEINLINE void publish_progress(const Group& g, const ProgramContext<T, C>& ctx,
+                                                 std::uint32_t done) {
+  if (ctx.progress != nullptr && g.leader())
+    sync::Counter(ctx.progress).post_value(ctx.progress_base + done);
+}
+
 // [C-Cube] Sec. IV-B's "check" form: executes step `pc` and advances it if the step is ready;
 // returns whether it did. Never blocks.
 template <class T, ReduceOp Op, class Group, class C>
@@ -416,6 +652,7 @@ CCOLL_HD bool try_step(const Group& g, const ProgramContext<T, C>& ctx, std::uin
   if (!ready) return false;
   execute_step<T, Op>(g, ctx, s);
   ++pc;
+  publish_progress(g, ctx, pc);
   return true;
 }
 
@@ -440,6 +677,7 @@ CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& ctx,
     }
     if (g.any(r != sync::WaitResult::Ok)) return false;
     execute_step<T, Op>(g, ctx, s);
+    publish_progress(g, ctx, pc + 1);
   }
   return true;
 }

@@ -4,7 +4,9 @@
 // non-blocking try_step ([C-Cube] Sec. IV-B's "check"), so channels never wait on each other and
 // the thread cannot deadlock; when no channel can make progress it backs off (sync/backoff.hpp)
 // until the call's deadline or an abort, and then reports the first blocked step: call, channel,
-// step, and the peer and message it was waiting for.
+// step, and the peer and message it was waiting for. After each step it publishes the channel's
+// progress, from which a consumer thread learns which layers are already final
+// (runtime/layer_readiness.hpp).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include "ccoll/runtime/connection.hpp"
 #include "ccoll/runtime/control_plane.hpp"
 #include "ccoll/runtime/interpreter.hpp"
+#include "ccoll/runtime/layer_readiness.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/runtime/slot_store_tuner.hpp"
 #include "ccoll/sync/backoff.hpp"
@@ -49,6 +52,10 @@ struct StepOptions {
   long timeout_ms = 0;
   bool stream_output = false;
   bool stream_slots = false;
+  // Per channel c < progress_channels: the rank's progress word (runtime/layer_readiness.hpp),
+  // advanced after each step to progress_base_of_call(seq) + steps done.
+  std::uint64_t* progress = nullptr;
+  std::uint32_t progress_channels = 0;
 };
 
 template <class T, ReduceOp Op, ControlPlane P, Connection C>
@@ -67,6 +74,7 @@ void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, 
   ctx.abort = plane.abort_word();
   ctx.stream_output = o.stream_output;
   ctx.stream_slots = o.stream_slots;
+  ctx.progress_base = progress_base_of_call(o.seq);
   std::uint32_t unfinished = 0;
   for (std::uint32_t c = 0; c < nch; ++c) {
     st.pcs[c] = 0;
@@ -83,6 +91,7 @@ void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, 
       ctx.steps = steps.data();
       ctx.nsteps = static_cast<std::uint32_t>(steps.size());
       ctx.channel = c;
+      ctx.progress = c < o.progress_channels ? o.progress + c : nullptr;
       while (try_step<T, Op>(group, ctx, st.pcs[c])) progressed = true;
       if (st.pcs[c] >= steps.size()) --unfinished;
     }

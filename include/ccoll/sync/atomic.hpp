@@ -1,10 +1,15 @@
 // ccoll/sync/atomic.hpp: the one atomic word type of ccoll's synchronisation, for host and device.
 //
 // Counters live in memory that several threads, processes or GPU blocks share (a heap area, a
-// POSIX shared-memory segment, device memory). libcu++'s cuda::atomic_ref with system scope
-// serves all of them from the same code, host and device; without the CUDA toolkit, host code uses
-// std::atomic_ref (C++20). Only the operations a FIFO counter needs are exposed: acquire loads,
-// release stores, a release fetch_add and a compare-exchange for the abort record.
+// POSIX shared-memory segment, device memory). libcu++'s cuda::atomic_ref serves all of them from
+// the same code, host and device; without the CUDA toolkit, host code uses std::atomic_ref (C++20).
+// Only the operations a FIFO counter needs are exposed: acquire loads, release stores, a release
+// fetch_add and a compare-exchange for the abort record.
+//
+// The scope is the narrowest set of threads that share the word: system (the default) for host
+// threads, processes and GPUs that map each other's memory; device for the blocks of one kernel on
+// one GPU (transport/cuda/virtual_ranks.cuh), whose release stores then need only a GPU-wide fence
+// instead of a system-wide one. Host code ignores the scope: every host atomic is system-wide.
 #pragma once
 
 #include <cstdint>
@@ -19,10 +24,14 @@
 
 namespace ccoll::sync {
 
-template <class T>
+enum class Scope : std::uint8_t { device, system };
+
+template <class T, Scope S = Scope::system>
 class AtomicWord {
 #if CCOLL_HAVE_LIBCUDACXX
-  using Ref = cuda::atomic_ref<T, cuda::thread_scope_system>;
+  static constexpr auto kScope =
+      S == Scope::device ? cuda::thread_scope_device : cuda::thread_scope_system;
+  using Ref = cuda::atomic_ref<T, kScope>;
   static constexpr auto kRelaxed = cuda::memory_order_relaxed;
   static constexpr auto kAcquire = cuda::memory_order_acquire;
   static constexpr auto kRelease = cuda::memory_order_release;

@@ -29,8 +29,11 @@ struct alignas(kCounterStride) ConnectionCounters {
 static_assert(sizeof(ConnectionCounters) == 2 * kCounterStride);
 
 // Where a connection's memory is, as the interpreter sees it (plain pointers: valid on the host
-// and, for device memory, on the GPU).
-struct ConnectionRef {
+// and, for device memory, on the GPU). S: the scope of its counters (sync/atomic.hpp).
+template <Scope S = Scope::system>
+struct BasicConnectionRef {
+  using counter_type = BasicCounter<S>;
+
   std::byte* slots = nullptr;  // nslots * slot_bytes bytes
   std::uint64_t* tail = nullptr;
   std::uint64_t* head = nullptr;
@@ -43,20 +46,20 @@ struct ConnectionRef {
   CCOLL_HD std::byte* slot(std::uint64_t m) const { return slots + (m % nslots) * slot_bytes; }
   // Sender side: may message m be written?
   CCOLL_HD bool can_send(std::uint64_t m) const {
-    return Counter(head).check(m + 1 - nslots_min(m));
+    return counter_type(head).check(m + 1 - nslots_min(m));
   }
   CCOLL_HD WaitResult wait_send(std::uint64_t m, const std::uint32_t* abort,
                                 std::uint64_t deadline_ns) const {
-    return Counter(head).wait(m + 1 - nslots_min(m), abort, deadline_ns);
+    return counter_type(head).wait(m + 1 - nslots_min(m), abort, deadline_ns);
   }
-  CCOLL_HD void post_sent(std::uint64_t m) const { Counter(tail).post_value(m + 1); }
+  CCOLL_HD void post_sent(std::uint64_t m) const { counter_type(tail).post_value(m + 1); }
   // Receiver side: has message m arrived?
-  CCOLL_HD bool can_recv(std::uint64_t m) const { return Counter(tail).check(m + 1); }
+  CCOLL_HD bool can_recv(std::uint64_t m) const { return counter_type(tail).check(m + 1); }
   CCOLL_HD WaitResult wait_recv(std::uint64_t m, const std::uint32_t* abort,
                                 std::uint64_t deadline_ns) const {
-    return Counter(tail).wait(m + 1, abort, deadline_ns);
+    return counter_type(tail).wait(m + 1, abort, deadline_ns);
   }
-  CCOLL_HD void post_received(std::uint64_t m) const { Counter(head).post_value(m + 1); }
+  CCOLL_HD void post_received(std::uint64_t m) const { counter_type(head).post_value(m + 1); }
 
  private:
   // min(nslots, m + 1): the first nslots messages need no free slot.
@@ -64,5 +67,10 @@ struct ConnectionRef {
     return m + 1 < nslots ? m + 1 : nslots;
   }
 };
+
+// Host threads, processes and GPUs that map each other's memory.
+using ConnectionRef = BasicConnectionRef<Scope::system>;
+// The blocks of one kernel on one GPU.
+using DeviceConnectionRef = BasicConnectionRef<Scope::device>;
 
 }  // namespace ccoll::sync

@@ -27,20 +27,25 @@ namespace ccoll::sync {
 
 enum class WaitResult : std::uint8_t { Ok, Timeout, Aborted };
 
-class Counter {
+// S: the scope of the threads that post and wait (sync/atomic.hpp). The abort word is always read
+// at system scope: the host may raise it.
+template <Scope S = Scope::system>
+class BasicCounter {
  public:
-  CCOLL_HD explicit Counter(std::uint64_t* word) : word_(word) {}
+  CCOLL_HD explicit BasicCounter(std::uint64_t* word) : word_(word) {}
 
   CCOLL_HD std::uint64_t* word() const { return word_; }
-  CCOLL_HD std::uint64_t value() const { return AtomicWord<std::uint64_t>(word_).load_acquire(); }
+  CCOLL_HD std::uint64_t value() const {
+    return AtomicWord<std::uint64_t, S>(word_).load_acquire();
+  }
 
   // Single writer: publishes `value` and everything written before it.
   CCOLL_HD void post_value(std::uint64_t v) const {
-    AtomicWord<std::uint64_t>(word_).store_release(v);
+    AtomicWord<std::uint64_t, S>(word_).store_release(v);
   }
   // Several writers: adds n.
   CCOLL_HD void post(std::uint64_t n = 1) const {
-    AtomicWord<std::uint64_t>(word_).fetch_add_release(n);
+    AtomicWord<std::uint64_t, S>(word_).fetch_add_release(n);
   }
   // Non-blocking: has the counter reached target? (acquire: data posted before it is visible)
   CCOLL_HD bool check(std::uint64_t target) const { return value() >= target; }
@@ -69,5 +74,7 @@ class Counter {
  private:
   std::uint64_t* word_;
 };
+
+using Counter = BasicCounter<Scope::system>;
 
 }  // namespace ccoll::sync

@@ -1,0 +1,587 @@
+// ccoll/transport/cuda/virtual_ranks.cuh: transport::CudaVirtualRanks, every rank of a plan on one
+// GPU, each (rank, channel) program a thread block of one cooperative kernel.
+//
+// It is the single-GPU vehicle for every plan (relays and detours included): the ranks' buffers,
+// FIFO slots and counters are in device memory, a call is one kernel launch on a CUDA stream, and
+// nothing runs on the host between steps. Calls are stream-ordered like NCCL's:
+//
+//   ccoll::Allreduce<transport::CudaVirtualRanks, algo::Ring> ar(config);    // config.nranks = P
+//   ar.executor().run_all(sends, recvs, count, DataType::f32, ReduceOp::sum, stream);  // async
+//   ar.executor().synchronize(stream);  // waits, and throws the failure of any call it ran
+//
+// ar.rank(r).run(...) also works (for code written against the other transports): each rank's
+// call records its buffers and the last rank's call launches the kernel and waits for it.
+//
+// Launch: cudaLaunchCooperativeKernel, so either all nranks x nchannels blocks are resident or the
+// launch is refused; the executor checks the occupancy first and throws ccoll::Error(Unsupported)
+// naming the blocks needed and the blocks this GPU holds. Memory: one pool of FIFO slots for the
+// connection set (shared by the plans of all counts: calls of one executor are ordered, see below),
+// and per cached plan its tables, counters and the blocks' message bases.
+//
+// Ordering: calls of one executor must not overlap, since they share the slot pool. Calls on one
+// stream are ordered by the stream; when a call comes on another stream than the previous one, the
+// executor makes the new stream wait for the previous call (an event), so any mix of streams is
+// safe.
+//
+// Failure: a block that gives up (Config::timeout on the GPU clock, or the abort word) records
+// rank, channel, step and peer; the next call, synchronize() or a blocking run() throws
+// ccoll::Error naming the first block that timed out. abort() raises the word from the host, to
+// stop a kernel whose peers will never come. An executor that failed stays failed.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <list>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <span>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "ccoll/core/config.hpp"
+#include "ccoll/core/dtype.hpp"
+#include "ccoll/core/error.hpp"
+#include "ccoll/core/op.hpp"
+#include "ccoll/plan/plan.hpp"
+#include "ccoll/runtime/call_args.hpp"
+#include "ccoll/runtime/layer_readiness.hpp"
+#include "ccoll/runtime/plan_cache.hpp"
+#include "ccoll/sync/atomic.hpp"
+#include "ccoll/sync/connection.hpp"
+#include "ccoll/transport/concept.hpp"
+#include "ccoll/transport/cuda/check.cuh"
+#include "ccoll/transport/cuda/device_memory.cuh"
+#include "ccoll/transport/cuda/virtual_ranks_kernel.cuh"
+
+namespace ccoll::transport {
+
+// How the kernel is launched (an optional argument after the topology:
+// Allreduce<CudaVirtualRanks, L> ar(config, L{}, cuda::LaunchOptions{...})).
+namespace cuda {
+struct LaunchOptions {
+  int device = -1;                // -1: the current device
+  unsigned threads = 512;         // per block (a multiple of 32, at most 1024)
+  cudaStream_t stream = nullptr;  // the stream of blocking calls (rank(r).run)
+};
+}  // namespace cuda
+
+struct CudaVirtualRanks {
+  static constexpr std::string_view name = "cuda-virtual";
+  using connection_type = sync::DeviceConnectionRef;
+
+  static Config resolve(Config c, const cuda::LaunchOptions& = {}) {
+    if (c.nranks < 1 || c.nranks > cuda::kMaxVirtualRanks)
+      throw_invalid_argument(
+          -1, "Config::nranks",
+          "1.." + std::to_string(cuda::kMaxVirtualRanks) + " (the virtual ranks on this GPU)",
+          std::to_string(c.nranks));
+    c.rank = -1;
+    // One channel per rank pair of SMs by default: enough blocks to keep HBM busy at large sizes
+    // without starving any block of a slot.
+    if (c.nchannels == 0) c.nchannels = 2;
+    return c;
+  }
+
+  class Executor {
+   public:
+    Executor(const Config& config, runtime::PlanSource source, std::string_view policy_id,
+             const cuda::LaunchOptions& options = {})
+        : config_(config),
+          options_(options),
+          device_(options.device >= 0 ? options.device : cuda::current_device()),
+          plans_(config, config.nranks, std::move(source), policy_id),
+          local_(static_cast<std::size_t>(config.nranks)),
+          pending_(static_cast<std::size_t>(config.nranks)) {
+      std::iota(local_.begin(), local_.end(), 0);
+      if (options_.threads == 0 || options_.threads > 1024 || options_.threads % 32 != 0)
+        throw_invalid_argument(-1, "cuda::LaunchOptions::threads", "a multiple of 32 in 32..1024",
+                               std::to_string(options_.threads));
+      cuda::check(cudaSetDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")");
+      int cooperative = 0;
+      cuda::check(cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device_),
+                  "cudaDeviceGetAttribute(CooperativeLaunch)");
+      if (cooperative == 0)
+        throw Error(ErrorCode::Unsupported, -1,
+                    "device " + std::to_string(device_) +
+                        " does not support cooperative launches, which virtual ranks need");
+      cuda::check(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device_),
+                  "cudaDeviceGetAttribute(MultiProcessorCount)");
+      // One slot pool for the connection set: every plan's connection maps onto it.
+      slot_stride_ = (config_.slot_bytes + runtime::kBlockSlotSlack + 127) / 128 * 128;
+      const std::size_t nkeys = plans_.keys().size();
+      pool_ = cuda::DeviceMemory(std::max<std::size_t>(1, nkeys) * config_.nslots * slot_stride_);
+      std::vector<sync::DeviceConnectionRef> refs(nkeys);
+      for (std::size_t i = 0; i < nkeys; ++i) {
+        refs[i].slots = pool_.get() + i * config_.nslots * slot_stride_;
+        refs[i].slot_bytes = slot_stride_;
+        refs[i].nslots = config_.nslots;
+        refs[i].from = plans_.keys()[i].from;
+        refs[i].to = plans_.keys()[i].to;
+      }
+      plans_.set_connections(std::move(refs));
+      status_ = cuda::MappedHostMemory(sizeof(std::uint32_t));
+      cuda::check(cudaEventCreateWithFlags(&last_call_, cudaEventDisableTiming), "cudaEventCreate");
+    }
+    ~Executor() {
+      // Kernels still running use this executor's memory.
+      if (launched_) cudaEventSynchronize(last_call_);
+      cudaEventDestroy(last_call_);
+    }
+    Executor(const Executor&) = delete;
+    Executor& operator=(const Executor&) = delete;
+
+    // One allreduce of all ranks, enqueued on `stream`: sends[r] and recvs[r] are rank r's device
+    // buffers of `count` elements (sends[r] == recvs[r]: in place). Returns at once; errors of the
+    // arguments throw here, failures of the kernel at the next call or synchronize().
+    //
+    // A template only so that a program that never calls it does not compile its 35 kernels (a
+    // plain member function's body, and the kernels it names, are compiled wherever the header is).
+    template <int = 0>
+    void run_all(std::span<const void* const> sends, std::span<void* const> recvs,
+                 std::size_t count, DataType dtype, ReduceOp op, cudaStream_t stream) {
+      dispatch_data_type(dtype, [&](auto t) {
+        dispatch_reduce_op(op, [&](auto tag) {
+          run_all<decltype(t), decltype(tag)::value>(sends, recvs, count, stream);
+        });
+      });
+    }
+
+    // The same for an element type and op known at compile time: only their kernel is compiled
+    // into the program (the run-time form above compiles all 35 pairs).
+    template <class T, ReduceOp Op>
+    void run_all(std::span<const void* const> sends, std::span<void* const> recvs,
+                 std::size_t count, cudaStream_t stream) {
+      const DataType dtype = data_type_of<T>();
+      const ReduceOp op = Op;
+      throw_if_failed();
+      if (session_open_)
+        throw Error(ErrorCode::InvalidArgument, -1,
+                    "a cuda::Session of this executor is open: enqueue the call there, or close "
+                    "the session first");
+      const int n = nranks();
+      if (sends.size() != static_cast<std::size_t>(n) || recvs.size() != sends.size())
+        throw_invalid_argument(
+            -1, "sends/recvs", std::to_string(n) + " buffers each (one per rank)",
+            std::to_string(sends.size()) + " and " + std::to_string(recvs.size()));
+      for (int r = 0; r < n; ++r) {
+        const runtime::CallArgs a =
+            runtime::check_call_arguments(sends[static_cast<std::size_t>(r)],
+                                          recvs[static_cast<std::size_t>(r)], count, dtype, op);
+        if (!a.ok()) throw Error(a.error, r, a.reason);
+      }
+      DevicePlan& dp = device_plan(count, size_of(dtype));
+      cuda::KernelArgs args;
+      args.tables = dp.tables;
+      args.timeout_ns = timeout_ns();
+      args.abort = abort_device_word();
+      for (int r = 0; r < n; ++r) {
+        args.buffers.input[r] = sends[static_cast<std::size_t>(r)];
+        args.buffers.output[r] = recvs[static_cast<std::size_t>(r)];
+      }
+      cuda::check(cudaSetDevice(device_), "cudaSetDevice");
+      if (launched_ && stream != last_stream_)
+        cuda::check(cudaStreamWaitEvent(stream, last_call_, 0), "cudaStreamWaitEvent");
+      launch(cuda::virtual_ranks_kernel<T, Op>, dp.nblocks, args, stream);
+      ++dp.calls;
+      cuda::check(cudaEventRecord(last_call_, stream), "cudaEventRecord");
+      last_stream_ = stream;
+      launched_ = true;
+    }
+
+    // Waits for every call enqueued on `stream`; throws the first failure of any call.
+    void synchronize(cudaStream_t stream) {
+      cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      throw_if_failed();
+    }
+
+    // Raises the abort word: running blocks give up at their next poll, and this executor fails.
+    void abort() { sync::AtomicWord<std::uint32_t>(abort_host_word()).store_release(1u); }
+
+    // The ccoll::Transport calling convention: rank r's part of a call. The last rank's call
+    // launches the kernel on LaunchOptions::stream and waits for it.
+    // (A template for the reason given at run_all.)
+    template <int = 0>
+    void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype,
+             ReduceOp op) {
+      if (rank < 0 || rank >= nranks())
+        throw_invalid_argument(rank, "rank", "0.." + std::to_string(nranks() - 1),
+                               std::to_string(rank));
+      Pending& p = pending_[static_cast<std::size_t>(rank)];
+      if (p.given)
+        throw Error(ErrorCode::InvalidArgument, rank,
+                    "rank " + std::to_string(rank) +
+                        " called twice before every rank called: virtual ranks launch one kernel "
+                        "for all ranks once each has called");
+      if (npending_ > 0 &&
+          (count != pending_count_ || dtype != pending_dtype_ || op != pending_op_)) {
+        for (auto& q : pending_) q.given = false;
+        npending_ = 0;
+        throw Error(ErrorCode::Mismatch, rank,
+                    "rank " + std::to_string(rank) + " called with count " + std::to_string(count) +
+                        ", " + std::string(to_string(dtype)) + ", " + std::string(to_string(op)) +
+                        "; the ranks before it with count " + std::to_string(pending_count_) +
+                        ", " + std::string(to_string(pending_dtype_)) + ", " +
+                        std::string(to_string(pending_op_)));
+      }
+      p = Pending{send, recv, true};
+      pending_count_ = count;
+      pending_dtype_ = dtype;
+      pending_op_ = op;
+      if (++npending_ < nranks()) return;
+      std::vector<const void*> sends(pending_.size());
+      std::vector<void*> recvs(pending_.size());
+      for (std::size_t r = 0; r < pending_.size(); ++r) {
+        sends[r] = pending_[r].send;
+        recvs[r] = pending_[r].recv;
+        pending_[r].given = false;
+      }
+      npending_ = 0;
+      run_all(sends, recvs, count, dtype, op, options_.stream);
+      synchronize(options_.stream);
+    }
+
+    int nranks() const { return config_.nranks; }
+    std::span<const int> local_ranks() const { return local_; }
+    const Config& config() const { return config_; }
+    int device() const { return device_; }
+    unsigned threads() const { return options_.threads; }
+    plan::Plan plan(std::size_t count, std::size_t elem_size) {
+      return plans_.prepared(count, elem_size)->plan;
+    }
+    // Thread blocks a call of `count` elements launches (plan ranks x channels).
+    unsigned blocks(std::size_t count, std::size_t elem_size) {
+      return device_plan(count, elem_size).nblocks;
+    }
+
+    // Gradient queuing on the GPU ([C-Cube] Sec. III-D): rank `rank`'s Layer-Chunk table for calls
+    // of `count` elements in device memory, and its per-channel progress words. A consumer kernel
+    // (the next forward pass, on another stream) calls runtime::layer_ready / wait_layer_ready
+    // with them and the call base of the call it waits for: next_call_base() taken just before
+    // that call is enqueued.
+    struct DeviceLayerReadiness {
+      cuda::DeviceMemory memory;      // owns the table
+      runtime::LayerTableView table;  // device pointers
+      const std::uint64_t* progress = nullptr;
+    };
+    DeviceLayerReadiness layer_readiness(int rank, std::size_t count, std::size_t elem_size,
+                                         std::span<const std::uint64_t> layer_end) {
+      const DevicePlan& dp = device_plan(count, elem_size);
+      const runtime::LayerChunkTable table(dp.prepared->plan, rank, layer_end);
+      DeviceLayerReadiness r;
+      r.memory = cuda::DeviceMemory(std::max<std::size_t>(1, table.flat().size_bytes()));
+      cuda::check(cudaMemcpy(r.memory.get(), table.flat().data(), table.flat().size_bytes(),
+                             cudaMemcpyHostToDevice),
+                  "cudaMemcpy(layer table)");
+      r.table = runtime::LayerTableView{reinterpret_cast<const std::uint32_t*>(r.memory.get()),
+                                        table.nlayers(), table.nchannels()};
+      r.progress = dp.tables.progress + static_cast<std::uint64_t>(rank) * dp.tables.nchannels;
+      return r;
+    }
+    // The call base (runtime::progress_base_of_call) of the next call of `count` elements.
+    std::uint64_t next_call_base(std::size_t count, std::size_t elem_size) {
+      return runtime::progress_base_of_call(device_plan(count, elem_size).calls);
+    }
+
+    // For cuda::Session (transport/cuda/session.cuh).
+    struct SessionPlan {
+      const cuda::PlanTables* tables = nullptr;  // device memory
+      unsigned nblocks = 0;
+    };
+    // The plan of a call the session enqueues now (refused if it needs more than max_blocks).
+    SessionPlan session_plan(std::size_t count, std::size_t elem_size, unsigned max_blocks) {
+      DevicePlan& dp = device_plan(count, elem_size);
+      if (dp.nblocks > max_blocks)
+        throw Error(ErrorCode::Unsupported, -1,
+                    "the plan for count " + std::to_string(count) + " needs " +
+                        std::to_string(dp.nblocks) + " blocks; the session runs " +
+                        std::to_string(max_blocks) + " (its nblocks argument)");
+      ++dp.calls;
+      return {dp.device_tables, dp.nblocks};
+    }
+    template <class Kernel, class Args>
+    void launch_session(Kernel kernel, unsigned nblocks, Args& args, cudaStream_t stream) {
+      throw_if_failed();
+      cuda::check(cudaSetDevice(device_), "cudaSetDevice");
+      if (launched_ && stream != last_stream_)
+        cuda::check(cudaStreamWaitEvent(stream, last_call_, 0), "cudaStreamWaitEvent");
+      launch(kernel, nblocks, args, stream);
+      cuda::check(cudaEventRecord(last_call_, stream), "cudaEventRecord");
+      last_stream_ = stream;
+      launched_ = true;
+      session_open_ = true;
+    }
+    void session_closed() { session_open_ = false; }
+    std::uint32_t* abort_word_on_device() const { return abort_device_word(); }
+    std::uint64_t timeout_ns() const {
+      return static_cast<std::uint64_t>(config_.timeout.count()) * 1'000'000ull;
+    }
+    void check_failures() { throw_if_failed(); }
+
+   private:
+    struct Pending {
+      const void* send = nullptr;
+      void* recv = nullptr;
+      bool given = false;
+    };
+
+    // A cached plan in device memory: its tables, its counters and the blocks' message bases.
+    struct DevicePlan {
+      std::shared_ptr<const runtime::PreparedPlan<sync::DeviceConnectionRef>> prepared;
+      cuda::DeviceMemory memory;
+      cuda::PlanTables tables;                          // pointers into memory
+      const cuda::PlanTables* device_tables = nullptr;  // the same, in device memory
+      unsigned nblocks = 0;
+      std::uint64_t calls = 0;  // calls enqueued (run_all and sessions)
+      std::list<std::uint64_t>::iterator lru;
+    };
+
+    std::uint32_t* abort_host_word() const {
+      return reinterpret_cast<std::uint32_t*>(status_.host());
+    }
+    std::uint32_t* abort_device_word() const {
+      return reinterpret_cast<std::uint32_t*>(status_.device());
+    }
+
+    template <class Kernel, class Args>
+    void launch(Kernel kernel, unsigned nblocks, Args& args, cudaStream_t stream) {
+      const void* key = reinterpret_cast<const void*>(kernel);
+      auto it = resident_per_sm_.find(key);
+      if (it == resident_per_sm_.end()) {
+        int per_sm = 0;
+        cuda::check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                        &per_sm, kernel, static_cast<int>(options_.threads), 0),
+                    "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+        it = resident_per_sm_.emplace(key, per_sm).first;
+      }
+      const long long fits = static_cast<long long>(it->second) * sms_;
+      if (fits < static_cast<long long>(nblocks))
+        throw Error(ErrorCode::Unsupported, -1,
+                    "the plan needs " + std::to_string(nblocks) + " thread blocks of " +
+                        std::to_string(options_.threads) +
+                        " threads resident at once (plan ranks x channels); device " +
+                        std::to_string(device_) + " holds " + std::to_string(fits) + " (" +
+                        std::to_string(sms_) + " SMs x " + std::to_string(it->second) +
+                        "): lower Config::nchannels or LaunchOptions::threads");
+      void* params[] = {&args};
+      cuda::check(cudaLaunchCooperativeKernel(key, dim3(nblocks), dim3(options_.threads), params, 0,
+                                              stream),
+                  "cudaLaunchCooperativeKernel(" + std::to_string(nblocks) + " blocks)");
+    }
+
+    // The plan for (count, elem_size) in device memory, built on first use.
+    DevicePlan& device_plan(std::size_t count, std::size_t elem_size) {
+      const std::uint64_t key = static_cast<std::uint64_t>(count) * 16 + elem_size;
+      auto it = device_plans_.find(key);
+      if (it != device_plans_.end()) {
+        lru_.splice(lru_.begin(), lru_, it->second.lru);
+        return it->second;
+      }
+      auto prepared = plans_.prepared(count, elem_size);
+      const plan::Plan& p = prepared->plan;
+      if (p.nranks > cuda::kMaxVirtualRanks)
+        throw Error(ErrorCode::Unsupported, -1,
+                    "plan '" + p.algorithm + "' has " + std::to_string(p.nranks) +
+                        " ranks (relays included); virtual ranks serve at most " +
+                        std::to_string(cuda::kMaxVirtualRanks));
+      const std::size_t cap = std::max<std::size_t>(1, config_.max_cached_plans);
+      if (device_plans_.size() >= cap && session_open_)
+        throw Error(ErrorCode::Unsupported, -1,
+                    "an open cuda::Session uses more distinct counts than Config::max_cached_plans "
+                    "(" +
+                        std::to_string(cap) + ")");
+      if (device_plans_.size() >= cap) {
+        // The evicted plan's memory may be in use by a queued kernel.
+        if (launched_) cuda::check(cudaEventSynchronize(last_call_), "cudaEventSynchronize");
+        device_plans_.erase(lru_.back());
+        lru_.pop_back();
+      }
+      DevicePlan dp = upload(std::move(prepared));
+      lru_.push_front(key);
+      dp.lru = lru_.begin();
+      return device_plans_.emplace(key, std::move(dp)).first->second;
+    }
+
+    DevicePlan upload(std::shared_ptr<const runtime::PreparedPlan<sync::DeviceConnectionRef>> pp) {
+      const plan::Plan& p = pp->plan;
+      const auto nranks_plan = static_cast<std::uint32_t>(p.nranks);
+      const auto nch = static_cast<std::uint32_t>(p.channels.size());
+      const std::size_t nconn = p.connections.size();
+      DevicePlan dp;
+      dp.nblocks = nch * nranks_plan;
+      std::vector<cuda::BlockProgram> programs;
+      std::vector<plan::Step> steps;
+      std::vector<cuda::BaseAdvance> advances;
+      std::vector<std::uint32_t> per_connection(nconn, 0);
+      for (std::uint32_t c = 0; c < nch; ++c)
+        for (std::uint32_t r = 0; r < nranks_plan; ++r) {
+          const auto& prog = p.channels[c].programs[r].steps;
+          cuda::BlockProgram b;
+          b.first_step = static_cast<std::uint32_t>(steps.size());
+          b.nsteps = static_cast<std::uint32_t>(prog.size());
+          b.rank = static_cast<std::int32_t>(r);
+          b.channel = c;
+          steps.insert(steps.end(), prog.begin(), prog.end());
+          // Every port of the program is one message of its connection in this call.
+          std::fill(per_connection.begin(), per_connection.end(), 0u);
+          for (const auto& s : prog) {
+            for (std::uint32_t k = 0; k < s.recv_count; ++k)
+              ++per_connection[p.ports[s.recv_begin + k].connection];
+            for (std::uint32_t k = 0; k < s.send_count; ++k)
+              ++per_connection[p.ports[s.send_begin + k].connection];
+          }
+          b.first_advance = static_cast<std::uint32_t>(advances.size());
+          for (std::uint32_t i = 0; i < nconn; ++i)
+            if (per_connection[i] != 0) advances.push_back({i, per_connection[i]});
+          b.nadvance = static_cast<std::uint32_t>(advances.size()) - b.first_advance;
+          programs.push_back(b);
+        }
+      // One allocation, sections on 128-byte lines: programs, steps, ports, connections, counters,
+      // bases, advances, failures.
+      std::size_t total = 0;
+      auto section = [&total](std::size_t bytes) {
+        const std::size_t at = total;
+        total += (bytes + 127) / 128 * 128;
+        return at;
+      };
+      const std::size_t at_programs = section(programs.size() * sizeof(cuda::BlockProgram));
+      const std::size_t at_steps = section(steps.size() * sizeof(plan::Step));
+      const std::size_t at_ports = section(p.ports.size() * sizeof(plan::Port));
+      const std::size_t at_conns = section(nconn * sizeof(sync::DeviceConnectionRef));
+      const std::size_t at_counters = section(nconn * sizeof(sync::ConnectionCounters));
+      const std::size_t at_bases = section(dp.nblocks * nconn * sizeof(std::uint64_t));
+      const std::size_t at_advances = section(advances.size() * sizeof(cuda::BaseAdvance));
+      const std::size_t at_failures = section(dp.nblocks * sizeof(cuda::BlockFailure));
+      const std::size_t at_tables = section(sizeof(cuda::PlanTables));
+      const std::size_t at_progress = section(dp.nblocks * sizeof(std::uint64_t));
+      const std::size_t at_calls = section(dp.nblocks * sizeof(std::uint64_t));
+      dp.memory = cuda::DeviceMemory(total);
+      std::byte* d = dp.memory.get();
+      std::vector<sync::DeviceConnectionRef> refs = pp->connections;
+      auto* counters = reinterpret_cast<sync::ConnectionCounters*>(d + at_counters);
+      for (std::size_t i = 0; i < nconn; ++i) {
+        refs[i].tail = &counters[i].tail;
+        refs[i].head = &counters[i].head;
+      }
+      std::vector<std::byte> host(total, std::byte{0});  // counters and bases start at zero
+      auto put = [&host](std::size_t at, const auto& v) {
+        if (!v.empty()) std::memcpy(host.data() + at, v.data(), v.size() * sizeof(v[0]));
+      };
+      put(at_programs, programs);
+      put(at_steps, steps);
+      put(at_ports, p.ports);
+      put(at_conns, refs);
+      put(at_advances, advances);
+      cuda::PlanTables& t = dp.tables;
+      t.programs = reinterpret_cast<const cuda::BlockProgram*>(d + at_programs);
+      t.steps = reinterpret_cast<const plan::Step*>(d + at_steps);
+      t.ports = reinterpret_cast<const plan::Port*>(d + at_ports);
+      t.connections = reinterpret_cast<const sync::DeviceConnectionRef*>(d + at_conns);
+      t.bases = reinterpret_cast<std::uint64_t*>(d + at_bases);
+      t.advances = reinterpret_cast<const cuda::BaseAdvance*>(d + at_advances);
+      t.failures = reinterpret_cast<cuda::BlockFailure*>(d + at_failures);
+      t.progress = reinterpret_cast<std::uint64_t*>(d + at_progress);
+      t.calls = reinterpret_cast<std::uint64_t*>(d + at_calls);
+      t.nconnections = static_cast<std::uint32_t>(nconn);
+      t.nblocks = dp.nblocks;
+      t.nchannels = nch;
+      t.nactive = pp->nactive;
+      std::memcpy(host.data() + at_tables, &t, sizeof t);
+      dp.device_tables = reinterpret_cast<const cuda::PlanTables*>(d + at_tables);
+      cuda::check(cudaMemcpy(d, host.data(), total, cudaMemcpyHostToDevice),
+                  "cudaMemcpy(plan tables)");
+      dp.prepared = std::move(pp);
+      return dp;
+    }
+
+    // Throws the recorded failure if a block (or abort()) raised the abort word.
+    void throw_if_failed() {
+      if (failed_) throw Error(failure_code_, failure_rank_, failure_);
+      if (sync::AtomicWord<std::uint32_t>(abort_host_word()).load_acquire() == 0) return;
+      // The blocks that failed wrote their records before the word; the kernel must finish
+      // before they can be read.
+      if (launched_) cudaEventSynchronize(last_call_);
+      failed_ = true;
+      failure_code_ = ErrorCode::Aborted;
+      failure_ = "cuda-virtual: aborted by abort() on the host";
+      // A failed call's blocks hold the timeouts; calls queued after it only saw the word. They
+      // may have run other plans, so every cached plan's records are read.
+      std::vector<cuda::BlockFailure> all;
+      for (const auto& [key, dp] : device_plans_) {
+        std::vector<cuda::BlockFailure> f(dp.nblocks);
+        const cudaError_t e = cudaMemcpy(f.data(), dp.tables.failures, f.size() * sizeof(f[0]),
+                                         cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) {
+          failure_code_ = ErrorCode::System;
+          failure_ = std::string("cuda-virtual: a call failed and its record could not be read: ") +
+                     cudaGetErrorString(e);
+          throw Error(failure_code_, failure_rank_, failure_);
+        }
+        all.insert(all.end(), f.begin(), f.end());
+      }
+      describe_failure(all);
+      throw Error(failure_code_, failure_rank_, failure_);
+    }
+
+    // The root cause: the first block that timed out (the others saw the abort word).
+    void describe_failure(const std::vector<cuda::BlockFailure>& f) {
+      const cuda::BlockFailure* first = nullptr;
+      std::size_t stopped = 0;
+      for (const auto& b : f) {
+        if (b.step.result == sync::WaitResult::Ok) continue;
+        ++stopped;
+        if (b.step.result == sync::WaitResult::Timeout &&
+            (first == nullptr || b.when_ns < first->when_ns))
+          first = &b;
+      }
+      if (first == nullptr) return;  // only aborts: the host's abort()
+      failure_code_ = ErrorCode::Timeout;
+      failure_rank_ = first->rank;
+      std::ostringstream os;
+      os << "cuda-virtual: rank " << first->rank << ", channel " << first->channel << ", step "
+         << first->step.step << ": waiting for "
+         << (first->step.waiting_for_slot ? "a free slot at rank " : "a message from rank ")
+         << first->step.peer << " past Config::timeout (" << config_.timeout.count() << " ms); "
+         << stopped << " blocks stopped";
+      failure_ = os.str();
+    }
+
+    Config config_;
+    cuda::LaunchOptions options_;
+    int device_ = 0;
+    int sms_ = 0;
+    runtime::PlanCache<sync::DeviceConnectionRef> plans_;
+    std::vector<int> local_;
+    std::uint64_t slot_stride_ = 0;
+    cuda::DeviceMemory pool_;
+    cuda::MappedHostMemory status_;  // the abort word
+    std::unordered_map<std::uint64_t, DevicePlan> device_plans_;
+    std::list<std::uint64_t> lru_;
+    std::map<const void*, int> resident_per_sm_;  // per kernel instantiation
+    cudaEvent_t last_call_ = nullptr;
+    cudaStream_t last_stream_ = nullptr;
+    bool launched_ = false;
+    bool session_open_ = false;
+    bool failed_ = false;
+    ErrorCode failure_code_ = ErrorCode::Aborted;
+    int failure_rank_ = -1;
+    std::string failure_;
+    std::vector<Pending> pending_;
+    int npending_ = 0;
+    std::size_t pending_count_ = 0;
+    DataType pending_dtype_ = DataType::f32;
+    ReduceOp pending_op_ = ReduceOp::sum;
+  };
+};
+
+static_assert(Transport<CudaVirtualRanks>);
+
+}  // namespace ccoll::transport

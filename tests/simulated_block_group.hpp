@@ -1,0 +1,80 @@
+// Test helper: a host model of a CUDA thread block as the step interpreter's Group.
+//
+// The block code paths of runtime/interpreter.hpp (partitioning the elements over the members,
+// the split into a scalar head, 16-byte packs and a scalar tail, the leader polling the counters
+// and broadcasting the outcome) otherwise only run on a GPU, which the fast suite has none of. Here
+// a block is k std::threads sharing a std::barrier: member i is thread i, the leader is member 0,
+// sync() is the barrier and any() passes the leader's value through shared memory between two
+// barrier phases, as __syncthreads_or does in transport/cuda/block_group.cuh.
+#pragma once
+
+#include <atomic>
+#include <barrier>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "ccoll/runtime/interpreter.hpp"
+
+namespace ccoll::testing {
+
+// What the members of one simulated block share.
+struct SimulatedBlock {
+  explicit SimulatedBlock(std::uint32_t threads) : size(threads), barrier(threads) {}
+
+  std::uint32_t size;
+  std::barrier<> barrier;
+  // any()'s broadcast word, double-buffered by call parity: the leader may write the next call's
+  // word while a slow member still reads this call's, but never the word of the call before the
+  // previous one, since every member has passed that call's barrier since.
+  bool word[2] = {false, false};
+  // Totals over the steps the leader ran: elements in scalar heads and tails, and whole packs.
+  std::atomic<std::uint64_t> scalar_elems{0};
+  std::atomic<std::uint64_t> packs{0};
+};
+
+// One member's view of its block.
+class SimulatedBlockGroup {
+ public:
+  static constexpr bool kSingleThread = false;
+
+  SimulatedBlockGroup(SimulatedBlock& block, std::uint32_t index) : block_(&block), index_(index) {}
+
+  std::uint64_t first() const { return index_; }
+  std::uint64_t stride() const { return block_->size; }
+  bool leader() const { return index_ == 0; }
+  void sync() const { block_->barrier.arrive_and_wait(); }
+  // The leader's value, seen by every member; also a barrier.
+  bool any(bool leader_value) const {
+    const unsigned parity = calls_++ & 1u;
+    if (leader()) block_->word[parity] = leader_value;
+    block_->barrier.arrive_and_wait();
+    return block_->word[parity];
+  }
+  void fence_before_post() const { std::atomic_thread_fence(std::memory_order_seq_cst); }
+  // Observes the interpreter's pack split (runtime::detail::block_pass), so that tests can tell
+  // that the vector path ran.
+  void on_pack_split(const runtime::detail::PackSplit& split) const {
+    if (!leader()) return;
+    block_->scalar_elems.fetch_add(split.head + split.tail, std::memory_order_relaxed);
+    block_->packs.fetch_add(split.packs, std::memory_order_relaxed);
+  }
+
+ private:
+  SimulatedBlock* block_;
+  std::uint32_t index_;
+  mutable unsigned calls_ = 0;  // any() calls so far, for the word's parity
+};
+
+// Runs body(group) on block.size threads, one member each, and joins them.
+inline void run_block(SimulatedBlock& block,
+                      const std::function<void(const SimulatedBlockGroup&)>& body) {
+  std::vector<std::thread> threads;
+  threads.reserve(block.size);
+  for (std::uint32_t i = 0; i < block.size; ++i)
+    threads.emplace_back([&block, &body, i] { body(SimulatedBlockGroup(block, i)); });
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace ccoll::testing
