@@ -110,6 +110,8 @@ std::vector<std::vector<T>> run_on_gpu(CudaVirtualRanks::Executor& ex,
       REQUIRE_CUDA(cudaMemset(recvs[r], 0xff, n * sizeof(T)));  // poison: every element is written
     }
   }
+  // A pageable cudaMemcpy may return before its data lands; kernels on other streams must see it.
+  REQUIRE_CUDA(cudaDeviceSynchronize());
   std::vector<const void*> s(sends.begin(), sends.end());
   std::vector<void*> rv(recvs.begin(), recvs.end());
   ex.run_all(s, rv, n, d, op, stream);
@@ -202,13 +204,14 @@ TEST_CASE("virtual ranks: stream-ordered calls, several counts, two streams") {
   for (int r = 0; r < p; ++r) REQUIRE_CUDA(cudaMalloc(&buf[static_cast<std::size_t>(r)], big * 4));
   std::vector<const void*> sends(buf.begin(), buf.end());
   std::vector<void*> recvs(buf.begin(), buf.end());
-  // 100 in-place sums of ones, no host synchronisation in between: after k calls every element
+  // 12 in-place sums of ones, no host synchronisation in between: after k calls every element
   // is p^k. Counts alternate, so the plans (and their counters) alternate too.
   for (int r = 0; r < p; ++r) {
     const std::vector<float> ones(big, 1.0f);
     REQUIRE_CUDA(
         cudaMemcpy(buf[static_cast<std::size_t>(r)], ones.data(), big * 4, cudaMemcpyHostToDevice));
   }
+  REQUIRE_CUDA(cudaDeviceSynchronize());
   const int calls = 12;  // 4^12 = 2^24: exact in float
   for (int k = 0; k < calls; ++k) {
     const std::size_t n = k % 3 == 0 ? big : k % 3 == 1 ? 4099 : 1;
@@ -348,6 +351,7 @@ TEST_CASE("persistent session: a sequence of calls on one resident kernel") {
     REQUIRE_CUDA(
         cudaMemcpy(buf[static_cast<std::size_t>(r)], v.data(), total * 4, cudaMemcpyHostToDevice));
   }
+  REQUIRE_CUDA(cudaDeviceSynchronize());
   std::vector<std::uint64_t> tickets;
   {
     transport::cuda::Session<float, ReduceOp::sum> session(ex, stream, 4);

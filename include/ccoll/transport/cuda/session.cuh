@@ -53,7 +53,8 @@ class Session {
     items_ = MappedHostMemory(sizeof(WorkItem) * depth_);
     control_ = MappedHostMemory(sizeof(SessionControl));
     words_ = DeviceMemory(sizeof(std::uint64_t) * (depth_ + 1));
-    check(cudaMemset(words_.get(), 0, words_.size()), "cudaMemset(session counters)");
+    // On the session's stream: the kernel launched there next must see the zeros.
+    check(cudaMemsetAsync(words_.get(), 0, words_.size(), stream_), "cudaMemsetAsync(session)");
     SessionArgs args;
     args.items = reinterpret_cast<WorkItem*>(items_.device());
     args.depth = depth_;
@@ -104,9 +105,22 @@ class Session {
 
   // Has call `ticket` completed on every rank?
   bool done(std::uint64_t ticket) {
+    if (ticket > posted_)
+      throw_invalid_argument(-1, "ticket", "<= " + std::to_string(posted_) + " (calls enqueued)",
+                             std::to_string(ticket));
     if (sync::AtomicWord<std::uint64_t>(&control()->completed).load_acquire() >= ticket)
       return true;
     ex_.check_failures();
+    // A kernel that ended (a fault, say) without raising the abort word would never complete it.
+    const cudaError_t e = cudaStreamQuery(stream_);
+    if (e != cudaErrorNotReady) {
+      check(e, "the session kernel");
+      if (sync::AtomicWord<std::uint64_t>(&control()->completed).load_acquire() >= ticket)
+        return true;
+      ex_.check_failures();
+      throw Error(ErrorCode::System, -1,
+                  "the session kernel ended before call " + std::to_string(ticket) + " completed");
+    }
     return false;
   }
 

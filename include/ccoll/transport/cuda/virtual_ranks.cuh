@@ -130,11 +130,14 @@ struct CudaVirtualRanks {
       plans_.set_connections(std::move(refs));
       status_ = cuda::MappedHostMemory(sizeof(std::uint32_t));
       cuda::check(cudaEventCreateWithFlags(&last_call_, cudaEventDisableTiming), "cudaEventCreate");
+      cuda::check(cudaStreamCreateWithFlags(&upload_stream_, cudaStreamNonBlocking),
+                  "cudaStreamCreate");
     }
     ~Executor() {
       // Kernels still running use this executor's memory.
       if (launched_) cudaEventSynchronize(last_call_);
       cudaEventDestroy(last_call_);
+      cudaStreamDestroy(upload_stream_);
     }
     Executor(const Executor&) = delete;
     Executor& operator=(const Executor&) = delete;
@@ -268,8 +271,9 @@ struct CudaVirtualRanks {
     // with them and the call base of the call it waits for: next_call_base() taken just before
     // that call is enqueued.
     struct DeviceLayerReadiness {
-      cuda::DeviceMemory memory;      // owns the table
-      runtime::LayerTableView table;  // device pointers
+      cuda::DeviceMemory memory;                              // owns the table
+      std::shared_ptr<const cuda::DeviceMemory> plan_memory;  // the progress words stay valid
+      runtime::LayerTableView table;                          // device pointers
       const std::uint64_t* progress = nullptr;
     };
     DeviceLayerReadiness layer_readiness(int rank, std::size_t count, std::size_t elem_size,
@@ -278,9 +282,8 @@ struct CudaVirtualRanks {
       const runtime::LayerChunkTable table(dp.prepared->plan, rank, layer_end);
       DeviceLayerReadiness r;
       r.memory = cuda::DeviceMemory(std::max<std::size_t>(1, table.flat().size_bytes()));
-      cuda::check(cudaMemcpy(r.memory.get(), table.flat().data(), table.flat().size_bytes(),
-                             cudaMemcpyHostToDevice),
-                  "cudaMemcpy(layer table)");
+      upload_bytes(r.memory.get(), table.flat().data(), table.flat().size_bytes());
+      r.plan_memory = dp.memory;
       r.table = runtime::LayerTableView{reinterpret_cast<const std::uint32_t*>(r.memory.get()),
                                         table.nlayers(), table.nchannels()};
       r.progress = dp.tables.progress + static_cast<std::uint64_t>(rank) * dp.tables.nchannels;
@@ -310,6 +313,10 @@ struct CudaVirtualRanks {
     template <class Kernel, class Args>
     void launch_session(Kernel kernel, unsigned nblocks, Args& args, cudaStream_t stream) {
       throw_if_failed();
+      if (session_open_)
+        throw Error(ErrorCode::InvalidArgument, -1,
+                    "a cuda::Session of this executor is open already (sessions share the FIFO "
+                    "slots)");
       cuda::check(cudaSetDevice(device_), "cudaSetDevice");
       if (launched_ && stream != last_stream_)
         cuda::check(cudaStreamWaitEvent(stream, last_call_, 0), "cudaStreamWaitEvent");
@@ -322,7 +329,9 @@ struct CudaVirtualRanks {
     void session_closed() { session_open_ = false; }
     std::uint32_t* abort_word_on_device() const { return abort_device_word(); }
     std::uint64_t timeout_ns() const {
-      return static_cast<std::uint64_t>(config_.timeout.count()) * 1'000'000ull;
+      const auto ms = static_cast<std::uint64_t>(config_.timeout.count());
+      constexpr std::uint64_t kMaxMs = ~std::uint64_t{0} / 2'000'000ull;  // saturate
+      return (ms > kMaxMs ? kMaxMs : ms) * 1'000'000ull;
     }
     void check_failures() { throw_if_failed(); }
 
@@ -336,7 +345,7 @@ struct CudaVirtualRanks {
     // A cached plan in device memory: its tables, its counters and the blocks' message bases.
     struct DevicePlan {
       std::shared_ptr<const runtime::PreparedPlan<sync::DeviceConnectionRef>> prepared;
-      cuda::DeviceMemory memory;
+      std::shared_ptr<cuda::DeviceMemory> memory;
       cuda::PlanTables tables;                          // pointers into memory
       const cuda::PlanTables* device_tables = nullptr;  // the same, in device memory
       unsigned nblocks = 0;
@@ -463,8 +472,8 @@ struct CudaVirtualRanks {
       const std::size_t at_tables = section(sizeof(cuda::PlanTables));
       const std::size_t at_progress = section(dp.nblocks * sizeof(std::uint64_t));
       const std::size_t at_calls = section(dp.nblocks * sizeof(std::uint64_t));
-      dp.memory = cuda::DeviceMemory(total);
-      std::byte* d = dp.memory.get();
+      dp.memory = std::make_shared<cuda::DeviceMemory>(total);
+      std::byte* d = dp.memory->get();
       std::vector<sync::DeviceConnectionRef> refs = pp->connections;
       auto* counters = reinterpret_cast<sync::ConnectionCounters*>(d + at_counters);
       for (std::size_t i = 0; i < nconn; ++i) {
@@ -496,10 +505,19 @@ struct CudaVirtualRanks {
       t.nactive = pp->nactive;
       std::memcpy(host.data() + at_tables, &t, sizeof t);
       dp.device_tables = reinterpret_cast<const cuda::PlanTables*>(d + at_tables);
-      cuda::check(cudaMemcpy(d, host.data(), total, cudaMemcpyHostToDevice),
-                  "cudaMemcpy(plan tables)");
+      upload_bytes(d, host.data(), total);
       dp.prepared = std::move(pp);
       return dp;
+    }
+
+    // Host to device on the executor's own non-blocking stream, waited for: a plain cudaMemcpy
+    // would run on the legacy stream, behind a resident session kernel that waits for this very
+    // upload, and from pageable memory it may return before the data has landed.
+    void upload_bytes(void* dst, const void* src, std::size_t bytes) {
+      if (bytes == 0) return;
+      cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, upload_stream_),
+                  "cudaMemcpyAsync(plan tables)");
+      cuda::check(cudaStreamSynchronize(upload_stream_), "cudaStreamSynchronize(upload)");
     }
 
     // Throws the recorded failure if a block (or abort()) raised the abort word.
@@ -517,8 +535,9 @@ struct CudaVirtualRanks {
       std::vector<cuda::BlockFailure> all;
       for (const auto& [key, dp] : device_plans_) {
         std::vector<cuda::BlockFailure> f(dp.nblocks);
-        const cudaError_t e = cudaMemcpy(f.data(), dp.tables.failures, f.size() * sizeof(f[0]),
-                                         cudaMemcpyDeviceToHost);
+        cudaError_t e = cudaMemcpyAsync(f.data(), dp.tables.failures, f.size() * sizeof(f[0]),
+                                        cudaMemcpyDeviceToHost, upload_stream_);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(upload_stream_);
         if (e != cudaSuccess) {
           failure_code_ = ErrorCode::System;
           failure_ = std::string("cuda-virtual: a call failed and its record could not be read: ") +
@@ -531,17 +550,28 @@ struct CudaVirtualRanks {
       throw Error(failure_code_, failure_rank_, failure_);
     }
 
-    // The root cause: the first block that timed out (the others saw the abort word).
+    // The root cause: a block that timed out waiting for a peer that did not fail itself (that
+    // peer is missing, or stuck outside the plan); the earliest such, else the earliest timeout.
+    // Its neighbours time out too, each waiting for a failed block.
     void describe_failure(const std::vector<cuda::BlockFailure>& f) {
       const cuda::BlockFailure* first = nullptr;
+      const cuda::BlockFailure* root = nullptr;
       std::size_t stopped = 0;
+      auto failed = [&f](std::int32_t rank, std::uint32_t channel) {
+        for (const auto& b : f)
+          if (b.step.result != sync::WaitResult::Ok && b.rank == rank && b.channel == channel)
+            return true;
+        return false;
+      };
       for (const auto& b : f) {
         if (b.step.result == sync::WaitResult::Ok) continue;
         ++stopped;
-        if (b.step.result == sync::WaitResult::Timeout &&
-            (first == nullptr || b.when_ns < first->when_ns))
-          first = &b;
+        if (b.step.result != sync::WaitResult::Timeout) continue;
+        if (first == nullptr || b.when_ns < first->when_ns) first = &b;
+        if (!failed(b.step.peer, b.channel) && (root == nullptr || b.when_ns < root->when_ns))
+          root = &b;
       }
+      if (root != nullptr) first = root;
       if (first == nullptr) return;  // only aborts: the host's abort()
       failure_code_ = ErrorCode::Timeout;
       failure_rank_ = first->rank;
@@ -567,6 +597,7 @@ struct CudaVirtualRanks {
     std::list<std::uint64_t> lru_;
     std::map<const void*, int> resident_per_sm_;  // per kernel instantiation
     cudaEvent_t last_call_ = nullptr;
+    cudaStream_t upload_stream_ = nullptr;
     cudaStream_t last_stream_ = nullptr;
     bool launched_ = false;
     bool session_open_ = false;

@@ -126,7 +126,11 @@ __device__ bool run_block(const PlanTables& tables, unsigned block, const void* 
                  program.channel;
   ctx.progress_base = runtime::progress_base_of_call(tables.calls[block]);
   __shared__ std::uint64_t deadline;
-  if (group.leader()) deadline = timeout_ns == 0 ? 0 : sync::now_ns() + timeout_ns;
+  if (group.leader()) {
+    // 0: no deadline; a timeout past the end of the clock never expires.
+    const std::uint64_t now = sync::now_ns();
+    deadline = timeout_ns == 0 ? 0 : timeout_ns > ~now ? ~std::uint64_t{0} : now + timeout_ns;
+  }
   group.sync();
   runtime::StepFailure failure;
   const bool ok = runtime::run_program<T, Op>(group, ctx, deadline, &failure);
@@ -234,10 +238,16 @@ __global__ void session_kernel(const SessionArgs args) {
     }
     group.sync();
     if (stop) return;
-    previous = tables;
+    // Registers: the leader overwrites the shared copies for the next item.
+    const PlanTables* const item_tables = tables;
+    const void* const item_input = input;
+    void* const item_output = output;
+    group.sync();
+    previous = item_tables;
     bool ok = true;
-    if (blockIdx.x < tables->nblocks)
-      ok = run_block<T, Op>(*tables, blockIdx.x, input, output, args.abort, args.timeout_ns);
+    if (blockIdx.x < item_tables->nblocks)
+      ok = run_block<T, Op>(*item_tables, blockIdx.x, item_input, item_output, args.abort,
+                            args.timeout_ns);
     if (!ok) return;
     if (group.leader()) {
       __threadfence();
@@ -247,7 +257,10 @@ __global__ void session_kernel(const SessionArgs args) {
         // the host posts item j + depth only after it has seen item j complete.
         arrived.store_relaxed(0);
         sync::Backoff in_order;
-        while (completed.load_acquire() < j && abort.load_relaxed() == 0) in_order.pause();
+        while (completed.load_acquire() < j) {
+          if (abort.load_relaxed() != 0) return;  // item j - 1 was cut short: j never completes
+          in_order.pause();
+        }
         __threadfence_system();
         completed.store_release(j + 1);
         sync::AtomicWord<std::uint64_t>(&args.control->completed).store_release(j + 1);
