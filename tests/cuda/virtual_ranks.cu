@@ -372,6 +372,9 @@ TEST_CASE("persistent session: a sequence of calls on one resident kernel") {
     std::vector<const void*> s(buf.begin(), buf.end());
     std::vector<void*> rv(out.begin(), out.end());
     CHECK_THROWS_AS(ex.run_all(s, rv, 16, DataType::f32, ReduceOp::sum, stream), Error);
+    // A second session would share the slots too; a ticket not yet issued is refused.
+    CHECK_THROWS_AS((transport::cuda::Session<float, ReduceOp::sum>(ex, stream)), Error);
+    CHECK_THROWS_AS(session.done(tickets.back() + 1), Error);
     session.wait(tickets.back());
     for (std::uint64_t t : tickets) CHECK(session.done(t));
     session.close();

@@ -29,7 +29,6 @@
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/error.hpp"
 #include "ccoll/core/op.hpp"
-#include "ccoll/runtime/call_args.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/transport/cuda/check.cuh"
@@ -79,25 +78,13 @@ class Session {
   std::uint64_t enqueue(std::span<const void* const> sends, std::span<void* const> recvs,
                         std::size_t count) {
     if (!open_) throw Error(ErrorCode::InvalidArgument, -1, "the session is closed");
-    const int n = ex_.nranks();
-    if (sends.size() != static_cast<std::size_t>(n) || recvs.size() != sends.size())
-      throw_invalid_argument(-1, "sends/recvs", std::to_string(n) + " buffers each (one per rank)",
-                             std::to_string(sends.size()) + " and " + std::to_string(recvs.size()));
-    for (int r = 0; r < n; ++r) {
-      const runtime::CallArgs a =
-          runtime::check_call_arguments(sends[static_cast<std::size_t>(r)],
-                                        recvs[static_cast<std::size_t>(r)], count, dtype_, Op);
-      if (!a.ok()) throw Error(a.error, r, a.reason);
-    }
+    const CallBuffers buffers = checked_buffers(ex_.nranks(), sends, recvs, count, dtype_, Op);
     // The item's slot must be free before the plan counts the call.
     if (posted_ >= depth_) wait(posted_ - depth_ + 1);
     const auto plan = ex_.session_plan(count, sizeof(T), nblocks_);
     WorkItem& item = reinterpret_cast<WorkItem*>(items_.host())[posted_ % depth_];
     item.tables = plan.tables;
-    for (int r = 0; r < n; ++r) {
-      item.buffers.input[r] = sends[static_cast<std::size_t>(r)];
-      item.buffers.output[r] = recvs[static_cast<std::size_t>(r)];
-    }
+    item.buffers = buffers;
     ++posted_;
     sync::AtomicWord<std::uint64_t>(&control()->posted).store_release(posted_);
     return posted_;

@@ -72,6 +72,26 @@ struct LaunchOptions {
   unsigned threads = 512;         // per block (a multiple of 32, at most 1024)
   cudaStream_t stream = nullptr;  // the stream of blocking calls (rank(r).run)
 };
+
+// One call's buffers of every rank, checked as the host transports check their arguments (an
+// error names the rank); for run_all and Session::enqueue.
+inline CallBuffers checked_buffers(int nranks, std::span<const void* const> sends,
+                                   std::span<void* const> recvs, std::size_t count, DataType dtype,
+                                   ReduceOp op) {
+  if (sends.size() != static_cast<std::size_t>(nranks) || recvs.size() != sends.size())
+    throw_invalid_argument(-1, "sends/recvs",
+                           std::to_string(nranks) + " buffers each (one per rank)",
+                           std::to_string(sends.size()) + " and " + std::to_string(recvs.size()));
+  CallBuffers b;
+  for (int r = 0; r < nranks; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    const runtime::CallArgs a = runtime::check_call_arguments(sends[i], recvs[i], count, dtype, op);
+    if (!a.ok()) throw Error(a.error, r, a.reason);
+    b.input[r] = sends[i];
+    b.output[r] = recvs[i];
+  }
+  return b;
+}
 }  // namespace cuda
 
 struct CudaVirtualRanks {
@@ -163,41 +183,19 @@ struct CudaVirtualRanks {
     template <class T, ReduceOp Op>
     void run_all(std::span<const void* const> sends, std::span<void* const> recvs,
                  std::size_t count, cudaStream_t stream) {
-      const DataType dtype = data_type_of<T>();
-      const ReduceOp op = Op;
       throw_if_failed();
       if (session_open_)
         throw Error(ErrorCode::InvalidArgument, -1,
                     "a cuda::Session of this executor is open: enqueue the call there, or close "
                     "the session first");
-      const int n = nranks();
-      if (sends.size() != static_cast<std::size_t>(n) || recvs.size() != sends.size())
-        throw_invalid_argument(
-            -1, "sends/recvs", std::to_string(n) + " buffers each (one per rank)",
-            std::to_string(sends.size()) + " and " + std::to_string(recvs.size()));
-      for (int r = 0; r < n; ++r) {
-        const runtime::CallArgs a =
-            runtime::check_call_arguments(sends[static_cast<std::size_t>(r)],
-                                          recvs[static_cast<std::size_t>(r)], count, dtype, op);
-        if (!a.ok()) throw Error(a.error, r, a.reason);
-      }
-      DevicePlan& dp = device_plan(count, size_of(dtype));
       cuda::KernelArgs args;
+      args.buffers = cuda::checked_buffers(nranks(), sends, recvs, count, data_type_of<T>(), Op);
+      DevicePlan& dp = device_plan(count, sizeof(T));
       args.tables = dp.tables;
       args.timeout_ns = timeout_ns();
       args.abort = abort_device_word();
-      for (int r = 0; r < n; ++r) {
-        args.buffers.input[r] = sends[static_cast<std::size_t>(r)];
-        args.buffers.output[r] = recvs[static_cast<std::size_t>(r)];
-      }
-      cuda::check(cudaSetDevice(device_), "cudaSetDevice");
-      if (launched_ && stream != last_stream_)
-        cuda::check(cudaStreamWaitEvent(stream, last_call_, 0), "cudaStreamWaitEvent");
       launch(cuda::virtual_ranks_kernel<T, Op>, dp.nblocks, args, stream);
       ++dp.calls;
-      cuda::check(cudaEventRecord(last_call_, stream), "cudaEventRecord");
-      last_stream_ = stream;
-      launched_ = true;
     }
 
     // Waits for every call enqueued on `stream`; throws the first failure of any call.
@@ -317,13 +315,7 @@ struct CudaVirtualRanks {
         throw Error(ErrorCode::InvalidArgument, -1,
                     "a cuda::Session of this executor is open already (sessions share the FIFO "
                     "slots)");
-      cuda::check(cudaSetDevice(device_), "cudaSetDevice");
-      if (launched_ && stream != last_stream_)
-        cuda::check(cudaStreamWaitEvent(stream, last_call_, 0), "cudaStreamWaitEvent");
       launch(kernel, nblocks, args, stream);
-      cuda::check(cudaEventRecord(last_call_, stream), "cudaEventRecord");
-      last_stream_ = stream;
-      launched_ = true;
       session_open_ = true;
     }
     void session_closed() { session_open_ = false; }
@@ -360,8 +352,12 @@ struct CudaVirtualRanks {
       return reinterpret_cast<std::uint32_t*>(status_.device());
     }
 
+    // Launches on `stream` after the previous call (which may be on another stream).
     template <class Kernel, class Args>
     void launch(Kernel kernel, unsigned nblocks, Args& args, cudaStream_t stream) {
+      cuda::check(cudaSetDevice(device_), "cudaSetDevice");
+      if (launched_ && stream != last_stream_)
+        cuda::check(cudaStreamWaitEvent(stream, last_call_, 0), "cudaStreamWaitEvent");
       const void* key = reinterpret_cast<const void*>(kernel);
       auto it = resident_per_sm_.find(key);
       if (it == resident_per_sm_.end()) {
@@ -384,6 +380,9 @@ struct CudaVirtualRanks {
       cuda::check(cudaLaunchCooperativeKernel(key, dim3(nblocks), dim3(options_.threads), params, 0,
                                               stream),
                   "cudaLaunchCooperativeKernel(" + std::to_string(nblocks) + " blocks)");
+      cuda::check(cudaEventRecord(last_call_, stream), "cudaEventRecord");
+      last_stream_ = stream;
+      launched_ = true;
     }
 
     // The plan for (count, elem_size) in device memory, built on first use.
