@@ -55,6 +55,7 @@ void control_bytes(int nranks, int ntensors, bool cache, int iterations) {
   ThreadControlGroup group(nranks, std::chrono::seconds(120));
   PhaseBytes warm, steady;
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(nranks));
   constexpr int kSubmitCycles = 20;
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
@@ -103,6 +104,7 @@ void BM_cycle_cached(benchmark::State& state) {
   opt.cache_capacity = static_cast<std::size_t>(n);
   Coordinator c(cp, opt);
   std::vector<std::string> names;
+  names.reserve(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) names.push_back(tensor_name(i));
   for (const auto& name : names) c.submit(name, DataType::f32, 1024);
   c.run_cycle();  // warm-up: fills the cache through the coordinator path
