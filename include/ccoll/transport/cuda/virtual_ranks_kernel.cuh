@@ -1,21 +1,9 @@
 // ccoll/transport/cuda/virtual_ranks_kernel.cuh: the kernel that runs every program of a plan on
 // one GPU, one thread block per (rank, channel) program.
 //
-// The blocks run the step interpreter (runtime/interpreter.hpp) that the host executors run, with a
-// CUDA thread block as its Group, so the GPU executes the very logic the CPU tests check. Blocks
-// synchronise only through device-side FIFO counters ([C-Cube] Sec. IV-B's post / wait, device
-// scope: every block is on this GPU), so nothing returns to the host between steps. Blocks wait
-// for each other, hence the cooperative launch (virtual_ranks.cuh), which guarantees that all of
-// them are resident.
-//
-// Each block keeps its own copy of the per-connection message bases and advances them itself at
-// the end of a call: the two ends of a connection advance theirs by the same number of messages
-// (each message has one send port and one receive port), so they agree on every message number
-// without a grid-wide barrier and without the host touching device memory between calls.
-//
-// A block whose wait fails (the deadline, measured on %globaltimer, or the abort word) records
-// where it stopped and raises the abort word, which lives in host-mapped memory so that the host
-// can raise it too (to cancel a kernel) and read it without a copy ordered behind the kernel.
+// Each block runs its program as every CUDA executor does (block_program.cuh). Blocks synchronise
+// through device-scope FIFO counters (every block is on this GPU) and wait for each other, hence
+// the cooperative launch (virtual_ranks.cuh), which guarantees that all of them are resident.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,71 +11,15 @@
 #include <cstdint>
 
 #include "ccoll/core/op.hpp"
-#include "ccoll/plan/plan.hpp"
-#include "ccoll/runtime/interpreter.hpp"
-#include "ccoll/runtime/layer_readiness.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/backoff.hpp"
-#include "ccoll/sync/connection.hpp"
-#include "ccoll/transport/cuda/block_group.cuh"
+#include "ccoll/transport/cuda/block_program.cuh"
 
 namespace ccoll::transport::cuda {
 
 // The most plan ranks (relays included) one kernel serves: their buffer pointers are kernel
 // parameters, 2 KiB of the 4 KiB every GPU accepts.
 inline constexpr int kMaxVirtualRanks = 128;
-
-// A thread block whose posts need only be visible on this GPU.
-struct DeviceScopeBlockGroup : BlockGroup {
-  CCOLL_HD void fence_before_post() const {
-#if CCOLL_DEVICE_PASS
-    __threadfence();
-#endif
-  }
-};
-
-// What block b runs.
-struct BlockProgram {
-  std::uint32_t first_step = 0;
-  std::uint32_t nsteps = 0;
-  std::int32_t rank = 0;
-  std::uint32_t channel = 0;
-  std::uint32_t first_advance = 0;  // this block's entries of KernelArgs::advances
-  std::uint32_t nadvance = 0;
-};
-
-// At the end of a call, block b adds `messages` to its base of plan connection `connection`.
-struct BaseAdvance {
-  std::uint32_t connection = 0;
-  std::uint32_t messages = 0;
-};
-
-// Where a block stopped; result Ok: it did not fail.
-struct BlockFailure {
-  runtime::StepFailure step;
-  std::int32_t rank = -1;
-  std::uint32_t channel = 0;
-  std::uint64_t when_ns = 0;  // %globaltimer when it gave up
-};
-
-// A plan's tables in device memory, as every block of a call sees them.
-struct PlanTables {
-  const BlockProgram* programs = nullptr;
-  const plan::Step* steps = nullptr;
-  const plan::Port* ports = nullptr;
-  const sync::DeviceConnectionRef* connections = nullptr;
-  std::uint64_t* bases = nullptr;  // nblocks x nconnections, block-private rows
-  const BaseAdvance* advances = nullptr;
-  BlockFailure* failures = nullptr;  // nblocks
-  // Gradient queuing ([C-Cube] Sec. III-D, runtime/layer_readiness.hpp): steps done by each
-  // program, rank-major (progress[rank * nchannels + channel]), and each block's calls so far.
-  std::uint64_t* progress = nullptr;
-  std::uint64_t* calls = nullptr;  // nblocks
-  std::uint32_t nconnections = 0;
-  std::uint32_t nblocks = 0;
-  std::uint32_t nchannels = 1;
-  std::int32_t nactive = 1;
-};
 
 // One call's buffers: rank r's input and output (relays: unused).
 struct CallBuffers {
@@ -102,58 +34,6 @@ struct KernelArgs {
   std::uint64_t timeout_ns = 0;
   CallBuffers buffers;
 };
-
-// Block `block` runs its program of one call; false: it failed and raised the abort word.
-template <class T, ReduceOp Op>
-__device__ bool run_block(const PlanTables& tables, unsigned block, const void* input, void* output,
-                          std::uint32_t* abort, std::uint64_t timeout_ns) {
-  const DeviceScopeBlockGroup group;
-  const BlockProgram program = tables.programs[block];
-  runtime::ProgramContext<T, sync::DeviceConnectionRef> ctx;
-  ctx.steps = tables.steps + program.first_step;
-  ctx.nsteps = program.nsteps;
-  ctx.ports = tables.ports;
-  ctx.connections = tables.connections;
-  std::uint64_t* base = tables.bases + static_cast<std::uint64_t>(block) * tables.nconnections;
-  ctx.base = base;
-  ctx.input = static_cast<const T*>(input);
-  ctx.output = static_cast<T*>(output);
-  ctx.nactive = tables.nactive;
-  ctx.rank = program.rank;
-  ctx.channel = program.channel;
-  ctx.abort = abort;
-  ctx.progress = tables.progress + static_cast<std::uint64_t>(program.rank) * tables.nchannels +
-                 program.channel;
-  ctx.progress_base = runtime::progress_base_of_call(tables.calls[block]);
-  __shared__ std::uint64_t deadline;
-  if (group.leader()) {
-    // 0: no deadline; a timeout past the end of the clock never expires.
-    const std::uint64_t now = sync::now_ns();
-    deadline = timeout_ns == 0 ? 0 : timeout_ns > ~now ? ~std::uint64_t{0} : now + timeout_ns;
-  }
-  group.sync();
-  runtime::StepFailure failure;
-  const bool ok = runtime::run_program<T, Op>(group, ctx, deadline, &failure);
-  group.sync();  // the leader's last posts read the bases
-  if (ok) {
-    for (std::uint32_t i = threadIdx.x; i < program.nadvance; i += blockDim.x) {
-      const BaseAdvance a = tables.advances[program.first_advance + i];
-      base[a.connection] += a.messages;
-    }
-    if (group.leader()) ++tables.calls[block];
-  } else if (group.leader()) {
-    BlockFailure f;
-    f.step = failure;
-    f.rank = program.rank;
-    f.channel = program.channel;
-    f.when_ns = sync::now_ns();
-    tables.failures[block] = f;
-    __threadfence_system();
-    sync::AtomicWord<std::uint32_t>(abort).store_release(1u);
-  }
-  group.sync();  // the bases are advanced before the block's next call reads them
-  return ok;
-}
 
 template <class T, ReduceOp Op>
 __global__ void virtual_ranks_kernel(const KernelArgs args) {

@@ -1,0 +1,152 @@
+// ccoll/transport/cuda/block_program.cuh: one (rank, channel) program of a plan run by one thread
+// block, the piece every CUDA executor shares.
+//
+// A block runs the step interpreter (runtime/interpreter.hpp) that the host executors run, with a
+// CUDA thread block as its Group, so the GPU executes the very logic the CPU tests check. Blocks
+// synchronise only through FIFO counters ([C-Cube] Sec. IV-B's post / wait), so nothing returns to
+// the host between steps. The scope S of those counters is the executor's: device for the virtual
+// ranks of one GPU (virtual_ranks_kernel.cuh), system for ranks on several GPUs or in several
+// processes (p2p_kernel.cuh), whose peers reach the counters over NVLink or PCIe.
+//
+// Each block keeps its own row of per-connection message bases and advances it itself at the end
+// of a call: the two ends of a connection advance theirs by the same number of messages (each
+// message has one send port and one receive port), so they agree on every message number without
+// a barrier and without the host touching device memory between calls.
+//
+// A block whose wait fails (the deadline, measured on %globaltimer, or the abort word) records
+// where it stopped and raises the abort word, which lives in host-mapped memory so that the host
+// can raise it too (to cancel a kernel) and read it without a copy ordered behind the kernel.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "ccoll/core/op.hpp"
+#include "ccoll/plan/plan.hpp"
+#include "ccoll/runtime/interpreter.hpp"
+#include "ccoll/runtime/layer_readiness.hpp"
+#include "ccoll/sync/atomic.hpp"
+#include "ccoll/sync/backoff.hpp"
+#include "ccoll/sync/connection.hpp"
+#include "ccoll/transport/cuda/block_group.cuh"
+
+namespace ccoll::transport::cuda {
+
+// A thread block whose posts need only be visible on this GPU.
+struct DeviceScopeBlockGroup : BlockGroup {
+  CCOLL_HD void fence_before_post() const {
+#if CCOLL_DEVICE_PASS
+    __threadfence();
+#endif
+  }
+};
+
+// The block group whose fence before a post matches counters of scope S: BlockGroup's own fence is
+// system-wide, which posts that a peer GPU or another process reads need.
+template <sync::Scope S>
+using ScopedBlockGroup =
+    std::conditional_t<S == sync::Scope::device, DeviceScopeBlockGroup, BlockGroup>;
+
+// What block b runs.
+struct BlockProgram {
+  std::uint32_t first_step = 0;
+  std::uint32_t nsteps = 0;
+  std::int32_t rank = 0;
+  std::uint32_t channel = 0;
+  std::uint32_t first_advance = 0;  // this block's entries of the tables' advances
+  std::uint32_t nadvance = 0;
+};
+
+// At the end of a call, block b adds `messages` to its base of connection `connection`.
+struct BaseAdvance {
+  std::uint32_t connection = 0;
+  std::uint32_t messages = 0;
+};
+
+// Where a block stopped; result Ok: it did not fail.
+struct BlockFailure {
+  runtime::StepFailure step;
+  std::int32_t rank = -1;
+  std::uint32_t channel = 0;
+  std::uint64_t when_ns = 0;  // %globaltimer when it gave up
+};
+
+// A plan's tables, as every block of a call sees them (device memory, except `failures`, which an
+// executor may place in host-mapped memory).
+template <sync::Scope S>
+struct BasicPlanTables {
+  const BlockProgram* programs = nullptr;
+  const plan::Step* steps = nullptr;
+  const plan::Port* ports = nullptr;
+  const sync::BasicConnectionRef<S>* connections = nullptr;
+  std::uint64_t* bases = nullptr;  // nblocks x nconnections, block-private rows
+  const BaseAdvance* advances = nullptr;
+  BlockFailure* failures = nullptr;  // nblocks
+  // Gradient queuing ([C-Cube] Sec. III-D, runtime/layer_readiness.hpp): steps done by each
+  // program, rank-major (progress[rank * nchannels + channel]), and each block's calls so far.
+  std::uint64_t* progress = nullptr;
+  std::uint64_t* calls = nullptr;  // nblocks
+  std::uint32_t nconnections = 0;
+  std::uint32_t nblocks = 0;
+  std::uint32_t nchannels = 1;
+  std::int32_t nactive = 1;
+};
+
+using PlanTables = BasicPlanTables<sync::Scope::device>;
+
+// Block `block` runs its program of one call; false: it failed and raised the abort word.
+template <class T, ReduceOp Op, sync::Scope S>
+__device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, const void* input,
+                          void* output, std::uint32_t* abort, std::uint64_t timeout_ns) {
+  const ScopedBlockGroup<S> group;
+  const BlockProgram program = tables.programs[block];
+  runtime::ProgramContext<T, sync::BasicConnectionRef<S>> ctx;
+  ctx.steps = tables.steps + program.first_step;
+  ctx.nsteps = program.nsteps;
+  ctx.ports = tables.ports;
+  ctx.connections = tables.connections;
+  std::uint64_t* base = tables.bases + static_cast<std::uint64_t>(block) * tables.nconnections;
+  ctx.base = base;
+  ctx.input = static_cast<const T*>(input);
+  ctx.output = static_cast<T*>(output);
+  ctx.nactive = tables.nactive;
+  ctx.rank = program.rank;
+  ctx.channel = program.channel;
+  ctx.abort = abort;
+  ctx.progress = tables.progress + static_cast<std::uint64_t>(program.rank) * tables.nchannels +
+                 program.channel;
+  ctx.progress_base = runtime::progress_base_of_call(tables.calls[block]);
+  __shared__ std::uint64_t deadline;
+  if (group.leader()) {
+    // 0: no deadline; a timeout past the end of the clock never expires.
+    const std::uint64_t now = sync::now_ns();
+    deadline = timeout_ns == 0 ? 0 : timeout_ns > ~now ? ~std::uint64_t{0} : now + timeout_ns;
+  }
+  group.sync();
+  runtime::StepFailure failure;
+  const bool ok = runtime::run_program<T, Op>(group, ctx, deadline, &failure);
+  group.sync();  // the leader's last posts read the bases
+  if (ok) {
+    for (std::uint32_t i = threadIdx.x; i < program.nadvance; i += blockDim.x) {
+      const BaseAdvance a = tables.advances[program.first_advance + i];
+      base[a.connection] += a.messages;
+    }
+    if (group.leader()) ++tables.calls[block];
+  } else if (group.leader()) {
+    BlockFailure f;
+    f.step = failure;
+    f.rank = program.rank;
+    f.channel = program.channel;
+    f.when_ns = sync::now_ns();
+    tables.failures[block] = f;
+    // The record before the word: whoever acquires the word reads this block's record.
+    __threadfence_system();
+    sync::AtomicWord<std::uint32_t>(abort).store_release(1u);
+  }
+  group.sync();  // the bases are advanced before the block's next call reads them
+  return ok;
+}
+
+}  // namespace ccoll::transport::cuda

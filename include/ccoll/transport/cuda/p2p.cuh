@@ -1,0 +1,823 @@
+// ccoll/transport/cuda/p2p.cuh: transport::CudaP2P, one GPU per rank: the ranks' kernels exchange
+// messages directly through each other's GPU memory (NVLink or PCIe peer access).
+//
+// Each rank's call is one kernel on a stream of its own GPU, one thread block per channel of its
+// program (p2p_kernel.cuh), so nothing runs on the host between steps and calls are stream-ordered
+// like NCCL's:
+//
+//   ccoll::Allreduce<transport::CudaP2P, algo::Ring> ar(config, algo::Ring{}, options);
+//   ar.executor().run(rank, send, recv, count, DataType::f32, ReduceOp::sum, stream);  // async
+//   ar.executor().synchronize(rank, stream);  // waits, and throws the failure of any call
+//
+// ar.rank(r).run(...) (the calling convention of the host transports) launches on the rank's own
+// stream and waits for it.
+//
+// Two modes (cuda::P2POptions::mode):
+//   - threads: every rank is a thread of this process and drives the device P2POptions::devices
+//     names for it. Several ranks may share a device; their kernels are on different streams of
+//     one context, and all must be resident at once, which the executor checks (see below).
+//   - processes: one rank per process, on P2POptions::device. Each rank's FIFO memory is exported
+//     (ipc_memory.cuh: cuMem with a POSIX file descriptor, else legacy CUDA IPC) and the processes
+//     meet through a rendezvous on a path-named Unix socket (rendezvous.hpp), which passes the
+//     descriptors with SCM_RIGHTS. Rank, size and session come from Config or the environment, as
+//     for transport::SharedMemory.
+//
+// Memory: a connection u->v of the plan's connection set has its slots and its tail counter in
+// the receiver v's memory (the sender writes them over the interconnect, the receiver polls its
+// own memory) and its head counter in the sender u's memory (the receiver posts it remotely, the
+// sender polls locally): every waiter spins on local memory. The plan's ports are renumbered onto
+// the connection set when a plan is uploaded, so the counters and the blocks' message bases
+// outlive any one plan: calls of different counts follow each other on the same counters.
+//
+// Residency: blocks of different ranks wait for each other, so they must run at the same time.
+// With one rank per GPU that holds whenever one rank's blocks fit its GPU. Ranks that share a GPU
+// in threads mode need all their blocks resident at once: (ranks on the device) x (channels) <=
+// (SMs) x (resident blocks per SM at LaunchOptions::threads), checked at every launch (refused
+// with Unsupported otherwise), and streams that do not serialise each other (the legacy default
+// stream is refused when a device is shared). Ranks that are processes sharing a GPU are
+// time-sliced by the driver (without MPS): correct, but each wait may last a time slice.
+//
+// Failure: every wait has Config::timeout (on %globaltimer) and polls the job's abort word
+// (control_page.cuh); a block that gives up records rank, channel, step and peer there. The next
+// call or synchronize() of any rank throws ccoll::Error naming the root cause: a block waiting
+// for a peer that has no failure of its own (a rank that did not call is named as such). An
+// executor that failed stays failed. abort() cancels every rank's kernels from the host.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "ccoll/core/config.hpp"
+#include "ccoll/core/dtype.hpp"
+#include "ccoll/core/error.hpp"
+#include "ccoll/core/op.hpp"
+#include "ccoll/plan/plan.hpp"
+#include "ccoll/runtime/call_args.hpp"
+#include "ccoll/runtime/interpreter.hpp"
+#include "ccoll/runtime/plan_cache.hpp"
+#include "ccoll/sync/connection.hpp"
+#include "ccoll/transport/concept.hpp"
+#include "ccoll/transport/cuda/check.cuh"
+#include "ccoll/transport/cuda/control_page.cuh"
+#include "ccoll/transport/cuda/device_memory.cuh"
+#include "ccoll/transport/cuda/fd_passing.hpp"
+#include "ccoll/transport/cuda/ipc_memory.cuh"
+#include "ccoll/transport/cuda/p2p_kernel.cuh"
+#include "ccoll/transport/cuda/rendezvous.hpp"
+#include "ccoll/transport/shared_memory.hpp"
+
+namespace ccoll::transport {
+
+namespace cuda {
+
+// How CudaP2P places and launches its ranks (an argument after the topology:
+// Allreduce<CudaP2P, L> ar(config, L{}, cuda::P2POptions{...})).
+struct P2POptions {
+  enum class Mode : std::uint8_t { threads, processes };
+  Mode mode = Mode::threads;
+  // threads: rank r runs on devices[r] (entries may repeat); empty: rank r on device r % count.
+  std::vector<int> devices;
+  // processes: this rank's device; -1: the current device.
+  int device = -1;
+  unsigned threads = 512;  // per block (a multiple of 32, at most 1024)
+  // processes: share memory through cuMem descriptors where the driver allows it (false: always
+  // legacy CUDA IPC).
+  bool prefer_cumem = true;
+  // processes: the rendezvous socket; "": p2p-<hash of Config::session>.sock in the per-user
+  // private directory of transport::SharedMemory's tokens.
+  std::string socket_path;
+};
+
+// Where one rank's FIFO memory keeps what its peers write and what it polls (offsets; kNone: not
+// in this rank's memory).
+struct P2PFifoLayout {
+  static constexpr std::uint64_t kNone = ~std::uint64_t{0};
+  std::vector<std::uint64_t> slots, tail, head;  // per connection of the set
+  std::uint64_t total = 0;
+
+  static P2PFifoLayout make(const std::vector<runtime::ConnectionKey>& keys, int rank,
+                            std::uint64_t slot_stride, std::uint32_t nslots) {
+    P2PFifoLayout l;
+    const std::size_t n = keys.size();
+    l.slots.assign(n, kNone);
+    l.tail.assign(n, kNone);
+    l.head.assign(n, kNone);
+    std::uint64_t at = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (keys[i].to == rank) {
+        l.tail[i] = at;
+        at += sync::kCounterStride;
+      }
+      if (keys[i].from == rank) {
+        l.head[i] = at;
+        at += sync::kCounterStride;
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      if (keys[i].to == rank) {
+        l.slots[i] = at;
+        at += slot_stride * nslots;
+      }
+    l.total = std::max<std::uint64_t>(at, sync::kCounterStride);
+    return l;
+  }
+};
+
+}  // namespace cuda
+
+struct CudaP2P {
+  static constexpr std::string_view name = "cuda-p2p";
+  using connection_type = sync::ConnectionRef;
+
+  static Config resolve(Config c, const cuda::P2POptions& options = {}) {
+    if (options.mode == cuda::P2POptions::Mode::processes) {
+      c = transport::detail::resolve_shm_config(c);
+    } else {
+      if (c.nranks < 1)
+        throw_invalid_argument(-1, "Config::nranks", ">= 1 (the ranks, one thread each)",
+                               std::to_string(c.nranks));
+      c.rank = -1;
+    }
+    if (c.nchannels == 0) c.nchannels = 2;
+    return c;
+  }
+
+  class Executor {
+   public:
+    Executor(const Config& config, runtime::PlanSource source, std::string_view policy_id,
+             const cuda::P2POptions& options = {})
+        : config_(resolve(config, options)),
+          options_(options),
+          plans_(config_, config_.nranks, std::move(source), policy_id) {
+      if (options_.threads == 0 || options_.threads > 1024 || options_.threads % 32 != 0)
+        throw_invalid_argument(-1, "cuda::P2POptions::threads", "a multiple of 32 in 32..1024",
+                               std::to_string(options_.threads));
+      slot_stride_ = (config_.slot_bytes + runtime::kBlockSlotSlack + 127) / 128 * 128;
+      const auto& keys = plans_.keys();
+      nchannels_ = 1;
+      for (const auto& k : keys) nchannels_ = std::max(nchannels_, k.channel + 1);
+      nchannels_ = std::max(nchannels_, config_.nchannels);
+      for (int r = 0; r < config_.nranks; ++r)
+        layouts_.push_back(cuda::P2PFifoLayout::make(keys, r, slot_stride_, config_.nslots));
+      bases_.assign(static_cast<std::size_t>(config_.nranks), nullptr);
+      if (options_.mode == cuda::P2POptions::Mode::processes)
+        join_processes();
+      else
+        start_threads();
+      // Every rank's view of the connection set: plain pointers, valid in this process.
+      std::vector<sync::ConnectionRef> refs(keys.size());
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        const int from = keys[i].from, to = keys[i].to;
+        sync::ConnectionRef& c = refs[i];
+        c.slot_bytes = slot_stride_;
+        c.nslots = config_.nslots;
+        c.from = from;
+        c.to = to;
+        std::byte* at_to = bases_[static_cast<std::size_t>(to)];
+        std::byte* at_from = bases_[static_cast<std::size_t>(from)];
+        if (at_to == nullptr || at_from == nullptr) continue;  // not this process's connection
+        const auto& lt = layouts_[static_cast<std::size_t>(to)];
+        const auto& lf = layouts_[static_cast<std::size_t>(from)];
+        c.slots = at_to + lt.slots[i];
+        c.tail = reinterpret_cast<std::uint64_t*>(at_to + lt.tail[i]);
+        c.head = reinterpret_cast<std::uint64_t*>(at_from + lf.head[i]);
+      }
+      refs_ = refs;
+      plans_.set_connections(std::move(refs));
+    }
+
+    ~Executor() {
+      // Kernels still running use this executor's memory.
+      for (auto& s : states_) {
+        if (s == nullptr) continue;
+        cudaSetDevice(s->device);
+        if (s->launched) cudaEventSynchronize(s->last_call);
+        for (auto& [key, dp] : s->plans) cudaFree(dp.memory);
+        cudaEventDestroy(s->last_call);
+        cudaStreamDestroy(s->stream);
+        cudaStreamDestroy(s->upload);
+      }
+    }
+    Executor(const Executor&) = delete;
+    Executor& operator=(const Executor&) = delete;
+
+    // Rank `rank`'s part of one allreduce, enqueued on `stream` (a stream of the rank's device):
+    // `send` and `recv` are device buffers of `count` elements (equal: in place). Returns at once;
+    // errors of the arguments throw here, failures of the kernel at the rank's next call or
+    // synchronize(). Every rank must make the same calls in the same order.
+    //
+    // A template only so that a program that never calls it does not compile its 35 kernels.
+    template <int = 0>
+    void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+             cudaStream_t stream) {
+      dispatch_data_type(dtype, [&](auto t) {
+        dispatch_reduce_op(op, [&](auto tag) {
+          run<decltype(t), decltype(tag)::value>(rank, send, recv, count, stream);
+        });
+      });
+    }
+
+    // The same for an element type and op known at compile time: only their kernel is compiled.
+    template <class T, ReduceOp Op>
+    void run(int rank, const void* send, void* recv, std::size_t count, cudaStream_t stream) {
+      RankState& st = state(rank);
+      throw_if_failed(st);
+      const runtime::CallArgs a =
+          runtime::check_call_arguments(send, recv, count, data_type_of<T>(), Op);
+      if (!a.ok()) throw Error(a.error, rank, a.reason);
+      cuda::check(cudaSetDevice(st.device), "cudaSetDevice", rank);
+      if (ranks_on_device(st.device) > 1 && (stream == nullptr || stream == cudaStreamLegacy))
+        throw Error(ErrorCode::InvalidArgument, rank,
+                    "rank " + std::to_string(rank) + " shares device " + std::to_string(st.device) +
+                        " with other ranks: the legacy default stream would serialise their "
+                        "kernels, which wait for each other; pass a stream of its own "
+                        "(cudaStreamNonBlocking)");
+      DevicePlan& dp = device_plan(st, count, sizeof(T));
+      const auto kernel = cuda::p2p_kernel<T, Op>;
+      check_residency(st, reinterpret_cast<const void*>(kernel), kernel, dp.nblocks);
+      if (st.launched && stream != st.last_stream)
+        cuda::check(cudaStreamWaitEvent(stream, st.last_call, 0), "cudaStreamWaitEvent", rank);
+      cuda::P2PKernelArgs args;
+      args.tables = dp.tables;
+      args.abort = control_.abort_device();
+      args.timeout_ns = timeout_ns();
+      args.input = send;
+      args.output = recv;
+      kernel<<<dp.nblocks, options_.threads, 0, stream>>>(args);
+      cuda::check(cudaGetLastError(),
+                  "launching p2p_kernel (" + std::to_string(dp.nblocks) + " blocks)", rank);
+      cuda::check(cudaEventRecord(st.last_call, stream), "cudaEventRecord", rank);
+      st.last_stream = stream;
+      st.launched = true;
+      control_.set_launched(rank, ++st.calls);
+    }
+
+    // Waits for every call enqueued on `stream`; throws the first failure of any rank's call.
+    void synchronize(int rank, cudaStream_t stream) {
+      RankState& st = state(rank);
+      cuda::check(cudaSetDevice(st.device), "cudaSetDevice", rank);
+      cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", rank);
+      throw_if_failed(st);
+    }
+
+    // The ccoll::Transport calling convention: rank r's call on its own stream, waited for.
+    // (A template for the reason given at run.)
+    template <int = 0>
+    void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype,
+             ReduceOp op) {
+      RankState& st = state(rank);
+      run(rank, send, recv, count, dtype, op, st.stream);
+      synchronize(rank, st.stream);
+    }
+
+    // Raises the job's abort word: every rank's running blocks give up at their next poll, and
+    // the executor (every rank's, in a process job) fails.
+    void abort() { control_.raise_abort(); }
+
+    int nranks() const { return config_.nranks; }
+    std::span<const int> local_ranks() const { return local_; }
+    const Config& config() const { return config_; }
+    unsigned threads() const { return options_.threads; }
+    // The device local rank `rank` runs on.
+    int device(int rank) const { return state_of(rank).device; }
+    // The stream blocking calls of local rank `rank` use.
+    cudaStream_t stream(int rank) const { return state_of(rank).stream; }
+    // processes: how this rank's FIFO memory is shared (cuMem descriptor or legacy IPC).
+    cuda::IpcKind ipc_kind() const { return exported_.description().kind; }
+    plan::Plan plan(std::size_t count, std::size_t elem_size) {
+      return plans_.prepared(count, elem_size)->plan;
+    }
+    std::uint64_t timeout_ns() const {
+      const auto ms = static_cast<std::uint64_t>(config_.timeout.count());
+      constexpr std::uint64_t kMaxMs = ~std::uint64_t{0} / 2'000'000ull;  // saturate
+      return (ms > kMaxMs ? kMaxMs : ms) * 1'000'000ull;
+    }
+
+   private:
+    // A cached plan of one rank in device memory (stream-ordered allocation: a plain cudaFree
+    // would wait for the whole device, where another rank's kernel may be waiting for this one).
+    struct DevicePlan {
+      std::shared_ptr<const runtime::PreparedPlan<sync::ConnectionRef>> prepared;
+      void* memory = nullptr;
+      cuda::P2PPlanTables tables;
+      unsigned nblocks = 0;
+      std::list<std::uint64_t>::iterator lru;
+    };
+
+    // What one local rank owns; touched only by the thread that calls for that rank.
+    struct RankState {
+      int rank = 0;
+      int device = 0;
+      int sms = 0;
+      cudaStream_t stream = nullptr;  // blocking calls
+      cudaStream_t upload = nullptr;  // plan uploads and frees
+      cudaEvent_t last_call = nullptr;
+      cudaStream_t last_stream = nullptr;
+      bool launched = false;
+      std::uint64_t calls = 0;
+      cuda::DeviceMemory fifo;   // threads: the slots and counters peers write
+      cuda::DeviceMemory bases;  // nchannels x connections, block c's row is channel c's
+      std::unordered_map<std::uint64_t, DevicePlan> plans;
+      std::list<std::uint64_t> lru;
+      std::map<const void*, int> resident_per_sm;  // per kernel instantiation
+    };
+
+    const RankState& state_of(int rank) const {
+      for (const auto& s : states_)
+        if (s != nullptr && s->rank == rank) return *s;
+      std::string locals;
+      for (int l : local_) locals += (locals.empty() ? "" : ", ") + std::to_string(l);
+      throw_invalid_argument(rank, "rank", "a rank of this process (" + locals + ")",
+                             std::to_string(rank));
+    }
+    RankState& state(int rank) { return const_cast<RankState&>(state_of(rank)); }
+
+    int ranks_on_device(int device) const {
+      const auto it = per_device_.find(device);
+      return it == per_device_.end() ? 1 : it->second;
+    }
+
+    // Streams, events, the bases, on the rank's device (current).
+    std::unique_ptr<RankState> make_state(int rank, int device) {
+      auto s = std::make_unique<RankState>();
+      s->rank = rank;
+      s->device = device;
+      cuda::check(cudaDeviceGetAttribute(&s->sms, cudaDevAttrMultiProcessorCount, device),
+                  "cudaDeviceGetAttribute(MultiProcessorCount)", rank);
+      cuda::check(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking), "cudaStreamCreate",
+                  rank);
+      cuda::check(cudaStreamCreateWithFlags(&s->upload, cudaStreamNonBlocking), "cudaStreamCreate",
+                  rank);
+      cuda::check(cudaEventCreateWithFlags(&s->last_call, cudaEventDisableTiming),
+                  "cudaEventCreate", rank);
+      const std::size_t nbases = std::size_t{nchannels_} * std::max<std::size_t>(1, refs_count());
+      s->bases = cuda::DeviceMemory(nbases * sizeof(std::uint64_t));
+      cuda::check(cudaMemset(s->bases.get(), 0, s->bases.size()), "cudaMemset(bases)", rank);
+      return s;
+    }
+    std::size_t refs_count() const { return plans_.keys().size(); }
+
+    // Threads: every rank's FIFO memory on its device, peer access between connected devices.
+    void start_threads() {
+      int count = 0;
+      const cudaError_t e = cudaGetDeviceCount(&count);
+      if (e != cudaSuccess || count == 0)
+        throw Error(
+            ErrorCode::System, -1,
+            std::string("no CUDA device: ") +
+                (e == cudaSuccess ? "cudaGetDeviceCount found none" : cudaGetErrorString(e)));
+      std::vector<int> devices = options_.devices;
+      if (devices.empty())
+        for (int r = 0; r < config_.nranks; ++r) devices.push_back(r % count);
+      if (devices.size() != static_cast<std::size_t>(config_.nranks))
+        throw_invalid_argument(-1, "cuda::P2POptions::devices",
+                               std::to_string(config_.nranks) + " devices (one per rank) or none",
+                               std::to_string(devices.size()));
+      for (int r = 0; r < config_.nranks; ++r) {
+        const int d = devices[static_cast<std::size_t>(r)];
+        if (d < 0 || d >= count)
+          throw_invalid_argument(r, "cuda::P2POptions::devices[" + std::to_string(r) + "]",
+                                 "a device in 0.." + std::to_string(count - 1), std::to_string(d));
+        ++per_device_[d];
+      }
+      const auto& keys = plans_.keys();
+      std::set<std::pair<int, int>> pairs;
+      for (const auto& k : keys) {
+        const int du = devices[static_cast<std::size_t>(k.from)];
+        const int dv = devices[static_cast<std::size_t>(k.to)];
+        if (du == dv) continue;
+        if (!pairs.insert({std::min(du, dv), std::max(du, dv)}).second) continue;
+        enable_peer_access(du, dv, k.from, k.to);
+        enable_peer_access(dv, du, k.to, k.from);
+      }
+      control_ = cuda::ControlPage::allocate(cuda::ControlLayout::make(config_.nranks, nchannels_));
+      for (int r = 0; r < config_.nranks; ++r) {
+        const int d = devices[static_cast<std::size_t>(r)];
+        cuda::check(cudaSetDevice(d), "cudaSetDevice(" + std::to_string(d) + ")", r);
+        auto s = make_state(r, d);
+        s->fifo = cuda::DeviceMemory(layouts_[static_cast<std::size_t>(r)].total);
+        cuda::check(cudaMemset(s->fifo.get(), 0, s->fifo.size()), "cudaMemset(FIFO memory)", r);
+        bases_[static_cast<std::size_t>(r)] = s->fifo.get();
+        states_.push_back(std::move(s));
+        local_.push_back(r);
+      }
+      // The counters are zero on every device before any rank's kernel can post to them.
+      for (const auto& [d, n] : per_device_) {
+        cuda::check(cudaSetDevice(d), "cudaSetDevice", -1);
+        cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", -1);
+      }
+    }
+
+    // Rank `rank` on device `from` writes to and reads from rank `peer`'s memory on device `to`.
+    static void enable_peer_access(int from, int to, int rank, int peer) {
+      int can = 0;
+      cuda::check(cudaDeviceCanAccessPeer(&can, from, to), "cudaDeviceCanAccessPeer", rank);
+      if (can == 0)
+        throw Error(ErrorCode::Unsupported, rank,
+                    "cuda-p2p: ranks " + std::to_string(rank) + " (device " + std::to_string(from) +
+                        ") and " + std::to_string(peer) + " (device " + std::to_string(to) +
+                        ") are connected by the plan, but device " + std::to_string(from) +
+                        " cannot access device " + std::to_string(to) +
+                        "'s memory (cudaDeviceCanAccessPeer): no NVLink or PCIe peer path");
+      cuda::check(cudaSetDevice(from), "cudaSetDevice", rank);
+      const cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) {
+        (void)cudaGetLastError();  // not an error here; clear it
+        return;
+      }
+      cuda::check(
+          e,
+          "cudaDeviceEnablePeerAccess(" + std::to_string(from) + " -> " + std::to_string(to) + ")",
+          rank);
+    }
+
+    // What each process tells the others in the rendezvous.
+    struct ProcessRecord {
+      std::int32_t rank = 0;
+      std::int32_t device = 0;
+      char bus_id[32] = {};
+      cuda::IpcDescription memory;
+      std::uint32_t memory_fds = 0;   // 1: the first descriptor is the cuMem export
+      std::uint32_t control_fds = 0;  // rank 0: 1, the control page follows
+    };
+
+    // Processes: export this rank's FIFO memory, meet the others, map theirs.
+    void join_processes() {
+      const int me = config_.rank;
+      const int device = options_.device >= 0 ? options_.device : cuda::current_device();
+      cuda::check(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")", me);
+      per_device_[device] = 1;
+      auto s = make_state(me, device);
+      exported_ = cuda::ExportedMemory(device, layouts_[static_cast<std::size_t>(me)].total,
+                                       options_.prefer_cumem, me);
+      cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", me);  // zeroed before shared
+      bases_[static_cast<std::size_t>(me)] = exported_.get();
+      const cuda::ControlLayout control_layout =
+          cuda::ControlLayout::make(config_.nranks, nchannels_);
+      cuda::UniqueFd control_fd;
+      if (me == 0) control_fd = cuda::ControlPage::create_shared(control_layout);
+      ProcessRecord mine;
+      mine.rank = me;
+      mine.device = device;
+      cuda::check(cudaDeviceGetPCIBusId(mine.bus_id, sizeof mine.bus_id - 1, device),
+                  "cudaDeviceGetPCIBusId", me);
+      mine.memory = exported_.description();
+      std::vector<int> fds;
+      if (exported_.fd() >= 0) {
+        mine.memory_fds = 1;
+        fds.push_back(exported_.fd());
+      }
+      if (me == 0) {
+        mine.control_fds = 1;
+        fds.push_back(control_fd.get());
+      }
+      const auto* raw = reinterpret_cast<const std::byte*>(&mine);
+      auto all =
+          cuda::rendezvous_all_gather(socket_path(), me, config_.nranks, plans_.fingerprint(),
+                                      std::span(raw, sizeof mine), fds, config_.timeout);
+      std::vector<ProcessRecord> records(all.size());
+      for (std::size_t q = 0; q < all.size(); ++q) {
+        if (all[q].bytes.size() != sizeof(ProcessRecord))
+          throw Error(
+              ErrorCode::Mismatch, me,
+              "cuda-p2p: rank " + std::to_string(q) + " sent a record of another ccoll version");
+        std::memcpy(&records[q], all[q].bytes.data(), sizeof(ProcessRecord));
+      }
+      // The control page: rank 0's, passed with its record.
+      if (me == 0) {
+        control_ = cuda::ControlPage::map_shared(control_layout, control_fd.get(), me);
+      } else {
+        const ProcessRecord& r0 = records[0];
+        auto& fds0 = all[0].fds;
+        if (r0.control_fds != 1 || fds0.size() != r0.memory_fds + 1)
+          throw Error(ErrorCode::System, me, "cuda-p2p: rank 0's control page did not arrive");
+        control_ = cuda::ControlPage::map_shared(control_layout, fds0[r0.memory_fds].get(), me);
+      }
+      // The peers this rank has a connection with, and their memory.
+      std::set<int> peers;
+      for (const auto& k : plans_.keys()) {
+        if (k.from == me) peers.insert(k.to);
+        if (k.to == me) peers.insert(k.from);
+      }
+      imported_.resize(static_cast<std::size_t>(config_.nranks));
+      for (int q : peers) {
+        const ProcessRecord& r = records[static_cast<std::size_t>(q)];
+        check_peer_path(me, device, mine.bus_id, q, r);
+        auto& qfds = all[static_cast<std::size_t>(q)].fds;
+        cuda::UniqueFd fd;
+        if (r.memory_fds == 1 && !qfds.empty()) fd = std::move(qfds[0]);
+        imported_[static_cast<std::size_t>(q)] = cuda::ImportedMemory(
+            r.memory, std::move(fd), device, me, "rank " + std::to_string(q) + "'s FIFO memory");
+        bases_[static_cast<std::size_t>(q)] = imported_[static_cast<std::size_t>(q)].get();
+      }
+      states_.push_back(std::move(s));
+      local_.push_back(me);
+    }
+
+    // Refuses a peer on another device this one cannot reach (when that device is visible here;
+    // otherwise the import itself reports it).
+    static void check_peer_path(int me, int device, const char* my_bus, int q,
+                                const ProcessRecord& r) {
+      if (std::strncmp(my_bus, r.bus_id, sizeof r.bus_id) == 0) return;  // the same GPU
+      int theirs = -1;
+      if (cudaDeviceGetByPCIBusId(&theirs, r.bus_id) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+      }
+      int can = 0;
+      cuda::check(cudaDeviceCanAccessPeer(&can, device, theirs), "cudaDeviceCanAccessPeer", me);
+      if (can == 0)
+        throw Error(ErrorCode::Unsupported, me,
+                    "cuda-p2p: ranks " + std::to_string(me) + " (GPU " + my_bus + ") and " +
+                        std::to_string(q) + " (GPU " + r.bus_id +
+                        ") are connected by the plan, but the first cannot access the second's "
+                        "memory (cudaDeviceCanAccessPeer): no NVLink or PCIe peer path");
+    }
+
+    std::string socket_path() const {
+      if (!options_.socket_path.empty()) return options_.socket_path;
+      runtime::Fingerprint h;
+      h.mix(config_.session);
+      char name[48];
+      std::snprintf(name, sizeof name, "/p2p-%016llx.sock",
+                    static_cast<unsigned long long>(h.value()));
+      return transport::detail::token_dir(config_.rank) + name;
+    }
+
+    // Blocks of all ranks sharing this device must be resident at once (see the header comment).
+    template <class Kernel>
+    void check_residency(RankState& st, const void* key, Kernel kernel, unsigned nblocks) {
+      auto it = st.resident_per_sm.find(key);
+      if (it == st.resident_per_sm.end()) {
+        int per_sm = 0;
+        cuda::check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                        &per_sm, kernel, static_cast<int>(options_.threads), 0),
+                    "cudaOccupancyMaxActiveBlocksPerMultiprocessor", st.rank);
+        it = st.resident_per_sm.emplace(key, per_sm).first;
+      }
+      const int sharing = ranks_on_device(st.device);
+      const long long needed = static_cast<long long>(nblocks) * sharing;
+      const long long fits = static_cast<long long>(it->second) * st.sms;
+      if (needed > fits)
+        throw Error(ErrorCode::Unsupported, st.rank,
+                    "cuda-p2p: " + std::to_string(sharing) + " rank(s) on device " +
+                        std::to_string(st.device) + " need " + std::to_string(needed) +
+                        " thread blocks of " + std::to_string(options_.threads) +
+                        " threads resident at once (ranks x channels); the device holds " +
+                        std::to_string(fits) + " (" + std::to_string(st.sms) + " SMs x " +
+                        std::to_string(it->second) +
+                        "): lower Config::nchannels or P2POptions::threads, or put fewer ranks "
+                        "on one device");
+    }
+
+    // Rank st's tables for (count, elem_size) in device memory, built on first use.
+    DevicePlan& device_plan(RankState& st, std::size_t count, std::size_t elem_size) {
+      const std::uint64_t key = static_cast<std::uint64_t>(count) * 16 + elem_size;
+      auto it = st.plans.find(key);
+      if (it != st.plans.end()) {
+        st.lru.splice(st.lru.begin(), st.lru, it->second.lru);
+        return it->second;
+      }
+      auto prepared = plans_.prepared(count, elem_size);
+      const std::size_t cap = std::max<std::size_t>(1, config_.max_cached_plans);
+      if (st.plans.size() >= cap) {
+        // The evicted plan may be in use by a queued kernel: free it behind that kernel.
+        DevicePlan& old = st.plans.at(st.lru.back());
+        if (st.launched)
+          cuda::check(cudaStreamWaitEvent(st.upload, st.last_call, 0), "cudaStreamWaitEvent",
+                      st.rank);
+        cuda::check(cudaFreeAsync(old.memory, st.upload), "cudaFreeAsync", st.rank);
+        st.plans.erase(st.lru.back());
+        st.lru.pop_back();
+      }
+      DevicePlan dp = upload(st, std::move(prepared));
+      st.lru.push_front(key);
+      dp.lru = st.lru.begin();
+      return st.plans.emplace(key, std::move(dp)).first->second;
+    }
+
+    DevicePlan upload(RankState& st,
+                      std::shared_ptr<const runtime::PreparedPlan<sync::ConnectionRef>> pp) {
+      const plan::Plan& p = pp->plan;
+      const auto nch = static_cast<std::uint32_t>(p.channels.size());
+      if (nch > nchannels_)
+        throw Error(ErrorCode::Unsupported, st.rank,
+                    "plan '" + p.algorithm + "' has " + std::to_string(nch) +
+                        " channels; the communicator was set up for " + std::to_string(nchannels_));
+      const std::size_t nkeys = plans_.keys().size();
+      DevicePlan dp;
+      dp.nblocks = nch;
+      // Ports renumbered onto the connection set: counters and bases are the set's.
+      std::vector<plan::Port> ports = p.ports;
+      for (auto& port : ports) port.connection = pp->set_index[port.connection];
+      std::vector<cuda::BlockProgram> programs;
+      std::vector<plan::Step> steps;
+      std::vector<cuda::BaseAdvance> advances;
+      std::vector<std::uint32_t> per_key(nkeys, 0);
+      for (std::uint32_t c = 0; c < nch; ++c) {
+        const auto& prog = p.channels[c].programs[static_cast<std::size_t>(st.rank)].steps;
+        cuda::BlockProgram b;
+        b.first_step = static_cast<std::uint32_t>(steps.size());
+        b.nsteps = static_cast<std::uint32_t>(prog.size());
+        b.rank = st.rank;
+        b.channel = c;
+        steps.insert(steps.end(), prog.begin(), prog.end());
+        // Every port of the program is one message of its connection in this call.
+        std::fill(per_key.begin(), per_key.end(), 0u);
+        for (const auto& s : prog) {
+          for (std::uint32_t k = 0; k < s.recv_count; ++k)
+            ++per_key[ports[s.recv_begin + k].connection];
+          for (std::uint32_t k = 0; k < s.send_count; ++k)
+            ++per_key[ports[s.send_begin + k].connection];
+        }
+        b.first_advance = static_cast<std::uint32_t>(advances.size());
+        for (std::uint32_t i = 0; i < nkeys; ++i)
+          if (per_key[i] != 0) advances.push_back({i, per_key[i]});
+        b.nadvance = static_cast<std::uint32_t>(advances.size()) - b.first_advance;
+        programs.push_back(b);
+      }
+      // One allocation, sections on 128-byte lines.
+      std::size_t total = 0;
+      auto section = [&total](std::size_t bytes) {
+        const std::size_t at = total;
+        total += (bytes + 127) / 128 * 128;
+        return at;
+      };
+      const std::size_t at_programs = section(programs.size() * sizeof(cuda::BlockProgram));
+      const std::size_t at_steps = section(steps.size() * sizeof(plan::Step));
+      const std::size_t at_ports = section(ports.size() * sizeof(plan::Port));
+      const std::size_t at_conns = section(nkeys * sizeof(sync::ConnectionRef));
+      const std::size_t at_advances = section(advances.size() * sizeof(cuda::BaseAdvance));
+      const std::size_t at_progress =
+          section(static_cast<std::size_t>(p.nranks) * nch * sizeof(std::uint64_t));
+      const std::size_t at_calls = section(nch * sizeof(std::uint64_t));
+      std::vector<std::byte> host(std::max<std::size_t>(total, 128), std::byte{0});
+      auto put = [&host](std::size_t at, const auto& v) {
+        if (!v.empty()) std::memcpy(host.data() + at, v.data(), v.size() * sizeof(v[0]));
+      };
+      put(at_programs, programs);
+      put(at_steps, steps);
+      put(at_ports, ports);
+      put(at_conns, refs_);
+      put(at_advances, advances);
+      cuda::check(cudaMallocAsync(&dp.memory, host.size(), st.upload), "cudaMallocAsync(plan)",
+                  st.rank);
+      cuda::check(
+          cudaMemcpyAsync(dp.memory, host.data(), host.size(), cudaMemcpyHostToDevice, st.upload),
+          "cudaMemcpyAsync(plan tables)", st.rank);
+      // Waited for: the host buffer goes away, and kernels on other streams read the tables.
+      cuda::check(cudaStreamSynchronize(st.upload), "cudaStreamSynchronize(upload)", st.rank);
+      auto* d = static_cast<std::byte*>(dp.memory);
+      cuda::P2PPlanTables& t = dp.tables;
+      t.programs = reinterpret_cast<const cuda::BlockProgram*>(d + at_programs);
+      t.steps = reinterpret_cast<const plan::Step*>(d + at_steps);
+      t.ports = reinterpret_cast<const plan::Port*>(d + at_ports);
+      t.connections = reinterpret_cast<const sync::ConnectionRef*>(d + at_conns);
+      t.bases = reinterpret_cast<std::uint64_t*>(st.bases.get());
+      t.advances = reinterpret_cast<const cuda::BaseAdvance*>(d + at_advances);
+      t.failures = control_.failures_device(st.rank);
+      t.progress = reinterpret_cast<std::uint64_t*>(d + at_progress);
+      t.calls = reinterpret_cast<std::uint64_t*>(d + at_calls);
+      t.nconnections = static_cast<std::uint32_t>(nkeys);
+      t.nblocks = nch;
+      t.nchannels = nch;
+      t.nactive = pp->nactive;
+      dp.prepared = std::move(pp);
+      return dp;
+    }
+
+    // Throws the job's failure if any block (or abort()) raised the abort word.
+    void throw_if_failed(RankState& st) {
+      {
+        std::lock_guard<std::mutex> lock(failure_mutex_);
+        if (failed_) throw Error(failure_code_, failure_rank_, failure_);
+      }
+      if (!control_.aborted()) return;
+      // This rank's blocks write their records before they end; the others' records arrive
+      // shortly after the word (each block stops at its next poll): give them a moment to land.
+      if (st.launched) cudaEventSynchronize(st.last_call);
+      std::string text;
+      ErrorCode code = ErrorCode::Aborted;
+      int who = -1;
+      for (int i = 0; i < 200; ++i) {
+        if (describe_failure(text, code, who)) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      std::lock_guard<std::mutex> lock(failure_mutex_);
+      if (!failed_) {
+        failed_ = true;
+        failure_code_ = code;
+        failure_rank_ = who;
+        failure_ = text;
+      }
+      throw Error(failure_code_, failure_rank_, failure_);
+    }
+
+    // The root cause from the failure records: a block that gave up waiting for a peer with no
+    // failure of its own (that peer never came, or is stuck outside the plan), a timeout before
+    // an abort, then the earliest. True when the records are conclusive: such a block was found,
+    // or no block timed out at all (the host's abort()).
+    bool describe_failure(std::string& text, ErrorCode& code, int& who) const {
+      const cuda::ControlLayout& l = control_.layout();
+      // Every failing block writes its record, fences at system scope and stores the word with
+      // release: acquiring the word before each copy makes the records of the blocks that have
+      // stored it visible.
+      (void)control_.aborted();
+      std::vector<cuda::BlockFailure> board(static_cast<std::size_t>(l.nranks) * l.nchannels);
+      std::memcpy(board.data(), control_.failures_host(), board.size() * sizeof(board[0]));
+      auto failed = [&](int rank, std::uint32_t channel) {
+        if (rank < 0 || rank >= l.nranks || channel >= l.nchannels) return false;
+        return board[static_cast<std::size_t>(rank) * l.nchannels + channel].step.result !=
+               sync::WaitResult::Ok;
+      };
+      const cuda::BlockFailure* root = nullptr;
+      const cuda::BlockFailure* first = nullptr;
+      std::size_t stopped = 0;
+      for (const auto& b : board) {
+        if (b.step.result == sync::WaitResult::Ok) continue;
+        ++stopped;
+        const bool timeout = b.step.result == sync::WaitResult::Timeout;
+        if (timeout && (first == nullptr || b.when_ns < first->when_ns)) first = &b;
+        if (failed(b.step.peer, b.channel)) continue;
+        const bool root_timeout = root != nullptr && root->step.result == sync::WaitResult::Timeout;
+        if (root == nullptr || (timeout && !root_timeout) ||
+            (timeout == root_timeout && b.when_ns < root->when_ns))
+          root = &b;
+      }
+      if (first == nullptr) {
+        // No timeout: the word was raised by the host. (A block that timed out writes its record
+        // before the word, so its record would be here.)
+        code = ErrorCode::Aborted;
+        who = -1;
+        text = "cuda-p2p: aborted by abort() on the host; " + std::to_string(stopped) +
+               " blocks stopped";
+        return true;
+      }
+      const cuda::BlockFailure* cause = root != nullptr ? root : first;
+      code = ErrorCode::Timeout;
+      who = cause->rank;
+      std::ostringstream os;
+      os << "cuda-p2p: rank " << cause->rank << ", channel " << cause->channel << ", step "
+         << cause->step.step << ": waiting for "
+         << (cause->step.waiting_for_slot ? "a free slot at rank " : "a message from rank ")
+         << cause->step.peer
+         << (cause->step.result == sync::WaitResult::Timeout ? " past Config::timeout ("
+                                                             : " when another block timed out (")
+         << config_.timeout.count() << " ms)";
+      const int peer = cause->step.peer;
+      if (peer >= 0 && peer < l.nranks && cause->rank >= 0 && cause->rank < l.nranks) {
+        const std::uint64_t theirs = control_.launched(peer);
+        const std::uint64_t ours = control_.launched(cause->rank);
+        if (theirs < ours)
+          os << "; rank " << peer << " did not call (it launched " << theirs << " calls, rank "
+             << cause->rank << " " << ours << ")";
+      }
+      os << "; " << stopped << " blocks stopped";
+      text = os.str();
+      return root != nullptr;
+    }
+
+    Config config_;
+    cuda::P2POptions options_;
+    runtime::PlanCache<sync::ConnectionRef> plans_;
+    std::uint64_t slot_stride_ = 0;
+    std::uint32_t nchannels_ = 1;
+    std::vector<cuda::P2PFifoLayout> layouts_;
+    std::vector<std::byte*> bases_;  // per rank: its FIFO memory in this process (or null)
+    std::vector<sync::ConnectionRef> refs_;
+    std::map<int, int> per_device_;  // ranks of this process per device
+    cuda::ControlPage control_;
+    cuda::ExportedMemory exported_;               // processes: this rank's FIFO memory
+    std::vector<cuda::ImportedMemory> imported_;  // processes: the peers'
+    std::vector<std::unique_ptr<RankState>> states_;
+    std::vector<int> local_;
+    std::mutex failure_mutex_;
+    bool failed_ = false;
+    ErrorCode failure_code_ = ErrorCode::Aborted;
+    int failure_rank_ = -1;
+    std::string failure_;
+  };
+};
+
+static_assert(Transport<CudaP2P>);
+
+}  // namespace ccoll::transport
