@@ -132,6 +132,7 @@ class CommSim {
     int id;
     double ready, startup, work;
     StartRule rule;
+    int channel = -1;  // >= 0: may only start once no message in flight holds this lane
   };
   struct InFlight {
     int id;
@@ -151,8 +152,10 @@ class CommSim {
   }
   double last_end() const { return last_end_; }
 
-  void issue(int id, double ready, double bytes, StartRule rule) {
-    queue_.push_back({id, ready, model_->startup_s(), model_->transfer_s(bytes), rule});
+  // channel >= 0 pins the message to that lane (GradientSync's fixed channels,
+  // engine/channel_plan.hpp); -1 lets it take the first free lane.
+  void issue(int id, double ready, double bytes, StartRule rule, int channel = -1) {
+    queue_.push_back({id, ready, model_->startup_s(), model_->transfer_s(bytes), rule, channel});
     if (record_) {
       if (static_cast<int>(record_->size()) <= id)
         record_->resize(static_cast<std::size_t>(id) + 1);
@@ -217,6 +220,9 @@ class CommSim {
     if (qhead_ >= queue_.size()) return false;
     const Waiting& w = queue_[qhead_];
     if (w.ready > now_) return false;
+    if (w.channel >= 0 && std::any_of(flight_.begin(), flight_.end(),
+                                      [&](const InFlight& f) { return f.lane == w.channel; }))
+      return false;
     return w.rule == StartRule::after_previous ? flight_.empty()
                                                : static_cast<int>(flight_.size()) < max_concurrent_;
   }
@@ -224,10 +230,10 @@ class CommSim {
   void start_ready() {
     while (startable()) {
       const Waiting w = queue_[qhead_++];
-      int lane = 0;
+      int lane = w.channel >= 0 ? w.channel : 0;
       if (record_) {
-        while (std::any_of(flight_.begin(), flight_.end(),
-                           [lane](const InFlight& f) { return f.lane == lane; }))
+        while (w.channel < 0 && std::any_of(flight_.begin(), flight_.end(),
+                                            [lane](const InFlight& f) { return f.lane == lane; }))
           ++lane;
         (*record_)[static_cast<std::size_t>(w.id)].start_s = now_;
         (*record_)[static_cast<std::size_t>(w.id)].lane = lane;
