@@ -28,6 +28,7 @@
 #include <chrono>
 
 #include "../benchmarks/ccoll_perf/controls.hpp"
+#include "../benchmarks/ccoll_perf/device_sweep.hpp"
 #include "../benchmarks/ccoll_perf/runner.hpp"
 #endif
 
@@ -306,6 +307,136 @@ TEST_CASE("--peer gloo: parsed where built with Gloo, a clear error elsewhere") 
   const std::string row = format_row(r, false, true);
   CHECK(row.size() - 1 == header.find('\n'));
   CHECK(row.find("157x") != std::string::npos);  // 1.573 / 0.01: no decimals from 100 up
+}
+
+TEST_CASE(
+    "--transport cuda-virtual / cuda-p2p: parsed where built with CUDA, clear errors "
+    "elsewhere") {
+  auto message = [](const std::vector<std::string>& args) { return usage_message(args); };
+  if (kHaveCuda) {
+    const Options o = parse({"--transport", "cuda-virtual", "-t", "8"});
+    CHECK(o.transport == Transport::cuda_virtual);
+    CHECK(is_device(o.transport));
+    CHECK(o.nranks == 8);
+    CHECK(parse({"--transport=cuda-virtual"}).transport == Transport::cuda_virtual);
+    // The registry decides at run time: no backend registered is a usage error, not a crash.
+    const std::string missing = [] {
+      try {
+        require_device_transport(Transport::cuda_virtual, nullptr);
+      } catch (const UsageError& e) {
+        return std::string(e.what());
+      }
+      return std::string("no error");
+    }();
+    CHECK(missing.find("--transport cuda-virtual: not available in this build") !=
+          std::string::npos);
+    const DeviceTransportEntry entry{"cuda-virtual", nullptr};
+    CHECK(&require_device_transport(Transport::cuda_virtual, &entry) == &entry);
+  } else {
+    CHECK(message({"--transport", "cuda-virtual"}).find("built without CUDA") != std::string::npos);
+  }
+  // cuda-p2p: only where the library has its transport; never silently another one.
+  const std::string p2p = message({"--transport", "cuda-p2p"});
+  if (!kHaveCuda) {
+    CHECK(p2p.find("--transport cuda-p2p: this ccoll_perf was built without CUDA") !=
+          std::string::npos);
+  } else if (!kLibraryHasCudaP2P) {
+    CHECK(p2p.find("--transport cuda-p2p: not available in this build") != std::string::npos);
+  } else {
+    CHECK(p2p == "no error");
+    CHECK_THROWS_AS(require_device_transport(Transport::cuda_p2p, nullptr), UsageError);
+  }
+  CHECK(to_string(Transport::cuda_virtual) == "cuda-virtual");
+  CHECK(to_string(Transport::cuda_p2p) == "cuda-p2p");
+  CHECK_FALSE(is_device(Transport::shm));
+  CHECK(message({"--transport", "gpu"}).find("cuda-virtual") != std::string::npos);
+}
+
+TEST_CASE("--peer nccl: only beside a GPU transport, only where built with NCCL") {
+  auto message = [](const std::vector<std::string>& args) { return usage_message(args); };
+  if (kHaveNccl) {
+    const Options o = parse({"--transport", "cuda-virtual", "--peer", "nccl", "-r", "3"});
+    CHECK(o.peer == Peer::nccl);
+    CHECK(o.rounds == 3);
+    CHECK(parse({"--transport", "cuda-virtual", "--peer", "nccl", "-a", "none"}).algos.empty());
+    CHECK(message({"--peer", "nccl"}).find("only with --transport cuda-virtual") !=
+          std::string::npos);
+    CHECK(message({"--transport", "shm", "--peer", "nccl"}).find("only with --transport") !=
+          std::string::npos);
+  } else {
+    CHECK(message({"--peer", "nccl", "--transport", "cuda-virtual"})
+              .find("--peer nccl: this ccoll_perf was built without NCCL") != std::string::npos);
+    CHECK(message({"--peer", "nccl"}).find("built without NCCL") != std::string::npos);
+  }
+  if (kHaveCuda) {
+    CHECK(message({"--transport", "cuda-virtual", "--peer", "mpi"})
+              .find("--peer mpi: not with --transport cuda-virtual") != std::string::npos);
+  }
+  CHECK(to_string(Peer::nccl) == "nccl");
+}
+
+TEST_CASE("a GPU table: the plan's HBM bound and its %, the peer's algbw and the ratio of times") {
+  // ccoll: 4 virtual ranks, 16 MiB in 100 us; NCCL: one rank on one GPU, the same size in 50 us.
+  Row r = make_row("cuda-virtual", "ring", 4, 16u << 20, 4u << 20, ccoll::DataType::f32,
+                   ccoll::ReduceOp::sum, 100e-6, 0);
+  const Row peer = make_row("nccl", "ncclAllReduce", 1, 16u << 20, 4u << 20, ccoll::DataType::f32,
+                            ccoll::ReduceOp::sum, 50e-6, 0);
+  CHECK(peer.busbw_GBps == 0.0);  // one rank moves nothing between ranks: busbw cannot compare
+  r.peer_busbw_GBps = peer.busbw_GBps;
+  r.peer_algbw_GBps = peer.algbw_GBps;
+  CHECK(ratio_to_peer(r) == doctest::Approx(0.5));  // NCCL's time over ours
+  set_device_bound(r, 40e-6);
+  CHECK(r.bound_time_us == doctest::Approx(40.0));
+  // pct_of_bound (busbw over the busbw at the bound) is the bound time over the measured time.
+  CHECK(100.0 * r.busbw_GBps / r.bound_busbw_GBps == doctest::Approx(40.0));
+  const std::string header = format_table_header(true, true, "nccl", true);
+  CHECK(header.find("bound  %bound") != std::string::npos);
+  CHECK(header.find("nccl algbw") != std::string::npos);
+  CHECK(header.find("%mbound") == std::string::npos);
+  const std::string row = format_row(r, true, true, true);
+  CHECK(row.size() - 1 == header.find('\n'));
+  CHECK(row.find("40.00   40.0%") != std::string::npos);
+  CHECK(row.find("335.54   0.50x") != std::string::npos);  // NCCL's algbw, 16 MiB / 50 us
+  Row unbounded = r;
+  unbounded.bound_time_us = 0;
+  CHECK(format_row(unbounded, true, true, true).size() == row.size());
+  // CSV and JSON: the ratio of algbw, said so, and the bound time.
+  CHECK(csv_row(r).find(",0.5,") != std::string::npos);
+  Report rep;
+  rep.options.transport = Transport::cuda_virtual;
+  rep.gpu = GpuCalibration{"test GPU", 256u << 20, 20, 2000, 2500, 2600, 2.5, 3.5};
+  rep.rows.push_back(r);
+  const auto j = nlohmann::json::parse(to_json(rep));
+  CHECK(j["options"]["transport"] == "cuda-virtual");
+  CHECK(j["gpu_calibration"]["copy_kernel_GBps"] == doctest::Approx(2500));
+  CHECK(j["gpu_calibration"]["cooperative_launch_us"] == doctest::Approx(3.5));
+  CHECK(j["results"][0]["bound_time_us"] == doctest::Approx(40.0));
+  CHECK(j["results"][0]["pct_of_bound"] == doctest::Approx(40.0));
+  CHECK(j["results"][0]["ratio_to_peer"] == doctest::Approx(0.5));
+  CHECK(j["results"][0]["ratio_of"] == "algbw");
+  // Host runs keep their JSON: no GPU fields.
+  Report host;
+  host.rows.push_back(
+      make_row("shm", "ring", 2, 64, 16, ccoll::DataType::f32, ccoll::ReduceOp::sum, 1e-5, 0));
+  host.rows[0].peer_busbw_GBps = 1.0;
+  const auto h = nlohmann::json::parse(to_json(host));
+  CHECK_FALSE(h.contains("gpu_calibration"));
+  CHECK_FALSE(h["results"][0].contains("ratio_of"));
+  CHECK_FALSE(h["results"][0].contains("bound_time_us"));
+}
+
+TEST_CASE("the HBM bound of a plan: its steps' bytes over the copy-kernel bandwidth") {
+  ccoll::plan::PlanRequest req;
+  req.nranks = 2;
+  req.count = 1u << 20;
+  req.elem_size = 4;
+  const ccoll::plan::Plan p2 = ccoll::plan::build_ring(req);
+  // The ring moves 8N for P = 2 (tests/plan_traffic_test.cpp): 32 MiB at 2e12 B/s.
+  CHECK(device_bound_time_s(p2, 4, 2e12) == doctest::Approx(8.0 * (4u << 20) / 2e12));
+  req.nranks = 4;
+  const ccoll::plan::Plan p4 = ccoll::plan::build_ring(req);
+  CHECK(device_bound_time_s(p4, 4, 2e12) == doctest::Approx(20.0 * (4u << 20) / 2e12));
+  CHECK(device_bound_time_s(p4, 4, 0) == 0.0);
 }
 
 TEST_CASE("size sweep: geometric, inclusive, rounded like nccl-tests") {
@@ -726,6 +857,85 @@ TEST_CASE("forked ranks: a rank that dies outside a call is named at the next ba
   ::waitpid(child, nullptr, 0);
   CHECK(what.find("rank 1 died") != std::string::npos);
   CHECK(elapsed < std::chrono::seconds(2));
+}
+namespace {
+// A DeviceCollective that runs nothing: fixed times per round, a log of its blocks.
+class FakeDevice final : public DeviceCollective {
+ public:
+  FakeDevice(std::string name, int nranks, std::vector<double> times, std::vector<char>* log,
+             char tag, std::optional<ccoll::plan::Plan> plan = std::nullopt)
+      : name_(std::move(name)),
+        nranks_(nranks),
+        times_(std::move(times)),
+        log_(log),
+        tag_(tag),
+        plan_(std::move(plan)) {}
+  DeviceTimed time_block(std::uint64_t, int, int, bool check) override {
+    log_->push_back(tag_);
+    DeviceTimed t;
+    t.time_s = times_[calls_++ % times_.size()];
+    t.wrong = check ? 0 : -1;
+    return t;
+  }
+  int nranks() const override { return nranks_; }
+  std::optional<ccoll::plan::Plan> plan(std::uint64_t) override { return plan_; }
+  std::string name() const override { return name_; }
+  std::string description() const override { return name_; }
+
+ private:
+  std::string name_;
+  int nranks_;
+  std::vector<double> times_;
+  std::vector<char>* log_;
+  char tag_;
+  std::optional<ccoll::plan::Plan> plan_;
+  std::size_t calls_ = 0;
+};
+}  // namespace
+
+TEST_CASE("a GPU sweep alternates peer and ccoll blocks, keeps the best of each, adds the bound") {
+  const Options o = parse({"-a", "ring", "-t", "2", "-b", "1M", "-e", "1M", "-r", "3"});
+  const Prepared prepared = prepare_algorithms(o);
+  ccoll::plan::PlanRequest req;
+  req.nranks = 2;
+  req.count = (1u << 20) / 4;
+  req.elem_size = 4;
+  const ccoll::plan::Plan plan = plan_source(prepared.algos[0])(req);
+  CHECK(plan.nranks == 2);
+  CHECK(policy_id("cuda-virtual", prepared.algos[0]) ==
+        std::string("cuda-virtual/ring/") +
+            (prepared.algos[0].spec.overlap ? "pipelined-overlap" : "phased"));
+  std::vector<char> log;
+  FakeDevice ours("ring", 2, {30e-6, 20e-6, 25e-6}, &log, 'c', plan);
+  FakeDevice peer("ncclAllReduce", 1, {12e-6, 10e-6, 11e-6}, &log, 'n');
+  SweepSpec spec;
+  spec.transport = "cuda-virtual";
+  spec.algo = "ring";
+  spec.sizes = {1u << 20};
+  spec.rounds = 3;
+  std::vector<Row> rows, peer_rows;
+  run_device_sweep(
+      spec, &ours, &peer, 2000.0, [&](const Row& r) { rows.push_back(r); },
+      [&](const Row& r) { peer_rows.push_back(r); });
+  CHECK(log == std::vector<char>{'n', 'c', 'n', 'c', 'n', 'c'});
+  REQUIRE(rows.size() == 1);
+  REQUIRE(peer_rows.size() == 1);
+  CHECK(rows[0].time_us == doctest::Approx(20.0));
+  CHECK(rows[0].wrong == 0);
+  CHECK(peer_rows[0].time_us == doctest::Approx(10.0));
+  CHECK(peer_rows[0].paired_with == "ring");
+  CHECK(peer_rows[0].transport == "nccl");
+  CHECK(ratio_to_peer(rows[0]) == doctest::Approx(0.5));
+  // The ring's 8N bytes for P = 2 at 2000 GB/s.
+  CHECK(rows[0].bound_time_us == doctest::Approx(8.0 * (1u << 20) / 2000e9 * 1e6));
+  // The peer alone (-a none): its rows are the table's, with no bound.
+  rows.clear();
+  run_device_sweep(
+      spec, nullptr, &peer, 2000.0, [&](const Row& r) { rows.push_back(r); },
+      [](const Row&) { FAIL("no paired rows without ccoll"); });
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].algo == "ncclAllReduce");
+  CHECK(rows[0].bound_time_us == 0.0);
 }
 #endif  // CCOLL_PERF_CORE
 

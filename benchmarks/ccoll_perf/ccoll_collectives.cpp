@@ -100,6 +100,11 @@ std::unique_ptr<Collective> make_collective(Transport transport, const PreparedA
 #else
       throw std::invalid_argument("--transport mpi: this ccoll_perf was built without MPI");
 #endif
+    case Transport::cuda_virtual:
+    case Transport::cuda_p2p:
+      // Every rank of a GPU transport is in one process: device_backend.hpp, not a rank view.
+      throw std::invalid_argument("--transport " + std::string(to_string(transport)) +
+                                  ": runs through a device transport (device_backend.hpp)");
   }
   throw std::invalid_argument("unknown transport");
 }

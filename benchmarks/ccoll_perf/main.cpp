@@ -12,7 +12,10 @@
 // itself, or takes them from
 // mpirun (rank and size from the MPI world), which is also how --peer mpi runs the MPI library's
 // MPI_Allreduce, and --peer gloo Gloo's allreduce (gloo_peer.hpp), on the same processes, buffers
-// and sizes for the ratio. docs/benchmark.md explains the columns and the memory-bandwidth bound.
+// and sizes for the ratio. cuda-virtual: every rank on one GPU through a registered device
+// transport (device_backend.hpp; built only with CUDA), with --peer nccl NCCL's allreduce on the
+// same buffers. docs/benchmark.md explains the columns, the memory-bandwidth bound and the HBM
+// bound of a plan on a GPU.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +32,8 @@
 #include <vector>
 
 #include "controls.hpp"
+#include "device_backend.hpp"
+#include "device_sweep.hpp"
 #include "gloo_peer.hpp"
 #include "machine.hpp"
 #include "perf_cli.hpp"
@@ -65,7 +70,9 @@ bool launched_by_mpirun() {
 // What rank 0 prints and records.
 class Printer {
  public:
-  Printer(Report& report, Peer peer) : report_(report), peer_(peer) {}
+  // device: a GPU transport's table (the plan's HBM bound, the peer's algbw).
+  Printer(Report& report, Peer peer, bool device = false)
+      : report_(report), peer_(peer), device_(device) {}
 
   void header(const std::string& transport_line, const Prepared* prepared = nullptr) {
     const auto& m = report_.machine;
@@ -104,11 +111,26 @@ class Printer {
     std::fflush(stdout);
   }
 
+  // The GPU calibration (-m 1 on a GPU transport) and the bound it gives.
+  void gpu() {
+    if (!report_.gpu) return;
+    const GpuCalibration& g = *report_.gpu;
+    std::printf(
+        "# gpu calibration (%s arrays, median of %d after warm-up; bytes read + written):\n"
+        "#   cudaMemcpyAsync D2D %.1f GB/s  copy kernel (16-byte vectors) %.1f GB/s  add kernel "
+        "(c = a + b) %.1f GB/s\n"
+        "#   empty kernel, back to back on one stream: %.2f us per launch, cooperative %.2f us\n"
+        "# bound: the plan's HBM bytes (reads + writes of every step of every rank) / copy-kernel "
+        "bandwidth; %%bound = bound / time\n",
+        format_size(g.array_bytes).c_str(), g.reps, g.memcpy_GBps, g.copy_kernel_GBps,
+        g.add_kernel_GBps, g.launch_us, g.cooperative_launch_us);
+    std::fflush(stdout);
+  }
+
   void section(const std::string& title) {
     std::printf(
         "#\n# %s\n%s", title.c_str(),
-        format_table_header(report_.bound_membw_GBps > 0, peer_ != Peer::none, to_string(peer_))
-            .c_str());
+        format_table_header(with_bound(), peer_ != Peer::none, to_string(peer_), device_).c_str());
     std::fflush(stdout);
     section_rows_ = 0;
     section_busbw_sum_ = 0;
@@ -125,7 +147,7 @@ class Printer {
   void row(Row r) {
     add_bound(r);
     if (r.peer_wrong > 0) any_wrong_ = true;
-    std::fputs(format_row(r, report_.bound_membw_GBps > 0, peer_ != Peer::none).c_str(), stdout);
+    std::fputs(format_row(r, with_bound(), peer_ != Peer::none, device_).c_str(), stdout);
     std::fflush(stdout);
     ++section_rows_;
     section_busbw_sum_ += r.busbw_GBps;
@@ -160,6 +182,9 @@ class Printer {
   bool any_wrong() const { return any_wrong_; }
 
  private:
+  bool with_bound() const {
+    return device_ ? report_.gpu.has_value() : report_.bound_membw_GBps > 0;
+  }
   void add_bound(Row& r) const {
     if (report_.bound_membw_GBps > 0) {
       r.bound_busbw_GBps = memory_bound_busbw(report_.bound_membw_GBps * 1e9, r.nranks) / 1e9;
@@ -168,6 +193,7 @@ class Printer {
 
   Report& report_;
   Peer peer_;
+  bool device_ = false;
   int section_rows_ = 0;
   double section_busbw_sum_ = 0;
   bool any_wrong_ = false;
@@ -414,6 +440,7 @@ std::string transport_description(Transport t) {
 std::string peer_description(const Options& o) {
   switch (o.peer) {
     case Peer::none:
+    case Peer::nccl:  // a GPU peer: never under mpirun (run_device)
       break;
     case Peer::mpi:
       return "; peer: " + mpi_library_version() + "'s MPI_Allreduce";
@@ -502,6 +529,73 @@ int run_under_mpirun(Report& report) {
 }
 #endif
 
+// A GPU transport: every rank in this process, on the GPU of a registered device transport
+// (--transport cuda-virtual), the peer (--peer nccl) on the same buffers in alternating blocks.
+int run_device(Report& report) {
+  Options& o = report.options;
+  const DeviceTransportEntry* entry = nullptr;
+  Prepared prepared;
+  try {
+    entry = &require_device_transport(o.transport, find_device_transport(to_string(o.transport)));
+    prepared = prepare_algorithms(o);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "ccoll_perf: %s\n", e.what());
+    return 2;
+  }
+  o.nranks = prepared.nranks;
+  const int nranks = o.nranks;
+  const std::string transport_name(to_string(o.transport));
+  const auto sizes = size_sweep(o.min_bytes, o.max_bytes, o.step_factor);
+  Printer printer(report, o.peer, true);
+  try {
+    DeviceRunSpec run;
+    run.nranks = nranks;
+    run.max_count = max_count(sizes, o.dtype);
+    run.dtype = o.dtype;
+    run.op = o.op;
+    run.check = o.check;
+    auto transport = entry->make(run);
+    std::unique_ptr<DeviceCollective> peer;
+    if (o.peer != Peer::none) peer = transport->peer(to_string(o.peer));
+    printer.header(transport->description(), &prepared);
+    if (peer) std::printf("# peer: %s\n", peer->description().c_str());
+    if (o.membw) {
+      report.gpu = transport->calibrate();
+      printer.gpu();
+    }
+    const double copy_GBps = report.gpu ? report.gpu->copy_kernel_GBps : 0.0;
+    auto emit = [&](const Row& r) { printer.row(r); };
+    auto record = [&](const Row& r) { printer.record(r); };
+    if (peer && o.algos.empty()) {  // -a none: the peer alone, as its own table
+      printer.section(peer->name() + " (the peer library): " + peer->description());
+      run_device_sweep(make_spec(o, sizes, "nccl", peer->name()), nullptr, peer.get(), 0.0, emit,
+                       record);
+      printer.end_section();
+    }
+    for (const PreparedAlgorithm& algo : prepared.algos) {
+      const std::vector<bool> active = active_ranks(algo.logical, nranks, algo.spec.overlap);
+      auto coll = transport->ccoll(make_config(o, -1, nranks, ""), plan_source(algo),
+                                   policy_id(transport_name, algo), active);
+      std::string title = section_title(transport_name, algo.name, nranks);
+      if (peer) {
+        title += "; " + peer->name() + " timed in alternating blocks with it (best of " +
+                 std::to_string(o.rounds) + " each)";
+      }
+      printer.section(title);
+      SweepSpec spec = make_spec(o, sizes, transport_name, algo.name);
+      spec.active = active;
+      run_device_sweep(spec, coll.get(), peer.get(), copy_GBps, emit, record);
+      printer.end_section();
+    }
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "ccoll_perf: %s\n", e.what());
+    return 1;
+  }
+  printer.finish();
+  return printer.any_wrong() ? 1 : 0;
+}
+
 int main_impl(int argc, char** argv) {
   std::vector<std::string> argv_all(argv, argv + argc);
   Report report;
@@ -532,6 +626,16 @@ int main_impl(int argc, char** argv) {
   report.command = command_line(argv_all);
   report.machine = read_machine_info();
 
+  if (is_device(o.transport)) {
+    if (launched_by_mpirun()) {
+      std::fprintf(stderr,
+                   "ccoll_perf: --transport %s runs every rank in this process: run it without "
+                   "mpirun\n",
+                   std::string(to_string(o.transport)).c_str());
+      return 2;
+    }
+    return run_device(report);
+  }
   if (launched_by_mpirun()) {
 #if CCOLL_HAVE_MPI
     return run_under_mpirun(report);

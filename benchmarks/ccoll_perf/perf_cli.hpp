@@ -37,12 +37,20 @@
 #include "ccoll/core/op.hpp"
 #include "ccoll/physical/graph.hpp"
 #include "ccoll/physical/load.hpp"
+#include "ccoll/plan/traffic.hpp"
+#include "device_backend.hpp"
 
 namespace ccoll_perf {
 
-enum class Transport { threads, shm, mpi, mpi_hybrid };
+// cuda_virtual and cuda_p2p run on GPUs through a registered device transport
+// (device_backend.hpp); the others run the host interpreter.
+enum class Transport { threads, shm, mpi, mpi_hybrid, cuda_virtual, cuda_p2p };
 constexpr std::string_view to_string(Transport t) {
   switch (t) {
+    case Transport::cuda_virtual:
+      return "cuda-virtual";
+    case Transport::cuda_p2p:
+      return "cuda-p2p";
     case Transport::threads:
       return "threads";
     case Transport::shm:
@@ -55,11 +63,18 @@ constexpr std::string_view to_string(Transport t) {
   return "?";
 }
 
+constexpr bool is_device(Transport t) {
+  return t == Transport::cuda_virtual || t == Transport::cuda_p2p;
+}
+
 // The other allreduce timed on the same ranks for the ratio (--peer): the MPI library's
-// MPI_Allreduce, or Gloo's allreduce (gloo_peer.hpp; only where ccoll_perf was built with Gloo).
-enum class Peer { none, mpi, gloo };
+// MPI_Allreduce, Gloo's allreduce (gloo_peer.hpp; only where ccoll_perf was built with Gloo), or
+// on a GPU transport NCCL's ncclAllReduce (nccl_peer.cu; only where built with NCCL).
+enum class Peer { none, mpi, gloo, nccl };
 constexpr std::string_view to_string(Peer p) {
   switch (p) {
+    case Peer::nccl:
+      return "nccl";
     case Peer::none:
       return "none";
     case Peer::mpi:
@@ -75,6 +90,25 @@ constexpr std::string_view to_string(Peer p) {
 inline constexpr bool kHaveGloo = true;
 #else
 inline constexpr bool kHaveGloo = false;
+#endif
+
+// Whether this ccoll_perf has the GPU transports (CMake enabled CUDA: CCOLL_HAVE_CUDA) and the
+// NCCL peer (CMake found NCCL too: CCOLL_HAVE_NCCL).
+#if CCOLL_HAVE_CUDA
+inline constexpr bool kHaveCuda = true;
+#else
+inline constexpr bool kHaveCuda = false;
+#endif
+#if CCOLL_HAVE_NCCL
+inline constexpr bool kHaveNccl = true;
+#else
+inline constexpr bool kHaveNccl = false;
+#endif
+// Whether the library has the one-GPU-per-rank transport that --transport cuda-p2p would run.
+#if CCOLL_HAVE_CUDA && __has_include("ccoll/transport/cuda/p2p.cuh")
+inline constexpr bool kLibraryHasCudaP2P = true;
+#else
+inline constexpr bool kLibraryHasCudaP2P = false;
 #endif
 
 // What ccoll_perf runs when -a is not given (its tables before the registry existed).
@@ -289,13 +323,18 @@ inline std::string usage_text() {
       --transport T       threads (P threads in this process), shm (P processes in shared
                           memory), mpi (the MPI processes of mpirun -np P, messages through
                           MPI point-to-point) or mpi-hybrid (MPI processes, shared memory
-                          inside a host, MPI between hosts), default threads
+                          inside a host, MPI between hosts), cuda-virtual (P ranks as thread
+                          blocks of one kernel on one GPU, if built with CUDA) or cuda-p2p (one
+                          GPU per rank, where the library has it), default threads
       --peer P            also run another allreduce on the same ranks and sizes and print the
                           ratio: mpi (the MPI library's MPI_Allreduce) or gloo (Gloo's allreduce
-                          over TCP, if built with Gloo); needs mpirun -np P and --transport shm,
-                          mpi or mpi-hybrid
+                          over TCP, if built with Gloo), which need mpirun -np P and --transport
+                          shm, mpi or mpi-hybrid; or nccl (ncclAllReduce, one rank per visible
+                          GPU, if built with NCCL) with --transport cuda-virtual
       --gloo_iface IF     --peer gloo: the network interface of Gloo's TCP pairs, default lo
-  -m, --membw 0|1         measure the memory bandwidth and print busbw as % of the bound, default 1
+  -m, --membw 0|1         measure the memory bandwidth and print busbw as % of the bound (on a
+                          GPU transport: calibrate the GPU and print each plan's HBM bound),
+                          default 1
       --slot_bytes SIZE   ccoll::Config::slot_bytes (FIFO slot size), default: the library's
       --nslots N          ccoll::Config::nslots (FIFO depth), default: the library's
       --nchannels N       ccoll::Config::nchannels, default 0 = automatic
@@ -320,6 +359,7 @@ Examples:
   mpirun --allow-run-as-root --oversubscribe -np 4 ccoll_perf --transport shm --peer mpi -b 16M -e 64M -f 4
   mpirun --allow-run-as-root --oversubscribe -np 4 ccoll_perf --transport mpi --peer mpi -a ring,dbtree
   mpirun --allow-run-as-root --oversubscribe -np 2 ccoll_perf --transport mpi-hybrid --peer gloo -a ring
+  ccoll_perf --transport cuda-virtual -t 8 --peer nccl -b 1M -e 256M -f 4 -r 3
 )";
 }
 
@@ -360,6 +400,36 @@ inline long parse_long(std::string_view flag, std::string_view v, long lo, long 
   return value;
 }
 }  // namespace detail
+
+// --transport cuda-virtual / cuda-p2p: a usage error saying why this build cannot run it.
+inline void check_device_transport_built(Transport t) {
+  const std::string flag = "--transport " + std::string(to_string(t));
+  if (!kHaveCuda) {
+    throw UsageError(flag +
+                     ": this ccoll_perf was built without CUDA (configure with nvcc on the PATH "
+                     "and CCOLL_ENABLE_CUDA=AUTO or ON)");
+  }
+  if (t == Transport::cuda_p2p && !kLibraryHasCudaP2P) {
+    throw UsageError(flag +
+                     ": not available in this build (the library has no "
+                     "ccoll/transport/cuda/p2p.cuh yet); --transport cuda-virtual runs every rank "
+                     "on one GPU");
+  }
+}
+
+// The registered device transport of `t` (device_backend.hpp), or a usage error: `found` is what
+// find_device_transport(to_string(t)) returned.
+inline const DeviceTransportEntry& require_device_transport(Transport t,
+                                                            const DeviceTransportEntry* found) {
+  check_device_transport_built(t);
+  if (found == nullptr) {
+    throw UsageError("--transport " + std::string(to_string(t)) +
+                     ": not available in this build (ccoll_perf has no backend for it: a file "
+                     "registering it beside benchmarks/ccoll_perf/cuda_virtual_backend.cu would "
+                     "add one)");
+  }
+  return *found;
+}
 
 // Parses argv (argv[0] is skipped). Throws UsageError naming the flag on bad input.
 inline Options parse_args(const std::vector<std::string>& args) {
@@ -447,8 +517,12 @@ inline Options parse_args(const std::vector<std::string>& args) {
         o.transport = Transport::mpi;
       } else if (v == "mpi-hybrid") {
         o.transport = Transport::mpi_hybrid;
+      } else if (v == "cuda-virtual" || v == "cuda-p2p") {
+        o.transport = v == "cuda-virtual" ? Transport::cuda_virtual : Transport::cuda_p2p;
+        check_device_transport_built(o.transport);
       } else {
-        throw detail::bad_value(flag, "expected threads, shm, mpi or mpi-hybrid", v);
+        throw detail::bad_value(
+            flag, "expected threads, shm, mpi, mpi-hybrid, cuda-virtual or cuda-p2p", v);
       }
     } else if (flag == "--peer") {
       const std::string v = next();
@@ -462,8 +536,18 @@ inline Options parse_args(const std::vector<std::string>& args) {
               "reconfigure; CMake then prints 'ccoll_perf: --peer gloo enabled')");
         }
         p = Peer::gloo;
+      } else if (v == "nccl") {
+        if (!kHaveNccl) {
+          throw UsageError(
+              "--peer nccl: this ccoll_perf was built without NCCL (it needs CUDA and NCCL's "
+              "nccl.h and libnccl where CMake looks: the CUDA toolkit's directories)");
+        }
+        p = Peer::nccl;
       } else {
-        throw detail::bad_value(flag, kHaveGloo ? "expected mpi or gloo" : "expected mpi", v);
+        std::string expected = "expected mpi";
+        if (kHaveGloo) expected += kHaveNccl ? ", gloo" : " or gloo";
+        if (kHaveNccl) expected += " or nccl";
+        throw detail::bad_value(flag, expected, v);
       }
       if (o.peer != Peer::none && o.peer != p) {
         throw UsageError("--peer: one peer a run (got " + std::string(to_string(o.peer)) + " and " +
@@ -543,7 +627,16 @@ inline Options parse_args(const std::vector<std::string>& args) {
                      ") must not exceed -e/--maxbytes (" + std::to_string(o.max_bytes) + ")");
   }
   if (o.algos.empty() && o.peer == Peer::none) {
-    throw UsageError("-a/--algo none: only with --peer mpi or gloo (nothing else would run)");
+    throw UsageError("-a/--algo none: only with --peer mpi, gloo or nccl (nothing else would run)");
+  }
+  // NCCL runs on GPUs, MPI and Gloo on host processes: a peer runs beside the transport it is
+  // compared with.
+  if (o.peer == Peer::nccl && !is_device(o.transport)) {
+    throw UsageError("--peer nccl: only with --transport cuda-virtual (the GPU transports)");
+  }
+  if ((o.peer == Peer::mpi || o.peer == Peer::gloo) && is_device(o.transport)) {
+    throw UsageError("--peer " + std::string(to_string(o.peer)) + ": not with --transport " +
+                     std::string(to_string(o.transport)) + " (on a GPU the peer is nccl)");
   }
   if (o.step_factor == 1.0 && o.min_bytes != o.max_bytes) {
     throw UsageError("-f/--stepfactor: 1 only works with -b equal to -e");
@@ -740,6 +833,15 @@ inline double memory_bound_busbw(double membw_bytes_per_s, int nranks) {
   return membw_bytes_per_s * (nranks - 1) / (static_cast<double>(nranks) * nranks);
 }
 
+// The HBM bound of a plan whose ranks all run on one GPU: the bytes its steps read and write
+// (plan::memory_traffic) at the bandwidth a copy kernel draws (bytes read plus written per
+// second), in seconds. docs/benchmark.md derives it.
+inline double device_bound_time_s(const ccoll::plan::Plan& p, std::size_t elem_size,
+                                  double copy_bytes_per_s) {
+  if (copy_bytes_per_s <= 0) return 0.0;
+  return static_cast<double>(ccoll::plan::memory_traffic(p, elem_size).total()) / copy_bytes_per_s;
+}
+
 // One line of results.
 struct Row {
   std::string transport;  // threads, shm, mpi
@@ -757,7 +859,27 @@ struct Row {
   double peer_busbw_GBps = 0;   // the peer's busbw for the same size (0: no peer)
   long peer_wrong = -1;         // the peer's #wrong in the same rounds (-1: not checked / no peer)
   std::string paired_with;      // a peer row: the algorithm it alternated with
+  // A GPU transport's bound (device_bound_time_s; 0: none); bound_busbw_GBps is then the busbw
+  // that time would give, so that pct_of_bound = bound time / time.
+  double bound_time_us = 0;
+  // The peer's algbw, set when the peer ran on another rank count than ours (NCCL: one rank per
+  // GPU, ccoll: P virtual ranks on one GPU): the ratio then compares algbw, i.e. the peer's time
+  // over ours for the same message, since busbw's 2(P-1)/P would weigh the two differently.
+  double peer_algbw_GBps = 0;
 };
+
+// Our figure over the peer's (0: no peer): algbw when peer_algbw_GBps is set, else busbw.
+inline double ratio_to_peer(const Row& r) {
+  if (r.peer_algbw_GBps > 0) return r.algbw_GBps / r.peer_algbw_GBps;
+  return r.peer_busbw_GBps > 0 ? r.busbw_GBps / r.peer_busbw_GBps : 0.0;
+}
+
+// Sets r's device bound from its bound time.
+inline void set_device_bound(Row& r, double bound_time_s) {
+  if (bound_time_s <= 0) return;
+  r.bound_time_us = bound_time_s * 1e6;
+  r.bound_busbw_GBps = static_cast<double>(r.bytes) / bound_time_s / 1e9 * bus_factor(r.nranks);
+}
 
 // Fills algbw/busbw from bytes, time and nranks.
 inline Row make_row(std::string transport, std::string algo, int nranks, std::uint64_t bytes,
@@ -786,42 +908,53 @@ inline std::string printf_string(const char* fmt, auto... args) {
 }
 }  // namespace detail
 
-// nccl-tests' layout plus two optional columns: busbw as % of the memory bound and, with a peer,
-// the peer's busbw (headed "<peer> busbw") and our ratio to it.
+// nccl-tests' layout plus optional columns: busbw as % of the memory bound and, with a peer, the
+// peer's busbw (headed "<peer> busbw") and our ratio to it. On a GPU transport (`device`) the
+// bound columns are the plan's HBM bound time and its % of the measured time, and the peer's
+// figure is its algbw (Row::peer_algbw_GBps).
 inline std::string format_table_header(bool with_bound, bool with_peer,
-                                       std::string_view peer = "mpi") {
+                                       std::string_view peer = "mpi", bool device = false) {
   std::string h = "#       size         count      type   redop     time   algbw   busbw  #wrong";
   std::string u = "#        (B)    (elements)                       (us)  (GB/s)  (GB/s)        ";
-  if (with_bound) {
+  if (with_bound && device) {
+    h += "    bound  %bound";
+    u += "     (us)        ";
+  } else if (with_bound) {
     h += "  %mbound";
     u += "         ";
   }
   if (with_peer) {
-    h += detail::printf_string("  %10s   ratio", (std::string(peer) + " busbw").c_str());
+    const std::string label = std::string(peer) + (device ? " algbw" : " busbw");
+    h += detail::printf_string("  %10s   ratio", label.c_str());
     u += "      (GB/s)        ";
   }
   return h + "\n" + u + "\n";
 }
 
-inline std::string format_row(const Row& r, bool with_bound, bool with_peer) {
+inline std::string format_row(const Row& r, bool with_bound, bool with_peer, bool device = false) {
   std::string s = detail::printf_string(
       "%12llu  %12llu  %8s  %6s  %7.*f  %6.2f  %6.2f  %6s",
       static_cast<unsigned long long>(r.bytes), static_cast<unsigned long long>(r.count),
       std::string(ccoll::to_string(r.dtype)).c_str(), std::string(ccoll::to_string(r.op)).c_str(),
       r.time_us < 10000 ? 2 : 0, r.time_us, r.algbw_GBps, r.busbw_GBps,
       r.wrong < 0 ? "N/A" : std::to_string(r.wrong).c_str());
-  if (with_bound) {
+  if (with_bound && device) {
+    s += r.bound_time_us > 0 && r.time_us > 0
+             ? detail::printf_string("  %7.*f  %5.1f%%", r.bound_time_us < 10000 ? 2 : 0,
+                                     r.bound_time_us, 100.0 * r.bound_time_us / r.time_us)
+             : std::string("      N/A     N/A");
+  } else if (with_bound) {
     s += r.bound_busbw_GBps > 0
              ? detail::printf_string("  %6.1f%%", 100.0 * r.busbw_GBps / r.bound_busbw_GBps)
              : std::string("      N/A");
   }
   if (with_peer) {
     // Ratios of 100 and more (a peer far behind) lose their decimals, to keep the column's width.
-    const double ratio = r.peer_busbw_GBps > 0 ? r.busbw_GBps / r.peer_busbw_GBps : 0.0;
-    s += r.peer_busbw_GBps > 0
-             ? detail::printf_string(ratio < 99.995 ? "  %10.2f  %5.2fx" : "  %10.2f  %5.0fx",
-                                     r.peer_busbw_GBps, ratio)
-             : std::string("         N/A     N/A");
+    const double ratio = ratio_to_peer(r);
+    const double figure = r.peer_algbw_GBps > 0 ? r.peer_algbw_GBps : r.peer_busbw_GBps;
+    s += ratio > 0 ? detail::printf_string(ratio < 99.995 ? "  %10.2f  %5.2fx" : "  %10.2f  %5.0fx",
+                                           figure, ratio)
+                   : std::string("         N/A     N/A");
   }
   return s + "\n";
 }
@@ -839,7 +972,7 @@ inline std::string csv_row(const Row& r) {
      << r.algbw_GBps << ',' << r.busbw_GBps << ',' << r.wrong << ',' << r.bound_busbw_GBps << ',';
   if (r.bound_busbw_GBps > 0) os << 100.0 * r.busbw_GBps / r.bound_busbw_GBps;
   os << ',' << r.peer_busbw_GBps << ',';
-  if (r.peer_busbw_GBps > 0) os << r.busbw_GBps / r.peer_busbw_GBps;
+  if (ratio_to_peer(r) > 0) os << ratio_to_peer(r);
   os << ',' << r.paired_with << '\n';
   return os.str();
 }
@@ -871,7 +1004,8 @@ struct Report {
   std::string command;
   MachineInfo machine;
   std::vector<MemoryBandwidth> membw;
-  double bound_membw_GBps = 0;  // B used for the bound
+  double bound_membw_GBps = 0;        // B used for the bound
+  std::optional<GpuCalibration> gpu;  // a GPU transport's calibration (-m 1)
   Options options;
   std::vector<Row> rows;
 };
@@ -896,6 +1030,17 @@ inline nlohmann::ordered_json to_json_value(const Report& rep) {
                                      {"copy_nt_GBps", m.copy_nt_GBps}});
   }
   j["bound_membw_GBps"] = rep.bound_membw_GBps;
+  if (rep.gpu) {
+    const GpuCalibration& g = *rep.gpu;
+    j["gpu_calibration"] = {{"device", g.device},
+                            {"array_bytes", g.array_bytes},
+                            {"reps", g.reps},
+                            {"memcpy_GBps", g.memcpy_GBps},
+                            {"copy_kernel_GBps", g.copy_kernel_GBps},
+                            {"add_kernel_GBps", g.add_kernel_GBps},
+                            {"launch_us", g.launch_us},
+                            {"cooperative_launch_us", g.cooperative_launch_us}};
+  }
   json& opts = j["options"];
   opts["transport"] = std::string(to_string(o.transport));
   opts["iters"] = o.iters;
@@ -933,9 +1078,14 @@ inline nlohmann::ordered_json to_json_value(const Report& rep) {
       row["bound_busbw_GBps"] = r.bound_busbw_GBps;
       row["pct_of_bound"] = 100.0 * r.busbw_GBps / r.bound_busbw_GBps;
     }
-    if (r.peer_busbw_GBps > 0) {
+    if (r.bound_time_us > 0) row["bound_time_us"] = r.bound_time_us;
+    if (ratio_to_peer(r) > 0) {
       row["peer_busbw_GBps"] = r.peer_busbw_GBps;
-      row["ratio_to_peer"] = r.busbw_GBps / r.peer_busbw_GBps;
+      row["ratio_to_peer"] = ratio_to_peer(r);
+      if (r.peer_algbw_GBps > 0) {
+        row["peer_algbw_GBps"] = r.peer_algbw_GBps;
+        row["ratio_of"] = "algbw";
+      }
       row["peer_wrong"] = r.peer_wrong;
     }
     if (!r.paired_with.empty()) row["paired_with"] = r.paired_with;

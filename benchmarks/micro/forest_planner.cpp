@@ -12,21 +12,29 @@
 // mwu_only cases run the multiplicative weights alone (no weight refit, no column generation).
 //
 // The graph shapes of the topology work: full-mesh machines (cluster:8x8:mesh, MI300X-style),
-// GPU-only graphs (ring:8, torus:4x4) and the single machines mi300x and dgx-h100. peak_rss_MB is
-// the process's peak resident set so far (run one case per process to attribute it).
+// GPU-only graphs (ring:8, torus:4x4) and the single machines mi300x and dgx-h100. Clusters of
+// identical machines are solved on the LP reduced by the machines' rotation (symmetry counter: its
+// order M); cluster:8x4:pairwise is the largest worker-pair graph, and the 128 x 8 clusters (1,024
+// GPUs) are planned hierarchically (hierarchical = 1; bound_GBps is then the machines' cut bound,
+// and the exact reference is not run). peak_rss_MB is the process's peak resident set so far (run
+// one case per process to attribute it).
 //
 // Usage: bench_forest_planner [Google Benchmark flags], e.g. --benchmark_filter=dgx1v
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
+#include <any>
 #include <cstdlib>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ccoll/algo/packed_forest.hpp"
+#include "ccoll/algo/registry.hpp"
 #include "ccoll/forest/packed_forest.hpp"
 #include "ccoll/physical/presets.hpp"
+#include "ccoll/plan/verifier.hpp"
 #include "ccoll/solve/arborescence.hpp"
 
 namespace {
@@ -97,11 +105,14 @@ void run(benchmark::State& state, const Case& c, ForestSchedule schedule, int ma
   state.counters["oracle"] = static_cast<double>(f.oracle_calls);
   state.counters["refits"] = f.refits;
   state.counters["pivots"] = static_cast<double>(f.pivots);
+  state.counters["symmetry"] = f.symmetry_order;
+  state.counters["hierarchical"] = f.hierarchical ? 1 : 0;
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   state.counters["peak_rss_MB"] = static_cast<double>(u.ru_maxrss) / 1024.0;
   const char* e = std::getenv("CCOLL_FOREST_EXACT");
-  if (max_pairs == 0 && mwu_phases == 0 && e != nullptr && e[0] == '1') {
+  const bool small = static_cast<long>(topo.compute_nodes().size()) <= o.hierarchical_above;
+  if (max_pairs == 0 && mwu_phases == 0 && small && e != nullptr && e[0] == '1') {
     ForestOptions x = o;
     x.method = ForestMethod::column_generation;
     x.prune_loss = 0;
@@ -135,7 +146,8 @@ const bool registered = [] {
     cases.push_back({t, "fig6", fig6_active(fig6)});
   }
   for (const char* t : {"cluster:8x8:mesh:100", "cluster:2x4:mesh:100", "mi300x", "dgx-h100",
-                        "ring:8", "torus:4x4", "cluster:4x4:pairwise"})
+                        "ring:8", "torus:4x4", "cluster:4x4:pairwise", "cluster:8x4:pairwise",
+                        "cluster:128x8:nvswitch:400", "cluster:128x8:pcie:100"})
     cases.push_back({t, "all", {}});
   for (const auto& c : cases)
     for (auto s : {ForestSchedule::phased, ForestSchedule::overlapped, ForestSchedule::concurrent})
@@ -169,6 +181,56 @@ const bool registered = [] {
           ->Unit(benchmark::kMillisecond)
           ->MinTime(0.3);
     }
+  return true;
+}();
+
+// Through the registry, as `ccoll plan --algo forest` plans (its simulator aside): the forest,
+// the plan of 16 Mi floats with the CLI's default split (64) and the verifier. Counters: ranks,
+// channels, steps (all programs), verified (1: the verifier accepted the plan).
+void registry(benchmark::State& state, const std::string& topology) {
+  const auto topo = preset(topology);
+  ccoll::algo::AlgorithmRequest req;
+  req.topology = &topo;
+  req.split = 64;
+  ccoll::plan::Plan plan;
+  bool ok = false;
+  double total = 0, bound = 0;
+  for (auto _ : state) {
+    const auto reg =
+        ccoll::algo::make_algorithm(ccoll::algo::find_algorithm("forest").algorithm, req);
+    ccoll::plan::PlanRequest pr;
+    pr.nranks = reg.nranks();
+    pr.count = 1u << 24;
+    pr.overlap = false;
+    plan = reg.build(pr);
+    ok = ccoll::plan::verify(plan).ok;
+    const auto& f = std::any_cast<const ccoll::algo::PackedForest&>(reg.details()).forest(false);
+    total = f.total_GBps;
+    bound = f.upper_bound_GBps;
+  }
+  std::size_t steps = 0;
+  for (const auto& c : plan.channels)
+    for (const auto& p : c.programs) steps += p.steps.size();
+  state.counters["ranks"] = plan.nranks;
+  state.counters["channels"] = static_cast<double>(plan.channels.size());
+  state.counters["steps"] = static_cast<double>(steps);
+  state.counters["verified"] = ok ? 1 : 0;
+  state.counters["total_GBps"] = total;
+  state.counters["bound_GBps"] = bound;
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  state.counters["peak_rss_MB"] = static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+const bool registered_registry = [] {
+  for (const char* t :
+       {"cluster:8x4:pairwise", "cluster:128x8:nvswitch:400", "cluster:128x8:pcie:100"}) {
+    std::string n = "registry/";
+    n += t;
+    benchmark::RegisterBenchmark(n.c_str(), [t](benchmark::State& st) { registry(st, t); })
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(1);
+  }
   return true;
 }();
 

@@ -1,0 +1,148 @@
+// ccoll_perf/cuda_virtual_backend.cu: --transport cuda-virtual, every rank of a plan as thread
+// blocks of one cooperative kernel on one GPU (transport::CudaVirtualRanks).
+//
+// The executor is built straight from the algorithm's plan source (device_sweep.cpp's
+// plan_source: what ccoll::Allreduce<CudaVirtualRanks, algo::Registered, S> would build), so that
+// nvcc compiles neither the registry nor the planners. A block is warm-up calls, then `iters`
+// stream-ordered run_all<T, Op> calls between two CUDA events: the time is the device's, launch
+// gaps included, as an application that enqueues allreduces back to back sees it. T and Op are
+// dispatched once per block, so the calls are the typed run_all; a program that times every
+// dtype and op compiles the 35 kernels either way.
+#include <chrono>
+#include <memory>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ccoll/core/dtype.hpp"
+#include "ccoll/core/op.hpp"
+#include "ccoll/transport/cuda/virtual_ranks.cuh"
+#include "cuda_workspace.cuh"
+
+namespace ccoll_perf::cuda {
+
+namespace {
+
+using ccoll::transport::CudaVirtualRanks;
+
+constexpr std::uint64_t kCalibrationBytes = 256ull << 20;  // 5x an H100's or H200's 50 MiB L2
+constexpr int kCalibrationReps = 20;
+
+class VirtualRanksCollective final : public DeviceCollective {
+ public:
+  VirtualRanksCollective(Workspace& ws, const ccoll::Config& config,
+                         std::function<ccoll::plan::Plan(const ccoll::plan::PlanRequest&)> source,
+                         const std::string& policy, const std::vector<bool>& active)
+      : ws_(ws),
+        policy_(policy),
+        exec_(CudaVirtualRanks::resolve(config), std::move(source), policy,
+              ccoll::transport::cuda::LaunchOptions{
+                  ws.device(), ws.spec().threads == 0 ? 512u : ws.spec().threads, ws.stream()}) {
+    for (int r = 0; r < ws.spec().nranks; ++r)
+      if (active.empty() ||
+          (static_cast<std::size_t>(r) < active.size() && active[static_cast<std::size_t>(r)]))
+        active_.push_back(r);
+    check(cudaEventCreate(&start_), "cudaEventCreate");
+    check(cudaEventCreate(&stop_), "cudaEventCreate");
+  }
+  ~VirtualRanksCollective() override {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  VirtualRanksCollective(const VirtualRanksCollective&) = delete;
+  VirtualRanksCollective& operator=(const VirtualRanksCollective&) = delete;
+
+  DeviceTimed time_block(std::uint64_t count, int warmup, int iters, bool check_results) override {
+    DeviceTimed t;
+    ccoll::dispatch_data_type(ws_.spec().dtype, [&](auto v) {
+      ccoll::dispatch_reduce_op(ws_.spec().op, [&](auto tag) {
+        t = timed<decltype(v), decltype(tag)::value>(count, warmup, iters, check_results);
+      });
+    });
+    return t;
+  }
+  int nranks() const override { return static_cast<int>(active_.size()); }
+  std::optional<ccoll::plan::Plan> plan(std::uint64_t count) override {
+    return exec_.plan(count, ccoll::size_of(ws_.spec().dtype));
+  }
+  std::string name() const override { return policy_; }
+  std::string description() const override {
+    return std::to_string(exec_.nranks()) + " virtual ranks on device " +
+           std::to_string(exec_.device()) + ", " + std::to_string(exec_.threads()) +
+           " threads per block";
+  }
+
+ private:
+  template <class T, ccoll::ReduceOp Op>
+  DeviceTimed timed(std::uint64_t count, int warmup, int iters, bool check_results) {
+    const auto& sends = ws_.sends();
+    const auto& recvs = ws_.recvs();
+    cudaStream_t stream = ws_.stream();
+    ws_.poison(count, active_, stream);
+    for (int i = 0; i < warmup; ++i) exec_.run_all<T, Op>(sends, recvs, count, stream);
+    check(cudaEventRecord(start_, stream), "cudaEventRecord");
+    for (int i = 0; i < iters; ++i) exec_.run_all<T, Op>(sends, recvs, count, stream);
+    check(cudaEventRecord(stop_, stream), "cudaEventRecord");
+    exec_.synchronize(stream);  // throws the failure of any call, naming rank, channel and step
+    DeviceTimed t;
+    t.time_s = elapsed_s(start_, stop_) / iters;
+    if (check_results) {
+      std::vector<const void*> outputs;
+      for (const int r : active_) outputs.push_back(recvs[static_cast<std::size_t>(r)]);
+      t.wrong = ws_.count_wrong(outputs, count, active_);
+    }
+    return t;
+  }
+
+  Workspace& ws_;
+  std::string policy_;
+  CudaVirtualRanks::Executor exec_;
+  std::vector<int> active_;
+  cudaEvent_t start_ = nullptr;
+  cudaEvent_t stop_ = nullptr;
+};
+
+class VirtualRanksTransport final : public DeviceTransport {
+ public:
+  explicit VirtualRanksTransport(const DeviceRunSpec& spec)
+      : ws_(ccoll::transport::cuda::current_device(), spec) {}
+
+  std::string description() const override {
+    return std::to_string(ws_.spec().nranks) +
+           " virtual ranks on one GPU, thread blocks of one cooperative kernel "
+           "(CudaVirtualRanks); " +
+           describe_device(ws_.device());
+  }
+  GpuCalibration calibrate() override {
+    return cuda::calibrate(ws_.device(), kCalibrationBytes, kCalibrationReps);
+  }
+  std::unique_ptr<DeviceCollective> ccoll(
+      const ccoll::Config& config,
+      std::function<ccoll::plan::Plan(const ccoll::plan::PlanRequest&)> source,
+      const std::string& policy_id, const std::vector<bool>& active) override {
+    return std::make_unique<VirtualRanksCollective>(ws_, config, std::move(source), policy_id,
+                                                    active);
+  }
+  std::unique_ptr<DeviceCollective> peer(std::string_view name) override {
+    const PeerEntry* p = find_peer(name);
+    if (p == nullptr)
+      throw std::invalid_argument("--peer " + std::string(name) +
+                                  ": not built into this ccoll_perf (GPU peers: " + peer_names() +
+                                  ")");
+    return p->make(ws_);
+  }
+
+ private:
+  Workspace ws_;
+};
+
+[[maybe_unused]] const bool registered = register_device_transport(
+    {"cuda-virtual", [](const DeviceRunSpec& spec) -> std::unique_ptr<DeviceTransport> {
+       return std::make_unique<VirtualRanksTransport>(spec);
+     }});
+
+}  // namespace
+
+}  // namespace ccoll_perf::cuda

@@ -1,0 +1,102 @@
+// ccoll_perf/device_backend.hpp: what ccoll_perf's host code knows of a transport whose ranks run
+// on a GPU (--transport cuda-virtual), without a CUDA type in sight.
+//
+// A device transport is a file (cuda_virtual_backend.cu) that registers a DeviceTransportEntry
+// under its --transport name; the host code finds it by that name and never names CUDA, so that
+// ccoll_perf builds unchanged without a CUDA compiler and a new device transport is a new file.
+// A DeviceTransport measures the GPU (calibrate), holds every rank's buffers on it, and makes the
+// allreduces to time on those buffers: ccoll's on one algorithm's plans, and the peer library's
+// (--peer nccl). Each is a DeviceCollective: all ranks of this process at once, timed on the
+// device. The sweep over sizes, the alternation with the peer and the rows are host code
+// (device_sweep.hpp).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ccoll/core/config.hpp"
+#include "ccoll/core/dtype.hpp"
+#include "ccoll/core/op.hpp"
+#include "ccoll/plan/plan.hpp"
+
+namespace ccoll_perf {
+
+// The GPU measured before the sweep (bandwidths count bytes read plus bytes written, as STREAM
+// does; times are medians of `reps` after warm-up, taken with CUDA events).
+struct GpuCalibration {
+  std::string device;             // name, compute capability, SMs, memory, L2
+  std::uint64_t array_bytes = 0;  // each array of the bandwidth kernels
+  int reps = 0;
+  double memcpy_GBps = 0;            // cudaMemcpyAsync device to device (2 bytes per byte copied)
+  double copy_kernel_GBps = 0;       // a kernel copying 16-byte vectors (2 bytes per byte copied)
+  double add_kernel_GBps = 0;        // c = a + b over 16-byte vectors (3 bytes per byte of c)
+  double launch_us = 0;              // an empty kernel, back-to-back launches on one stream
+  double cooperative_launch_us = 0;  // the same with cudaLaunchCooperativeKernel (ccoll's launch)
+};
+
+// One timed block of calls.
+struct DeviceTimed {
+  double time_s = 0;  // seconds per call (the slowest device's, where there are several)
+  long wrong = -1;    // wrong elements of the last call over the contributing ranks; -1: unchecked
+};
+
+// One allreduce implementation over every rank of this process, on device buffers.
+class DeviceCollective {
+ public:
+  virtual ~DeviceCollective() = default;
+  // Poisons the outputs, runs `warmup` untimed calls, then `iters` timed back-to-back calls of
+  // `count` elements; with `check`, counts the wrong elements of the last call's outputs.
+  virtual DeviceTimed time_block(std::uint64_t count, int warmup, int iters, bool check) = 0;
+  // The ranks its bus bandwidth counts (those that contribute and receive).
+  virtual int nranks() const = 0;
+  // The plan a call of `count` elements runs (none: not a ccoll plan).
+  virtual std::optional<ccoll::plan::Plan> plan(std::uint64_t /*count*/) { return std::nullopt; }
+  // The rows' algo column (ncclAllReduce) and the header's account of what ran.
+  virtual std::string name() const = 0;
+  virtual std::string description() const = 0;
+};
+
+// What a device transport's buffers hold: every rank's input and output of up to `max_count`
+// elements, filled with perf_data.hpp's inputs.
+struct DeviceRunSpec {
+  int nranks = 0;
+  std::uint64_t max_count = 0;
+  ccoll::DataType dtype = ccoll::DataType::f32;
+  ccoll::ReduceOp op = ccoll::ReduceOp::sum;
+  bool check = true;
+  unsigned threads = 0;  // per thread block (0: the transport's default)
+};
+
+class DeviceTransport {
+ public:
+  virtual ~DeviceTransport() = default;
+  // The header's transport line.
+  virtual std::string description() const = 0;
+  virtual GpuCalibration calibrate() = 0;
+  // ccoll's allreduce on the ranks' buffers: plans from `source` (an algorithm with its schedule),
+  // `policy_id` naming them for the plan cache, `active` the contributing ranks (empty: all).
+  virtual std::unique_ptr<DeviceCollective> ccoll(
+      const ccoll::Config& config,
+      std::function<ccoll::plan::Plan(const ccoll::plan::PlanRequest&)> source,
+      const std::string& policy_id, const std::vector<bool>& active) = 0;
+  // The peer library `name` (--peer) on the same buffers; throws std::invalid_argument naming
+  // the peers this build has when there is no such peer.
+  virtual std::unique_ptr<DeviceCollective> peer(std::string_view name) = 0;
+};
+
+struct DeviceTransportEntry {
+  std::string name;  // the --transport name
+  std::function<std::unique_ptr<DeviceTransport>(const DeviceRunSpec&)> make;
+};
+
+// The registration point: a device transport's file calls this from a namespace-scope initializer.
+bool register_device_transport(DeviceTransportEntry entry);
+// Null when no transport of that name was built into this ccoll_perf.
+const DeviceTransportEntry* find_device_transport(std::string_view name);
+
+}  // namespace ccoll_perf
