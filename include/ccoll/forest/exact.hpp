@@ -9,7 +9,8 @@
 // duals of every round certify an upper bound (upper_bound_GBps). It replaces the ellipsoid method
 // of [TopoSync]'s Alg. 1 with the same primal-dual idea. It is slow on large graphs (the LP grows
 // by up to one column per root per round and tails off); an LP that fails its optimality check
-// throws rather than returning a wrong optimum.
+// throws rather than returning a wrong optimum. On identical machines it solves the LP reduced by
+// their rotation (symmetry.hpp), whose optimum is the same.
 #pragma once
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 
 #include "ccoll/forest/problem.hpp"
 #include "ccoll/forest/refit.hpp"
+#include "ccoll/forest/symmetry.hpp"
 #include "ccoll/forest/types.hpp"
 #include "ccoll/physical/graph.hpp"
 
@@ -88,9 +90,13 @@ inline PackedForest solve_packed_forest_exact(const physical::PhysicalTopology& 
                                               const ForestOptions& opt = {}) {
   using namespace forest_detail;
   const auto t0 = std::chrono::steady_clock::now();
-  const ForestProblem p = make_forest_problem(topo, opt.schedule);
-  PackedForest out = start_forest(p, opt.schedule, ForestMethod::column_generation);
-  if (single_worker(p, out)) return out;
+  const ForestProblem full = make_forest_problem(topo, opt.schedule);
+  PackedForest out = start_forest(full, opt.schedule, ForestMethod::column_generation);
+  if (single_worker(full, out)) return out;
+  const MachineRotation rot =
+      opt.symmetry && full.n >= opt.symmetry_from ? find_machine_rotation(topo) : MachineRotation{};
+  const SymmetricProblem sym = reduce_by_rotation(full, rot);
+  const ForestProblem& p = sym.order() > 1 ? sym.quotient : full;
   ForestOracle oracle(p, opt.steiner);
   out.exact_oracle = oracle.exact();
 
@@ -154,6 +160,7 @@ inline PackedForest solve_packed_forest_exact(const physical::PhysicalTopology& 
   out.pivots += pr.pivots;
   out.refits += pr.refits;
   add_pairs(p, cols, pr.x, out);
+  sym.expand(out);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

@@ -45,6 +45,10 @@
 // The result is feasible by construction (weights are scaled to the largest feasible multiple if
 // the simplex were ever inaccurate), so total_GBps never exceeds the certified upper bound.
 // ForestMethod::column_generation runs the exact reference instead (exact.hpp).
+// Scale: on a cluster of identical machines, steps 1-4 run on the LP reduced by the rotation of
+// the machines (symmetry.hpp: the same optimum, M times fewer rows and roots), certified also by
+// the cut prices of problem.hpp; above ForestOptions::hierarchical_above compute nodes a cluster is
+// planned hierarchically (hierarchical.hpp), with the flat solver on its two small problems.
 #pragma once
 
 #include <algorithm>
@@ -56,8 +60,10 @@
 #include <vector>
 
 #include "ccoll/forest/exact.hpp"
+#include "ccoll/forest/hierarchical.hpp"
 #include "ccoll/forest/problem.hpp"
 #include "ccoll/forest/refit.hpp"
+#include "ccoll/forest/symmetry.hpp"
 #include "ccoll/forest/types.hpp"
 #include "ccoll/physical/graph.hpp"
 #include "ccoll/solve/mwu_packing.hpp"
@@ -79,16 +85,21 @@ struct RootOracle {
 
 }  // namespace forest_detail
 
-inline PackedForest solve_packed_forest(const physical::PhysicalTopology& topo,
-                                        const ForestOptions& opt = {}) {
+// Steps 1-4 of the header comment on the whole graph (or its quotient by the machines' rotation).
+inline PackedForest solve_packed_forest_flat(const physical::PhysicalTopology& topo,
+                                             const ForestOptions& opt = {}) {
   using namespace forest_detail;
   if (opt.method == ForestMethod::column_generation) return solve_packed_forest_exact(topo, opt);
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   const auto elapsed = [&] { return std::chrono::duration<double>(clock::now() - t0).count(); };
-  const ForestProblem p = make_forest_problem(topo, opt.schedule);
-  PackedForest out = start_forest(p, opt.schedule, ForestMethod::mwu);
-  if (single_worker(p, out)) return out;
+  const ForestProblem full = make_forest_problem(topo, opt.schedule);
+  PackedForest out = start_forest(full, opt.schedule, ForestMethod::mwu);
+  if (single_worker(full, out)) return out;
+  const MachineRotation rot =
+      opt.symmetry && full.n >= opt.symmetry_from ? find_machine_rotation(topo) : MachineRotation{};
+  const SymmetricProblem sym = reduce_by_rotation(full, rot);
+  const ForestProblem& p = sym.order() > 1 ? sym.quotient : full;
   solve::SteinerOptions so = opt.steiner;
   so.exact_limit = std::min(so.exact_limit, opt.mwu_exact_relays);
   ForestOracle oracle(p, so);
@@ -163,6 +174,21 @@ inline PackedForest solve_packed_forest(const physical::PhysicalTopology& topo,
       t[i] = load[i] >= cap[i] * (1 - 1e-6) ? 1.0 / cap[i] : 0.0;
     return t;
   };
+  // The cut bounds, which the dual prices of the LPs rarely reach on symmetric machines.
+  if (out.exact_oracle) {
+    ForestColumn c;
+    for (const auto& cy : cut_prices(topo, p)) {
+      oracle.set_prices(cy);
+      double min_cost = std::numeric_limits<double>::infinity(), d = 0;
+      for (int root : p.roots) min_cost = std::min(min_cost, oracle.price(root, c));
+      for (std::size_t i = 0; i < cy.size(); ++i) d += cap[i] * cy[i];
+      if (min_cost > 0 && d / min_cost < bound) {
+        bound = d / min_cost;
+        center = cy;
+        for (auto& v : center) v /= min_cost;
+      }
+    }
+  }
   std::vector<double> y(cap.size()), last_y;
   for (int round = 0; round < opt.polish_rounds; ++round) {
     if (bound <= (1 + opt.target_gap) * best) break;
@@ -190,7 +216,7 @@ inline PackedForest solve_packed_forest(const physical::PhysicalTopology& topo,
   // With a heuristic oracle there is no bound yet; when the relays are few enough to enumerate
   // (steiner.exact_limit), one exact pricing of the final duals and of the saturated links
   // certifies one.
-  const int relays = p.n - static_cast<int>(p.roots.size());
+  const int relays = p.relays();
   if (!out.exact_oracle && relays <= opt.steiner.exact_limit) {
     ForestOracle exact(p, opt.steiner);
     const auto certify = [&](const std::vector<double>& yy) {
@@ -238,8 +264,22 @@ inline PackedForest solve_packed_forest(const physical::PhysicalTopology& topo,
   }
   pr.x.resize(cols.size(), 0.0);
   add_pairs(p, cols, pr.x, out);
+  sym.expand(out);
   out.seconds = elapsed();
   return out;
+}
+
+// The flat solver, or above opt.hierarchical_above compute nodes the hierarchical one
+// (hierarchical.hpp), which falls back to the flat one where the hierarchy does not apply.
+inline PackedForest solve_packed_forest(const physical::PhysicalTopology& topo,
+                                        const ForestOptions& opt = {}) {
+  if (opt.method == ForestMethod::mwu &&
+      static_cast<long>(topo.compute_nodes().size()) > opt.hierarchical_above)
+    return solve_packed_forest_hierarchical(
+        topo, opt, [](const physical::PhysicalTopology& t, const ForestOptions& o) {
+          return solve_packed_forest_flat(t, o);
+        });
+  return solve_packed_forest_flat(topo, opt);
 }
 
 }  // namespace ccoll::forest

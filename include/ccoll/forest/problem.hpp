@@ -67,6 +67,13 @@ struct ForestProblem {
   int pools = 2;
 
   int links() const { return static_cast<int>(link_cap.size()); }
+  // Inactive compute nodes (relays). Not n - roots: a quotient (symmetry.hpp) keeps one root per
+  // orbit of roots.
+  int relays() const {
+    int r = 0;
+    for (char t : terminal) r += t ? 0 : 1;
+    return r;
+  }
   int rows() const { return pools * links(); }
   double row_capacity(int row) const { return link_cap[static_cast<std::size_t>(row % links())]; }
   std::vector<double> capacities() const {
@@ -119,6 +126,48 @@ inline ForestProblem make_forest_problem(const physical::PhysicalTopology& topo,
   return p;
 }
 
+// Row prices of the cut bounds (Frank's subpartition bounds for packings of arborescences with
+// any roots, [TopoSync] Sec. IV cites the spanning case [35]): 1 on the reduce pool's links out of
+// every active compute node (each reduce tree leaves every active node but its root), 1 on the
+// last broadcast pool's links into them, and the same two for the links that leave or enter a
+// machine (nodes sharing a host). Priced by an exact oracle, any of them certifies a bound (the
+// oracle finds how often the cheapest tree must cross the cut); the LP's own duals rarely land on
+// them exactly on symmetric machines, where they are the optimum (every link of a pairwise
+// cluster is saturated at it).
+inline std::vector<std::vector<double>> cut_prices(const physical::PhysicalTopology& topo,
+                                                   const ForestProblem& p) {
+  using physical::PhysicalTopology;
+  const int L = p.links();
+  const auto host = [&](int v) -> const std::string& {
+    return topo.nodes[PhysicalTopology::idx(v)].host;
+  };
+  std::vector<std::vector<double>> out;
+  const int bpool = p.last_bpool();
+  for (int kind = 0; kind < 2; ++kind) {  // 0: active nodes, 1: machines
+    std::vector<double> red(static_cast<std::size_t>(p.rows()), 0.0);
+    std::vector<double> bc(static_cast<std::size_t>(p.rows()), 0.0);
+    bool any = false;
+    for (int l = 0; l < L; ++l) {
+      const auto& lk = topo.links[PhysicalTopology::idx(p.link[static_cast<std::size_t>(l)])];
+      bool leaves = false, enters = false;
+      if (kind == 0) {
+        leaves = topo.is_active(lk.from);
+        enters = topo.is_active(lk.to);
+      } else {
+        leaves = !host(lk.from).empty() && host(lk.from) != host(lk.to);
+        enters = !host(lk.to).empty() && host(lk.from) != host(lk.to);
+      }
+      if (leaves) red[static_cast<std::size_t>(l)] = 1.0, any = true;
+      const int bc_row = bpool * L + l;
+      if (enters) bc[static_cast<std::size_t>(bc_row)] = 1.0, any = true;
+    }
+    if (!any) continue;
+    out.push_back(std::move(red));
+    out.push_back(std::move(bc));
+  }
+  return out;
+}
+
 // The pricing oracle, with its workspace. Not thread-safe; one per solver.
 class ForestOracle {
  public:
@@ -129,9 +178,7 @@ class ForestOracle {
   }
 
   // True when every call returns a cheapest column (no relay, or few enough to enumerate).
-  bool exact() const {
-    return p_.all_active || p_.n - static_cast<int>(p_.roots.size()) <= steiner_.exact_limit;
-  }
+  bool exact() const { return p_.all_active || p_.relays() <= steiner_.exact_limit; }
   std::size_t calls() const { return calls_; }
 
   // Sets the row prices for the next price() calls (edge prices are cached per pool).

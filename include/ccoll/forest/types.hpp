@@ -55,6 +55,17 @@ struct ForestOptions {
   // runs per call: the mwu method uses it only up to mwu_exact_relays relays.
   solve::SteinerOptions steiner{};
   int mwu_exact_relays = 2;
+  // Solve the LP reduced by the rotation of identical machines (symmetry.hpp) when the graph has
+  // one and at least symmetry_from compute nodes: the same optimum, M times fewer rows and roots.
+  // Below that the flat LP takes milliseconds, and its forests' unequal trees are what the plans
+  // of small graphs are tuned for (equal_rate_trees; the reduction repeats every tree M times
+  // with one weight). false: the flat LP (the reference the reduction is tested against).
+  bool symmetry = true;
+  int symmetry_from = 16;
+  // Above this many compute nodes, a cluster of machines is planned hierarchically
+  // (hierarchical.hpp: a forest over the machines composed with one inside a machine); the flat
+  // LP needs a route and an oracle edge per pair of compute nodes.
+  int hierarchical_above = 256;
 
   // Multiplicative weights (method mwu). The budgets count work, not time, so that a plan is a
   // function of its inputs: every rank of a job computes the same forest.
@@ -116,7 +127,9 @@ struct PackedForest {
   // oracle), or -1 when the oracle is a heuristic (some relays) and no bound is known.
   double upper_bound_GBps = -1;
   bool exact_oracle = false;
-  double seconds = 0;  // planning time
+  double seconds = 0;         // planning time
+  int symmetry_order = 1;     // M when solved on the quotient by a rotation of M machines
+  bool hierarchical = false;  // composed from a machine-level and an intra-machine forest
 
   // Solver statistics.
   int rounds = 0;           // column generation rounds / MWU phases
