@@ -107,7 +107,8 @@ class Control {
   // Every rank's vector, indexed by rank.
   std::vector<std::vector<double>> allgather(int rank, std::span<const double> mine) {
     if (mine.size() > kSlotDoubles) throw std::length_error("allgather: too many values");
-    std::memcpy(slot(rank), mine.data(), mine.size() * sizeof(double));
+    // An empty span's data() may be null, which memcpy must not get even for zero bytes.
+    if (!mine.empty()) std::memcpy(slot(rank), mine.data(), mine.size() * sizeof(double));
     head_->lengths[rank].store(mine.size(), std::memory_order_relaxed);
     barrier();
     std::vector<std::vector<double>> all(static_cast<std::size_t>(nranks_));
@@ -123,7 +124,7 @@ class Control {
   std::string broadcast(int rank, const std::string& text) {
     if (rank == 0) {
       if (text.size() > kTextBytes) throw std::length_error("broadcast: text too long");
-      std::memcpy(text_area(), text.data(), text.size());
+      if (!text.empty()) std::memcpy(text_area(), text.data(), text.size());
       head_->text_length.store(text.size(), std::memory_order_relaxed);
     }
     barrier();
