@@ -81,6 +81,7 @@ ccoll::Config make_config(const Options& knobs, int rank, int nranks, const std:
   if (knobs.slot_stores == Options::SlotStores::streamed) cfg.tune_slot_stores = false;
   if (knobs.slot_stores == Options::SlotStores::cached) cfg.stream_slot_bytes = 0;
   if (knobs.timeout_ms) cfg.timeout = std::chrono::milliseconds(*knobs.timeout_ms);
+  cfg.protocol = knobs.protocol;
   return cfg;
 }
 

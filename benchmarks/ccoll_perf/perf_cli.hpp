@@ -158,6 +158,8 @@ struct Options {
   std::optional<long> timeout_ms;
   // -a auto: the tuning table (algo/tuning_table_json.hpp) instead of the library's default.
   std::string tuning_path;
+  // ccoll::Config::protocol: "" (the policy's choice), "simple" or "ll".
+  std::string protocol;
   std::string json_path;
   std::string csv_path;
   bool help = false;
@@ -348,6 +350,9 @@ inline std::string usage_text() {
                           fails, 1..2147483647 ms, default: the library's (60000)
       --tuning FILE       -a auto chooses per size from this tuning table (JSON, see
                           include/ccoll/algo/tuning_table_json.hpp) instead of the default
+      --protocol P        ccoll::Config::protocol: simple (slot and counter) or ll (low
+                          latency: flagged lines) for every size; default: the algorithm's
+                          choice (auto: per size from the tuning table; others: simple)
       --json FILE         write the results as JSON (the path is checked before the run)
       --csv FILE          write the results as CSV (the path is checked before the run)
   -h, --help              this text
@@ -586,6 +591,10 @@ inline Options parse_args(const std::vector<std::string>& args) {
       }
     } else if (flag == "--timeout") {
       o.timeout_ms = detail::parse_long(flag, next(), 1, kMaxTimeoutMs);
+    } else if (flag == "--protocol") {
+      o.protocol = next();
+      if (o.protocol != "simple" && o.protocol != "ll")
+        throw detail::bad_value(flag, "expected simple or ll", o.protocol);
     } else if (flag == "--tuning") {
       o.tuning_path = next();
       if (o.tuning_path.empty()) throw detail::bad_value(flag, "expected a file name", "");
@@ -1057,6 +1066,7 @@ inline nlohmann::ordered_json to_json_value(const Report& rep) {
                                                                          : "cached";
   opts["timeout_ms"] = o.timeout_ms ? json(*o.timeout_ms) : json(nullptr);
   opts["tuning"] = o.tuning_path.empty() ? json(nullptr) : json(o.tuning_path);
+  opts["protocol"] = o.protocol.empty() ? json(nullptr) : json(o.protocol);
   opts["datatype"] = std::string(ccoll::to_string(o.dtype));
   opts["op"] = std::string(ccoll::to_string(o.op));
   opts["topology"] = o.topology.empty() ? json(nullptr) : json(o.topology);

@@ -12,7 +12,8 @@
 // they hold the same table: the table's digest is part of the policy's name, hence of the
 // communicator's fingerprint, and ranks with different tables refuse to run together
 // (Mismatch). The table's rules name registered algorithms that plan on abstract ranks, without
-// a schedule suffix (the Allreduce's schedule decides).
+// a schedule suffix (the Allreduce's schedule decides), and may name the protocol of their plans
+// (protocol/protocol.hpp: "simple" by default, or "ll").
 //
 // The default table comes from measurements with ccoll_perf on shared memory (docs/protocols.md
 // has the figures and the commands); pass a table measured on the target machine to tune it:
@@ -35,6 +36,7 @@
 #include "ccoll/algo/registry.hpp"
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/core/error.hpp"
+#include "ccoll/protocol/protocol.hpp"
 
 namespace ccoll::algo {
 
@@ -43,6 +45,9 @@ struct SizeRule {
   std::uint64_t max_bytes = std::numeric_limits<std::uint64_t>::max();  // count x element size
   int min_ranks = 1;
   int max_ranks = std::numeric_limits<int>::max();
+  // How the plan's messages signal arrival (protocol/protocol.hpp); a LowLatency plan is chunked
+  // for half slots.
+  protocol::Id protocol = protocol::Id::simple;
   bool matches(int nranks, std::uint64_t bytes) const {
     return nranks >= min_ranks && nranks <= max_ranks && bytes <= max_bytes;
   }
@@ -54,7 +59,8 @@ struct TuningTable {
 
 // Measured on a 2-core host with shared memory (docs/protocols.md): at P = 2 the one-hop plan is
 // fastest up to 64 KiB; above two ranks recursive doubling takes over from 2 KiB, and the direct
-// plan from 64 KiB. oneshot takes at most 16 ranks (plan/one_shot.hpp).
+// plan from 64 KiB. oneshot takes at most 16 ranks (plan/one_shot.hpp). The low-latency protocol
+// did not beat Simple at any size there (docs/protocols.md), so every rule is Simple.
 inline TuningTable default_tuning_table() {
   TuningTable t;
   t.rules.push_back(SizeRule{"oneshot", 64 * 1024, 1, 2});
@@ -85,8 +91,7 @@ class BySize {
       AlgorithmRequest req;
       req.nranks = r.min_ranks;
       builders_.push_back(make_algorithm(spec.algorithm, req));
-      text += r.algorithm + "/" + std::to_string(r.max_bytes) + "/" + std::to_string(r.min_ranks) +
-              "/" + std::to_string(r.max_ranks) + ";";
+      text += rule_text(r);
     }
     name = "auto";
     if (text != default_text()) {
@@ -111,7 +116,10 @@ class BySize {
   // connections there. The extra connections carry no message.
   plan::Plan build(const plan::PlanRequest& req) const {
     const std::uint64_t bytes = req.count * req.elem_size;
-    plan::Plan chosen = builders_[index(req.nranks, bytes)].build(req);
+    const std::size_t rule = index(req.nranks, bytes);
+    plan::Plan chosen =
+        protocol::build_for(table_.rules[rule].protocol, req,
+                            [&](const plan::PlanRequest& r) { return builders_[rule].build(r); });
     plan::PlanRequest reference = req;
     reference.count =
         static_cast<std::uint64_t>(req.nranks) * std::max<std::uint32_t>(1, req.nchannels) * 4096;
@@ -131,15 +139,21 @@ class BySize {
   }
 
  private:
+  // A rule as it enters the table's digest (the protocol only when it is not the default).
+  static std::string rule_text(const SizeRule& r) {
+    return r.algorithm + "/" + std::to_string(r.max_bytes) + "/" + std::to_string(r.min_ranks) +
+           "/" + std::to_string(r.max_ranks) +
+           (r.protocol == protocol::Id::simple ? ""
+                                               : "/" + std::string(protocol::name(r.protocol))) +
+           ";";
+  }
   [[noreturn]] static void fail(const std::string& what) {
     throw Error(ErrorCode::InvalidArgument, -1, "tuning table: " + what);
   }
   static const std::string& default_text() {
     static const std::string text = [] {
       std::string s;
-      for (const SizeRule& r : default_tuning_table().rules)
-        s += r.algorithm + "/" + std::to_string(r.max_bytes) + "/" + std::to_string(r.min_ranks) +
-             "/" + std::to_string(r.max_ranks) + ";";
+      for (const SizeRule& r : default_tuning_table().rules) s += rule_text(r);
       return s;
     }();
     return text;

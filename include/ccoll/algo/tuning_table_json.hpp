@@ -5,9 +5,10 @@
 //              {"algorithm": "recdoubling", "max_bytes": 32768, "min_ranks": 3},
 //              {"algorithm": "direct"}]}
 //
-// The first rule whose rank range and max_bytes (count x element size, inclusive) match is used;
-// absent fields match everything. Every error is a ccoll::Error (InvalidArgument) naming the key,
-// e.g. "tuning.rules[1].max_bytes". Needs nlohmann-json.
+// A rule may also name its protocol, "protocol": "simple" (the default) or "ll" (protocol/
+// protocol.hpp). The first rule whose rank range and max_bytes (count x element size, inclusive)
+// match is used; absent fields match everything. Every error is a ccoll::Error (InvalidArgument)
+// naming the key, e.g. "tuning.rules[1].max_bytes". Needs nlohmann-json.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 
 #include "ccoll/algo/by_size.hpp"
 #include "ccoll/core/error.hpp"
+#include "ccoll/protocol/protocol.hpp"
 
 namespace ccoll::algo {
 
@@ -60,6 +62,10 @@ inline TuningTable tuning_table_from_json(const std::string& text) {
       rule.min_ranks = static_cast<int>(integer("min_ranks", 1, kMaxRanks));
     if (r.contains("max_ranks"))
       rule.max_ranks = static_cast<int>(integer("max_ranks", 1, kMaxRanks));
+    if (r.contains("protocol")) {
+      if (!r["protocol"].is_string()) bad(key + ".protocol", "\"simple\" or \"ll\"");
+      rule.protocol = protocol::parse(r["protocol"].get<std::string>(), key + ".protocol");
+    }
     t.rules.push_back(rule);
   }
   return t;

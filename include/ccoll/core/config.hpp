@@ -41,6 +41,11 @@ struct Config {
   // Plans kept per communicator (least recently used evicted first): a program calling many
   // distinct counts rebuilds the evicted ones instead of growing without bound.
   std::uint32_t max_cached_plans = 64;
+  // How messages signal their arrival (protocol/protocol.hpp): "" = as the policy chooses (`auto`:
+  // per size from its tuning table; other algorithms: simple), "simple" (slot and counter) or "ll"
+  // (low latency: flagged lines, half of each slot payload) for every plan. HostThreads and
+  // SharedMemory read it; part of the communicator's fingerprint.
+  std::string protocol;
 };
 
 }  // namespace ccoll

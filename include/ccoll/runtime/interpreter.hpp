@@ -11,6 +11,12 @@
 // (the elements a member handles), sync() (a barrier), leader() and any(v) (the leader's v,
 // broadcast to all members).
 //
+// A plan runs in one of two protocols (protocol/protocol.hpp). Simple: the step's element loop
+// reads and writes slots, and the leader posts the tail counters. LowLatency (ProgramContext::
+// low_latency, on connections with an LL region): the step reads its messages straight from their
+// flagged lines while it folds them and writes its sends as flagged lines
+// (protocol/low_latency.hpp), element by element, with no tail counter at all.
+//
 // Two forms: try_step() executes the program's next step only if all its messages have arrived
 // and all its send slots are free ([C-Cube] Sec. IV-B's "check"), so one host thread can interleave
 // the channels of its rank without deadlock; run_program() waits for each step ([C-Cube] Sec.
@@ -25,6 +31,7 @@
 // in float and round once on every group, so the host and a GPU compute the same bits.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -34,6 +41,7 @@
 #include "ccoll/core/op.hpp"
 #include "ccoll/core/platform.hpp"
 #include "ccoll/plan/plan.hpp"
+#include "ccoll/protocol/low_latency.hpp"
 #include "ccoll/runtime/connection.hpp"
 #include "ccoll/sync/connection.hpp"
 #include "ccoll/sync/counter.hpp"
@@ -108,6 +116,20 @@ struct ProgramContext {
   // an earlier call's value never satisfies a wait for a later one.
   std::uint64_t* progress = nullptr;
   std::uint64_t progress_base = 0;
+  // The plan's messages are LowLatency lines (every connection has an LL region; see
+  // protocol/low_latency.hpp); false: Simple slots and tail counters.
+  bool low_latency = false;
+  // LowLatency: the deadline (sync::now_ns(); 0 = none) of the polls of lines inside a step, which
+  // a group of several threads makes without the leader's check.
+  std::uint64_t deadline_ns = 0;
+};
+
+// Connections that can carry LowLatency messages (sync::BasicConnectionRef).
+template <class C>
+concept LowLatencyConnection = requires(const C& c, std::uint64_t m) {
+  { c.ll_lines(m) } -> std::same_as<std::uint64_t*>;
+  { c.has_low_latency() } -> std::same_as<bool>;
+  { C::scope } -> std::convertible_to<sync::Scope>;
 };
 
 // Why a program stopped before its end.
@@ -514,12 +536,29 @@ CCOLL_HD inline std::uint64_t message_number(const ProgramContext<T, C>& ctx, co
   return ctx.base[p.connection] + p.seq;
 }
 
+// Has message m of `count` elements arrived? LowLatency: its last line carries its flag (acquire:
+// a single-thread sender stores that line last, with release, so the others are there too).
+template <class T, class C>
+CCOLL_HD bool message_arrived(const ProgramContext<T, C>& ctx, const C& c, std::uint64_t m,
+                              std::uint64_t count) {
+  if constexpr (LowLatencyConnection<C>) {
+    if (ctx.low_latency) {
+      using LL = protocol::LowLatency;
+      std::uint32_t data = 0;
+      return LL::load<C::scope>(c.ll_lines(m) + (LL::lines(count * sizeof(T)) - 1), LL::flag(m),
+                                &data, true);
+    }
+  }
+  return c.can_recv(m);
+}
+
 // Non-blocking: are all of step s's messages there and all its send slots free? (leader only)
 template <class T, class C>
 CCOLL_HD bool step_ready(const ProgramContext<T, C>& ctx, const plan::Step& s) {
   for (std::uint32_t k = 0; k < s.recv_count; ++k) {
     const plan::Port& p = ctx.ports[s.recv_begin + k];
-    if (!ctx.connections[p.connection].can_recv(message_number(ctx, p))) return false;
+    if (!message_arrived(ctx, ctx.connections[p.connection], message_number(ctx, p), s.count))
+      return false;
   }
   for (std::uint32_t k = 0; k < s.send_count; ++k) {
     const plan::Port& p = ctx.ports[s.send_begin + k];
@@ -539,7 +578,7 @@ CCOLL_HD StepFailure blocked_port(const ProgramContext<T, C>& ctx, std::uint32_t
   for (std::uint32_t k = 0; k < s.recv_count; ++k) {
     const plan::Port& p = ctx.ports[s.recv_begin + k];
     const C& c = ctx.connections[p.connection];
-    if (!c.can_recv(message_number(ctx, p))) {
+    if (!message_arrived(ctx, c, message_number(ctx, p), s.count)) {
       f.peer = c.from;
       f.waiting_for_slot = false;
       return f;
@@ -557,9 +596,232 @@ CCOLL_HD StepFailure blocked_port(const ProgramContext<T, C>& ctx, std::uint32_t
   return f;
 }
 
-// Executes step s, whose messages are known to be there (all members of g call it).
+namespace detail {
+
+// LowLatency moves units: the fewest whole elements that fill whole 4-byte line payloads.
+template <class T>
+struct LlUnit {
+  static constexpr std::uint32_t kLines = sizeof(T) > 4 ? sizeof(T) / 4 : 1;
+  static constexpr std::uint32_t kElems = sizeof(T) >= 4 ? 1 : 4 / sizeof(T);
+  static_assert(kLines * 4 == kElems * sizeof(T));
+};
+
+// Step s in LowLatency: member i handles units i, i + stride, ...; for each it polls the unit's
+// lines of every received message, folds them with the local operand in the order of Step::
+// src_position (in Acc, as element_loop does, so both protocols compute the same bits), writes
+// the output and stores the result as lines into every send. Returns false if a line did not
+// come before the deadline or an abort.
+template <class T, ReduceOp Op, bool Fin, class Acc, class Group, class C>
+CCOLL_HD bool ll_pass(const Group& g, const ProgramContext<T, C>& ctx, const plan::Step& s,
+                      const T* local) {
+  using LL = protocol::LowLatency;
+  using U = LlUnit<T>;
+  constexpr sync::Scope kScope = C::scope;
+  const std::uint64_t* rl[kMaxStepPorts];
+  std::uint32_t rf[kMaxStepPorts];
+  std::uint64_t* sl[kMaxStepPorts];
+  std::uint32_t sf[kMaxStepPorts];
+  for (std::uint32_t k = 0; k < s.recv_count; ++k) {
+    const plan::Port& p = ctx.ports[s.recv_begin + k];
+    const std::uint64_t m = ctx.base[p.connection] + p.seq;
+    rl[k] = ctx.connections[p.connection].ll_lines(m);
+    rf[k] = LL::flag(m);
+  }
+  for (std::uint32_t k = 0; k < s.send_count; ++k) {
+    const plan::Port& p = ctx.ports[s.send_begin + k];
+    const std::uint64_t m = ctx.base[p.connection] + p.seq;
+    sl[k] = ctx.connections[p.connection].ll_lines(m);
+    sf[k] = LL::flag(m);
+  }
+  const std::uint64_t n = s.count;
+  const std::uint64_t last_line = LL::lines(n * sizeof(T)) - 1;
+  if (n == 0) {  // an empty message is one line: its arrival
+    if (g.leader())
+      for (std::uint32_t k = 0; k < s.send_count; ++k)
+        LL::store<kScope>(sl[k], 0, sf[k], Group::kSingleThread);
+    return true;
+  }
+  T* out = s.write_output ? ctx.output + s.offset : nullptr;
+  const std::uint32_t local_at =
+      local == nullptr ? kMaxStepPorts + 1
+                       : (s.src_position < s.recv_count ? s.src_position : s.recv_count);
+  const std::uint32_t nsrc = s.recv_count + (local != nullptr ? 1u : 0u);
+  const std::uint64_t units = (n + U::kElems - 1) / U::kElems;
+  for (std::uint64_t u = g.first(); u < units; u += g.stride()) {
+    const std::uint64_t e0 = u * U::kElems;
+    const std::uint32_t ne = n - e0 < U::kElems ? static_cast<std::uint32_t>(n - e0) : U::kElems;
+    Acc acc[U::kElems] = {};
+    for (std::uint32_t j = 0, r = 0; j < nsrc; ++j) {
+      T v[U::kElems] = {};
+      if (j == local_at) {
+        for (std::uint32_t e = 0; e < ne; ++e) v[e] = local[e0 + e];
+      } else {
+        std::uint32_t w[U::kLines];
+        for (std::uint32_t q = 0; q < U::kLines; ++q) {
+          const sync::WaitResult res = LL::wait<kScope>(rl[r] + u * U::kLines + q, rf[r], &w[q],
+                                                        false, ctx.abort, ctx.deadline_ns);
+          if (res != sync::WaitResult::Ok) return false;
+        }
+        std::memcpy(v, w, sizeof w);
+        ++r;
+      }
+      for (std::uint32_t e = 0; e < U::kElems; ++e)
+        acc[e] = j == 0 ? static_cast<Acc>(v[e]) : combine<Op>(acc[e], static_cast<Acc>(v[e]));
+    }
+    T res[U::kElems] = {};
+    for (std::uint32_t e = 0; e < ne; ++e) {
+      Acc a = acc[e];
+      if constexpr (Fin) a = finalize<Op>(a, ctx.nactive);
+      res[e] = static_cast<T>(a);
+    }
+    if (out != nullptr)
+      for (std::uint32_t e = 0; e < ne; ++e) out[e0 + e] = res[e];
+    if (s.send_count > 0) {
+      std::uint32_t w[U::kLines] = {};
+      std::memcpy(w, res, ne * sizeof(T));
+      for (std::uint32_t k = 0; k < s.send_count; ++k)
+        for (std::uint32_t q = 0; q < U::kLines; ++q) {
+          const std::uint64_t line = u * U::kLines + q;
+          LL::store<kScope>(sl[k] + line, w[q], sf[k], Group::kSingleThread && line == last_line);
+        }
+    }
+  }
+  return true;
+}
+
+// Step s in LowLatency on one thread (the host executors): tiles of the received messages are
+// unpacked into a staging area (the last line of each was acquired before the step, and a
+// single-thread sender stores it last, so the lines are normally all there; one that is not is
+// polled), folded by element_loop, the loop Simple runs (so both protocols compute the same
+// bits), and packed into the sends. Returns false if a line did not come before the deadline or
+// an abort.
+template <class T, ReduceOp Op, bool Fin, class C>
+CCOLL_HD bool ll_staged(const ProgramContext<T, C>& ctx, const plan::Step& s, const T* local) {
+  using LL = protocol::LowLatency;
+  constexpr sync::Scope kScope = C::scope;
+  constexpr std::uint64_t kTileBytes = 512;  // a multiple of 8: tiles hold whole lines and units
+  constexpr std::uint64_t kTileElems = kTileBytes / sizeof(T);
+  alignas(64) std::uint32_t stage[kMaxStepPorts + 1][kTileBytes / 4];
+  const std::uint64_t n = s.count;
+  const std::uint64_t last_line = LL::lines(n * sizeof(T)) - 1;
+  const T* srcs[kMaxStepPorts + 1];
+  T* dsts[kMaxStepPorts + 1];
+  const HostGroup g;
+  for (std::uint64_t lo = 0; lo < n; lo += kTileElems) {
+    const std::uint64_t m = n - lo < kTileElems ? n - lo : kTileElems;
+    const std::uint64_t line0 = lo * sizeof(T) / 4;
+    const std::uint64_t lines = LL::lines(m * sizeof(T));
+    std::uint32_t nsrc = 0, ndst = 0;
+    for (std::uint32_t k = 0; k < s.recv_count; ++k) {
+      if (local != nullptr && k == s.src_position) srcs[nsrc++] = local + lo;
+      const plan::Port& p = ctx.ports[s.recv_begin + k];
+      const std::uint64_t msg = ctx.base[p.connection] + p.seq;
+      const std::uint64_t* l = ctx.connections[p.connection].ll_lines(msg) + line0;
+      const std::uint32_t f = LL::flag(msg);
+      std::uint32_t* d = stage[k];
+      for (std::uint64_t i = 0; i < lines; ++i)
+        if (!LL::load<kScope>(l + i, f, d + i, false) &&
+            LL::wait<kScope>(l + i, f, d + i, false, ctx.abort, ctx.deadline_ns) !=
+                sync::WaitResult::Ok)
+          return false;
+      srcs[nsrc++] = reinterpret_cast<const T*>(d);
+    }
+    if (local != nullptr && s.src_position >= s.recv_count) srcs[nsrc++] = local + lo;
+    if (s.write_output) dsts[ndst++] = ctx.output + s.offset + lo;
+    if (ndst == 0) dsts[ndst++] = reinterpret_cast<T*>(stage[kMaxStepPorts]);
+    if (nsrc > 0) {
+      element_loop<T, Op, Fin>(g, dsts, ndst, srcs, nsrc, m, ctx.nactive);
+    } else {
+      for (std::uint64_t i = 0; i < m; ++i) dsts[0][i] = T{};
+    }
+    if (s.send_count == 0) continue;
+    // The packed payload: whole lines, the last one zero-padded.
+    const auto* payload = reinterpret_cast<const unsigned char*>(dsts[0]);
+    const std::uint64_t whole = m * sizeof(T) / 4;
+    for (std::uint32_t k = 0; k < s.send_count; ++k) {
+      const plan::Port& p = ctx.ports[s.send_begin + k];
+      const std::uint64_t msg = ctx.base[p.connection] + p.seq;
+      std::uint64_t* l = ctx.connections[p.connection].ll_lines(msg) + line0;
+      const std::uint32_t f = LL::flag(msg);
+      for (std::uint64_t i = 0; i < whole; ++i) {
+        std::uint32_t w;
+        std::memcpy(&w, payload + 4 * i, 4);
+        LL::store<kScope>(l + i, w, f, line0 + i == last_line);
+      }
+      if (whole < lines) {
+        std::uint32_t w = 0;
+        std::memcpy(&w, payload + 4 * whole, m * sizeof(T) - 4 * whole);
+        LL::store<kScope>(l + whole, w, f, true);
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace detail
+
+// Step s in LowLatency (all members of g call it); false if it gave up waiting for a line.
 template <class T, ReduceOp Op, class Group, class C>
-CCOLL_HD void execute_step(const Group& g, const ProgramContext<T, C>& ctx, const plan::Step& s) {
+CCOLL_HD bool execute_step_ll(const Group& g, const ProgramContext<T, C>& ctx,
+                              const plan::Step& s) {
+  const T* local = s.src == plan::Source::Input    ? ctx.input + s.offset
+                   : s.src == plan::Source::Output ? ctx.output + s.offset
+                                                   : nullptr;
+  const std::uint32_t nsrc = s.recv_count + (local != nullptr ? 1u : 0u);
+  const bool fin = s.final && Op == ReduceOp::avg;
+  bool ok = true;
+  if constexpr (Group::kSingleThread) {
+    if (s.count > 0) {
+      ok = fin ? detail::ll_staged<T, Op, true>(ctx, s, local)
+               : detail::ll_staged<T, Op, false>(ctx, s, local);
+      if (!ok) return false;
+      if (g.leader()) {
+        for (std::uint32_t k = 0; k < s.recv_count; ++k) {
+          const plan::Port& p = ctx.ports[s.recv_begin + k];
+          ctx.connections[p.connection].post_received(message_number(ctx, p));
+        }
+      }
+      return true;
+    }
+  }
+  if (detail::kWidensToFloat<T> && nsrc >= 3) {
+    ok = fin ? detail::ll_pass<T, Op, true, float>(g, ctx, s, local)
+             : detail::ll_pass<T, Op, false, float>(g, ctx, s, local);
+  } else {
+    ok = fin ? detail::ll_pass<T, Op, true, T>(g, ctx, s, local)
+             : detail::ll_pass<T, Op, false, T>(g, ctx, s, local);
+  }
+  g.sync();  // every member's reads of the received lines are done
+  if constexpr (!Group::kSingleThread) {
+    // A member that gave up did so at the deadline or on an abort, which the leader sees too.
+    bool failed = false;
+    if (g.leader())
+      failed =
+          !ok ||
+          (ctx.abort != nullptr &&
+           sync::AtomicWord<std::uint32_t>(const_cast<std::uint32_t*>(ctx.abort)).load_relaxed() !=
+               0) ||
+          (ctx.deadline_ns != 0 && sync::now_ns() >= ctx.deadline_ns);
+    ok = !g.any(failed);
+  }
+  if (!ok) return false;
+  if (g.leader()) {
+    g.fence_before_post();
+    for (std::uint32_t k = 0; k < s.recv_count; ++k) {
+      const plan::Port& p = ctx.ports[s.recv_begin + k];
+      ctx.connections[p.connection].post_received(message_number(ctx, p));
+    }
+  }
+  return true;
+}
+
+// Executes step s, whose messages are known to be there (all members of g call it). Returns false
+// only for a LowLatency step that gave up waiting for a line (deadline or abort).
+template <class T, ReduceOp Op, class Group, class C>
+CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, const plan::Step& s) {
+  if constexpr (LowLatencyConnection<C>) {
+    if (ctx.low_latency) return execute_step_ll<T, Op>(g, ctx, s);
+  }
   const T* srcs[kMaxStepPorts + 1];
   T* dsts[kMaxStepPorts + 1];
   std::uint32_t nsrc = 0, ndst = 0;
@@ -630,6 +892,7 @@ CCOLL_HD void execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
         c.post_sent(message_number(ctx, p));
     }
   }
+  return true;
 }
 
 // After execute_step: `done` steps of the program are complete. The leader's release store
@@ -650,7 +913,8 @@ CCOLL_HD bool try_step(const Group& g, const ProgramContext<T, C>& ctx, std::uin
   const plan::Step& s = ctx.steps[pc];
   const bool ready = g.any(g.leader() ? step_ready(ctx, s) : false);
   if (!ready) return false;
-  execute_step<T, Op>(g, ctx, s);
+  // A LowLatency step fails only at the deadline or on an abort, which the caller then reports.
+  if (!execute_step<T, Op>(g, ctx, s)) return false;
   ++pc;
   publish_progress(g, ctx, pc);
   return true;
@@ -659,15 +923,29 @@ CCOLL_HD bool try_step(const Group& g, const ProgramContext<T, C>& ctx, std::uin
 // [C-Cube] Sec. IV-B's "wait" form: runs the whole program, waiting for each step. Returns true
 // when it completed; otherwise *failure says which step and peer it gave up on.
 template <class T, ReduceOp Op, class Group, class C>
-CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& ctx,
+CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& context,
                           std::uint64_t deadline_ns, StepFailure* failure) {
+  ProgramContext<T, C> ctx = context;  // the polls inside LowLatency steps share the deadline
+  if (ctx.deadline_ns == 0) ctx.deadline_ns = deadline_ns;
   for (std::uint32_t pc = 0; pc < ctx.nsteps; ++pc) {
     const plan::Step& s = ctx.steps[pc];
     sync::WaitResult r = sync::WaitResult::Ok;
     if (g.leader()) {
       for (std::uint32_t k = 0; k < s.recv_count && r == sync::WaitResult::Ok; ++k) {
         const plan::Port& p = ctx.ports[s.recv_begin + k];
-        r = ctx.connections[p.connection].wait_recv(message_number(ctx, p), ctx.abort, deadline_ns);
+        const C& c = ctx.connections[p.connection];
+        const std::uint64_t m = message_number(ctx, p);
+        bool polled = false;
+        if constexpr (LowLatencyConnection<C>) {
+          if (ctx.low_latency) {
+            using LL = protocol::LowLatency;
+            std::uint32_t data = 0;
+            r = LL::wait<C::scope>(c.ll_lines(m) + (LL::lines(s.count * sizeof(T)) - 1),
+                                   LL::flag(m), &data, true, ctx.abort, deadline_ns);
+            polled = true;
+          }
+        }
+        if (!polled) r = c.wait_recv(m, ctx.abort, deadline_ns);
       }
       for (std::uint32_t k = 0; k < s.send_count && r == sync::WaitResult::Ok; ++k) {
         const plan::Port& p = ctx.ports[s.send_begin + k];
@@ -676,7 +954,17 @@ CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& ctx,
       if (r != sync::WaitResult::Ok && failure != nullptr) *failure = blocked_port(ctx, pc, r);
     }
     if (g.any(r != sync::WaitResult::Ok)) return false;
-    execute_step<T, Op>(g, ctx, s);
+    if (!execute_step<T, Op>(g, ctx, s)) {
+      if (failure != nullptr && g.leader()) {
+        const bool aborted =
+            ctx.abort != nullptr &&
+            sync::AtomicWord<std::uint32_t>(const_cast<std::uint32_t*>(ctx.abort)).load_relaxed() !=
+                0;
+        *failure =
+            blocked_port(ctx, pc, aborted ? sync::WaitResult::Aborted : sync::WaitResult::Timeout);
+      }
+      return false;
+    }
     publish_progress(g, ctx, pc + 1);
   }
   return true;

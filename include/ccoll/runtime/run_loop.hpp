@@ -17,6 +17,7 @@
 
 #include "ccoll/core/error.hpp"
 #include "ccoll/core/op.hpp"
+#include "ccoll/protocol/protocol.hpp"
 #include "ccoll/runtime/connection.hpp"
 #include "ccoll/runtime/control_plane.hpp"
 #include "ccoll/runtime/interpreter.hpp"
@@ -75,6 +76,14 @@ void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, 
   ctx.stream_output = o.stream_output;
   ctx.stream_slots = o.stream_slots;
   ctx.progress_base = progress_base_of_call(o.seq);
+  ctx.deadline_ns = o.deadline_ns;
+  if constexpr (LowLatencyConnection<C>) {
+    // A transport without LL regions runs LL plans in Simple (they are chunked for half slots,
+    // which fit); every rank of a communicator has the same transport, so all ranks agree.
+    bool ll = protocol::is_low_latency(p);
+    for (const C& c : pp.connections) ll = ll && c.has_low_latency();
+    ctx.low_latency = ll;
+  }
   std::uint32_t unfinished = 0;
   for (std::uint32_t c = 0; c < nch; ++c) {
     st.pcs[c] = 0;

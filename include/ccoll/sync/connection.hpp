@@ -6,6 +6,11 @@
 // m % nslots. The sender may write message m once head >= m + 1 - nslots (its slot is free); the
 // receiver may read it once tail >= m + 1. Both counters only grow, across calls.
 //
+// A connection may also have a region for the low-latency protocol (protocol/low_latency.hpp):
+// nslots slots of slot_bytes more, written as flagged lines and never as Simple slots, so a flag
+// is never confused with Simple payload. Message m of an LL plan lives in LL slot m % nslots; the
+// head counter guards it as in Simple, and the tail is not used.
+//
 // The counters sit on their own 128-byte lines (a GPU L2 line; two x86 lines, which also defeats
 // the adjacent-line prefetcher) so that a sender polling head does not steal the line the receiver
 // is writing, and vice versa.
@@ -33,6 +38,7 @@ static_assert(sizeof(ConnectionCounters) == 2 * kCounterStride);
 template <Scope S = Scope::system>
 struct BasicConnectionRef {
   using counter_type = BasicCounter<S>;
+  static constexpr Scope scope = S;
 
   std::byte* slots = nullptr;  // nslots * slot_bytes bytes
   std::uint64_t* tail = nullptr;
@@ -41,9 +47,15 @@ struct BasicConnectionRef {
   std::uint32_t nslots = 1;
   std::int32_t from = 0;  // ranks, for error messages
   std::int32_t to = 0;
+  std::byte* ll_slots = nullptr;  // nslots * slot_bytes bytes of LL lines; nullptr: Simple only
 
   // Absolute message number m (base of this call + the port's sequence number).
   CCOLL_HD std::byte* slot(std::uint64_t m) const { return slots + (m % nslots) * slot_bytes; }
+  // The LL lines of message m (8-byte aligned: slot_bytes is a multiple of 16).
+  CCOLL_HD std::uint64_t* ll_lines(std::uint64_t m) const {
+    return reinterpret_cast<std::uint64_t*>(ll_slots + (m % nslots) * slot_bytes);
+  }
+  CCOLL_HD bool has_low_latency() const { return ll_slots != nullptr; }
   // Sender side: may message m be written?
   CCOLL_HD bool can_send(std::uint64_t m) const {
     return counter_type(head).check(m + 1 - nslots_min(m));

@@ -2,12 +2,13 @@
 // process.
 //
 // Bootstrap: Config::nranks threads, all local to the one executor. The shared area (runtime/
-// shared_area.hpp: descriptors, abort record, connection FIFOs) is one anonymous mapping owned by
-// the executor, which all threads share; pages are zero and committed only when first touched, so
-// the FIFOs of a 16-rank communicator cost memory only for the slots a call actually uses. Each
-// thread keeps its own rank state (call count, connection bases, program counters), so a call
-// allocates nothing after the first call of a given count; plans are cached per (count, element
-// size) behind a mutex that a rank takes only when its count changes.
+// shared_area.hpp: descriptors, abort record, connection FIFOs; runtime/low_latency_area.hpp: the
+// connections' LL slots) is one anonymous mapping owned by the executor, which all threads
+// share; pages are zero and committed only when first touched, so the FIFOs of a 16-rank
+// communicator cost memory only for the slots a call actually uses. Each thread keeps its own rank
+// state (call count, connection bases, program counters), so a call allocates nothing after the
+// first call of a given count; plans are cached per (count, element size) behind a mutex that a
+// rank takes only when its count changes.
 #pragma once
 
 #include <sys/mman.h>
@@ -25,7 +26,9 @@
 
 #include "ccoll/core/config.hpp"
 #include "ccoll/core/error.hpp"
+#include "ccoll/protocol/protocol.hpp"
 #include "ccoll/runtime/area_communicator.hpp"
+#include "ccoll/runtime/low_latency_area.hpp"
 #include "ccoll/sync/connection.hpp"
 #include "ccoll/transport/concept.hpp"
 
@@ -46,20 +49,21 @@ struct HostThreads {
   class Executor {
    public:
     Executor(const Config& config, runtime::PlanSource source, std::string_view policy_id)
-        : comm_(config, config.nranks, std::move(source), policy_id),
+        : comm_(config, config.nranks, protocol::configured_source(config, std::move(source)),
+                protocol::configured_policy_id(config, policy_id)),
           states_(static_cast<std::size_t>(config.nranks)),
           busy_(std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(config.nranks))),
           local_(static_cast<std::size_t>(config.nranks)) {
       std::iota(local_.begin(), local_.end(), 0);
-      const runtime::AreaLayout layout = runtime::area_layout(comm_);
+      const runtime::LowLatencyAreaLayout layout = runtime::low_latency_area_layout(comm_);
       bytes_ = layout.total;
       void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (p == MAP_FAILED)
         throw Error(ErrorCode::System, -1,
                     "mmap of " + std::to_string(bytes_) + " bytes: " + std::strerror(errno));
       area_ = static_cast<std::byte*>(p);
-      runtime::init_area(area_, layout, comm_.nranks(), comm_.fingerprint(), 1);
-      runtime::attach_area(comm_, area_);
+      runtime::init_area(area_, layout.area, comm_.nranks(), comm_.fingerprint(), 1);
+      runtime::attach_area_with_low_latency(comm_, area_);
       for (auto& s : states_) comm_.init_rank_state(s);
     }
     ~Executor() { ::munmap(area_, bytes_); }

@@ -1,7 +1,8 @@
 // ccoll/transport/shared_memory.hpp: the shared-memory executor: the ranks are processes on one
 // host.
 //
-// The shared area (runtime/shared_area.hpp) is a POSIX shared-memory segment of this user, mode
+// The shared area (runtime/shared_area.hpp, followed by the connections' LL slots of
+// runtime/low_latency_area.hpp) is a POSIX shared-memory segment of this user, mode
 // 0600, named /ccoll.<session>.<token>: the token is 128 random bits that rank 0 draws and leaves
 // in a private per-user directory (token_dir()), so no other user can predict, squat or open the
 // segment. Rendezvous, robust against slow starters and crashed earlier runs:
@@ -47,7 +48,9 @@
 
 #include "ccoll/core/config.hpp"
 #include "ccoll/core/error.hpp"
+#include "ccoll/protocol/protocol.hpp"
 #include "ccoll/runtime/area_communicator.hpp"
+#include "ccoll/runtime/low_latency_area.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/transport/concept.hpp"
@@ -196,7 +199,8 @@ struct SharedMemory {
    public:
     Executor(const Config& config, runtime::PlanSource source, std::string_view policy_id)
         : config_(detail::resolve_shm_config(config)),
-          comm_(config_, config_.nranks, std::move(source), policy_id),
+          comm_(config_, config_.nranks, protocol::configured_source(config_, std::move(source)),
+                protocol::configured_policy_id(config_, policy_id)),
           local_{config_.rank},
           base_name_(detail::shm_name(config_.session)),
           name_(base_name_),
@@ -376,7 +380,7 @@ struct SharedMemory {
       }
       if (fd_ < 0) fail_system("shm_open(O_CREAT|O_EXCL)");
       if (::fchmod(fd_, 0600) != 0) fail_system("fchmod");
-      bytes_ = runtime::area_layout(comm_).total;
+      bytes_ = runtime::low_latency_area_layout(comm_).total;
       if (::ftruncate(fd_, static_cast<off_t>(bytes_)) != 0) fail_system("ftruncate");
       void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
       if (p == MAP_FAILED) fail_system("mmap");
@@ -396,7 +400,7 @@ struct SharedMemory {
       fd_ = ::shm_open(name_.c_str(), O_RDWR, 0);
       if (fd_ < 0) return false;
       struct stat st {};
-      bytes_ = runtime::area_layout(comm_).total;
+      bytes_ = runtime::low_latency_area_layout(comm_).total;
       if (::fstat(fd_, &st) != 0 ||
           static_cast<std::size_t>(st.st_size) < sizeof(runtime::AreaHeader)) {
         unmap();
@@ -428,7 +432,7 @@ struct SharedMemory {
         return false;
       }
       if (h->config_hash != comm_.fingerprint() || h->nranks != config_.nranks ||
-          size != runtime::area_layout(comm_).total) {
+          size != runtime::low_latency_area_layout(comm_).total) {
         mismatch_seen_ = true;
         unmap();
         return false;
@@ -466,7 +470,7 @@ struct SharedMemory {
             backoff.pause();
           }
         }
-        runtime::attach_area(comm_, area_);
+        runtime::attach_area_with_low_latency(comm_, area_);
         // Register for this generation.
         auto* d = reinterpret_cast<runtime::RankDescriptor*>(
             area_ + runtime::area_layout(comm_).descriptors);
