@@ -6,7 +6,10 @@
 // one GPU the processes share it and the driver time-slices them (correctness only). Each rank
 // compares its result bit for bit with host threads running the same plan, computed by the parent
 // before the fork. Then the failure paths: a rank that never starts (the rendezvous names it at
-// Config::timeout) and a rank that joins but never calls (the kernels' timeout names it).
+// Config::timeout) and a rank that joins but never calls (the kernels' timeout names it). Then the
+// agreement of the ranks' calls (a count that differs fails every process with Mismatch), a peer
+// whose process exits mid-job (named as exited, not a bare timeout), and the leave barrier (a rank
+// that is done first does not free its memory before its peer has left).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -17,6 +20,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -171,6 +176,103 @@ TEST_CASE("cuda-p2p processes: a rank that joins but never calls is named at the
       },
       60000ms);
   check_all_ok(out);
+}
+
+TEST_CASE("cuda-p2p processes: ranks whose calls differ all fail with Mismatch") {
+  const int p = 2;
+  const auto source = gpu_test::registered("ring", p);
+  const std::string name = session("mismatch");
+  const auto out = process_ranks::on_processes(
+      p,
+      [&](int rank) -> std::string {
+        CudaP2P::Executor ex(process_config(p, rank, 1, name), source, "gpu-test",
+                             on_my_device(rank));
+        p2p_test::RankBuffers<float> b;
+        if (b.init(std::vector<float>(8192, 1.0f), false, 0) != cudaSuccess) return "buffers";
+        cudaDeviceSynchronize();
+        try {
+          ex.run<float, ReduceOp::sum>(rank, b.send, b.recv, rank == 0 ? 8192 : 8000,
+                                       ex.stream(rank));
+          ex.synchronize(rank, ex.stream(rank));
+        } catch (const Error& e) {
+          if (e.code() == ErrorCode::Mismatch &&
+              std::string(e.what()).find("call 0 of rank 0 has count 8192") != std::string::npos)
+            return "";
+          throw;
+        }
+        return "calls of different counts completed";
+      },
+      120000ms);
+  check_all_ok(out);
+}
+
+TEST_CASE("cuda-p2p processes: a peer whose process exits is named as such") {
+  const int p = 2;
+  const auto source = gpu_test::registered("ring", p);
+  const std::string name = session("exits");
+  const auto out = process_ranks::on_processes(
+      p,
+      [&](int rank) -> std::string {
+        Config c = process_config(p, rank, 1, name);
+        CudaP2P::Executor ex(c, source, "gpu-test", on_my_device(rank));
+        if (rank == 1) {
+          std::this_thread::sleep_for(500ms);
+          std::fflush(nullptr);
+          ::_exit(0);  // gone without a word, its executor never destroyed
+        }
+        p2p_test::RankBuffers<float> b;
+        if (b.init(std::vector<float>(65536, 1.0f), false, 0) != cudaSuccess) return "buffers";
+        cudaDeviceSynchronize();
+        try {
+          ex.run<float, ReduceOp::sum>(0, b.send, b.recv, 65536, ex.stream(0));
+          ex.synchronize(0, ex.stream(0));
+        } catch (const Error& e) {
+          // Aborted by the liveness check (a timeout would say Timeout, 60 s later).
+          if (e.code() == ErrorCode::Aborted &&
+              std::string(e.what()).find("rank 1 (pid") != std::string::npos &&
+              std::string(e.what()).find("has exited") != std::string::npos)
+            return "";
+          throw;
+        }
+        return "the call completed without rank 1";
+      },
+      120000ms);
+  CAPTURE(out[0].message);
+  CHECK(out[0].exit_code == 0);
+}
+
+TEST_CASE("cuda-p2p processes: a rank done first leaves only after its peer has left") {
+  const int p = 2;
+  const auto source = gpu_test::registered("ring", p);
+  const std::string name = session("leave");
+  const std::string marker =
+      (std::filesystem::temp_directory_path() / (name + ".rank0-leaving")).string();
+  std::filesystem::remove(marker);
+  const auto out = process_ranks::on_processes(
+      p,
+      [&](int rank) -> std::string {
+        {
+          CudaP2P::Executor ex(process_config(p, rank, 2, name), source, "gpu-test",
+                               on_my_device(rank));
+          p2p_test::RankBuffers<float> b;
+          if (b.init(std::vector<float>(1 << 20, 1.0f), false, 0) != cudaSuccess) return "buffers";
+          cudaDeviceSynchronize();
+          ex.run<float, ReduceOp::sum>(rank, b.send, b.recv, 1 << 20, ex.stream(rank));
+          ex.synchronize(rank, ex.stream(rank));
+          if (rank == 0) {
+            // Rank 1 is done and destroying its executor by now; rank 0 lingers, then leaves.
+            std::this_thread::sleep_for(1s);
+            std::ofstream(marker) << "leaving";
+          }
+        }
+        // Rank 1's executor is gone only once rank 0 has started leaving.
+        if (rank == 1 && !std::filesystem::exists(marker))
+          return "rank 1 freed its memory before rank 0 left";
+        return "";
+      },
+      120000ms);
+  check_all_ok(out);
+  std::filesystem::remove(marker);
 }
 
 int main(int argc, char** argv) {

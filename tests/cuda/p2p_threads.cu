@@ -6,7 +6,9 @@
 // executor's residency check admits. Every result is compared bit for bit with host threads
 // running the same plan (the same reduction order). Then the failure paths: a rank that never
 // calls (a timeout naming it), abort() from the host, the residency refusal and the legacy
-// default stream on a shared device.
+// default stream on a shared device. Then what every rank's calls must agree on (a mismatch of
+// counts fails every rank with Mismatch), a persistent session per rank between launched calls,
+// and gradient queuing (a consumer kernel copying each layer once it is ready).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -22,7 +24,9 @@
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/allreduce.hpp"
 #include "ccoll/core/error.hpp"
+#include "ccoll/runtime/layer_readiness.hpp"
 #include "ccoll/transport/cuda/p2p.cuh"
+#include "ccoll/transport/cuda/p2p_session.cuh"
 #include "host_side.hpp"
 #include "p2p_common.hpp"
 
@@ -306,6 +310,212 @@ TEST_CASE("cuda-p2p threads: ranks sharing a device must fit it at once, on stre
     ex2.run<float, ReduceOp::sum>(0, b.send, b.recv, 1 << 20, nullptr);
   };
   CHECK_THROWS_AS(on_default_stream(), Error);
+}
+
+TEST_CASE("cuda-p2p threads: ranks whose calls differ all fail with Mismatch naming both") {
+  const int p = 3;
+  const auto devices = devices_for(p);
+  const auto source = gpu_test::registered("ring", p);
+  const Config c = p2p_test::make_config(p, 2);
+  CudaP2P::Executor ex(c, source, "gpu-test", threads_on(devices));
+  std::vector<p2p_test::RankBuffers<float>> bufs(p);
+  for (int r = 0; r < p; ++r) {
+    REQUIRE_CUDA(cudaSetDevice(devices[static_cast<std::size_t>(r)]));
+    REQUIRE_CUDA(bufs[static_cast<std::size_t>(r)].init(std::vector<float>(4096, 1.0f), false, 0));
+    REQUIRE_CUDA(cudaDeviceSynchronize());
+  }
+  Streams streams(devices);
+  // A first call that agrees, then one where rank 1 has another count.
+  for (std::size_t call = 0; call < 2; ++call)
+    for (int r = 0; r < p; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      const std::size_t count = call == 1 && r == 1 ? 4000 : 4096;
+      ex.run<float, ReduceOp::sum>(r, bufs[i].send, bufs[i].recv, count, streams.s[i]);
+    }
+  std::vector<std::string> what(p);
+  for (int r = 0; r < p; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    try {
+      ex.synchronize(r, streams.s[i]);
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::Mismatch);
+      what[i] = e.what();
+    }
+  }
+  MESSAGE(what[0]);
+  CHECK(what[0].find("call 1 of rank ") != std::string::npos);
+  CHECK(what[0].find("count 4000") != std::string::npos);
+  CHECK(what[0].find("count 4096") != std::string::npos);
+  CHECK(what[1] == what[0]);
+  CHECK(what[2] == what[0]);
+}
+
+TEST_CASE("cuda-p2p threads: a session per rank runs a queue of calls between launched calls") {
+  const int p = 3;
+  const auto devices = devices_for(p);
+  const auto source = gpu_test::registered("ring", p);
+  const Config c = p2p_test::make_config(p, 2);
+  CudaP2P::Executor ex(c, source, "gpu-test", threads_on(devices));
+  const std::vector<std::size_t> counts = {65537, 1,     4099, 65537, 33, 100003,
+                                           7,     65537, 4099, 1,     33, 100003};
+  // Call 0 launched, calls 1..12 in each rank's session, call 13 launched again.
+  std::vector<p2p_test::Case<float>> cases;
+  cases.push_back(p2p_test::make_case<float>(source, c, 4099, ReduceOp::sum, 100));
+  for (std::size_t j = 0; j < counts.size(); ++j)
+    cases.push_back(p2p_test::make_case<float>(source, c, counts[j], ReduceOp::sum,
+                                               200 + 10 * static_cast<unsigned>(j)));
+  cases.push_back(p2p_test::make_case<float>(source, c, 33, ReduceOp::sum, 999));
+  // bufs[call][rank]
+  std::vector<std::vector<p2p_test::RankBuffers<float>>> bufs(cases.size());
+  for (std::size_t j = 0; j < cases.size(); ++j) {
+    bufs[j] = std::vector<p2p_test::RankBuffers<float>>(p);
+    for (int r = 0; r < p; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      REQUIRE_CUDA(cudaSetDevice(devices[i]));
+      REQUIRE_CUDA(bufs[j][i].init(cases[j].in[i], j % 2 == 0, 0));
+      REQUIRE_CUDA(cudaDeviceSynchronize());
+    }
+  }
+  Streams streams(devices);
+  std::vector<std::string> errors(p);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < p; ++r)
+    threads.emplace_back([&, r] {
+      const auto i = static_cast<std::size_t>(r);
+      try {
+        auto launched = [&](std::size_t j) {
+          ex.run<float, ReduceOp::sum>(r, bufs[j][i].send, bufs[j][i].recv, cases[j].in[i].size(),
+                                       streams.s[i]);
+          ex.synchronize(r, streams.s[i]);
+        };
+        launched(0);
+        {
+          transport::cuda::P2PSession<float, ReduceOp::sum> session(ex, r, streams.s[i], 4);
+          // While it is open, the rank's launched calls are refused.
+          bool refused = false;
+          try {
+            ex.run<float, ReduceOp::sum>(r, bufs[0][i].send, bufs[0][i].recv, 1, streams.s[i]);
+          } catch (const Error& e) {
+            refused = e.code() == ErrorCode::InvalidArgument;
+          }
+          if (!refused) errors[i] += "run() was accepted while a session was open; ";
+          refused = false;
+          try {
+            transport::cuda::P2PSession<float, ReduceOp::sum> second(ex, r, streams.s[i]);
+          } catch (const Error& e) {
+            refused = e.code() == ErrorCode::InvalidArgument;
+          }
+          if (!refused) errors[i] += "a second session of the rank was accepted; ";
+          std::uint64_t ticket = 0;
+          for (std::size_t j = 1; j <= counts.size(); ++j)
+            ticket = session.enqueue(bufs[j][i].send, bufs[j][i].recv, cases[j].in[i].size());
+          session.wait(ticket);
+          session.close();
+        }
+        launched(cases.size() - 1);
+      } catch (const std::exception& e) {
+        errors[i] += e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < p; ++r) {
+    CAPTURE(r);
+    const auto i = static_cast<std::size_t>(r);
+    CHECK(errors[i] == "");
+    REQUIRE_CUDA(cudaSetDevice(devices[i]));
+    for (std::size_t j = 0; j < cases.size(); ++j) {
+      CAPTURE(j);
+      CHECK(p2p_test::same_bits(bufs[j][i].result(), cases[j].expected[i]));
+    }
+  }
+}
+
+namespace {
+// The next forward pass of [C-Cube] Sec. III-D: one block that waits for each layer of a rank's
+// output and copies it the moment it is ready. A wrong table would copy partial sums.
+__global__ void consume_layers(runtime::LayerTableView table, const std::uint64_t* progress,
+                               std::uint64_t call_base, const std::uint64_t* layer_end,
+                               const float* output, float* copy, std::uint32_t* failed) {
+  __shared__ bool ok;
+  for (std::uint32_t l = 0; l < table.nlayers; ++l) {
+    if (threadIdx.x == 0)
+      ok = runtime::wait_layer_ready(table, progress, call_base, l, nullptr,
+                                     sync::now_ns() + 20'000'000'000ull) == sync::WaitResult::Ok;
+    __syncthreads();
+    if (!ok) {
+      if (threadIdx.x == 0) *failed = l + 1;
+      return;
+    }
+    const std::uint64_t begin = l == 0 ? 0 : layer_end[l - 1];
+    for (std::uint64_t i = begin + threadIdx.x; i < layer_end[l]; i += blockDim.x)
+      copy[i] = static_cast<const volatile float*>(output)[i];
+    __syncthreads();
+  }
+}
+}  // namespace
+
+TEST_CASE("cuda-p2p threads: a consumer kernel reads each layer of a rank once it is ready") {
+  const int p = 3;
+  const auto devices = devices_for(p);
+  const auto source = gpu_test::registered("ring", p);
+  const Config c = p2p_test::make_config(p, 2);
+  CudaP2P::Executor ex(c, source, "gpu-test", threads_on(devices));
+  const std::vector<std::uint64_t> layer_end = {100, 70000, 70001, 300000, 1000003};
+  const std::size_t n = layer_end.back();
+  const auto k = p2p_test::make_case<float>(source, c, n, ReduceOp::sum, 41);
+  std::vector<p2p_test::RankBuffers<float>> bufs(p);
+  for (int r = 0; r < p; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    REQUIRE_CUDA(cudaSetDevice(devices[i]));
+    REQUIRE_CUDA(bufs[i].init(k.in[i], false, 0));
+    REQUIRE_CUDA(cudaDeviceSynchronize());
+  }
+  Streams streams(devices);
+  const int rank = 1;
+  const auto dev = devices[rank];
+  REQUIRE_CUDA(cudaSetDevice(dev));
+  std::uint64_t* d_end = nullptr;
+  float* d_copy = nullptr;
+  std::uint32_t* d_failed = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&d_end, layer_end.size() * 8));
+  REQUIRE_CUDA(cudaMemcpy(d_end, layer_end.data(), layer_end.size() * 8, cudaMemcpyHostToDevice));
+  REQUIRE_CUDA(cudaMalloc(&d_copy, n * 4));
+  REQUIRE_CUDA(cudaMalloc(&d_failed, 4));
+  cudaStream_t compute = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+  auto ready = ex.layer_readiness(rank, n, sizeof(float), layer_end);
+  for (int call = 0; call < 3; ++call) {
+    CAPTURE(call);
+    REQUIRE_CUDA(cudaSetDevice(dev));
+    REQUIRE_CUDA(cudaMemset(bufs[rank].recv, 0xff, n * 4));
+    REQUIRE_CUDA(cudaMemset(d_copy, 0, n * 4));
+    REQUIRE_CUDA(cudaMemset(d_failed, 0, 4));
+    REQUIRE_CUDA(cudaDeviceSynchronize());
+    // The consumer starts first and waits on the device; every rank's call follows.
+    const std::uint64_t base = ex.next_call_base(rank, n, sizeof(float));
+    REQUIRE_CUDA(cudaSetDevice(dev));
+    consume_layers<<<1, 256, 0, compute>>>(ready.table, ready.progress, base, d_end,
+                                           bufs[rank].recv, d_copy, d_failed);
+    REQUIRE_CUDA(cudaGetLastError());
+    for (int r = 0; r < p; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      ex.run<float, ReduceOp::sum>(r, bufs[i].send, bufs[i].recv, n, streams.s[i]);
+    }
+    for (int r = 0; r < p; ++r) ex.synchronize(r, streams.s[static_cast<std::size_t>(r)]);
+    REQUIRE_CUDA(cudaSetDevice(dev));
+    REQUIRE_CUDA(cudaStreamSynchronize(compute));
+    std::uint32_t failed = 0;
+    REQUIRE_CUDA(cudaMemcpy(&failed, d_failed, 4, cudaMemcpyDeviceToHost));
+    CHECK(failed == 0);
+    std::vector<float> copied(n);
+    REQUIRE_CUDA(cudaMemcpy(copied.data(), d_copy, n * 4, cudaMemcpyDeviceToHost));
+    CHECK(p2p_test::same_bits(bufs[rank].result(), k.expected[rank]));
+    CHECK(p2p_test::same_bits(copied, k.expected[rank]));
+  }
+  REQUIRE_CUDA(cudaFree(d_end));
+  REQUIRE_CUDA(cudaFree(d_copy));
+  REQUIRE_CUDA(cudaFree(d_failed));
+  REQUIRE_CUDA(cudaStreamDestroy(compute));
 }
 
 int main(int argc, char** argv) {

@@ -7,7 +7,11 @@
 //     its next poll, and the host raises it to cancel (abort());
 //   - per rank, the calls its host has launched, so that a failure can say which rank never came;
 //   - per (rank, channel), where a block stopped (cuda::BlockFailure), written by the block before
-//     it raises the abort word.
+//     it raises the abort word;
+//   - per (rank, channel), a ring of the arguments of its latest calls and the mismatch a block
+//     found, for the ranks' agreement on every call (call_record.hpp);
+//   - per rank, its process id and its `left` word, for liveness and the leave barrier
+//     (peer_presence.hpp).
 // Ranks that are threads of one process share one cudaHostAlloc'd page. Ranks that are processes
 // share a memfd that rank 0 creates and the rendezvous passes to the others (rendezvous.hpp);
 // each maps it and registers it with CUDA (cudaHostRegister, mapped), so that its GPU reaches it.
@@ -27,6 +31,7 @@
 #include "ccoll/core/error.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/transport/cuda/block_program.cuh"
+#include "ccoll/transport/cuda/call_record.hpp"
 #include "ccoll/transport/cuda/check.cuh"
 #include "ccoll/transport/cuda/fd_passing.hpp"
 
@@ -35,7 +40,11 @@ namespace ccoll::transport::cuda {
 struct ControlLayout {
   static constexpr std::size_t abort = 0;  // its own 128-byte line
   std::size_t launched = 0;                // std::uint64_t per rank
+  std::size_t pids = 0;                    // std::int64_t per rank (processes; 0: unknown)
+  std::size_t left = 0;                    // std::uint64_t per rank: 1 once it left
   std::size_t failures = 0;                // BlockFailure per (rank, channel), rank-major
+  std::size_t mismatches = 0;              // CallMismatch per (rank, channel), rank-major
+  std::size_t records = 0;                 // kCallRecordRing CallRecords per (rank, channel)
   std::size_t total = 0;                   // a whole number of pages
   int nranks = 0;
   std::uint32_t nchannels = 0;
@@ -44,11 +53,21 @@ struct ControlLayout {
     ControlLayout l;
     l.nranks = nranks;
     l.nchannels = nchannels;
-    l.launched = 128;
     const auto n = static_cast<std::size_t>(nranks);
-    l.failures = (l.launched + n * sizeof(std::uint64_t) + 127) / 128 * 128;
-    const std::size_t end = l.failures + n * nchannels * sizeof(BlockFailure);
-    l.total = (end + 4095) / 4096 * 4096;
+    const std::size_t blocks = n * nchannels;
+    std::size_t at = 128;
+    auto section = [&at](std::size_t bytes) {
+      const std::size_t s = at;
+      at += (bytes + 127) / 128 * 128;
+      return s;
+    };
+    l.launched = section(n * sizeof(std::uint64_t));
+    l.pids = section(n * sizeof(std::int64_t));
+    l.left = section(n * sizeof(std::uint64_t));
+    l.failures = section(blocks * sizeof(BlockFailure));
+    l.mismatches = section(blocks * sizeof(CallMismatch));
+    l.records = section(blocks * kCallRecordRing * sizeof(CallRecord));
+    l.total = (at + 4095) / 4096 * 4096;
     return l;
   }
 };
@@ -119,6 +138,22 @@ class ControlPage {
   }
   const BlockFailure* failures_host() const {
     return reinterpret_cast<const BlockFailure*>(host_ + layout_.failures);
+  }
+  std::int64_t* pids_host() const { return reinterpret_cast<std::int64_t*>(host_ + layout_.pids); }
+  std::uint64_t* left_host() const {
+    return reinterpret_cast<std::uint64_t*>(host_ + layout_.left);
+  }
+  const CallMismatch* mismatches_host() const {
+    return reinterpret_cast<const CallMismatch*>(host_ + layout_.mismatches);
+  }
+  // Rank r's row of mismatch records, as its kernels write them.
+  CallMismatch* mismatches_device(int rank) const {
+    return reinterpret_cast<CallMismatch*>(device_ + layout_.mismatches) +
+           static_cast<std::size_t>(rank) * layout_.nchannels;
+  }
+  // Every (rank, channel)'s ring of call records (rank-major), as the kernels read them.
+  CallRecord* records_device() const {
+    return reinterpret_cast<CallRecord*>(device_ + layout_.records);
   }
   // Rank r's row of failure records, as its kernels write it.
   BlockFailure* failures_device(int rank) const {

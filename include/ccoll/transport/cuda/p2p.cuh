@@ -37,11 +37,24 @@
 // stream is refused when a device is shared). Ranks that are processes sharing a GPU are
 // time-sliced by the driver (without MPS): correct, but each wait may last a time slice.
 //
+// Agreement: every block first checks that its peers make the same call (count, element type,
+// op: call_record.hpp, through the job's control page); a mismatch fails every rank with
+// ErrorCode::Mismatch naming both ranks' arguments (P2POptions::check_calls turns it off).
+//
 // Failure: every wait has Config::timeout (on %globaltimer) and polls the job's abort word
 // (control_page.cuh); a block that gives up records rank, channel, step and peer there. The next
 // call or synchronize() of any rank throws ccoll::Error naming the root cause: a block waiting
-// for a peer that has no failure of its own (a rank that did not call is named as such). An
-// executor that failed stays failed. abort() cancels every rank's kernels from the host.
+// for a peer that has no failure of its own (a rank that did not call is named as such, a rank
+// whose process exited too: synchronize() watches the peers' processes while it waits, and stops
+// the job as soon as one is gone). An executor that failed stays failed. abort() cancels every
+// rank's kernels from the host.
+//
+// Leaving: a process rank's executor, when destroyed, waits for its kernels, then (bounded by
+// Config::timeout) for every connected peer to have left or exited (peer_presence.hpp), so that no
+// peer kernel writes into its memory after it is freed.
+//
+// Persistent sessions (p2p_session.cuh) and gradient queuing (layer_readiness()) work as on
+// CudaVirtualRanks, per rank.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -73,6 +86,7 @@
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/runtime/call_args.hpp"
 #include "ccoll/runtime/interpreter.hpp"
+#include "ccoll/runtime/layer_readiness.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/sync/connection.hpp"
 #include "ccoll/transport/concept.hpp"
@@ -82,6 +96,7 @@
 #include "ccoll/transport/cuda/fd_passing.hpp"
 #include "ccoll/transport/cuda/ipc_memory.cuh"
 #include "ccoll/transport/cuda/p2p_kernel.cuh"
+#include "ccoll/transport/cuda/peer_presence.hpp"
 #include "ccoll/transport/cuda/rendezvous.hpp"
 #include "ccoll/transport/shared_memory.hpp"
 
@@ -105,6 +120,9 @@ struct P2POptions {
   // processes: the rendezvous socket; "": p2p-<hash of Config::session>.sock in the per-user
   // private directory of transport::SharedMemory's tokens.
   std::string socket_path;
+  // Every block checks that its peers make the same call (call_record.hpp): one store and one
+  // poll of host-mapped memory per peer and call. false: a mismatch runs into the timeouts.
+  bool check_calls = true;
 };
 
 // Where one rank's FIFO memory keeps what its peers write and what it polls (offsets; kNone: not
@@ -211,6 +229,25 @@ struct CudaP2P {
         if (s == nullptr) continue;
         cudaSetDevice(s->device);
         if (s->launched) cudaEventSynchronize(s->last_call);
+      }
+      // Peers' kernels may write into this rank's memory until they complete: the leave barrier.
+      // (In threads mode every rank's kernels were waited for just now.)
+      if (options_.mode == cuda::P2POptions::Mode::processes && control_.layout().nranks > 0) {
+        const std::vector<int> peers(peers_.begin(), peers_.end());
+        const auto present = cuda::leave(control_.left_host(), control_.pids_host(), config_.rank,
+                                         peers, config_.timeout + std::chrono::milliseconds(1000));
+        if (!present.empty()) {
+          std::string names;
+          for (int q : present) names += (names.empty() ? "" : ", ") + std::to_string(q);
+          std::fprintf(stderr,
+                       "ccoll: cuda-p2p rank %d leaves while rank(s) %s did not leave within "
+                       "Config::timeout: their kernels may still write into its memory\n",
+                       config_.rank, names.c_str());
+        }
+      }
+      for (auto& s : states_) {
+        if (s == nullptr) continue;
+        cudaSetDevice(s->device);
         for (auto& [key, dp] : s->plans) cudaFree(dp.memory);
         cudaEventDestroy(s->last_call);
         cudaStreamDestroy(s->stream);
@@ -223,7 +260,8 @@ struct CudaP2P {
     // Rank `rank`'s part of one allreduce, enqueued on `stream` (a stream of the rank's device):
     // `send` and `recv` are device buffers of `count` elements (equal: in place). Returns at once;
     // errors of the arguments throw here, failures of the kernel at the rank's next call or
-    // synchronize(). Every rank must make the same calls in the same order.
+    // synchronize(). Every rank must make the same calls in the same order: a call whose count,
+    // dtype or op differs from a peer's fails every rank with Mismatch (P2POptions::check_calls).
     //
     // A template only so that a program that never calls it does not compile its 35 kernels.
     template <int = 0>
@@ -241,6 +279,10 @@ struct CudaP2P {
     void run(int rank, const void* send, void* recv, std::size_t count, cudaStream_t stream) {
       RankState& st = state(rank);
       throw_if_failed(st);
+      if (st.session_open)
+        throw Error(ErrorCode::InvalidArgument, rank,
+                    "a cuda::P2PSession of rank " + std::to_string(rank) +
+                        " is open: enqueue the call there, or close the session first");
       const runtime::CallArgs a =
           runtime::check_call_arguments(send, recv, count, data_type_of<T>(), Op);
       if (!a.ok()) throw Error(a.error, rank, a.reason);
@@ -257,24 +299,43 @@ struct CudaP2P {
       if (st.launched && stream != st.last_stream)
         cuda::check(cudaStreamWaitEvent(stream, st.last_call, 0), "cudaStreamWaitEvent", rank);
       cuda::P2PKernelArgs args;
-      args.tables = dp.tables;
+      args.plan = dp.plan;
+      args.agreement = agreement(rank);
       args.abort = control_.abort_device();
       args.timeout_ns = timeout_ns();
-      args.input = send;
-      args.output = recv;
+      args.call = make_call(st, count, data_type_of<T>(), Op, send, recv);
       kernel<<<dp.nblocks, options_.threads, 0, stream>>>(args);
       cuda::check(cudaGetLastError(),
                   "launching p2p_kernel (" + std::to_string(dp.nblocks) + " blocks)", rank);
       cuda::check(cudaEventRecord(st.last_call, stream), "cudaEventRecord", rank);
       st.last_stream = stream;
       st.launched = true;
+      ++dp.calls;
       control_.set_launched(rank, ++st.calls);
     }
 
     // Waits for every call enqueued on `stream`; throws the first failure of any rank's call.
+    // Process ranks watch their peers' processes meanwhile: a peer that exited stops the job at
+    // once, named as the cause, instead of at Config::timeout.
     void synchronize(int rank, cudaStream_t stream) {
       RankState& st = state(rank);
       cuda::check(cudaSetDevice(st.device), "cudaSetDevice", rank);
+      if (options_.mode == cuda::P2POptions::Mode::processes) {
+        sync::Backoff backoff;
+        auto next_look = std::chrono::steady_clock::now();
+        for (;;) {
+          const cudaError_t e = cudaStreamQuery(stream);
+          if (e != cudaErrorNotReady) {
+            cuda::check(e, "cudaStreamQuery", rank);
+            break;
+          }
+          if (std::chrono::steady_clock::now() >= next_look) {
+            check_peers_alive(st);
+            next_look = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+          }
+          backoff.pause();
+        }
+      }
       cuda::check(cudaStreamSynchronize(stream), "cudaStreamSynchronize", rank);
       throw_if_failed(st);
     }
@@ -306,6 +367,102 @@ struct CudaP2P {
     plan::Plan plan(std::size_t count, std::size_t elem_size) {
       return plans_.prepared(count, elem_size)->plan;
     }
+
+    // Gradient queuing on the GPU ([C-Cube] Sec. III-D): local rank `rank`'s Layer-Chunk table
+    // for calls of `count` elements in device memory, and its per-channel progress words. A
+    // consumer kernel (on another stream of the rank's device) calls runtime::layer_ready /
+    // wait_layer_ready with them and the call base of the call it waits for, next_call_base()
+    // taken just before that call is enqueued. Valid while the plan stays cached (at most
+    // Config::max_cached_plans counts per rank) and the executor lives.
+    struct DeviceLayerReadiness {
+      cuda::DeviceMemory memory;      // owns the table
+      runtime::LayerTableView table;  // device pointers
+      const std::uint64_t* progress = nullptr;
+    };
+    DeviceLayerReadiness layer_readiness(int rank, std::size_t count, std::size_t elem_size,
+                                         std::span<const std::uint64_t> layer_end) {
+      RankState& st = state(rank);
+      cuda::check(cudaSetDevice(st.device), "cudaSetDevice", rank);
+      const DevicePlan& dp = device_plan(st, count, elem_size);
+      const runtime::LayerChunkTable table(dp.prepared->plan, rank, layer_end);
+      DeviceLayerReadiness r;
+      r.memory = cuda::DeviceMemory(std::max<std::size_t>(1, table.flat().size_bytes()));
+      cuda::check(cudaMemcpy(r.memory.get(), table.flat().data(), table.flat().size_bytes(),
+                             cudaMemcpyHostToDevice),
+                  "cudaMemcpy(layer table)", rank);
+      r.table = runtime::LayerTableView{reinterpret_cast<const std::uint32_t*>(r.memory.get()),
+                                        table.nlayers(), table.nchannels()};
+      // This rank's row of the plan's progress words (the tables index them rank-major).
+      r.progress =
+          dp.plan.tables.progress + static_cast<std::uint64_t>(rank) * dp.plan.tables.nchannels;
+      return r;
+    }
+    // The call base (runtime::progress_base_of_call) of rank `rank`'s next call of `count`.
+    std::uint64_t next_call_base(int rank, std::size_t count, std::size_t elem_size) {
+      RankState& st = state(rank);
+      cuda::check(cudaSetDevice(st.device), "cudaSetDevice", rank);
+      return runtime::progress_base_of_call(device_plan(st, count, elem_size).calls);
+    }
+
+    // For cuda::P2PSession (transport/cuda/p2p_session.cuh).
+    struct SessionCall {
+      const cuda::P2PPlan* plan = nullptr;  // device memory
+      cuda::P2PCall call;
+    };
+    // Rank `rank`'s call that its session enqueues now, counted like a launched call.
+    SessionCall session_call(int rank, const void* send, void* recv, std::size_t count,
+                             DataType dtype, ReduceOp op) {
+      RankState& st = state(rank);
+      throw_if_failed(st);
+      const runtime::CallArgs a = runtime::check_call_arguments(send, recv, count, dtype, op);
+      if (!a.ok()) throw Error(a.error, rank, a.reason);
+      cuda::check(cudaSetDevice(st.device), "cudaSetDevice", rank);
+      DevicePlan& dp = device_plan(st, count, size_of(dtype));
+      SessionCall c;
+      c.plan = dp.device_plan;
+      c.call = make_call(st, count, dtype, op, send, recv);
+      ++dp.calls;
+      control_.set_launched(rank, ++st.calls);
+      return c;
+    }
+    // Throws why rank `rank` cannot open a session now (failed, or one is open already).
+    void check_session_allowed(int rank) {
+      RankState& st = state(rank);
+      throw_if_failed(st);
+      if (st.session_open)
+        throw Error(ErrorCode::InvalidArgument, rank,
+                    "a cuda::P2PSession of rank " + std::to_string(rank) +
+                        " is open already (sessions share the rank's FIFOs)");
+    }
+    // Launches rank `rank`'s session kernel (one block per channel of the communicator).
+    template <class Kernel>
+    void launch_session(int rank, Kernel kernel, cuda::P2PSessionArgs& args, cudaStream_t stream) {
+      check_session_allowed(rank);
+      RankState& st = state(rank);
+      cuda::check(cudaSetDevice(st.device), "cudaSetDevice", rank);
+      if (ranks_on_device(st.device) > 1 && (stream == nullptr || stream == cudaStreamLegacy))
+        throw Error(ErrorCode::InvalidArgument, rank,
+                    "rank " + std::to_string(rank) + " shares device " + std::to_string(st.device) +
+                        ": its session needs a stream of its own (cudaStreamNonBlocking)");
+      check_residency(st, reinterpret_cast<const void*>(kernel), kernel, nchannels_);
+      if (st.launched && stream != st.last_stream)
+        cuda::check(cudaStreamWaitEvent(stream, st.last_call, 0), "cudaStreamWaitEvent", rank);
+      args.agreement = agreement(rank);
+      args.abort = control_.abort_device();
+      args.timeout_ns = timeout_ns();
+      kernel<<<nchannels_, options_.threads, 0, stream>>>(args);
+      cuda::check(cudaGetLastError(),
+                  "launching p2p_session_kernel (" + std::to_string(nchannels_) + " blocks)", rank);
+      cuda::check(cudaEventRecord(st.last_call, stream), "cudaEventRecord", rank);
+      st.last_stream = stream;
+      st.launched = true;
+      st.session_open = true;
+    }
+    void session_closed(int rank) { state(rank).session_open = false; }
+    void check_failures(int rank) { throw_if_failed(state(rank)); }
+    // The blocks of rank `rank`'s session kernel: one per channel of the communicator.
+    unsigned session_blocks() const { return nchannels_; }
+
     std::uint64_t timeout_ns() const {
       const auto ms = static_cast<std::uint64_t>(config_.timeout.count());
       constexpr std::uint64_t kMaxMs = ~std::uint64_t{0} / 2'000'000ull;  // saturate
@@ -318,8 +475,10 @@ struct CudaP2P {
     struct DevicePlan {
       std::shared_ptr<const runtime::PreparedPlan<sync::ConnectionRef>> prepared;
       void* memory = nullptr;
-      cuda::P2PPlanTables tables;
+      cuda::P2PPlan plan;                          // by value, for p2p_kernel's parameters
+      const cuda::P2PPlan* device_plan = nullptr;  // in `memory`, for sessions' work items
       unsigned nblocks = 0;
+      std::uint64_t calls = 0;  // calls of this plan enqueued (layer readiness' call base)
       std::list<std::uint64_t>::iterator lru;
     };
 
@@ -333,7 +492,8 @@ struct CudaP2P {
       cudaEvent_t last_call = nullptr;
       cudaStream_t last_stream = nullptr;
       bool launched = false;
-      std::uint64_t calls = 0;
+      bool session_open = false;
+      std::uint64_t calls = 0;   // every call of the rank, launched or in a session
       cuda::DeviceMemory fifo;   // threads: the slots and counters peers write
       cuda::DeviceMemory bases;  // nchannels x connections, block c's row is channel c's
       std::unordered_map<std::uint64_t, DevicePlan> plans;
@@ -354,6 +514,50 @@ struct CudaP2P {
     int ranks_on_device(int device) const {
       const auto it = per_device_.find(device);
       return it == per_device_.end() ? 1 : it->second;
+    }
+
+    // Where rank `rank`'s blocks publish and compare their calls (none: check_calls off).
+    cuda::P2PAgreement agreement(int rank) const {
+      cuda::P2PAgreement a;
+      if (!options_.check_calls) return a;
+      a.records = control_.records_device();
+      a.mismatches = control_.mismatches_device(rank);
+      a.nchannels = control_.layout().nchannels;
+      return a;
+    }
+
+    // The rank's next call: its number (every call of the rank counts) and its arguments.
+    static cuda::P2PCall make_call(const RankState& st, std::size_t count, DataType dtype,
+                                   ReduceOp op, const void* send, void* recv) {
+      cuda::P2PCall c;
+      c.number = st.calls;
+      c.args.count = count;
+      c.args.dtype = dtype;
+      c.args.op = op;
+      c.input = send;
+      c.output = recv;
+      return c;
+    }
+
+    // Processes: a connected peer whose process has exited while this rank waits stops the job,
+    // named as the cause (the waits would only time out).
+    void check_peers_alive(RankState& st) {
+      if (peers_.empty() || control_.aborted()) return;
+      const std::vector<int> peers(peers_.begin(), peers_.end());
+      const std::vector<int> gone = cuda::exited_peers(control_.pids_host(), peers);
+      if (gone.empty()) return;
+      {
+        std::lock_guard<std::mutex> lock(failure_mutex_);
+        if (!failed_) {
+          failed_ = true;
+          failure_code_ = ErrorCode::Aborted;
+          failure_rank_ = gone.front();
+          failure_ = "cuda-p2p: rank " + std::to_string(st.rank) +
+                     " stopped waiting for its peers: " +
+                     cuda::describe_exited(control_.pids_host(), gone);
+        }
+      }
+      control_.raise_abort();
     }
 
     // Streams, events, the bases, on the rank's device (current).
@@ -512,14 +716,15 @@ struct CudaP2P {
           throw Error(ErrorCode::System, me, "cuda-p2p: rank 0's control page did not arrive");
         control_ = cuda::ControlPage::map_shared(control_layout, fds0[r0.memory_fds].get(), me);
       }
+      sync::AtomicWord<std::int64_t>(control_.pids_host() + me)
+          .store_release(static_cast<std::int64_t>(::getpid()));
       // The peers this rank has a connection with, and their memory.
-      std::set<int> peers;
       for (const auto& k : plans_.keys()) {
-        if (k.from == me) peers.insert(k.to);
-        if (k.to == me) peers.insert(k.from);
+        if (k.from == me && k.to != me) peers_.insert(k.to);
+        if (k.to == me && k.from != me) peers_.insert(k.from);
       }
       imported_.resize(static_cast<std::size_t>(config_.nranks));
-      for (int q : peers) {
+      for (int q : peers_) {
         const ProcessRecord& r = records[static_cast<std::size_t>(q)];
         check_peer_path(me, device, mine.bus_id, q, r);
         auto& qfds = all[static_cast<std::size_t>(q)].fds;
@@ -599,6 +804,12 @@ struct CudaP2P {
       }
       auto prepared = plans_.prepared(count, elem_size);
       const std::size_t cap = std::max<std::size_t>(1, config_.max_cached_plans);
+      // An evicted plan is freed behind the rank's last kernel, which an open session's is.
+      if (st.plans.size() >= cap && st.session_open)
+        throw Error(ErrorCode::Unsupported, st.rank,
+                    "an open cuda::P2PSession of rank " + std::to_string(st.rank) +
+                        " uses more distinct counts than Config::max_cached_plans (" +
+                        std::to_string(cap) + ")");
       if (st.plans.size() >= cap) {
         // The evicted plan may be in use by a queued kernel: free it behind that kernel.
         DevicePlan& old = st.plans.at(st.lru.back());
@@ -633,6 +844,9 @@ struct CudaP2P {
       std::vector<plan::Step> steps;
       std::vector<cuda::BaseAdvance> advances;
       std::vector<std::uint32_t> per_key(nkeys, 0);
+      std::vector<std::int32_t> peers;
+      std::vector<std::uint32_t> peer_begin{0};
+      const auto& keys = plans_.keys();
       for (std::uint32_t c = 0; c < nch; ++c) {
         const auto& prog = p.channels[c].programs[static_cast<std::size_t>(st.rank)].steps;
         cuda::BlockProgram b;
@@ -650,8 +864,15 @@ struct CudaP2P {
             ++per_key[ports[s.send_begin + k].connection];
         }
         b.first_advance = static_cast<std::uint32_t>(advances.size());
-        for (std::uint32_t i = 0; i < nkeys; ++i)
-          if (per_key[i] != 0) advances.push_back({i, per_key[i]});
+        std::set<std::int32_t> block_peers;
+        for (std::uint32_t i = 0; i < nkeys; ++i) {
+          if (per_key[i] == 0) continue;
+          advances.push_back({i, per_key[i]});
+          const int other = keys[i].from == st.rank ? keys[i].to : keys[i].from;
+          if (other != st.rank) block_peers.insert(other);
+        }
+        peers.insert(peers.end(), block_peers.begin(), block_peers.end());
+        peer_begin.push_back(static_cast<std::uint32_t>(peers.size()));
         b.nadvance = static_cast<std::uint32_t>(advances.size()) - b.first_advance;
         programs.push_back(b);
       }
@@ -670,6 +891,9 @@ struct CudaP2P {
       const std::size_t at_progress =
           section(static_cast<std::size_t>(p.nranks) * nch * sizeof(std::uint64_t));
       const std::size_t at_calls = section(nch * sizeof(std::uint64_t));
+      const std::size_t at_peers = section(peers.size() * sizeof(std::int32_t));
+      const std::size_t at_peer_begin = section(peer_begin.size() * sizeof(std::uint32_t));
+      const std::size_t at_plan = section(sizeof(cuda::P2PPlan));
       std::vector<std::byte> host(std::max<std::size_t>(total, 128), std::byte{0});
       auto put = [&host](std::size_t at, const auto& v) {
         if (!v.empty()) std::memcpy(host.data() + at, v.data(), v.size() * sizeof(v[0]));
@@ -679,15 +903,12 @@ struct CudaP2P {
       put(at_ports, ports);
       put(at_conns, refs_);
       put(at_advances, advances);
+      put(at_peers, peers);
+      put(at_peer_begin, peer_begin);
       cuda::check(cudaMallocAsync(&dp.memory, host.size(), st.upload), "cudaMallocAsync(plan)",
                   st.rank);
-      cuda::check(
-          cudaMemcpyAsync(dp.memory, host.data(), host.size(), cudaMemcpyHostToDevice, st.upload),
-          "cudaMemcpyAsync(plan tables)", st.rank);
-      // Waited for: the host buffer goes away, and kernels on other streams read the tables.
-      cuda::check(cudaStreamSynchronize(st.upload), "cudaStreamSynchronize(upload)", st.rank);
       auto* d = static_cast<std::byte*>(dp.memory);
-      cuda::P2PPlanTables& t = dp.tables;
+      cuda::P2PPlanTables& t = dp.plan.tables;
       t.programs = reinterpret_cast<const cuda::BlockProgram*>(d + at_programs);
       t.steps = reinterpret_cast<const plan::Step*>(d + at_steps);
       t.ports = reinterpret_cast<const plan::Port*>(d + at_ports);
@@ -701,6 +922,15 @@ struct CudaP2P {
       t.nblocks = nch;
       t.nchannels = nch;
       t.nactive = pp->nactive;
+      dp.plan.peers = reinterpret_cast<const std::int32_t*>(d + at_peers);
+      dp.plan.peer_begin = reinterpret_cast<const std::uint32_t*>(d + at_peer_begin);
+      dp.device_plan = reinterpret_cast<const cuda::P2PPlan*>(d + at_plan);
+      std::memcpy(host.data() + at_plan, &dp.plan, sizeof dp.plan);
+      cuda::check(
+          cudaMemcpyAsync(dp.memory, host.data(), host.size(), cudaMemcpyHostToDevice, st.upload),
+          "cudaMemcpyAsync(plan tables)", st.rank);
+      // Waited for: the host buffer goes away, and kernels on other streams read the tables.
+      cuda::check(cudaStreamSynchronize(st.upload), "cudaStreamSynchronize(upload)", st.rank);
       dp.prepared = std::move(pp);
       return dp;
     }
@@ -742,6 +972,23 @@ struct CudaP2P {
       // release: acquiring the word before each copy makes the records of the blocks that have
       // stored it visible.
       (void)control_.aborted();
+      // A mismatch of the ranks' calls is the cause of whatever else stopped: the lowest call.
+      {
+        std::vector<cuda::CallMismatch> found(static_cast<std::size_t>(l.nranks) * l.nchannels);
+        std::memcpy(found.data(), control_.mismatches_host(), found.size() * sizeof(found[0]));
+        const cuda::CallMismatch* m = nullptr;
+        for (const auto& x : found)
+          if (x.seq != 0 &&
+              (m == nullptr || x.seq < m->seq ||
+               (x.seq == m->seq && std::min(x.rank, x.peer) < std::min(m->rank, m->peer))))
+            m = &x;
+        if (m != nullptr) {
+          code = ErrorCode::Mismatch;
+          who = std::max(m->rank, m->peer);
+          text = cuda::describe_mismatch(*m);
+          return true;
+        }
+      }
       std::vector<cuda::BlockFailure> board(static_cast<std::size_t>(l.nranks) * l.nchannels);
       std::memcpy(board.data(), control_.failures_host(), board.size() * sizeof(board[0]));
       auto failed = [&](int rank, std::uint32_t channel) {
@@ -776,11 +1023,15 @@ struct CudaP2P {
       code = ErrorCode::Timeout;
       who = cause->rank;
       std::ostringstream os;
-      os << "cuda-p2p: rank " << cause->rank << ", channel " << cause->channel << ", step "
-         << cause->step.step << ": waiting for "
-         << (cause->step.waiting_for_slot ? "a free slot at rank " : "a message from rank ")
-         << cause->step.peer
-         << (cause->step.result == sync::WaitResult::Timeout ? " past Config::timeout ("
+      os << "cuda-p2p: rank " << cause->rank << ", channel " << cause->channel;
+      if (cause->step.step == cuda::kAgreementStep)
+        os << ", before its first step: waiting for rank " << cause->step.peer
+           << " to start the same call";
+      else
+        os << ", step " << cause->step.step << ": waiting for "
+           << (cause->step.waiting_for_slot ? "a free slot at rank " : "a message from rank ")
+           << cause->step.peer;
+      os << (cause->step.result == sync::WaitResult::Timeout ? " past Config::timeout ("
                                                              : " when another block timed out (")
          << config_.timeout.count() << " ms)";
       const int peer = cause->step.peer;
@@ -790,6 +1041,9 @@ struct CudaP2P {
         if (theirs < ours)
           os << "; rank " << peer << " did not call (it launched " << theirs << " calls, rank "
              << cause->rank << " " << ours << ")";
+        const int one[] = {peer};
+        if (!cuda::exited_peers(control_.pids_host(), one).empty())
+          os << "; " << cuda::describe_exited(control_.pids_host(), one);
       }
       os << "; " << stopped << " blocks stopped";
       text = os.str();
@@ -805,6 +1059,7 @@ struct CudaP2P {
     std::vector<std::byte*> bases_;  // per rank: its FIFO memory in this process (or null)
     std::vector<sync::ConnectionRef> refs_;
     std::map<int, int> per_device_;  // ranks of this process per device
+    std::set<int> peers_;            // processes: the ranks this one has connections with
     cuda::ControlPage control_;
     cuda::ExportedMemory exported_;               // processes: this rank's FIFO memory
     std::vector<cuda::ImportedMemory> imported_;  // processes: the peers'

@@ -7,6 +7,12 @@
 // therefore system-scope (sync::ConnectionRef): a post is a release store at system scope after
 // BlockGroup's __threadfence_system, so a peer GPU, or a peer process on this GPU, that acquires
 // the counter sees the slot bytes this block wrote before it.
+//
+// Before its program, a block agrees with its peers on the call (call_record.hpp): it publishes
+// the call's arguments in the job's control page and compares them with the record of the same
+// call of every peer its program exchanges messages with. The same block code runs one call per
+// launch (p2p_kernel) or a queue of calls in one resident kernel (p2p_session_kernel, the queue of
+// session_queue.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,25 +21,191 @@
 
 #include "ccoll/core/op.hpp"
 #include "ccoll/sync/atomic.hpp"
+#include "ccoll/sync/backoff.hpp"
 #include "ccoll/transport/cuda/block_program.cuh"
+#include "ccoll/transport/cuda/call_record.hpp"
+#include "ccoll/transport/cuda/session_queue.cuh"
 
 namespace ccoll::transport::cuda {
 
 using P2PPlanTables = BasicPlanTables<sync::Scope::system>;
 
-// The kernel's parameters: this rank's tables of the plan (device memory, failures host-mapped),
-// the job's abort word (host-mapped, shared by every rank) and this rank's buffers.
-struct P2PKernelArgs {
+// The step a BlockFailure names when the block stopped before its program, in the agreement.
+inline constexpr std::uint32_t kAgreementStep = ~std::uint32_t{0};
+
+// One rank's plan in device memory: its tables and, per block, the peers its program exchanges
+// messages with (peers[peer_begin[b] .. peer_begin[b + 1]]).
+struct P2PPlan {
   P2PPlanTables tables;
-  std::uint32_t* abort = nullptr;
-  std::uint64_t timeout_ns = 0;
+  const std::int32_t* peers = nullptr;
+  const std::uint32_t* peer_begin = nullptr;  // nblocks + 1
+};
+
+// The job's call records (host-mapped control page). records == nullptr: no agreement check.
+struct P2PAgreement {
+  CallRecord* records = nullptr;       // kCallRecordRing per (rank, channel), rank-major
+  CallMismatch* mismatches = nullptr;  // this rank's row, one per channel
+  std::uint32_t nchannels = 0;         // the control page's channels per rank
+};
+
+// One call: the rank's call number (its calls so far, every kind counted) and its arguments.
+struct P2PCall {
+  std::uint64_t number = 0;
+  CallArguments args;
   const void* input = nullptr;
   void* output = nullptr;
 };
 
+// The kernel's parameters: this rank's plan (device memory, failures host-mapped), the job's
+// agreement records and abort word (host-mapped, shared by every rank), and the call.
+struct P2PKernelArgs {
+  P2PPlan plan;
+  P2PAgreement agreement;
+  std::uint32_t* abort = nullptr;
+  std::uint64_t timeout_ns = 0;
+  P2PCall call;
+};
+
+namespace detail {
+
+// Leader only: records why the block stops before its program and raises the abort word.
+__device__ inline void fail_agreement(const P2PPlanTables& t, unsigned block,
+                                      const BlockProgram& program, sync::WaitResult result,
+                                      std::int32_t peer, std::uint32_t* abort) {
+  BlockFailure f;
+  f.step.result = result;
+  f.step.step = kAgreementStep;
+  f.step.peer = peer;
+  f.rank = program.rank;
+  f.channel = program.channel;
+  f.when_ns = sync::now_ns();
+  t.failures[block] = f;
+  __threadfence_system();  // the record before the word
+  sync::AtomicWord<std::uint32_t>(abort).store_release(1u);
+}
+
+}  // namespace detail
+
+// Block `block` publishes its call and compares it with its peers' (call_record.hpp): true when
+// they agree (or a record was already overwritten); false when it failed and raised the abort word:
+// a mismatch, a peer that did not publish the call within timeout_ns, or the abort word.
+__device__ inline bool agree_on_call(const P2PPlan& plan, const P2PAgreement& a, unsigned block,
+                                     const P2PCall& call, std::uint32_t* abort,
+                                     std::uint64_t timeout_ns) {
+  if (a.records == nullptr) return true;
+  __shared__ bool agreed;
+  if (threadIdx.x == 0) {
+    agreed = true;
+    const BlockProgram program = plan.tables.programs[block];
+    auto ring = [&](std::int32_t rank) {
+      return a.records +
+             (static_cast<std::uint64_t>(rank) * a.nchannels + program.channel) * kCallRecordRing;
+    };
+    publish_call(ring(program.rank), call.number, call.args);
+    const std::uint64_t now = sync::now_ns();
+    const std::uint64_t deadline = timeout_ns == 0     ? 0
+                                   : timeout_ns > ~now ? ~std::uint64_t{0}
+                                                       : now + timeout_ns;
+    const std::uint32_t end = plan.peer_begin[block + 1];
+    for (std::uint32_t i = plan.peer_begin[block]; agreed && i < end; ++i) {
+      const std::int32_t q = plan.peers[i];
+      sync::Backoff backoff;
+      for (std::uint32_t polls = 0;; ++polls) {
+        CallArguments theirs;
+        const CallCheck r = check_peer_call(ring(q), call.number, call.args, &theirs);
+        if (r == CallCheck::same || r == CallCheck::overwritten) break;
+        if (r == CallCheck::differs) {
+          CallMismatch m;
+          m.seq = call.number + 1;
+          m.rank = program.rank;
+          m.peer = q;
+          m.mine = call.args;
+          m.theirs = theirs;
+          a.mismatches[program.channel] = m;
+          detail::fail_agreement(plan.tables, block, program, sync::WaitResult::Aborted, q, abort);
+          agreed = false;
+          break;
+        }
+        if (backoff.past_spinning() || (polls & 15u) == 15u) {
+          if (sync::AtomicWord<std::uint32_t>(abort).load_relaxed() != 0) {
+            detail::fail_agreement(plan.tables, block, program, sync::WaitResult::Aborted, q,
+                                   abort);
+            agreed = false;
+            break;
+          }
+          if (deadline != 0 && sync::now_ns() >= deadline) {
+            detail::fail_agreement(plan.tables, block, program, sync::WaitResult::Timeout, q,
+                                   abort);
+            agreed = false;
+            break;
+          }
+        }
+        backoff.pause();
+      }
+    }
+  }
+  __syncthreads();
+  return agreed;
+}
+
 template <class T, ReduceOp Op>
 __global__ void p2p_kernel(const P2PKernelArgs args) {
-  run_block<T, Op>(args.tables, blockIdx.x, args.input, args.output, args.abort, args.timeout_ns);
+  if (!agree_on_call(args.plan, args.agreement, blockIdx.x, args.call, args.abort, args.timeout_ns))
+    return;
+  run_block<T, Op>(args.plan.tables, blockIdx.x, args.call.input, args.call.output, args.abort,
+                   args.timeout_ns);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The persistent session of one rank (p2p_session.cuh): one kernel runs a queue of calls.
+
+// One queued call (host-mapped). plan == nullptr: the session ends.
+struct P2PWorkItem {
+  const P2PPlan* plan = nullptr;  // device memory
+  P2PCall call;
+};
+
+struct P2PSessionArgs {
+  SessionQueueView<P2PWorkItem> queue;
+  P2PAgreement agreement;
+  std::uint32_t* abort = nullptr;  // host-mapped: the job's abort word
+  std::uint64_t timeout_ns = 0;
+};
+
+// Each block runs the items in order. Blocks of different channels may be on different items:
+// a block touches only its channel's connections, counters and bases, whatever the plan, so no
+// block waits for another between items (unlike the virtual ranks' session, whose plans share one
+// slot pool). A block past the item's plan has nothing to do in it but to arrive.
+template <class T, ReduceOp Op>
+__global__ void p2p_session_kernel(const P2PSessionArgs args) {
+  // Raw storage: a __shared__ variable cannot have a constructor.
+  __shared__ alignas(P2PWorkItem) unsigned char storage[sizeof(P2PWorkItem)];
+  auto* item = reinterpret_cast<P2PWorkItem*>(storage);
+  __shared__ bool stop;
+  for (std::uint64_t j = 0;; ++j) {
+    if (threadIdx.x == 0) {
+      stop = !session_wait_posted(args.queue, j, args.abort);
+      if (!stop) {
+        *item = args.queue.items[j % args.queue.depth];
+        stop = item->plan == nullptr;
+      }
+    }
+    __syncthreads();
+    if (stop) return;
+    const P2PWorkItem mine = *item;  // registers: the leader overwrites the shared copy next item
+    __syncthreads();
+    if (blockIdx.x < mine.plan->tables.nblocks) {
+      if (!agree_on_call(*mine.plan, args.agreement, blockIdx.x, mine.call, args.abort,
+                         args.timeout_ns))
+        return;
+      if (!run_block<T, Op>(mine.plan->tables, blockIdx.x, mine.call.input, mine.call.output,
+                            args.abort, args.timeout_ns))
+        return;
+    }
+    if (threadIdx.x == 0 && !session_item_done(args.queue, j, gridDim.x, args.abort)) stop = true;
+    __syncthreads();
+    if (stop) return;
+  }
 }
 
 }  // namespace ccoll::transport::cuda
