@@ -271,6 +271,12 @@ TEST_CASE("train_emu: a 2-rank threads run of a tiny model") {
     CHECK(pr.measured.median > 0);
     CHECK(pr.predicted.pinned_s >= pr.compute.forward_s + pr.compute.backward_s() - 1e-9);
     CHECK(pr.compute.num_layers() == p.num_layers());
+    if (pr.name == "coordinated") {  // learned once, then decided from the response cache
+      const auto L = static_cast<std::uint64_t>(p.num_layers());
+      CHECK(pr.iterations_run == 4);  // warm-up, two timed, the check
+      CHECK(pr.coordination.new_responses == L);
+      CHECK(pr.coordination.cached_responses == 3 * L);
+    }
   }
   CHECK(result.measured.backward_s() > 0);
   CHECK(result.fit.single >= 2);

@@ -153,8 +153,8 @@ inline CommFit fit_comm(const std::vector<model::Sample>& samples) {
 
 // The policies GradientSync runs (docs/gradients.md, "The policies"), in the order reported.
 inline const std::vector<std::string>& all_policies() {
-  static const std::vector<std::string> names{"wfbp", "single", "bucket", "horovod",
-                                              "mg",   "asc",    "optimal"};
+  static const std::vector<std::string> names{"wfbp", "single", "bucket",  "horovod",
+                                              "mg",   "asc",    "optimal", "coordinated"};
   return names;
 }
 
@@ -192,7 +192,9 @@ inline g::Schedule make_policy(const std::string& name, const g::ModelProfile& p
     s = g::plan_single_layer(p);
   } else if (name == "bucket") {
     s = g::plan_ddp_buckets(p, o.ddp);
-  } else if (name == "horovod") {
+  } else if (name == "horovod" || name == "coordinated") {
+    // coordinated: GradientSync<C, Coordinated> decides its fusion at run time; the model's
+    // account of it is Horovod's cycle fusion with the same threshold and cycle time.
     s = g::plan_horovod_fusion(p, o.horovod);
   } else if (name == "mg") {
     s = g::plan_mg_wfbp(p, c);
@@ -204,8 +206,9 @@ inline g::Schedule make_policy(const std::string& name, const g::ModelProfile& p
     opt.time_limit_s = o.optimal_time_limit_s;
     s = g::solve_optimal(p, c, opt).schedule;
   } else {
-    throw std::invalid_argument("unknown policy '" + name +
-                                "' (wfbp, single, bucket, horovod, mg, asc, optimal, all)");
+    throw std::invalid_argument(
+        "unknown policy '" + name +
+        "' (wfbp, single, bucket, horovod, mg, asc, optimal, coordinated, all)");
   }
   for (auto& m : s.messages) m.not_before_s = 0;
   s.policy = name;

@@ -41,6 +41,7 @@
 #include "ccoll/core/config.hpp"
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
+#include "ccoll/gradient/coordinated_sync.hpp"
 #include "ccoll/gradient/sync.hpp"
 #include "ccoll/sync/backoff.hpp"
 #include "emu_model.hpp"
@@ -214,8 +215,8 @@ struct ProcessWorld {
     c.session = session + "." + name;
     return c;
   }
-  template <class T, class... A>
-  std::shared_ptr<T> make(int, Control&, A&&... args) {
+  template <class T, class Ctl, class... A>
+  std::shared_ptr<T> make(int, Ctl&, A&&... args) {
     return std::make_shared<T>(std::forward<A>(args)...);
   }
 };
@@ -229,8 +230,8 @@ struct ThreadsWorld {
     c.nranks = nranks;
     return c;
   }
-  template <class T, class... A>
-  std::shared_ptr<T> make(int rank, Control& ctl, A&&... args) {
+  template <class T, class Ctl, class... A>
+  std::shared_ptr<T> make(int rank, Ctl& ctl, A&&... args) {
     if (rank == 0) shared = std::make_shared<T>(std::forward<A>(args)...);
     ctl.barrier();
     auto p = std::static_pointer_cast<T>(shared);
@@ -299,6 +300,10 @@ struct RunResult {
     bool verified = false;
     int max_in_flight = 0;
     std::vector<double> iterations;  // per timed iteration: the slowest rank's time
+    // The coordinated policy: what its cycles did over every iteration it ran (warm-up, timed
+    // and the check), the same on every rank.
+    g::engine::CoordinationStats coordination;
+    std::uint64_t iterations_run = 0;
   };
   std::vector<Policy> policies;
   std::vector<Span> trace;  // the traced iteration of trace_policy
@@ -354,9 +359,10 @@ inline void compute_iteration(const g::ModelProfile& p, ComputeMode mode, Comput
 // compute-only iteration. Means keep the shape (a rare preemption lands in some layer, and its
 // share belongs to that layer), the scaling makes the compute-bound prediction the median that
 // the measured iterations are compared with. Also returns those per-iteration totals.
-inline std::pair<g::ModelProfile, std::vector<double>> measured_profile(const g::ModelProfile& p,
-                                                                        const ComputeLog& log,
-                                                                        int rank, Control& ctl) {
+template <class Ctl>
+std::pair<g::ModelProfile, std::vector<double>> measured_profile(const g::ModelProfile& p,
+                                                                 const ComputeLog& log, int rank,
+                                                                 Ctl& ctl) {
   const auto mean = [](const std::vector<double>& v) {
     double s = 0;
     for (double x : v) s += x;
@@ -413,9 +419,10 @@ inline void append_trace(std::vector<Span>& out, const std::vector<std::vector<d
 }
 
 // One rank's part of the run. `profile` is the scaled profile; AR an Allreduce type of the
-// transport `world` describes.
-template <class AR, class World>
-RunResult run_rank(int rank, Control& ctl, World& world, const g::ModelProfile& profile,
+// transport `world` describes; Ctl the ranks' meeting point (Control, or MpiControl of emu_mpi.hpp:
+// barrier, allgather, broadcast, nranks).
+template <class AR, class World, class Ctl>
+RunResult run_rank(int rank, Ctl& ctl, World& world, const g::ModelProfile& profile,
                    const RunOptions& opt) {
   const int P = ctl.nranks();
   const int L = profile.num_layers();
@@ -541,24 +548,47 @@ RunResult run_rank(int rank, Control& ctl, World& world, const g::ModelProfile& 
   // 4. Every policy's GradientSync, then iterations round-robin over the compute-only pass and the
   // policies (in a rotating order), so that a change in the machine's background load over the
   // run shifts every column alike instead of whichever policy ran at that moment.
+  // The coordinated policy runs a GradientSync<C, Coordinated>; its schedule (Horovod's cycle
+  // fusion) is only what the model predicts it with.
   using Sync = g::GradientSync<Timed<AR>>;
+  using CSync = g::GradientSync<Timed<AR>, g::Coordinated>;
   struct Run {
     std::string name;
     g::Schedule schedule;
     std::shared_ptr<Sync> sync;
     typename Sync::Rank* engine = nullptr;
+    std::shared_ptr<CSync> csync;
+    typename CSync::Rank* cengine = nullptr;
     std::vector<double> times;
     ComputeLog compute{0};  // this policy's own layers: compute and ready(), as they ran
+    void ready(int l) { engine ? engine->ready(l) : cengine->ready(l); }
+    void wait() { engine ? engine->wait() : cengine->wait(); }
+    int max_in_flight() const {
+      return engine ? engine->max_in_flight() : cengine->max_in_flight();
+    }
+    int traced_channels() const { return sync ? sync->nchannels() : 0; }
   };
   std::vector<Run> runs;
   std::size_t pos = 0;
   for (const auto& name : opt.policies) {
     const std::size_t eol = plans.find('\n', pos);
-    Run run{name, decode_schedule(plans.substr(pos, eol - pos), name), nullptr, nullptr, {}};
+    Run run;
+    run.name = name;
+    run.schedule = decode_schedule(plans.substr(pos, eol - pos), name);
     pos = eol + 1;
-    run.sync = world.template make<Sync>(rank, ctl, world.config(rank, "p." + name), tensors,
-                                         run.schedule, g::SyncOptions{});
-    run.engine = &run.sync->attach(rank, ptrs);
+    if (name == "coordinated") {
+      g::Coordinated policy;
+      policy.fusion_threshold_bytes = opt.policy.horovod.threshold_bytes;
+      policy.cycle_time = std::chrono::microseconds(
+          std::max<long>(1, static_cast<long>(opt.policy.horovod.cycle_time_s * 1e6)));
+      run.csync = world.template make<CSync>(rank, ctl, world.config(rank, "p." + name), tensors,
+                                             policy, g::SyncOptions{});
+      run.cengine = &run.csync->attach(rank, ptrs);
+    } else {
+      run.sync = world.template make<Sync>(rank, ctl, world.config(rank, "p." + name), tensors,
+                                           run.schedule, g::SyncOptions{});
+      run.engine = &run.sync->attach(rank, ptrs);
+    }
     run.compute = ComputeLog(L);
     runs.push_back(std::move(run));
   }
@@ -577,7 +607,7 @@ RunResult run_rank(int rank, Control& ctl, World& world, const g::ModelProfile& 
       }
       Run& run = runs[col];
       const bool tracing = run.name == opt.trace_policy && it == traced;
-      for (int c = 0; c < run.sync->nchannels() && tracing; ++c) {
+      for (int c = 0; c < run.traced_channels() && tracing; ++c) {
         run.sync->channel(c).log(rank).on = true;
         run.sync->channel(c).log(rank).spans.reserve(run.schedule.messages.size());
       }
@@ -591,16 +621,16 @@ RunResult run_rank(int rank, Control& ctl, World& world, const g::ModelProfile& 
       for (int l = L - 1; l >= 0; --l) {
         compute(profile.layers[static_cast<std::size_t>(l)].backward_s, opt.mode);
         if (tracing) compute_spans.emplace_back(t, now_s());
-        run.engine->ready(l);
+        run.ready(l);
         const double e = now_s();
         if (timed) run.compute.layer_s[static_cast<std::size_t>(l)].push_back(e - t);
         t = e;
       }
       if (timed) run.compute.total_s.push_back(t - t0);
-      run.engine->wait();
+      run.wait();
       const double t1 = now_s();
       if (it >= opt.warmup) run.times.push_back(t1 - t0);
-      for (int c = 0; c < run.sync->nchannels() && tracing; ++c)
+      for (int c = 0; c < run.traced_channels() && tracing; ++c)
         run.sync->channel(c).log(rank).on = false;
     }
   }
@@ -613,8 +643,8 @@ RunResult run_rank(int rank, Control& ctl, World& world, const g::ModelProfile& 
     // every sum is exact whatever order the reduction took.
     for (std::size_t i = 0; i < grads.size(); ++i)
       grads[i] = static_cast<float>((rank + 1) * (1 + static_cast<int>(i % 5)));
-    for (int l = L - 1; l >= 0; --l) run.engine->ready(l);
-    run.engine->wait();
+    for (int l = L - 1; l >= 0; --l) run.ready(l);
+    run.wait();
     double wrong = 0;
     const int triangular = P * (P + 1) / 2;  // the sum of the ranks' (rank + 1)
     for (std::size_t i = 0; i < grads.size(); ++i)
@@ -630,19 +660,19 @@ RunResult run_rank(int rank, Control& ctl, World& world, const g::ModelProfile& 
     if (trace) {
       spans.push_back(static_cast<double>(compute_spans.size()));
       for (auto [s, e] : compute_spans) spans.insert(spans.end(), {s, e});
-      for (int c = 0; c < run.sync->nchannels(); ++c) {
+      for (int c = 0; c < run.traced_channels(); ++c) {
         const auto& calls = run.sync->channel(c).log(rank).spans;
         spans.push_back(static_cast<double>(calls.size()));
         for (auto [s, e] : calls) spans.insert(spans.end(), {s, e});
       }
     }
     const auto all_spans = ctl.allgather(rank, spans);
-    const int in_flight = run.engine->max_in_flight();
+    const int in_flight = run.max_in_flight();
     if (rank == 0) {
       RunResult::Policy pr;
       pr.name = run.name;
       pr.schedule = run.schedule;
-      pr.plan = run.sync->channel_plan();
+      pr.plan = run.sync ? run.sync->channel_plan() : g::engine::lower(tensors, run.schedule);
       pr.iterations = detail::column_max(all_times);
       pr.measured = spread(pr.iterations);
       pr.compute = own;
@@ -651,6 +681,10 @@ RunResult run_rank(int rank, Control& ctl, World& world, const g::ModelProfile& 
       pr.verified = true;
       for (const auto& w : all_wrong) pr.verified = pr.verified && w[0] == 0;
       pr.max_in_flight = in_flight;
+      if (run.cengine) {
+        pr.coordination = run.cengine->stats();
+        pr.iterations_run = run.cengine->iterations();
+      }
       if (trace) append_trace(result.trace, all_spans, pr, profile);
       result.policies.push_back(std::move(pr));
     }

@@ -23,6 +23,11 @@
 #include "emu_model.hpp"
 #include "emu_run.hpp"
 #include "emu_trace.hpp"
+#ifdef CCOLL_TRAIN_EMU_MPI
+#include "ccoll/transport/mpi.hpp"
+#include "ccoll/transport/mpi_hybrid.hpp"
+#include "emu_mpi.hpp"
+#endif
 
 namespace emu = ccoll::train_emu;
 namespace g = ccoll::gradient;
@@ -37,11 +42,13 @@ const char* kHelp =
     "model's prediction, with a, b, gamma and the compute times measured in the same run.\n"
     "  --model NAME|FILE      shipped profile (data/profiles) or a profile file [resnet152]\n"
     "  --ranks P              ranks [2]\n"
-    "  --transport shm|threads  forked processes over shared memory, or threads [shm]\n"
+    "  --transport shm|threads|mpi|mpi-hybrid  forked processes over shared memory, threads, or\n"
+    "                         the processes mpirun started (built with MPI; --ranks ignored) "
+    "[shm]\n"
     "  --compute-scale X      x every compute time [0.1]\n"
     "  --bytes-scale X        x every gradient's bytes [0.0625]\n"
     "  --compute spin|sleep   a layer's compute busy-spins or sleeps [spin]\n"
-    "  --policy LIST|all      wfbp,single,bucket,horovod,mg,asc,optimal [all]\n"
+    "  --policy LIST|all      wfbp,single,bucket,horovod,mg,asc,optimal,coordinated [all]\n"
     "  --concurrency K        messages in flight for asc and optimal [2]\n"
     "  --iters N --warmup N   timed and warm-up iterations per policy [20, 3]\n"
     "  --compute-iters N      iterations of the compute-only pass [10]\n"
@@ -111,8 +118,13 @@ Args parse(int argc, char** argv) {
     else
       throw std::invalid_argument("unknown option " + k + " (see --help)");
   }
-  if (a.transport != "shm" && a.transport != "threads")
-    throw std::invalid_argument("--transport: shm or threads");
+  const bool mpi = a.transport == "mpi" || a.transport == "mpi-hybrid";
+  if (a.transport != "shm" && a.transport != "threads" && !mpi)
+    throw std::invalid_argument("--transport: shm, threads, mpi or mpi-hybrid");
+#ifndef CCOLL_TRAIN_EMU_MPI
+  if (mpi) throw std::invalid_argument("--transport " + a.transport + ": built without MPI");
+#endif
+  if (mpi) a.ranks = 2;  // the processes mpirun started: checked once MPI is initialised
   if (mode != "spin" && mode != "sleep") throw std::invalid_argument("--compute: spin or sleep");
   if (a.ranks < 2 || a.ranks > emu::Control::kMaxRanks)
     throw std::invalid_argument("--ranks: 2..64");
@@ -133,6 +145,10 @@ Args parse(int argc, char** argv) {
     bool listed = false;
     for (const auto& p : a.run.policies) listed = listed || p == a.trace_policy;
     a.run.trace_policy = listed ? a.trace_policy : a.run.policies.front();
+    // The trace maps each call to a message of the policy's schedule; the coordinated policy's
+    // calls are decided at run time.
+    if (a.run.trace_policy == "coordinated")
+      throw std::invalid_argument("--trace-policy: a scheduled policy (coordinated is not traced)");
   }
   return a;
 }
@@ -147,8 +163,11 @@ void report(const Args& a, const g::ModelProfile& scaled, const emu::RunResult& 
       "%.2f ms (x%g of the profile)\n",
       scaled.name.c_str(), scaled.num_layers(), scaled.total_bytes() / 1e6, a.scale.bytes,
       ms(scaled.forward_s), ms(scaled.backward_s()), a.scale.compute);
-  std::printf("ranks %d on %s, compute %s, %u cores\n", a.ranks,
-              a.transport == "shm" ? "forked processes (SharedMemory)" : "threads (HostThreads)",
+  const char* where = a.transport == "shm"       ? "forked processes (SharedMemory)"
+                      : a.transport == "threads" ? "threads (HostThreads)"
+                      : a.transport == "mpi"     ? "MPI processes (transport::Mpi)"
+                                                 : "MPI processes (transport::MpiHybrid)";
+  std::printf("ranks %d on %s, compute %s, %u cores\n", a.ranks, where,
               a.run.mode == emu::ComputeMode::spin ? "busy-spin" : "sleep",
               std::thread::hardware_concurrency());
   std::printf(
@@ -174,12 +193,12 @@ void report(const Args& a, const g::ModelProfile& scaled, const emu::RunResult& 
     std::printf("  %12.0f %12.1f %12.1f\n", r.samples[i].bytes, r.samples[i].time_s * 1e6,
                 n ? together / n * 1e6 : 0.0);
   }
-  std::printf("\n%-8s %5s %2s %4s %9s %10s %19s %9s %9s %7s %7s %9s %7s %s\n", "policy", "msgs",
+  std::printf("\n%-11s %5s %2s %4s %9s %10s %19s %9s %9s %7s %7s %9s %7s %s\n", "policy", "msgs",
               "K", "chan", "compute", "measured", "p10..p90 ms", "pred ms", "free ms", "err %",
               "err_f %", "pred_co", "err_co", "check");
   for (const auto& p : r.policies) {
     std::printf(
-        "%-8s %5zu %2d %4d %9.3f %10.3f %9.3f..%-9.3f %9.3f %9.3f %+7.1f %+7.1f %9.3f %+7.1f %s\n",
+        "%-11s %5zu %2d %4d %9.3f %10.3f %9.3f..%-9.3f %9.3f %9.3f %+7.1f %+7.1f %9.3f %+7.1f %s\n",
         p.name.c_str(), p.schedule.messages.size(), p.schedule.max_concurrent, p.plan.nchannels,
         ms(p.compute.forward_s + p.compute.backward_s()), ms(p.measured.median), ms(p.measured.p10),
         ms(p.measured.p90), ms(p.predicted.pinned_s), ms(p.predicted.free_lanes_s),
@@ -188,6 +207,23 @@ void report(const Args& a, const g::ModelProfile& scaled, const emu::RunResult& 
         ms(p.predicted_compute_only.pinned_s),
         emu::error_pct(p.measured.median, p.predicted_compute_only.pinned_s),
         p.verified ? "bitwise ok" : "WRONG");
+  }
+  for (const auto& p : r.policies) {
+    if (p.iterations_run == 0) continue;
+    const auto& c = p.coordination;
+    const double n = static_cast<double>(p.iterations_run);
+    std::printf(
+        "%s: per iteration %.1f cycles, %.1f fused allreduces, %.1f control bytes per cycle; "
+        "%llu tensors decided from the response cache, %llu on the coordinator path (%llu "
+        "cycles) over %llu iterations; msgs and pred: Horovod's cycle fusion at the same "
+        "threshold\n",
+        p.name.c_str(), static_cast<double>(c.cycles) / n,
+        static_cast<double>(c.fused_allreduces) / n,
+        c.cycles ? static_cast<double>(c.control_bytes) / static_cast<double>(c.cycles) : 0.0,
+        static_cast<unsigned long long>(c.cached_responses),
+        static_cast<unsigned long long>(c.new_responses),
+        static_cast<unsigned long long>(c.coordinator_cycles),
+        static_cast<unsigned long long>(p.iterations_run));
   }
   std::printf(
       "compute: forward + backward of the policy's own iterations (each layer with its "
@@ -233,7 +269,15 @@ nlohmann::json to_json(const Args& a, const g::ModelProfile& scaled, const emu::
          {"predicted_free_lanes_s", p.predicted.free_lanes_s},
          {"error_pct", emu::error_pct(p.measured.median, p.predicted.pinned_s)},
          {"error_free_lanes_pct", emu::error_pct(p.measured.median, p.predicted.free_lanes_s)},
-         {"verified", p.verified}});
+         {"verified", p.verified},
+         {"coordination",
+          {{"iterations", p.iterations_run},
+           {"cycles", p.coordination.cycles},
+           {"coordinator_cycles", p.coordination.coordinator_cycles},
+           {"cached_responses", p.coordination.cached_responses},
+           {"new_responses", p.coordination.new_responses},
+           {"fused_allreduces", p.coordination.fused_allreduces},
+           {"control_bytes", p.coordination.control_bytes}}}});
   std::vector<double> backward;
   for (const auto& l : r.measured.layers) backward.push_back(l.backward_s);
   return {{"model", scaled.name},
@@ -330,11 +374,35 @@ int run_processes(const Args& a, const g::ModelProfile& scaled, emu::RunResult& 
   return ok ? 0 : 1;
 }
 
+#ifdef CCOLL_TRAIN_EMU_MPI
+// The processes mpirun started; rank 0 returns the result, the others exit once done. MPI is
+// initialised by the caller.
+template <class AR>
+int run_mpi(Args& a, const g::ModelProfile& scaled, emu::RunResult& out) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &a.ranks);
+  if (a.ranks > static_cast<int>(std::thread::hardware_concurrency())) a.run.pin = false;
+  try {
+    emu::MpiControl ctl(MPI_COMM_WORLD);
+    emu::MpiWorld world;
+    auto res = emu::run_rank<AR>(rank, ctl, world, scaled, a.run);
+    if (rank == 0) out = std::move(res);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ccoll_train_emu: rank %d: %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  if (rank != 0) std::exit(0);
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    const Args a = parse(argc, argv);
+    Args a = parse(argc, argv);
     const g::ModelProfile scaled =
         emu::scale_profile(ccoll::cli::resolve_profile(a.model), a.scale);
     emu::RunResult r;
@@ -342,6 +410,15 @@ int main(int argc, char** argv) {
     if (a.transport == "threads") {
       using AR = ccoll::Allreduce<ccoll::transport::HostThreads, ccoll::algo::Ring>;
       rc = run_threads<AR, emu::ThreadsWorld>(a, scaled, r);
+#ifdef CCOLL_TRAIN_EMU_MPI
+    } else if (a.transport == "mpi" || a.transport == "mpi-hybrid") {
+      emu::init_mpi_thread_multiple();
+      if (a.transport == "mpi")
+        rc = run_mpi<ccoll::Allreduce<ccoll::transport::Mpi, ccoll::algo::Ring>>(a, scaled, r);
+      else
+        rc =
+            run_mpi<ccoll::Allreduce<ccoll::transport::MpiHybrid, ccoll::algo::Ring>>(a, scaled, r);
+#endif
     } else {
       rc = run_processes(a, scaled, r);
     }

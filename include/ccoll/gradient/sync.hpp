@@ -20,10 +20,10 @@
 //
 // Construction is collective on process transports (one communicator per channel, each a
 // rendezvous). The schedule fixes the order of the allreduces, so ranks may mark their tensors
-// ready in different orders without any agreement protocol (engine/rank_engine.hpp says why, and
-// what coord/coordinator.hpp would add). Misuse is a ccoll::Error (InvalidArgument): an unknown
-// tensor, a tensor marked ready twice in one iteration, a wait that could never return because
-// a tensor it needs was not marked ready.
+// ready in different orders without any agreement protocol (engine/rank_engine.hpp says why);
+// GradientSync<C, Coordinated> (coordinated_sync.hpp) agrees on the order at run time. Misuse is a
+// ccoll::Error (InvalidArgument): an unknown tensor, a tensor marked ready twice in one iteration,
+// a wait that could never return because a tensor it needs was not marked ready.
 #pragma once
 
 #include <concepts>
@@ -51,8 +51,13 @@ struct SyncOptions {
   ReduceOp op = ReduceOp::sum;  // avg: the mean over ranks (divided once, on one rank, exactly)
 };
 
-template <engine::AllreduceLike C>
+// Policy: Schedule (this class: the order fixed in advance) or Coordinated (coordinated_sync.hpp:
+// the order agreed at run time).
+template <engine::AllreduceLike C, class Policy = Schedule>
 class GradientSync {
+  static_assert(std::same_as<Policy, Schedule>,
+                "GradientSync<C, Coordinated> is in ccoll/gradient/coordinated_sync.hpp");
+
  public:
   using Rank = engine::RankEngine<C>;
   using topology_type = typename C::topology_type;

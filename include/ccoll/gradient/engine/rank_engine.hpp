@@ -18,9 +18,9 @@
 //
 // Why ranks need no agreement: every rank starts the same messages in the same (issue) order on
 // the same channels, whatever the order its own tensors became ready, so the k-th call on channel
-// c is the same message everywhere. What a coordinator (coord/coordinator.hpp) would add is the
-// ability to run what is ready on every rank *now*, out of schedule order, and to learn the
-// tensor set at run time; here the schedule fixes both.
+// c is the same message everywhere. Running what is ready on every rank *now*, out of schedule
+// order, and learning the tensor set at run time need an agreement per cycle: that is
+// coordinated_rank.hpp; here the schedule fixes both.
 //
 // Termination: wait() refuses (InvalidArgument) when some tensor it would need was not marked
 // ready, since it could never return; otherwise every message it waits for starts, and each call

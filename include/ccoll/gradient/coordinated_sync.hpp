@@ -1,0 +1,133 @@
+// ccoll/gradient/coordinated_sync.hpp: GradientSync<C, Coordinated>, the GradientSync whose ranks
+// agree at run time which gradients to all-reduce together and in which order (coordinated.hpp,
+// engine/coordinated_rank.hpp), with the interface of the scheduled one (sync.hpp).
+//
+//   using AR = ccoll::Allreduce<ccoll::transport::HostThreads, ccoll::algo::Ring>;
+//   ccoll::gradient::GradientSync<AR, ccoll::gradient::Coordinated> sync(
+//       config, tensors, {.fusion_threshold_bytes = 4 << 20}, {.op = ccoll::ReduceOp::avg});
+//   auto& g = sync.attach(r, gradient_pointers);   // a thread per rank; attach(ptrs) on processes
+//   for (;;) { for (int t : any_order) g.ready(t); g.wait(); }
+//
+// Construction is collective on process transports: K gradient channels and one control channel,
+// each a communicator of its own (channels.hpp names their sessions ".grad<k>", the control one
+// ".grad<K>"). On an MPI transport the channels' workers and the cycle thread call MPI at once:
+// initialise MPI with MPI_THREAD_MULTIPLE (docs/gradients.md, "MPI").
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ccoll/core/config.hpp"
+#include "ccoll/core/error.hpp"
+#include "ccoll/gradient/coordinated.hpp"
+#include "ccoll/gradient/engine/channel_plan.hpp"
+#include "ccoll/gradient/engine/channels.hpp"
+#include "ccoll/gradient/engine/coordinated_rank.hpp"
+#include "ccoll/gradient/engine/rank_engine.hpp"
+#include "ccoll/gradient/engine/tensor_spec.hpp"
+#include "ccoll/gradient/sync.hpp"
+
+namespace ccoll::gradient {
+
+template <engine::AllreduceLike C>
+class GradientSync<C, Coordinated> {
+ public:
+  using Rank = engine::CoordinatedRank<C>;
+  using topology_type = typename C::topology_type;
+
+  GradientSync(const Config& config, std::vector<TensorSpec> tensors, Coordinated policy,
+               SyncOptions options = {}) requires std::default_initializable<topology_type>
+      : GradientSync(config, std::move(tensors), std::move(policy), options, topology_type{}) {}
+  GradientSync(const Config& config, std::vector<TensorSpec> tensors, Coordinated policy,
+               SyncOptions options, const topology_type& topology)
+      : tensors_(checked(std::move(tensors), policy)),
+        policy_(std::move(policy)),
+        options_(options),
+        channels_(config, channel_layout(policy_.max_concurrent), topology),
+        ranks_(static_cast<std::size_t>(channels_[0].nranks())) {
+    for (std::size_t i = 0; i < tensors_.size(); ++i)
+      names_.emplace(tensors_[i].name, static_cast<int>(i));
+    for (const auto& [group, members] : policy_.groups)
+      for (const auto& m : members) engine::tensor_id(names_, m, -1);
+  }
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+
+  // Binds local rank `rank`'s gradient buffers (gradients[i]: tensor i) and starts its cycle thread
+  // and workers; once per rank. Threads transports: thread r attaches rank r.
+  Rank& attach(int rank, std::span<void* const> gradients) {
+    bool local = false;
+    for (int r : channels_[0].local_ranks()) local = local || r == rank;
+    if (!local)
+      throw_invalid_argument(rank, "rank", "a rank this process hosts", std::to_string(rank));
+    std::lock_guard lock(mu_);
+    auto& slot = ranks_[static_cast<std::size_t>(rank)];
+    if (slot) throw_invalid_argument(rank, "rank", "a rank not attached yet", "attached before");
+    slot = std::make_unique<Rank>(channels_, channels_[policy_.max_concurrent], policy_, tensors_,
+                                  names_, rank, gradients, options_.op);
+    return *slot;
+  }
+  // Process transports, which host one rank: this process's.
+  Rank& attach(std::span<void* const> gradients) {
+    const auto locals = channels_[0].local_ranks();
+    if (locals.size() != 1)
+      throw_invalid_argument(-1, "rank",
+                             "attach(rank, gradients): this transport hosts several ranks",
+                             "attach(gradients)");
+    return attach(locals[0], gradients);
+  }
+  Rank& rank(int r) {
+    std::lock_guard lock(mu_);
+    if (r < 0 || static_cast<std::size_t>(r) >= ranks_.size() ||
+        !ranks_[static_cast<std::size_t>(r)])
+      throw_invalid_argument(r, "rank", "an attached rank", std::to_string(r));
+    return *ranks_[static_cast<std::size_t>(r)];
+  }
+
+  int id(std::string_view name) const { return engine::tensor_id(names_, name, -1); }
+  std::span<const TensorSpec> tensors() const { return tensors_; }
+  const Coordinated& policy() const { return policy_; }
+  // Gradient channels (the control channel is not counted).
+  int nchannels() const { return policy_.max_concurrent; }
+  C& channel(int k) { return channels_[k]; }
+  C& control_channel() { return channels_[policy_.max_concurrent]; }
+  int nranks() const { return channels_[0].nranks(); }
+  const SyncOptions& options() const { return options_; }
+
+ private:
+  static std::vector<TensorSpec> checked(std::vector<TensorSpec> tensors, const Coordinated& p) {
+    validate_tensors(tensors);
+    for (const auto& t : tensors)
+      if (t.name.find_first_of("\t\n") != std::string::npos)
+        throw_invalid_argument(-1, "tensor name", "no tab or newline (the coordinator's wire form)",
+                               "'" + t.name + "'");
+    if (p.max_concurrent < 1)
+      throw_invalid_argument(-1, "max_concurrent", ">= 1", std::to_string(p.max_concurrent));
+    if (p.fusion_threshold_bytes == 0)
+      throw_invalid_argument(-1, "fusion_threshold_bytes", "> 0", "0");
+    return tensors;
+  }
+  // K gradient channels and a control channel; call sizes are not known in advance, so each keeps
+  // Config::max_cached_plans plans.
+  static engine::ChannelPlan channel_layout(int k) {
+    engine::ChannelPlan plan;
+    plan.nchannels = k + 1;
+    plan.distinct_calls.assign(static_cast<std::size_t>(k) + 1, 0);
+    return plan;
+  }
+
+  std::vector<TensorSpec> tensors_;
+  Coordinated policy_;
+  engine::NameIndex names_;
+  SyncOptions options_;
+  engine::ChannelSet<C> channels_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Rank>> ranks_;  // destroyed first: their threads use the channels
+};
+
+}  // namespace ccoll::gradient

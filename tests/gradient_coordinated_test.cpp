@@ -1,0 +1,390 @@
+// Tests of GradientSync<C, Coordinated> on the host-threads transport: ranks that mark their
+// tensors ready in a random permutation of their own every iteration, on three small models (odd
+// sizes, 1-element tensors, mixed dtypes), P = 2, 3, 4, one and two channels, fusion thresholds
+// that fuse everything, something or nothing; every gradient checked bitwise against the exact
+// reduction and against a plain allreduce of the same tensor (gradient_sync_harness.hpp says why
+// bitwise is right). Also: the steady state decided from the response cache alone (the cycle
+// statistics), groups never split, a tensor set that changes between iterations, gradient
+// queuing, the control plane over an allreduce on its own, misuse, and a peer that never marks a
+// tensor the others marked.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ccoll/ccoll.hpp"
+#include "ccoll/coord/allreduce_control_plane.hpp"
+#include "ccoll/gradient/coordinated_sync.hpp"
+#include "gradient_sync_harness.hpp"
+
+using namespace ccoll;
+using namespace ccoll::gradient;
+using namespace gradient_sync_harness;
+using namespace std::chrono_literals;
+
+namespace {
+
+using AR = Allreduce<transport::HostThreads, algo::Ring,
+                     schedule::Pipelined<schedule::Overlap::ReduceBroadcast>>;
+
+template <class F>
+std::vector<std::string> on_threads(int p, F fn) {
+  std::vector<std::string> out(static_cast<std::size_t>(p));
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r)
+    threads.emplace_back([&, r] {
+      std::string& o = out[static_cast<std::size_t>(r)];
+      try {
+        o = fn(r);
+      } catch (const std::exception& e) {
+        o = "threw: ";
+        o += e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+std::string at_rank(int r, const std::string& what) {
+  return "rank " + std::to_string(r) + ": " + what;
+}
+
+// A permutation of 0..n-1 that differs between ranks and between iterations.
+void permute(std::vector<int>& order, int rank, int iteration) {
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::mt19937 rng(static_cast<unsigned>(1 + rank * 7919 + iteration * 104729));
+  std::shuffle(order.begin(), order.end(), rng);
+}
+
+template <class E>
+ErrorCode code_of(E&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  FAIL("no ccoll::Error thrown");
+  return ErrorCode::System;
+}
+
+struct Case {
+  int p;
+  int k;
+  std::uint64_t threshold;
+  ReduceOp op;
+  int salt;
+};
+
+// `iterations` iterations on P threads, each rank in its own random order; checks every gradient
+// after every wait(), and the cycle statistics.
+void run_case(const Model& model, const Case& c, int iterations) {
+  Config cfg;
+  cfg.nranks = c.p;
+  cfg.timeout = 20s;
+  Coordinated policy;
+  policy.fusion_threshold_bytes = c.threshold;
+  policy.max_concurrent = c.k;
+  policy.cycle_time = 200us;
+  GradientSync<AR, Coordinated> sync(cfg, model.tensors, policy, {.op = c.op});
+  AR reference(cfg);
+  const auto n = model.tensors.size();
+  const auto out = on_threads(c.p, [&](int r) -> std::string {
+    RankBuffers grads = make_buffers(model.tensors, static_cast<Layout>((r + c.salt) % 3));
+    RankBuffers in = make_buffers(model.tensors, Layout::scattered);
+    RankBuffers ref = make_buffers(model.tensors, Layout::scattered);
+    auto& g = sync.attach(r, grads.ptrs);
+    std::string wrong;
+    std::vector<int> order(n);
+    engine::CoordinationStats first;
+    for (int it = 0; it < iterations; ++it) {
+      permute(order, r, it);
+      for (int t : order) {
+        fill(model.tensors[static_cast<std::size_t>(t)], grads.ptrs[static_cast<std::size_t>(t)], r,
+             c.p, t, it);
+        g.ready(t);
+      }
+      g.wait();
+      if (it == 0) first = g.stats();
+      for (std::size_t t = 0; t < n; ++t) {
+        const TensorSpec& spec = model.tensors[t];
+        fill(spec, in.ptrs[t], r, c.p, static_cast<int>(t), it);
+        reference.rank(r).run(in.ptrs[t], ref.ptrs[t], spec.count, spec.dtype, c.op);
+        if (wrong.empty() && std::memcmp(grads.ptrs[t], ref.ptrs[t], spec.bytes()) != 0)
+          wrong = at_rank(r, "tensor '" + spec.name + "' differs from its own allreduce");
+        if (wrong.empty()) wrong = check(spec, grads.ptrs[t], c.p, static_cast<int>(t), it, c.op);
+      }
+    }
+    if (!wrong.empty()) return wrong;
+    const engine::CoordinationStats s = g.stats();
+    // The first iteration learns every tensor on the coordinator path; from then on every tensor
+    // is decided from the response cache, and no cycle takes the coordinator path again.
+    if (first.new_responses != n || first.cached_responses != 0)
+      return at_rank(r, "first iteration: " + std::to_string(first.new_responses) + " new, " +
+                            std::to_string(first.cached_responses) + " cached");
+    if (s.new_responses != n || s.cached_responses != n * (iterations - 1))
+      return at_rank(r, "steady state: " + std::to_string(s.new_responses) + " new, " +
+                            std::to_string(s.cached_responses) + " cached");
+    if (s.coordinator_cycles != first.coordinator_cycles)
+      return at_rank(r, "a coordinator-path cycle after the first iteration");
+    if (c.threshold == 1 && s.fused_allreduces != n * iterations)
+      return at_rank(r, "a 1-byte threshold fused something");
+    if (g.iterations() != static_cast<std::uint64_t>(iterations))
+      return at_rank(r, "iteration count");
+    if (g.max_in_flight() < 1) return at_rank(r, "nothing ever in flight");
+    return "";
+  });
+  for (int r = 0; r < c.p; ++r) CHECK(out[static_cast<std::size_t>(r)] == "");
+}
+
+}  // namespace
+
+TEST_CASE("coordinated, P = 2, 3, 4, K = 1, 2: random orders, every gradient bitwise") {
+  int salt = 0;
+  for (const Model& model : models()) {
+    for (int p : {2, 3, 4}) {
+      for (const auto& kt : {std::pair{1, std::uint64_t{64} << 20},
+                             std::pair{2, std::uint64_t{4096}}, std::pair{1, std::uint64_t{1}}}) {
+        const ReduceOp op = salt % 2 == 0 ? ReduceOp::sum : ReduceOp::avg;
+        INFO(model.profile.name, " P=", p, " K=", kt.first, " threshold ", kt.second, " op ",
+             to_string(op));
+        run_case(model, {p, kt.first, kt.second, op, salt++}, 4);
+      }
+    }
+  }
+}
+
+TEST_CASE("groups are never split, whatever order their members become ready in") {
+  const Model model = models()[2];  // twelve f32 tensors
+  const int p = 3;
+  const int iterations = 3;
+  Config cfg;
+  cfg.nranks = p;
+  cfg.timeout = 20s;
+  Coordinated policy;
+  policy.fusion_threshold_bytes = 1;  // nothing fuses but a group
+  policy.cycle_time = 200us;
+  policy.groups = {{"head", {"t1", "t12", "t6"}}, {"mid", {"t4", "t5"}}};
+  GradientSync<AR, Coordinated> sync(cfg, model.tensors, policy);
+  const auto n = model.tensors.size();
+  const auto out = on_threads(p, [&](int r) -> std::string {
+    RankBuffers grads = make_buffers(model.tensors, static_cast<Layout>(r % 3));
+    auto& g = sync.attach(r, grads.ptrs);
+    std::vector<int> order(n);
+    for (int it = 0; it < iterations; ++it) {
+      permute(order, r, it);
+      for (int t : order) {
+        fill(model.tensors[static_cast<std::size_t>(t)], grads.ptrs[static_cast<std::size_t>(t)], r,
+             p, t, it);
+        g.ready(t);
+      }
+      g.wait();
+      for (std::size_t t = 0; t < n; ++t) {
+        std::string wrong =
+            check(model.tensors[t], grads.ptrs[t], p, static_cast<int>(t), it, ReduceOp::sum);
+        if (!wrong.empty()) return at_rank(r, wrong);
+      }
+    }
+    // Per iteration: the 7 ungrouped tensors alone, and each group as one allreduce.
+    const auto fused = g.stats().fused_allreduces;
+    if (fused != std::uint64_t{7 + 2} * static_cast<std::uint64_t>(iterations))
+      return at_rank(r, std::to_string(fused) + " fused allreduces");
+    return "";
+  });
+  for (const auto& o : out) CHECK(o == "");
+  CHECK(code_of([&] {
+          Coordinated bad;
+          bad.groups = {{"g", {"t1", "nope"}}};
+          GradientSync<AR, Coordinated> s(cfg, model.tensors, bad);
+        }) == ErrorCode::InvalidArgument);
+}
+
+TEST_CASE("the tensor set changes between iterations: new tensors are learned, others untouched") {
+  const Model model = models()[1];  // nine tensors, mixed dtypes
+  const int p = 3;
+  Config cfg;
+  cfg.nranks = p;
+  cfg.timeout = 20s;
+  Coordinated policy;
+  policy.cycle_time = 200us;
+  policy.fusion_threshold_bytes = 256;
+  GradientSync<AR, Coordinated> sync(cfg, model.tensors, policy);
+  const auto n = model.tensors.size();
+  // Iteration 0: even tensors; 1: all; 2: odd; 3: all again.
+  const auto used = [](int it, std::size_t t) { return it % 2 == 1 || (t % 2 == 0) == (it == 0); };
+  const auto out = on_threads(p, [&](int r) -> std::string {
+    RankBuffers grads = make_buffers(model.tensors, static_cast<Layout>(r % 3));
+    auto& g = sync.attach(r, grads.ptrs);
+    std::vector<int> order(n);
+    std::vector<std::uint64_t> learned;
+    for (int it = 0; it < 4; ++it) {
+      permute(order, r, it);
+      for (int t : order) {
+        fill(model.tensors[static_cast<std::size_t>(t)], grads.ptrs[static_cast<std::size_t>(t)], r,
+             p, t, it);
+        if (used(it, static_cast<std::size_t>(t))) g.ready(t);
+      }
+      g.wait();
+      for (std::size_t t = 0; t < n; ++t) {
+        const TensorSpec& spec = model.tensors[t];
+        if (used(it, t)) {
+          std::string wrong = check(spec, grads.ptrs[t], p, static_cast<int>(t), it, ReduceOp::sum);
+          if (!wrong.empty()) return at_rank(r, wrong);
+          continue;
+        }
+        RankBuffers own = make_buffers({spec}, Layout::scattered);
+        fill(spec, own.ptrs[0], r, p, static_cast<int>(t), it);
+        if (std::memcmp(own.ptrs[0], grads.ptrs[t], spec.bytes()) != 0)
+          return at_rank(r, "tensor '" + spec.name + "' was touched but not marked ready");
+      }
+      learned.push_back(g.stats().new_responses);
+    }
+    // Learned: 5 even tensors, then the 4 odd ones, then nothing new.
+    if (learned != std::vector<std::uint64_t>{5, 9, 9, 9})
+      return at_rank(r, "learned " + std::to_string(learned[0]) + ", " +
+                            std::to_string(learned[1]) + ", " + std::to_string(learned[3]));
+    return "";
+  });
+  for (const auto& o : out) CHECK(o == "");
+}
+
+TEST_CASE("gradient queuing: wait(layer) returns with that tensor reduced") {
+  const Model model = models()[2];
+  const int p = 2;
+  Config cfg;
+  cfg.nranks = p;
+  cfg.timeout = 20s;
+  Coordinated policy;
+  policy.cycle_time = 200us;
+  policy.fusion_threshold_bytes = 4096;
+  policy.max_concurrent = 2;
+  GradientSync<AR, Coordinated> sync(cfg, model.tensors, policy);
+  const auto n = static_cast<int>(model.tensors.size());
+  const auto out = on_threads(p, [&](int r) -> std::string {
+    RankBuffers grads = make_buffers(model.tensors, Layout::packed);
+    auto& g = sync.attach(r, grads.ptrs);
+    for (int it = 0; it < 3; ++it) {
+      for (int t = n - 1; t >= 0; --t) {
+        fill(model.tensors[static_cast<std::size_t>(t)], grads.ptrs[static_cast<std::size_t>(t)], r,
+             p, t, it);
+        g.ready(t);
+      }
+      for (int t = 0; t < n; ++t) {
+        g.wait(t);
+        std::string wrong = check(model.tensors[static_cast<std::size_t>(t)],
+                                  grads.ptrs[static_cast<std::size_t>(t)], p, t, it, ReduceOp::sum);
+        if (!wrong.empty()) return at_rank(r, wrong);
+      }
+      g.wait();
+    }
+    return "";
+  });
+  for (const auto& o : out) CHECK(o == "");
+}
+
+TEST_CASE("the control plane over an allreduce: AND, OR, gather and broadcast, P = 3") {
+  const int p = 3;
+  Config cfg;
+  cfg.nranks = p;
+  cfg.timeout = 20s;
+  AR ar(cfg);
+  const auto out = on_threads(p, [&](int r) -> std::string {
+    coord::AllreduceControlPlane<decltype(ar.rank(0))> cp(ar.rank(r), r, p);
+    std::vector<std::uint64_t> w = {~std::uint64_t{0} ^ (std::uint64_t{1} << r),
+                                    0x8000000000000001ull, std::uint64_t{1} << (10 + r)};
+    std::vector<std::uint64_t> o = w;
+    cp.allreduce_and(w);
+    cp.allreduce_or(o);
+    if (w != std::vector<std::uint64_t>{~std::uint64_t{7}, 0x8000000000000001ull, 0})
+      return at_rank(r, "AND");
+    if (o != std::vector<std::uint64_t>{~std::uint64_t{0}, 0x8000000000000001ull, 0x7ull << 10})
+      return at_rank(r, "OR");
+    const std::string mine(static_cast<std::size_t>(r) * 5, static_cast<char>('a' + r));
+    const auto all = cp.gather_to_root(mine);
+    if (r == 0 && all != std::vector<std::string>{"", "bbbbb", "cccccccccc"})
+      return at_rank(r, "gather");
+    if (r != 0 && !all.empty()) return at_rank(r, "gather gave a non-root rank something");
+    const std::string b = cp.broadcast_from_root(r == 0 ? "decision\n\t" : "ignored");
+    if (b != "decision\n\t") return at_rank(r, "broadcast");
+    return "";
+  });
+  for (const auto& o : out) CHECK(o == "");
+}
+
+TEST_CASE("misuse: unknown tensors, ready twice, waits that could never return, bad policies") {
+  const Model model = models()[0];
+  Config cfg;
+  cfg.nranks = 1;
+  cfg.timeout = 5s;
+  GradientSync<AR, Coordinated> sync(cfg, model.tensors, Coordinated{});
+  RankBuffers grads = make_buffers(model.tensors, Layout::packed);
+  auto& g = sync.attach(0, grads.ptrs);
+  CHECK(code_of([&] { g.ready(99); }) == ErrorCode::InvalidArgument);
+  CHECK(code_of([&] { g.ready("nope"); }) == ErrorCode::InvalidArgument);
+  CHECK(code_of([&] { g.wait(2); }) == ErrorCode::InvalidArgument);
+  g.ready("l3");
+  CHECK(code_of([&] { g.ready(2); }) == ErrorCode::InvalidArgument);
+  g.wait(2);
+  g.wait();
+  CHECK(g.iterations() == 1);
+  CHECK(code_of([&] { sync.attach(0, grads.ptrs); }) == ErrorCode::InvalidArgument);
+  Coordinated bad;
+  bad.max_concurrent = 0;
+  CHECK(code_of([&] { GradientSync<AR, Coordinated> s(cfg, model.tensors, bad); }) ==
+        ErrorCode::InvalidArgument);
+  auto tabbed = model.tensors;
+  tabbed[0].name = "a\tb";
+  CHECK(code_of([&] { GradientSync<AR, Coordinated> s(cfg, tabbed, Coordinated{}); }) ==
+        ErrorCode::InvalidArgument);
+}
+
+TEST_CASE("a peer that never marks a tensor the others marked: they fail within the timeout") {
+  const Model model = models()[0];
+  const int p = 2;
+  Config cfg;
+  cfg.nranks = p;
+  cfg.timeout = 1000ms;
+  std::vector<RankBuffers> buffers;
+  buffers.reserve(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) buffers.push_back(make_buffers(model.tensors, Layout::packed));
+  Coordinated policy;
+  policy.cycle_time = 200us;
+  GradientSync<AR, Coordinated> sync(cfg, model.tensors, policy);
+  std::atomic<int> code0{-1};
+  std::atomic<long long> elapsed_ms{0};
+  const auto out = on_threads(p, [&](int r) -> std::string {
+    auto& g = sync.attach(r, buffers[static_cast<std::size_t>(r)].ptrs);
+    const int n = static_cast<int>(model.tensors.size());
+    if (r == 1) {  // forgets tensor 0; what it marked is reduced
+      for (int t = n - 1; t >= 1; --t) g.ready(t);
+      g.wait();
+      return "";
+    }
+    for (int t = n - 1; t >= 0; --t) g.ready(t);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      g.wait();
+      return "wait() returned";
+    } catch (const Error& e) {
+      code0 = static_cast<int>(e.code());
+    }
+    elapsed_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+    const auto first = static_cast<ErrorCode>(code0.load());
+    if (code_of([&] { g.ready(0); }) != first) return "ready() after the failure";
+    if (code_of([&] { g.wait(); }) != first) return "wait() after the failure";
+    return "";
+  });
+  for (const auto& o : out) CHECK(o == "");
+  CHECK((code0 == static_cast<int>(ErrorCode::Timeout) ||
+         code0 == static_cast<int>(ErrorCode::Aborted)));
+  CHECK(elapsed_ms < 10000);
+}
