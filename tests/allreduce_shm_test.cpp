@@ -257,10 +257,14 @@ TEST_CASE("shm: rank and size from the environment") {
   CHECK(error_code_of(bad[0]) == static_cast<int>(ErrorCode::InvalidArgument));
 }
 
-TEST_CASE("shm: a count mismatch fails every rank, buffers untouched, communicator reusable") {
+TEST_CASE(
+    "shm, agreement before the steps: a count mismatch fails every rank, buffers untouched, "
+    "communicator reusable") {
   const std::string session = unique_session("mismatch");
   auto out = on_processes(3, [&](int r) {
-    Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(shm_config(3, r, session));
+    Config c = shm_config(3, r, session);
+    c.in_band_agreement_bytes = 0;
+    Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(c);
     std::vector<float> in(64, 1.0f), res(64, -3.0f);
     try {
       ar.run(in.data(), res.data(), r == 1 ? 63 : 64, DataType::f32, ReduceOp::sum);
@@ -279,6 +283,34 @@ TEST_CASE("shm: a count mismatch fails every rank, buffers untouched, communicat
     return std::string();
   });
   require_all_ok(out);
+}
+
+TEST_CASE(
+    "shm, in-band agreement: a count mismatch fails every rank with Mismatch, then the "
+    "communicator is aborted") {
+  const std::string session = unique_session("mismatch-in-band");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto out = on_processes(3, [&](int r) {
+    Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(shm_config(3, r, session));
+    std::vector<float> in(64, 1.0f), res(64, -3.0f);
+    ar.run(in.data(), res.data(), 64, DataType::f32, ReduceOp::sum);  // warm, agreed
+    try {
+      ar.run(in.data(), res.data(), r == 1 ? 63 : 64, DataType::f32, ReduceOp::sum);
+      return std::string("no error");
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::Mismatch) throw;
+      if (std::string(e.what()).find("rank 1") == std::string::npos)
+        return "message does not name rank 1: " + std::string(e.what());
+    }
+    try {
+      ar.run(in.data(), res.data(), 64, DataType::f32, ReduceOp::sum);
+      return std::string("the communicator was not aborted");
+    } catch (const Error&) {
+    }
+    return std::string();
+  });
+  require_all_ok(out);
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
 }
 
 TEST_CASE("shm: a rank that never calls makes the others time out within the deadline") {

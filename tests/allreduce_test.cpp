@@ -16,6 +16,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "ccoll/algo/direct.hpp"
@@ -270,9 +271,13 @@ TEST_CASE("threads oneshot and recdoubling: every rank gets the same bits when s
   }
 }
 
-TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched") {
+TEST_CASE(
+    "threads, agreement before the steps: bad arguments fail on every rank and leave "
+    "outputs untouched") {
   const int p = 3;
-  Allreduce<transport::HostThreads, algo::Ring, Overlapped> ar(small_config(p));
+  Config c = small_config(p);
+  c.in_band_agreement_bytes = 0;
+  Allreduce<transport::HostThreads, algo::Ring, Overlapped> ar(c);
   const std::uint64_t n = 100;
   std::vector<std::vector<float>> in(p, std::vector<float>(n, 1.0f)),
       out(p, std::vector<float>(n, -7.0f));
@@ -356,6 +361,82 @@ TEST_CASE("threads: bad arguments fail on every rank and leave outputs untouched
                   Error);
   CHECK_THROWS_AS(ar.rank(-1).run(in[0].data(), out[0].data(), n, DataType::f32, ReduceOp::sum),
                   Error);
+}
+
+TEST_CASE(
+    "threads, in-band agreement: every rank reports a disagreement, then the communicator "
+    "is aborted") {
+  const int p = 3;
+  const std::uint64_t n = 100;  // 400 bytes: in band under the default threshold
+  std::vector<std::vector<float>> in(p, std::vector<float>(n, 1.0f)),
+      out(p, std::vector<float>(n, -7.0f));
+  auto expect_aborted = [&](auto& ar) {
+    auto errors = on_threads(p, [&](int r) {
+      ar.rank(r).run(in[r].data(), out[r].data(), n, DataType::f32, ReduceOp::sum);
+    });
+    for (const auto& e : errors) REQUIRE(e.has_value());
+  };
+  // Both algorithms: one-shot (every rank hears every rank) and ring (a rank hears only its
+  // predecessor, so a disagreement further along the ring is found by check_peers or afterwards).
+  auto scenarios = [&](auto tag) {
+    using A = typename decltype(tag)::type;
+    SUBCASE("count mismatch on one rank: every rank throws Mismatch naming rank 2") {
+      Allreduce<transport::HostThreads, A, Overlapped> ar(small_config(p));
+      check_allreduce(ar, p, {n}, DataType::f32, ReduceOp::sum, false);
+      const auto t0 = std::chrono::steady_clock::now();
+      auto errors = on_threads(p, [&](int r) {
+        ar.rank(r).run(in[r].data(), out[r].data(), r == 2 ? n - 1 : n, DataType::f32,
+                       ReduceOp::sum);
+      });
+      CHECK(std::chrono::steady_clock::now() - t0 < 10s);  // found, not timed out (20 s)
+      for (const auto& e : errors) {
+        REQUIRE(e.has_value());
+        CHECK(e->code() == ErrorCode::Mismatch);
+        CHECK(std::string(e->what()).find("rank 2") != std::string::npos);
+      }
+      expect_aborted(ar);
+    }
+    SUBCASE("op mismatch") {
+      Allreduce<transport::HostThreads, A, Overlapped> ar(small_config(p));
+      auto errors = on_threads(p, [&](int r) {
+        ar.rank(r).run(in[r].data(), out[r].data(), n, DataType::f32,
+                       r == 0 ? ReduceOp::max : ReduceOp::sum);
+      });
+      for (const auto& e : errors) {
+        REQUIRE(e.has_value());
+        CHECK(e->code() == ErrorCode::Mismatch);
+      }
+      expect_aborted(ar);
+    }
+    SUBCASE("a null buffer on one rank stops every rank at once, naming it") {
+      Allreduce<transport::HostThreads, A, Overlapped> ar(small_config(p));
+      const auto t0 = std::chrono::steady_clock::now();
+      auto errors = on_threads(p, [&](int r) {
+        ar.rank(r).run(r == 1 ? nullptr : in[r].data(), out[r].data(), n, DataType::f32,
+                       ReduceOp::sum);
+      });
+      CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+      for (int r = 0; r < p; ++r) {
+        const auto& e = errors[static_cast<std::size_t>(r)];
+        REQUIRE(e.has_value());
+        const std::string w = e->what();
+        if (r == 1) {
+          CHECK(e->code() == ErrorCode::InvalidArgument);
+          CHECK(w.find("sendbuff") != std::string::npos);
+        } else {
+          CHECK(e->code() == ErrorCode::Aborted);
+          CHECK(w.find("rank 1") != std::string::npos);
+        }
+      }
+      expect_aborted(ar);
+    }
+  };
+  SUBCASE("oneshot") {
+    scenarios(std::type_identity<algo::OneShot>{});
+  }
+  SUBCASE("ring") {
+    scenarios(std::type_identity<algo::Ring>{});
+  }
 }
 
 TEST_CASE("threads: a rank that never arrives makes the others time out, then stay aborted") {

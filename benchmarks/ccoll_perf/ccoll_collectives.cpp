@@ -82,6 +82,7 @@ ccoll::Config make_config(const Options& knobs, int rank, int nranks, const std:
   if (knobs.slot_stores == Options::SlotStores::cached) cfg.stream_slot_bytes = 0;
   if (knobs.timeout_ms) cfg.timeout = std::chrono::milliseconds(*knobs.timeout_ms);
   cfg.protocol = knobs.protocol;
+  if (knobs.in_band_agreement_bytes) cfg.in_band_agreement_bytes = *knobs.in_band_agreement_bytes;
   return cfg;
 }
 

@@ -160,6 +160,8 @@ struct Options {
   std::string tuning_path;
   // ccoll::Config::protocol: "" (the policy's choice), "simple" or "ll".
   std::string protocol;
+  // ccoll::Config::in_band_agreement_bytes; unset: the library's default (0 is a value: never).
+  std::optional<std::uint64_t> in_band_agreement_bytes;
   std::string json_path;
   std::string csv_path;
   bool help = false;
@@ -353,6 +355,10 @@ inline std::string usage_text() {
       --protocol P        ccoll::Config::protocol: simple (slot and counter) or ll (low
                           latency: flagged lines) for every size; default: the algorithm's
                           choice (auto: per size from the tuning table; others: simple)
+      --in_band_agreement B
+                          ccoll::Config::in_band_agreement_bytes: calls of at most B bytes
+                          check their arguments alongside their messages (0: always before
+                          them), default: the library's (64K)
       --json FILE         write the results as JSON (the path is checked before the run)
       --csv FILE          write the results as CSV (the path is checked before the run)
   -h, --help              this text
@@ -591,6 +597,11 @@ inline Options parse_args(const std::vector<std::string>& args) {
       }
     } else if (flag == "--timeout") {
       o.timeout_ms = detail::parse_long(flag, next(), 1, kMaxTimeoutMs);
+    } else if (flag == "--in_band_agreement") {
+      const std::string v = next();
+      const auto b = parse_size(v);
+      if (!b) throw detail::bad_value(flag, "expected a size in bytes (0, 64K, 1M, ...)", v);
+      o.in_band_agreement_bytes = *b;
     } else if (flag == "--protocol") {
       o.protocol = next();
       if (o.protocol != "simple" && o.protocol != "ll")
@@ -1067,6 +1078,8 @@ inline nlohmann::ordered_json to_json_value(const Report& rep) {
   opts["timeout_ms"] = o.timeout_ms ? json(*o.timeout_ms) : json(nullptr);
   opts["tuning"] = o.tuning_path.empty() ? json(nullptr) : json(o.tuning_path);
   opts["protocol"] = o.protocol.empty() ? json(nullptr) : json(o.protocol);
+  opts["in_band_agreement_bytes"] =
+      o.in_band_agreement_bytes ? json(*o.in_band_agreement_bytes) : json(nullptr);
   opts["datatype"] = std::string(ccoll::to_string(o.dtype));
   opts["op"] = std::string(ccoll::to_string(o.op));
   opts["topology"] = o.topology.empty() ? json(nullptr) : json(o.topology);

@@ -38,6 +38,15 @@ struct Config {
   // true: for each size, rank 0 times both kinds of slot store and uses the faster
   // (runtime/slot_store_tuner.hpp); false: calls from stream_slot_bytes up always stream.
   bool tune_slot_stores = true;
+  // Calls of at most this many bytes check that every rank passed the same count, datatype and op
+  // alongside their messages instead of before them (0 = never): one wave of handoffs per call
+  // instead of two, which is most of a small call's time. The difference is what a disagreement
+  // costs: it is still reported on every rank (Mismatch, naming the ranks and the call), but the
+  // communicator is then aborted, as buffers may have been written; checked before the steps, a
+  // disagreement throws on every rank and leaves the communicator usable. Calls whose slots may
+  // stream (stream_slot_bytes) always check first. HostThreads and SharedMemory read it (other
+  // transports check first); ranks may differ in it.
+  std::uint64_t in_band_agreement_bytes = 64u << 10;
   // Plans kept per communicator (least recently used evicted first): a program calling many
   // distinct counts rebuilds the evicted ones instead of growing without bound.
   std::uint32_t max_cached_plans = 64;

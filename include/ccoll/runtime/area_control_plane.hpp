@@ -2,13 +2,17 @@
 // (host threads, processes on one host): agreement through per-rank descriptors and an abort
 // record, both in the shared area (runtime/shared_area.hpp).
 //
-// Agreement on call `seq`, rank r:
-//   1. r waits until every rank has acknowledged call seq-1 (read its descriptors), then writes
-//      its descriptor (count, dtype, op, local verdict and reason, and on rank 0 its per-call
-//      choice) and publishes seq last (release);
+// Each rank has two call descriptors, for calls of odd and even number. Agreement on call `seq`,
+// rank r:
+//   1. r makes sure every rank has acknowledged call seq-2 (read the descriptors of this parity),
+//      writes its descriptor (count, dtype, op, local verdict and reason, and on rank 0 its
+//      per-call choice) and publishes seq last (release);
 //   2. r waits for every rank's descriptor of seq and compares them: every rank reaches the same
 //      verdict from the same data, so a mismatch or a bad argument anywhere makes every rank throw
 //      before any rank has touched a buffer; then r acknowledges seq.
+// In-band agreement (publish / verify) does step 1 before the call's steps and step 2 after
+// them, so a small call costs one wave of handoffs instead of two; a disagreement then aborts the
+// communicator, and check_peers() stops ranks that wait for a peer that disagrees.
 // A rank whose own arguments are bad publishes them and throws at once (it has nothing to read).
 // Waits give up at the call's deadline or when the abort record is raised; the first failure
 // wins the record, so every rank reports the root cause. Ranks that are processes record their pid
@@ -21,11 +25,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/error.hpp"
@@ -66,39 +72,44 @@ class AreaControlPlane {
         descriptors_(reinterpret_cast<RankDescriptor*>(area + layout.descriptors)),
         nranks_(nranks),
         timeout_ms_(timeout_ms),
-        policy_(policy) {}
+        policy_(policy),
+        acked_by_all_(static_cast<std::size_t>(nranks)) {}
 
+  // Agreement before the steps: publish, wait for every rank's arguments, compare.
   Agreement agree(const CallArgs& args, std::uint64_t seq, std::uint64_t deadline_ns,
                   FailurePoint where) {
-    const int rank = where.rank;
-    // The previous call's descriptors must have been read by everyone before ours is overwritten.
-    for (int q = 0; q < nranks_; ++q)
-      wait_word(&descriptors_[q].ack, seq - 1, rank, q, deadline_ns, seq);
-    RankDescriptor& mine = descriptors_[rank];
-    mine.count = args.count;
-    mine.dtype = static_cast<std::uint32_t>(args.dtype);
-    mine.op = static_cast<std::uint32_t>(args.op);
-    mine.status = args.ok() ? 0u : 1u + static_cast<std::uint32_t>(args.error);
-    if (rank == 0) mine.root_choice = args.root_choice;
-    std::memset(mine.reason, 0, sizeof mine.reason);
-    std::memcpy(mine.reason, args.reason.data(),
-                std::min(args.reason.size(), sizeof mine.reason - 1));
-    sync::AtomicWord<std::uint64_t>(&mine.seq).store_release(seq);
+    write_descriptor(args, seq, false, deadline_ns, where);
     if (!args.ok()) {
-      // Nothing of ours to read any more: let the others overwrite their descriptors later.
-      sync::AtomicWord<std::uint64_t>(&mine.ack).store_release(seq);
-      throw Error(args.error, rank, args.reason);
+      // Nothing of ours to read any more: let the others reuse their descriptors later.
+      acknowledge(where.rank, seq);
+      throw Error(args.error, where.rank, args.reason);
     }
-    for (int q = 0; q < nranks_; ++q)
-      wait_word(&descriptors_[q].seq, seq, rank, q, deadline_ns, seq);
-    // Read (rank 0's root choice included) before the acknowledgement below, after which the
-    // others may reuse their descriptors.
-    Agreement a = common_verdict(descriptors_, nranks_, seq);
-    sync::AtomicWord<std::uint64_t>(&mine.ack).store_release(seq);
+    return read_verdict(seq, deadline_ns, where, false);
+  }
+
+  // In-band agreement (InBandControlPlane): publish now, compare after the steps.
+  void publish(const CallArgs& args, std::uint64_t seq, std::uint64_t deadline_ns,
+               FailurePoint where) {
+    write_descriptor(args, seq, true, deadline_ns, where);
+    if (!args.ok()) {
+      acknowledge(where.rank, seq);
+      // The others would wait for our messages: stop them now, naming us.
+      raise(args.error, where);
+      throw Error(args.error, where.rank, args.reason + "; the communicator is aborted");
+    }
+  }
+  Agreement verify(std::uint64_t seq, std::uint64_t deadline_ns, FailurePoint where) {
+    Agreement a = read_verdict(seq, deadline_ns, where, true);
+    // Messages of a call the ranks disagree on leave the connections out of step.
+    if (!a.verdict.empty())
+      raise(a.code, a.code == ErrorCode::Mismatch
+                        ? FailurePoint{a.culprit, -1, -1, 0, FailurePoint::Waiting::nothing}
+                        : FailurePoint{a.culprit, -1, -1, -1, FailurePoint::Waiting::nothing});
     return a;
   }
 
-  // Raises the abort record for the first rank whose process no longer exists.
+  // Raises the abort record for the first rank whose process no longer exists, and for an
+  // in-band call whose ranks disagree (a rank may wait for messages its peer never sends).
   void check_peers() {
     for (int q = 0; q < nranks_; ++q) {
       const auto pid =
@@ -108,6 +119,15 @@ class AreaControlPlane {
         return;
       }
     }
+    check_in_band_calls();
+  }
+
+  // The first rank that has not yet published its arguments to call `seq` (-1: none): in an
+  // in-band call, the rank a timed-out wait is really waiting for.
+  int absent_rank(std::uint64_t seq) const {
+    for (int q = 0; q < nranks_; ++q)
+      if (sync::AtomicWord<std::uint64_t>(&call_of(q, seq).seq).load_acquire() < seq) return q;
+    return -1;
   }
 
   const std::uint32_t* abort_word() const { return &header_->abort.flag; }
@@ -124,10 +144,123 @@ class AreaControlPlane {
   }
 
  private:
+  // What check_peers() reads of a call descriptor that its rank may be rewriting.
+  struct CallSummary {
+    std::uint64_t seq, count;
+    std::uint32_t dtype, op, status, in_band;
+    bool operator==(const CallSummary&) const = default;
+    bool same_call(const CallSummary& o) const {
+      return count == o.count && dtype == o.dtype && op == o.op;
+    }
+  };
+
+  CallDescriptor& call_of(int q, std::uint64_t seq) const { return descriptors_[q].call[seq & 1]; }
+
+  // Publishes this rank's arguments to call `seq` (its seq last, with release). The descriptor
+  // of parity seq % 2 was last used by call seq-2; every rank must have read it. Every rank's
+  // output of call seq-1 depends on every rank's input to it, so in a running communicator that
+  // has happened long ago and the wait costs one look at cached acknowledgements.
+  void write_descriptor(const CallArgs& args, std::uint64_t seq, bool in_band,
+                        std::uint64_t deadline_ns, FailurePoint where) {
+    const int rank = where.rank;
+    if (seq > 2 && acked_by_all_[static_cast<std::size_t>(rank)].value + 2 < seq) {
+      std::uint64_t least = ~std::uint64_t{0};
+      for (int q = 0; q < nranks_; ++q) {
+        wait_word(&descriptors_[q].ack, seq - 2, rank, q, deadline_ns, seq);
+        least =
+            std::min(least, sync::AtomicWord<std::uint64_t>(&descriptors_[q].ack).load_acquire());
+      }
+      acked_by_all_[static_cast<std::size_t>(rank)].value = least;
+    }
+    CallDescriptor& mine = call_of(rank, seq);
+    sync::AtomicWord<std::uint64_t>(&mine.count).store_relaxed(args.count);
+    sync::AtomicWord<std::uint32_t>(&mine.dtype)
+        .store_relaxed(static_cast<std::uint32_t>(args.dtype));
+    sync::AtomicWord<std::uint32_t>(&mine.op).store_relaxed(static_cast<std::uint32_t>(args.op));
+    sync::AtomicWord<std::uint32_t>(&mine.status)
+        .store_relaxed(args.ok() ? 0u : 1u + static_cast<std::uint32_t>(args.error));
+    sync::AtomicWord<std::uint32_t>(&mine.in_band).store_relaxed(in_band ? 1u : 0u);
+    mine.root_choice = rank == 0 ? args.root_choice : 0u;
+    if (!args.ok() || mine.reason[0] != 0) {
+      std::memset(mine.reason, 0, sizeof mine.reason);
+      std::memcpy(mine.reason, args.reason.data(),
+                  std::min(args.reason.size(), sizeof mine.reason - 1));
+    }
+    sync::AtomicWord<std::uint64_t>(&mine.seq).store_release(seq);
+  }
+
+  void acknowledge(int rank, std::uint64_t seq) {
+    sync::AtomicWord<std::uint64_t>(&descriptors_[rank].ack).store_release(seq);
+  }
+
+  // Waits for every rank's descriptor of call `seq`, compares them and acknowledges.
+  Agreement read_verdict(std::uint64_t seq, std::uint64_t deadline_ns, FailurePoint where,
+                         bool in_band) {
+    for (int q = 0; q < nranks_; ++q)
+      wait_word(&call_of(q, seq).seq, seq, where.rank, q, deadline_ns, seq);
+    // Read (rank 0's root choice included) before the acknowledgement, after which the others
+    // may reuse the descriptors of this parity.
+    Agreement a =
+        common_verdict([this, seq](int q) -> const CallDescriptor& { return call_of(q, seq); },
+                       nranks_, seq, in_band);
+    acknowledge(where.rank, seq);
+    return a;
+  }
+
+  CallSummary summary(int q, int parity) const {
+    CallDescriptor& d = descriptors_[q].call[parity];
+    CallSummary c{};
+    c.seq = sync::AtomicWord<std::uint64_t>(&d.seq).load_acquire();
+    c.count = sync::AtomicWord<std::uint64_t>(&d.count).load_relaxed();
+    c.dtype = sync::AtomicWord<std::uint32_t>(&d.dtype).load_relaxed();
+    c.op = sync::AtomicWord<std::uint32_t>(&d.op).load_relaxed();
+    c.status = sync::AtomicWord<std::uint32_t>(&d.status).load_relaxed();
+    c.in_band = sync::AtomicWord<std::uint32_t>(&d.in_band).load_relaxed();
+    return c;
+  }
+
+  // For each parity, the newest call any rank has published: if it runs in band and its ranks
+  // disagree, raise the record (Mismatch, or the bad arguments' code) naming the first rank that
+  // differs from the first to publish. A descriptor rewritten while it is read is skipped (its
+  // seq changes; it is looked at again on the next check).
+  void check_in_band_calls() {
+    for (int parity = 0; parity < 2; ++parity) {
+      std::uint64_t newest = 0;
+      for (int q = 0; q < nranks_; ++q) newest = std::max(newest, summary(q, parity).seq);
+      if (newest == 0) continue;
+      bool in_band = false;
+      int first = -1;
+      int culprit = -1;
+      CallSummary reference{};
+      ErrorCode code = ErrorCode::Mismatch;
+      for (int q = 0; q < nranks_ && culprit < 0; ++q) {
+        const CallSummary c = summary(q, parity);
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (c.seq != newest || summary(q, parity).seq != newest) continue;
+        in_band = in_band || c.in_band != 0;
+        if (c.status != 0) {
+          culprit = q;
+          code = static_cast<ErrorCode>(c.status - 1);
+        } else if (first < 0) {
+          first = q;
+          reference = c;
+        } else if (!c.same_call(reference)) {
+          culprit = q;
+          in_band = in_band || reference.in_band != 0;
+        }
+      }
+      if (culprit >= 0 && in_band) {
+        raise(code, FailurePoint{culprit, -1, -1, first, FailurePoint::Waiting::nothing});
+        return;
+      }
+    }
+  }
+
   // Waits until *word >= target; `peer` is the rank whose word it is.
   void wait_word(const std::uint64_t* word, std::uint64_t target, int rank, int peer,
                  std::uint64_t deadline_ns, std::uint64_t seq) {
     sync::Counter c(const_cast<std::uint64_t*>(word));
+    if (c.check(target)) return;  // the common case: no clock read
     sync::WaitResult r = sync::WaitResult::Timeout;
     for (;;) {
       const std::uint64_t now = sync::now_ns();
@@ -151,8 +284,14 @@ class AreaControlPlane {
   int nranks_ = 0;
   long timeout_ms_ = 0;
   sync::WaitPolicy policy_;
+  // Per rank (touched by that rank's thread only): the least acknowledgement of all ranks last
+  // seen, so that publishing rarely reads the others' words.
+  struct alignas(128) Acked {
+    std::uint64_t value = 0;
+  };
+  std::vector<Acked> acked_by_all_;
 };
 
-static_assert(ControlPlane<AreaControlPlane>);
+static_assert(InBandControlPlane<AreaControlPlane>);
 
 }  // namespace ccoll::runtime

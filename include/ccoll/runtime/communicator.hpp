@@ -5,7 +5,9 @@
 //   1. local argument checks (runtime/call_args.hpp); rank 0 also decides how this call writes
 //      its slots (runtime/slot_store_tuner.hpp);
 //   2. agreement through the transport's control plane (runtime/control_plane.hpp): every rank
-//      throws, before touching a buffer, if any rank's arguments are bad or differ;
+//      throws, before touching a buffer, if any rank's arguments are bad or differ; calls of at
+//      most Config::in_band_agreement_bytes on a plane that can (InBandControlPlane) publish
+//      their arguments here and compare them after step 4 instead;
 //   3. the plan for (count, element size) from the plan cache (runtime/plan_cache.hpp), built and
 //      verified on first use and mapped onto the transport's connections;
 //   4. the rank's programs through the run loop (runtime/run_loop.hpp);
@@ -132,16 +134,17 @@ class Communicator {
     StepOptions o;
     o.start_ns = sync::now_ns();
     o.timeout_ms = static_cast<long>(config_.timeout.count());
-    o.deadline_ns = sync::deadline_after(config_.timeout);
+    o.deadline_ns = sync::deadline_after(o.start_ns, config_.timeout);
     FailurePoint here{rank, -1, -1, -1, FailurePoint::Waiting::nothing};
     if (plane_.aborted()) throw plane_.stopped_error(here, st.seq + 1);
 
     // 1. Local checks; rank 0 chooses how every rank writes its slots in this call.
     CallArgs args = check_call_arguments(send, recv, count, dtype, op);
+    const std::uint64_t bytes = static_cast<std::uint64_t>(count) * size_of(dtype);
+    const bool may_stream = config_.stream_slot_bytes != 0 && bytes >= config_.stream_slot_bytes;
     SlotStoreTuner* tuner = nullptr;
     if (rank == 0) {
-      const bool eligible = args.ok() && config_.stream_slot_bytes != 0 &&
-                            count * size_of(dtype) >= config_.stream_slot_bytes;
+      const bool eligible = args.ok() && may_stream;
       SlotStoreTuner::Mode mode = eligible ? SlotStoreTuner::Streamed : SlotStoreTuner::Cached;
       if (eligible && config_.tune_slot_stores) {
         tuner = &st.tuners[count * 16 + size_of(dtype)];
@@ -151,11 +154,20 @@ class Communicator {
     }
     o.seq = ++st.seq;
 
-    // 2. Agreement.
-    const Agreement agreed = plane_.agree(args, o.seq, o.deadline_ns, here);
-    if (!agreed.verdict.empty()) throw Error(agreed.code, rank, agreed.verdict);
-    o.stream_slots =
-        static_cast<SlotStoreTuner::Mode>(agreed.root_choice) == SlotStoreTuner::Streamed;
+    // 2. Agreement: before the steps, or (small calls) alongside them.
+    bool in_band = false;
+    Agreement agreed;
+    if constexpr (InBandControlPlane<P>)
+      in_band = !may_stream && config_.in_band_agreement_bytes != 0 &&
+                bytes <= config_.in_band_agreement_bytes;
+    if (in_band) {
+      if constexpr (InBandControlPlane<P>) plane_.publish(args, o.seq, o.deadline_ns, here);
+    } else {
+      agreed = plane_.agree(args, o.seq, o.deadline_ns, here);
+      if (!agreed.verdict.empty()) throw Error(agreed.code, rank, agreed.verdict);
+    }
+    o.stream_slots = !in_band && static_cast<SlotStoreTuner::Mode>(agreed.root_choice) ==
+                                     SlotStoreTuner::Streamed;
 
     // 3. The plan.
     if (st.last_plan == nullptr || st.last_count != count || st.last_elem_size != size_of(dtype)) {
@@ -181,7 +193,7 @@ class Communicator {
     }
 
     // 4. The steps.
-    const std::uint64_t steps_start = sync::now_ns();
+    const std::uint64_t steps_start = tuner != nullptr ? sync::now_ns() : 0;
     try {
       dispatch_data_type(dtype, [&](auto t) {
         using T = decltype(t);
@@ -195,6 +207,12 @@ class Communicator {
       // rank, not only this one (a failure already raised keeps its record: the first one wins).
       plane_.raise(e.code(), here);
       throw;
+    }
+    if constexpr (InBandControlPlane<P>) {
+      if (in_band) {
+        const Agreement verdict = plane_.verify(o.seq, o.deadline_ns, here);
+        if (!verdict.verdict.empty()) throw Error(verdict.code, rank, verdict.verdict);
+      }
     }
     if (tuner != nullptr)
       tuner->record(static_cast<SlotStoreTuner::Mode>(agreed.root_choice),

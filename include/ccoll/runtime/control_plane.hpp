@@ -42,6 +42,7 @@ struct Agreement {
   ErrorCode code = ErrorCode::Mismatch;
   std::string verdict;
   std::uint32_t root_choice = 0;  // rank 0's CallArgs::root_choice
+  int culprit = -1;               // the rank whose arguments are bad or differ from rank 0's
 };
 
 template <class P>
@@ -62,38 +63,60 @@ concept ControlPlane = requires(P& p, const P& cp, const CallArgs& args, std::ui
   p.check_peers();
 };
 
-// The verdict on one call from every rank's published arguments (d[0..nranks), each with count,
-// dtype, op, status (0: fine, else 1 + ErrorCode) and reason): every rank computes it from the
-// same data, so all reach the same one.
-template <class Descriptor>
-Agreement common_verdict(const Descriptor* d, int nranks, std::uint64_t seq) {
+// The verdict on one call from every rank's published arguments (d(q) for q in [0, nranks), each
+// with count, dtype, op, status (0: fine, else 1 + ErrorCode) and reason): every rank computes it
+// from the same data, so all reach the same one. `in_band`: the verdict comes after the steps
+// (InBandControlPlane), so buffers may have been written and the communicator is aborted.
+template <class DescriptorOf>
+Agreement common_verdict(DescriptorOf&& d, int nranks, std::uint64_t seq, bool in_band = false) {
+  const char* const consequence =
+      in_band ? "; the communicator is aborted" : "; no rank touched its buffers";
   Agreement a;
   for (int q = 0; q < nranks && a.verdict.empty(); ++q) {
-    if (d[q].status != 0) {
-      a.code = static_cast<ErrorCode>(d[q].status - 1);
+    if (d(q).status != 0) {
+      a.code = static_cast<ErrorCode>(d(q).status - 1);
+      a.culprit = q;
       a.verdict = "rank " + std::to_string(q) + " passed bad arguments to call " +
-                  std::to_string(seq) + " (" + std::string(d[q].reason) +
-                  "); no rank touched its buffers";
+                  std::to_string(seq) + " (" + std::string(d(q).reason) + ")" + consequence;
     }
   }
   for (int q = 1; q < nranks && a.verdict.empty(); ++q) {
     // Checked before a stream is built: this runs on every call, and agreement is the rule.
-    if (d[q].count == d[0].count && d[q].dtype == d[0].dtype && d[q].op == d[0].op) continue;
+    if (d(q).count == d(0).count && d(q).dtype == d(0).dtype && d(q).op == d(0).op) continue;
     std::ostringstream os;
-    if (d[q].count != d[0].count) {
-      os << "count differs: rank 0 has " << d[0].count << ", rank " << q << " has " << d[q].count;
-    } else if (d[q].dtype != d[0].dtype) {
-      os << "datatype differs: rank 0 has " << to_string(static_cast<DataType>(d[0].dtype))
-         << ", rank " << q << " has " << to_string(static_cast<DataType>(d[q].dtype));
-    } else if (d[q].op != d[0].op) {
-      os << "op differs: rank 0 has " << to_string(static_cast<ReduceOp>(d[0].op)) << ", rank " << q
-         << " has " << to_string(static_cast<ReduceOp>(d[q].op));
+    if (d(q).count != d(0).count) {
+      os << "count differs: rank 0 has " << d(0).count << ", rank " << q << " has " << d(q).count;
+    } else if (d(q).dtype != d(0).dtype) {
+      os << "datatype differs: rank 0 has " << to_string(static_cast<DataType>(d(0).dtype))
+         << ", rank " << q << " has " << to_string(static_cast<DataType>(d(q).dtype));
+    } else if (d(q).op != d(0).op) {
+      os << "op differs: rank 0 has " << to_string(static_cast<ReduceOp>(d(0).op)) << ", rank " << q
+         << " has " << to_string(static_cast<ReduceOp>(d(q).op));
     }
-    if (!os.str().empty()) a.verdict = os.str() + " (call " + std::to_string(seq) + ")";
+    a.culprit = q;
+    if (!os.str().empty())
+      a.verdict = os.str() + " (call " + std::to_string(seq) + ")" + (in_band ? consequence : "");
   }
-  a.root_choice = d[0].root_choice;
+  a.root_choice = d(0).root_choice;
   return a;
 }
+
+// A control plane that can also check a call's arguments alongside its steps instead of before
+// them (Config::in_band_agreement_bytes): a rank publishes its arguments, runs its steps at once
+// and compares everyone's arguments afterwards, so a small call costs one wave of messages
+// instead of two. A disagreement is still reported on every rank, but only after buffers may
+// have been written, so it aborts the communicator; a rank blocked by a peer that disagrees is
+// stopped by check_peers().
+template <class P>
+concept InBandControlPlane = ControlPlane<P> &&
+    requires(P& p, const CallArgs& args, std::uint64_t seq, std::uint64_t deadline_ns,
+             FailurePoint where) {
+  // Publishes `args` for call `seq` without waiting for the others (throws at once, aborting the
+  // communicator, if they are bad).
+  p.publish(args, seq, deadline_ns, where);
+  // After the steps: waits for every rank's arguments to call `seq` and returns the verdict.
+  { p.verify(seq, deadline_ns, where) } -> std::same_as<Agreement>;
+};
 
 // The first failure as every rank reports it, from the abort record.
 inline std::string describe_abort(const sync::AbortRecord& a) {
@@ -101,6 +124,12 @@ inline std::string describe_abort(const sync::AbortRecord& a) {
   std::ostringstream os;
   if (a.waiting_for == static_cast<std::uint32_t>(FailurePoint::Waiting::dead)) {
     os << "rank " << a.rank << " died (its process is gone)";
+    return os.str();
+  }
+  if (static_cast<ErrorCode>(a.code) == ErrorCode::Mismatch) {
+    // Raised by in-band agreement (InBandControlPlane): rank = the culprit, peer = rank compared.
+    os << "rank " << a.rank << " passed a count, datatype or op that differs from rank " << a.peer
+       << "'s";
     return os.str();
   }
   os << "rank " << a.rank << " failed first (" << to_string(static_cast<ErrorCode>(a.code));
@@ -116,7 +145,7 @@ inline std::string describe_abort(const sync::AbortRecord& a) {
 
 // The error of a rank that stopped at `where` in call `seq` because of the failure in `a`: it
 // carries the first failure's code (Timeout stays Timeout, so that a rank that never arrives makes
-// every rank report a timeout; anything else is Aborted).
+// every rank report a timeout, and Mismatch stays Mismatch; anything else is Aborted).
 inline Error stopped_by(const sync::AbortRecord& a, FailurePoint where, std::uint64_t seq) {
   std::ostringstream os;
   os << "stopped in call " << seq;
@@ -127,8 +156,9 @@ inline Error stopped_by(const sync::AbortRecord& a, FailurePoint where, std::uin
        << where.peer << ")";
   os << " because " << describe_abort(a);
   const auto code = a.settle() ? static_cast<ErrorCode>(a.code) : ErrorCode::Aborted;
-  return Error(code == ErrorCode::Timeout ? ErrorCode::Timeout : ErrorCode::Aborted, where.rank,
-               os.str());
+  return Error(
+      code == ErrorCode::Timeout || code == ErrorCode::Mismatch ? code : ErrorCode::Aborted,
+      where.rank, os.str());
 }
 
 }  // namespace ccoll::runtime

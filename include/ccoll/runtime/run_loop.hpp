@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <sstream>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -108,15 +109,18 @@ void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, 
       backoff.reset();
       continue;
     }
-    const std::uint64_t now = sync::now_ns();
-    if (next_peer_check == 0) {
-      next_peer_check = now + kPeerCheckIntervalNs;
-    } else if (now >= next_peer_check) {
-      plane.check_peers();
-      next_peer_check = now + kPeerCheckIntervalNs;
+    // The clock as the backoff last read it (every few spins; 0: not yet in this call).
+    const std::uint64_t now = backoff.last_ns();
+    if (now != 0) {
+      if (next_peer_check == 0) {
+        next_peer_check = now + kPeerCheckIntervalNs;
+      } else if (now >= next_peer_check) {
+        plane.check_peers();
+        next_peer_check = now + kPeerCheckIntervalNs;
+      }
     }
     const bool aborted = plane.aborted();
-    if (aborted || now >= o.deadline_ns) {
+    if (aborted || (now != 0 && now >= o.deadline_ns)) {
       // Report the first unfinished channel's blocked step.
       for (std::uint32_t c = 0; c < nch; ++c) {
         const auto& steps = p.channels[c].programs[static_cast<std::size_t>(rank)].steps;
@@ -129,6 +133,17 @@ void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, 
             rank, static_cast<int>(c), f.step, f.peer,
             f.waiting_for_slot ? FailurePoint::Waiting::free_slot : FailurePoint::Waiting::message};
         if (aborted) throw plane.stopped_error(where, o.seq);
+        if constexpr (requires { plane.absent_rank(o.seq); }) {
+          // Arguments agreed in band: the steps may wait on a rank that never started the call.
+          if (const int absent = plane.absent_rank(o.seq); absent >= 0) {
+            plane.raise(ErrorCode::Timeout,
+                        FailurePoint{rank, -1, -1, absent, FailurePoint::Waiting::arrival});
+            throw Error(ErrorCode::Timeout, rank,
+                        "rank " + std::to_string(absent) + " did not arrive at call " +
+                            std::to_string(o.seq) + " within " + std::to_string(o.timeout_ms) +
+                            " ms");
+          }
+        }
         plane.raise(ErrorCode::Timeout, where);
         std::ostringstream os;
         os << "call " << o.seq << ", channel " << c << ", step " << f.step << " of " << steps.size()

@@ -24,7 +24,7 @@
 
 namespace ccoll::runtime {
 
-inline constexpr std::uint64_t kAreaMagic = 0x63636f6c6c763032ull;  // "ccollv02"
+inline constexpr std::uint64_t kAreaMagic = 0x63636f6c6c763033ull;  // "ccollv03"
 inline constexpr std::size_t kPage = 4096;
 
 struct alignas(128) AreaHeader {
@@ -40,18 +40,26 @@ struct alignas(128) AreaHeader {
   alignas(128) sync::AbortRecord abort;
 };
 
-// One rank's arguments for one call, published for the others to compare.
-struct alignas(128) RankDescriptor {
+// One rank's arguments for one call, published for the others to compare. Each rank has two,
+// used by calls of alternate parity, so that a rank may publish call s while a slower peer still
+// reads call s-1 (runtime/area_control_plane.hpp).
+struct alignas(128) CallDescriptor {
   std::uint64_t seq = 0;  // the call this describes (1, 2, ...); written last (release)
-  std::uint64_t ack = 0;  // the last call whose descriptors this rank has read
   std::uint64_t count = 0;
   std::uint32_t dtype = 0;
   std::uint32_t op = 0;
-  std::uint32_t status = 0;  // 0: arguments fine; otherwise 1 + ErrorCode
-  std::uint32_t attached_generation = 0;
+  std::uint32_t status = 0;       // 0: arguments fine; otherwise 1 + ErrorCode
   std::uint32_t root_choice = 0;  // rank 0 only: CallArgs::root_choice
-  std::int64_t pid = 0;           // processes: the process that claimed this rank (0: threads)
+  std::uint32_t in_band = 0;      // 1: the rank checks this call after its steps, not before
   char reason[80] = {};           // the local error's text (truncated)
+};
+
+// What one rank publishes to the others: its calls' arguments and its liveness.
+struct alignas(128) RankDescriptor {
+  std::uint64_t ack = 0;  // the last call whose descriptors this rank has read
+  std::uint32_t attached_generation = 0;
+  std::int64_t pid = 0;  // processes: the process that claimed this rank (0: threads)
+  CallDescriptor call[2];
 };
 
 struct AreaLayout {

@@ -49,13 +49,17 @@ CCOLL_HD inline std::uint64_t now_ns() {
 
 // The absolute deadline `timeout` from now, saturating: a timeout too large to represent
 // (milliseconds::max(), say) never expires instead of wrapping into the past.
-inline std::uint64_t deadline_after(std::chrono::milliseconds timeout) {
-  const std::uint64_t now = now_ns();
+// `timeout` after the clock reading `now`, saturating.
+inline std::uint64_t deadline_after(std::uint64_t now, std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0) return now;
   constexpr std::uint64_t kNsPerMs = 1000000;
   const auto ms = static_cast<std::uint64_t>(timeout.count());
   const std::uint64_t limit = std::numeric_limits<std::uint64_t>::max() - now;
   return ms >= limit / kNsPerMs ? std::numeric_limits<std::uint64_t>::max() : now + ms * kNsPerMs;
+}
+
+inline std::uint64_t deadline_after(std::chrono::milliseconds timeout) {
+  return deadline_after(now_ns(), timeout);
 }
 
 CCOLL_HD inline void cpu_relax() {
@@ -98,6 +102,7 @@ class Backoff {
   static constexpr std::uint32_t kSpins = CCOLL_BACKOFF_SPINS;
   static constexpr std::uint32_t kYields = CCOLL_BACKOFF_YIELDS;
   static constexpr std::uint32_t kMaxSleepUs = 64;
+  static constexpr std::uint32_t kSpinsPerClockRead = 16;
 
   CCOLL_HD Backoff() {}
   CCOLL_HD explicit Backoff(const WaitPolicy& policy) : policy_(policy) {}
@@ -119,7 +124,15 @@ class Backoff {
       __nanosleep(1000);
     }
 #else
+    // While spinning, the clock is read only every kSpinsPerClockRead pauses: a clock read can
+    // cost as much as several polls (a VM's clock source), and it only decides when to stop
+    // spinning.
+    if (phase_ == 0 && start_ns_ != 0 && (++spins_ % kSpinsPerClockRead) != 0) {
+      cpu_relax();
+      return;
+    }
     const std::uint64_t now = now_ns();
+    last_ns_ = now;
     if (start_ns_ == 0) start_ns_ = now;
     const std::uint64_t waited = now - start_ns_;
     if (waited < policy_.spin_ns) {
@@ -139,6 +152,12 @@ class Backoff {
 #endif
   }
 
+  // The clock as the last pause read it (0: no pause has read it since construction): a waiter
+  // checks its deadline against this instead of reading the clock on every poll.
+  CCOLL_HD std::uint64_t last_ns() const {
+    return last_ns_;
+  }
+
   // True once the waiter has stopped spinning (yielding or sleeping): a clock read is then cheap
   // compared with a poll.
   CCOLL_HD bool past_spinning() const {
@@ -154,6 +173,8 @@ class Backoff {
   std::uint32_t rounds_ = 0;
   std::uint32_t phase_ = 0;  // 0: spinning, 1: yielding, 2: sleeping
   std::uint64_t start_ns_ = 0;
+  std::uint64_t last_ns_ = 0;
+  std::uint32_t spins_ = 0;
 };
 
 }  // namespace ccoll::sync

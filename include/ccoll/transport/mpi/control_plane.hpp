@@ -103,7 +103,9 @@ class ControlPlane {
                 std::to_string(s.descriptors[static_cast<std::size_t>(q)].seq) + ", rank " +
                 std::to_string(s.rank) + " at call " + std::to_string(seq),
             0};
-    return runtime::common_verdict(s.descriptors.data(), s.nranks, seq);
+    return runtime::common_verdict(
+        [&s](int q) -> const auto& { return s.descriptors[static_cast<std::size_t>(q)]; }, s.nranks,
+        seq);
   }
 
   void check_peers() {}
