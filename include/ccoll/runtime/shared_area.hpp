@@ -110,6 +110,7 @@ inline std::vector<sync::ConnectionRef> area_connections(std::byte* area, const 
     r.slots = area + layout.slots + i * nslots * layout.slot_stride;
     r.tail = &counters[i].tail;
     r.head = &counters[i].head;
+    r.head_seen = &counters[i].head_seen;
     r.slot_bytes = layout.slot_stride;
     r.nslots = nslots;
     r.from = keys[i].from;

@@ -30,8 +30,12 @@ inline constexpr std::size_t kCounterStride = 128;
 struct alignas(kCounterStride) ConnectionCounters {
   alignas(kCounterStride) std::uint64_t tail;
   alignas(kCounterStride) std::uint64_t head;
+  // The sender's alone: the last value of head it read. Head only grows, so this is a lower
+  // bound, and the sender reads the receiver's line only when the slot it needs is not already
+  // known to be free (every few messages instead of every message).
+  alignas(kCounterStride) std::uint64_t head_seen;
 };
-static_assert(sizeof(ConnectionCounters) == 2 * kCounterStride);
+static_assert(sizeof(ConnectionCounters) == 3 * kCounterStride);
 
 // Where a connection's memory is, as the interpreter sees it (plain pointers: valid on the host
 // and, for device memory, on the GPU). S: the scope of its counters (sync/atomic.hpp).
@@ -48,6 +52,9 @@ struct BasicConnectionRef {
   std::int32_t from = 0;  // ranks, for error messages
   std::int32_t to = 0;
   std::byte* ll_slots = nullptr;  // nslots * slot_bytes bytes of LL lines; nullptr: Simple only
+  // ConnectionCounters::head_seen, where the sender is one host thread or process (nullptr: read
+  // head on every check).
+  std::uint64_t* head_seen = nullptr;
 
   // Absolute message number m (base of this call + the port's sequence number).
   CCOLL_HD std::byte* slot(std::uint64_t m) const { return slots + (m % nslots) * slot_bytes; }
@@ -58,7 +65,13 @@ struct BasicConnectionRef {
   CCOLL_HD bool has_low_latency() const { return ll_slots != nullptr; }
   // Sender side: may message m be written?
   CCOLL_HD bool can_send(std::uint64_t m) const {
-    return counter_type(head).check(m + 1 - nslots_min(m));
+    const std::uint64_t need = m + 1 - nslots_min(m);
+    if (head_seen == nullptr) return counter_type(head).check(need);
+    // The acquire that made a slot known free was done when head_seen was read.
+    if (*head_seen >= need) return true;
+    const std::uint64_t h = counter_type(head).value();
+    *head_seen = h;
+    return h >= need;
   }
   CCOLL_HD WaitResult wait_send(std::uint64_t m, const std::uint32_t* abort,
                                 std::uint64_t deadline_ns) const {
