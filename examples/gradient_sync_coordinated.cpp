@@ -33,10 +33,13 @@ int main() {
   const int steps = 100;
   std::atomic<long> wrong{0};
   std::vector<std::thread> workers;
+  workers.reserve(static_cast<std::size_t>(config.nranks));
   for (int rank = 0; rank < config.nranks; ++rank)
     workers.emplace_back([&, rank] {
       std::vector<std::vector<float>> grads;
       std::vector<void*> ptrs;
+      grads.reserve(tensors.size());
+      ptrs.reserve(tensors.size());
       for (const auto& t : tensors) grads.emplace_back(t.count);
       for (auto& v : grads) ptrs.push_back(v.data());
       auto& engine = sync.attach(rank, ptrs);
