@@ -308,13 +308,18 @@ struct CudaVirtualRanks {
       ++dp.calls;
       return {dp.device_tables, dp.nblocks};
     }
-    template <class Kernel, class Args>
-    void launch_session(Kernel kernel, unsigned nblocks, Args& args, cudaStream_t stream) {
+    // Throws if a session may not start now; a Session checks this before it allocates its
+    // queue, whose release would wait for the open session's resident kernel.
+    void check_session_allowed() {
       throw_if_failed();
       if (session_open_)
         throw Error(ErrorCode::InvalidArgument, -1,
                     "a cuda::Session of this executor is open already (sessions share the FIFO "
                     "slots)");
+    }
+    template <class Kernel, class Args>
+    void launch_session(Kernel kernel, unsigned nblocks, Args& args, cudaStream_t stream) {
+      check_session_allowed();
       launch(kernel, nblocks, args, stream);
       session_open_ = true;
     }
