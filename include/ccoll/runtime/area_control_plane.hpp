@@ -25,7 +25,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -211,11 +210,12 @@ class AreaControlPlane {
     CallDescriptor& d = descriptors_[q].call[parity];
     CallSummary c{};
     c.seq = sync::AtomicWord<std::uint64_t>(&d.seq).load_acquire();
-    c.count = sync::AtomicWord<std::uint64_t>(&d.count).load_relaxed();
-    c.dtype = sync::AtomicWord<std::uint32_t>(&d.dtype).load_relaxed();
-    c.op = sync::AtomicWord<std::uint32_t>(&d.op).load_relaxed();
-    c.status = sync::AtomicWord<std::uint32_t>(&d.status).load_relaxed();
-    c.in_band = sync::AtomicWord<std::uint32_t>(&d.in_band).load_relaxed();
+    // Acquire, so that a second look at seq (check_in_band_calls) comes after these loads.
+    c.count = sync::AtomicWord<std::uint64_t>(&d.count).load_acquire();
+    c.dtype = sync::AtomicWord<std::uint32_t>(&d.dtype).load_acquire();
+    c.op = sync::AtomicWord<std::uint32_t>(&d.op).load_acquire();
+    c.status = sync::AtomicWord<std::uint32_t>(&d.status).load_acquire();
+    c.in_band = sync::AtomicWord<std::uint32_t>(&d.in_band).load_acquire();
     return c;
   }
 
@@ -235,7 +235,6 @@ class AreaControlPlane {
       ErrorCode code = ErrorCode::Mismatch;
       for (int q = 0; q < nranks_ && culprit < 0; ++q) {
         const CallSummary c = summary(q, parity);
-        std::atomic_thread_fence(std::memory_order_acquire);
         if (c.seq != newest || summary(q, parity).seq != newest) continue;
         in_band = in_band || c.in_band != 0;
         if (c.status != 0) {
