@@ -47,9 +47,10 @@ CCOLL_HD inline std::uint64_t now_ns() {
 #endif
 }
 
-// The absolute deadline `timeout` from now, saturating: a timeout too large to represent
-// (milliseconds::max(), say) never expires instead of wrapping into the past.
-// `timeout` after the clock reading `now`, saturating.
+#if !CCOLL_DEVICE_PASS
+// `timeout` after the clock reading `now`, saturating: a timeout too large to represent
+// (milliseconds::max(), say) never expires instead of wrapping into the past. Host only: device
+// code receives its deadlines as clock values.
 inline std::uint64_t deadline_after(std::uint64_t now, std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0) return now;
   constexpr std::uint64_t kNsPerMs = 1000000;
@@ -61,6 +62,7 @@ inline std::uint64_t deadline_after(std::uint64_t now, std::chrono::milliseconds
 inline std::uint64_t deadline_after(std::chrono::milliseconds timeout) {
   return deadline_after(now_ns(), timeout);
 }
+#endif
 
 CCOLL_HD inline void cpu_relax() {
 #if CCOLL_DEVICE_PASS

@@ -1,0 +1,220 @@
+// ccoll_gpu_latency: the latency of small allreduces on one GPU (transport::CudaVirtualRanks), with
+// a kernel launch per call and inside a persistent session (transport::cuda::Session).
+//
+// Four figures per algorithm and size, float sum, every rank in place:
+//   launch      back-to-back run_all calls between two CUDA events, per call: what an
+//               application that enqueues allreduces sees (launch gaps included), as nccl-tests;
+//   launch+sync run_all then cudaStreamSynchronize, host clock, median per call: one isolated call;
+//   session     calls enqueued back to back into an open session, host clock from the first
+//               enqueue to the last call's completion, per call;
+//   session rt  enqueue then wait, one call at a time, host clock, median: one isolated call
+//               with no launch.
+// Every output is checked after each figure (ranks hold r + 1, so element i sums to P(P+1)/2).
+//
+//   build/benchmarks/ccoll_gpu_latency [ranks=8] [channels=1] [calls=200] [max_bytes=65536]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ccoll/algo/double_binary_tree.hpp"
+#include "ccoll/algo/one_shot.hpp"
+#include "ccoll/algo/recursive_doubling.hpp"
+#include "ccoll/algo/ring.hpp"
+#include "ccoll/allreduce.hpp"
+#include "ccoll/transport/cuda/session.cuh"
+#include "ccoll/transport/cuda/virtual_ranks.cuh"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using ccoll::transport::CudaVirtualRanks;
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "ccoll_gpu_latency: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Buffers {
+  std::vector<float*> device;
+  std::vector<const void*> sends;
+  std::vector<void*> recvs;
+};
+
+// Ranks hold r + 1 in place; every element of every rank must equal P(P+1)/2 after one call. The
+// inputs are reset before each figure, and one call is run on them before it is checked.
+void fill(const Buffers& b, std::size_t count, cudaStream_t stream) {
+  for (std::size_t r = 0; r < b.device.size(); ++r) {
+    const std::vector<float> v(count, static_cast<float>(r + 1));
+    check(cudaMemcpyAsync(b.device[r], v.data(), count * sizeof(float), cudaMemcpyHostToDevice,
+                          stream),
+          "cudaMemcpyAsync");
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  }
+}
+
+long count_wrong(const Buffers& b, std::size_t count) {
+  const auto p = static_cast<float>(b.device.size());
+  const float expected = p * (p + 1) / 2;
+  long wrong = 0;
+  std::vector<float> host(count);
+  for (float* d : b.device) {
+    check(cudaMemcpy(host.data(), d, count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    for (const float x : host) wrong += x != expected ? 1 : 0;
+  }
+  return wrong;
+}
+
+struct Row {
+  double launch_us, launch_sync_us, session_us, session_rt_us;
+  long wrong;
+};
+
+template <class Algo>
+Row measure(const ccoll::Config& config, const Buffers& b, std::size_t count, int calls,
+            cudaStream_t stream) {
+  Row row{};
+  ccoll::Allreduce<CudaVirtualRanks, Algo> ar(config);
+  auto& ex = ar.executor();
+  const auto one_call = [&] {
+    fill(b, count, stream);
+    ex.template run_all<float, ccoll::ReduceOp::sum>(b.sends, b.recvs, count, stream);
+    ex.synchronize(stream);
+    row.wrong += count_wrong(b, count);
+  };
+  // Warm-up: module load, plan upload.
+  for (int i = 0; i < 20; ++i)
+    ex.template run_all<float, ccoll::ReduceOp::sum>(b.sends, b.recvs, count, stream);
+  ex.synchronize(stream);
+
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  check(cudaEventRecord(start, stream), "cudaEventRecord");
+  for (int i = 0; i < calls; ++i)
+    ex.template run_all<float, ccoll::ReduceOp::sum>(b.sends, b.recvs, count, stream);
+  check(cudaEventRecord(stop, stream), "cudaEventRecord");
+  ex.synchronize(stream);
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  row.launch_us = 1e3 * ms / calls;
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  one_call();
+
+  std::vector<double> each;
+  for (int i = 0; i < calls; ++i) {
+    const auto t0 = Clock::now();
+    ex.template run_all<float, ccoll::ReduceOp::sum>(b.sends, b.recvs, count, stream);
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    each.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  ex.synchronize(stream);
+  row.launch_sync_us = median(each);
+  one_call();
+
+  {
+    ccoll::transport::cuda::Session<float, ccoll::ReduceOp::sum> session(ex, stream);
+    std::uint64_t ticket = 0;
+    for (int i = 0; i < 20; ++i) ticket = session.enqueue(b.sends, b.recvs, count);
+    session.wait(ticket);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) ticket = session.enqueue(b.sends, b.recvs, count);
+    session.wait(ticket);
+    row.session_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / calls;
+    each.clear();
+    for (int i = 0; i < calls; ++i) {
+      const auto t1 = Clock::now();
+      session.wait(session.enqueue(b.sends, b.recvs, count));
+      each.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t1).count());
+    }
+    row.session_rt_us = median(each);
+    // The session's own result: reset, one call, check.
+    fill(b, count, stream);
+    session.wait(session.enqueue(b.sends, b.recvs, count));
+    row.wrong += count_wrong(b, count);
+    session.close();
+  }
+  return row;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int ranks = argc > 1 ? std::atoi(argv[1]) : 8;
+  const int channels = argc > 2 ? std::atoi(argv[2]) : 1;
+  const int calls = argc > 3 ? std::atoi(argv[3]) : 200;
+  const std::size_t max_bytes = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 65536;
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("ccoll_gpu_latency: no CUDA device\n");
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  std::printf("# %s: %d virtual ranks, %d channel(s), float sum in place, %d calls per figure\n",
+              prop.name, ranks, channels, calls);
+  std::printf("%-12s %10s %12s %14s %12s %14s %7s\n", "algo", "bytes", "launch_us",
+              "launch+sync_us", "session_us", "session_rt_us", "#wrong");
+
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  Buffers b;
+  for (int r = 0; r < ranks; ++r) {
+    float* p = nullptr;
+    check(cudaMalloc(&p, max_bytes), "cudaMalloc");
+    b.device.push_back(p);
+    b.sends.push_back(p);
+    b.recvs.push_back(p);
+  }
+  ccoll::Config config;
+  config.nranks = ranks;
+  config.nchannels = channels;
+
+  using Measure = std::function<Row(std::size_t)>;
+  const std::vector<std::pair<std::string, Measure>> algos = {
+      {"oneshot",
+       [&](std::size_t n) { return measure<ccoll::algo::OneShot>(config, b, n, calls, stream); }},
+      {"recdoubling",
+       [&](std::size_t n) {
+         return measure<ccoll::algo::RecursiveDoubling>(config, b, n, calls, stream);
+       }},
+      {"dbtree",
+       [&](std::size_t n) {
+         return measure<ccoll::algo::DoubleBinaryTree>(config, b, n, calls, stream);
+       }},
+      {"ring",
+       [&](std::size_t n) { return measure<ccoll::algo::Ring>(config, b, n, calls, stream); }},
+  };
+  int status = 0;
+  try {
+    for (const auto& [name, run] : algos) {
+      for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= 8) {
+        const Row r = run(bytes / sizeof(float));
+        std::printf("%-12s %10zu %12.2f %14.2f %12.2f %14.2f %7ld\n", name.c_str(), bytes,
+                    r.launch_us, r.launch_sync_us, r.session_us, r.session_rt_us, r.wrong);
+        std::fflush(stdout);
+        if (r.wrong != 0) status = 1;
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ccoll_gpu_latency: %s\n", e.what());
+    status = 1;
+  }
+  for (float* p : b.device) cudaFree(p);
+  cudaStreamDestroy(stream);
+  return status;
+}
