@@ -276,6 +276,13 @@ TEST_CASE("NCCL topology XML and nvidia-smi topo -m of a DGX-1V give its NVLink 
   }
   CHECK_THROWS_AS(topology_from_nccl_xml("<system><cpu numaid=\"0\"></system>"), TopologyError);
   CHECK_THROWS_AS(topology_from_nvidia_smi("nothing here"), TopologyError);
+  // The file forms name the topology after the file, and name the format of a file they miss.
+  CHECK(xml.name == "dgx1v_nccl_topo.xml");
+  CHECK(smi.name == "dgx1v_nvidia_smi_topo.txt");
+  CHECK_THROWS_WITH_AS(load_topology_nccl_xml(data("no_such_file.xml")),
+                       doctest::Contains("cannot open NCCL topology file"), TopologyError);
+  CHECK_THROWS_WITH_AS(load_topology_nvidia_smi(data("no_such_file.txt")),
+                       doctest::Contains("cannot open nvidia-smi topology file"), TopologyError);
 }
 
 TEST_CASE("DOT export names every node and link") {

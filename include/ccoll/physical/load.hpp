@@ -46,7 +46,7 @@ inline PhysicalTopology topology_from_file_text(const std::string& text, const s
   } else {
     t = topology_from_nvidia_smi(text);
   }
-  t.name = where.substr(where.find_last_of('/') + 1);
+  t.name = topology_name_of_file(where);
   return t;
 }
 

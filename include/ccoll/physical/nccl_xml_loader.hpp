@@ -25,7 +25,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,6 +35,7 @@
 #include <system_error>
 #include <vector>
 
+#include "ccoll/physical/file_text.hpp"
 #include "ccoll/physical/graph.hpp"
 
 namespace ccoll::physical {
@@ -396,12 +396,8 @@ inline PhysicalTopology topology_from_nccl_xml(const std::string& text,
 
 inline PhysicalTopology load_topology_nccl_xml(const std::string& path,
                                                const NcclXmlOptions& opt = {}) {
-  std::ifstream in(path);
-  if (!in) throw TopologyError("cannot open NCCL topology file \"" + path + "\"");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto t = topology_from_nccl_xml(ss.str(), opt);
-  t.name = path.substr(path.find_last_of('/') + 1);
+  auto t = topology_from_nccl_xml(topology_file_text(path, "NCCL topology"), opt);
+  t.name = topology_name_of_file(path);
   return t;
 }
 

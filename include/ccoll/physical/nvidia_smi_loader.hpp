@@ -21,13 +21,13 @@
 
 #include <cctype>
 #include <charconv>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
 
+#include "ccoll/physical/file_text.hpp"
 #include "ccoll/physical/graph.hpp"
 
 namespace ccoll::physical {
@@ -233,12 +233,8 @@ inline PhysicalTopology topology_from_nvidia_smi(const std::string& text,
 
 inline PhysicalTopology load_topology_nvidia_smi(const std::string& path,
                                                  const NvidiaSmiOptions& opt = {}) {
-  std::ifstream in(path);
-  if (!in) throw TopologyError("cannot open nvidia-smi topology file \"" + path + "\"");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto t = topology_from_nvidia_smi(ss.str(), opt);
-  t.name = path.substr(path.find_last_of('/') + 1);
+  auto t = topology_from_nvidia_smi(topology_file_text(path, "nvidia-smi topology"), opt);
+  t.name = topology_name_of_file(path);
   return t;
 }
 
