@@ -30,9 +30,6 @@ namespace {
 
 using ccoll::transport::CudaP2P;
 
-constexpr std::uint64_t kCalibrationBytes = 256ull << 20;  // 5x an H100's or H200's 50 MiB L2
-constexpr int kCalibrationReps = 20;
-
 // The pairs this backend compiles.
 bool supported(ccoll::DataType dtype, ccoll::ReduceOp op) {
   using ccoll::DataType;
@@ -195,10 +192,10 @@ class P2PCollective final : public DeviceCollective {
   std::vector<int> active_;
 };
 
-class P2PTransport final : public DeviceTransport {
+class P2PTransport final : public WorkspaceTransport {
  public:
   explicit P2PTransport(const DeviceRunSpec& spec)
-      : devices_(place_ranks(checked(spec).nranks)), ws_(devices_.front(), spec) {}
+      : P2PTransport(place_ranks(checked(spec).nranks), spec) {}
 
   std::string description() const override {
     const bool one =
@@ -208,23 +205,12 @@ class P2PTransport final : public DeviceTransport {
                 : " ranks as threads, one GPU each") +
            ", one kernel per rank and call (CudaP2P); " + describe_device(ws_.device());
   }
-  GpuCalibration calibrate() override {
-    return cuda::calibrate(ws_.device(), kCalibrationBytes, kCalibrationReps);
-  }
   std::unique_ptr<DeviceCollective> ccoll(
       const ccoll::Config& config,
       std::function<ccoll::plan::Plan(const ccoll::plan::PlanRequest&)> source,
       const std::string& policy_id, const std::vector<bool>& active) override {
     return std::make_unique<P2PCollective>(ws_, devices_, config, std::move(source), policy_id,
                                            active);
-  }
-  std::unique_ptr<DeviceCollective> peer(std::string_view name) override {
-    const PeerEntry* p = find_peer(name);
-    if (p == nullptr)
-      throw std::invalid_argument("--peer " + std::string(name) +
-                                  ": not built into this ccoll_perf (GPU peers: " + peer_names() +
-                                  ")");
-    return p->make(ws_);
   }
 
  private:
@@ -238,8 +224,10 @@ class P2PTransport final : public DeviceTransport {
     return spec;
   }
 
+  P2PTransport(std::vector<int> devices, const DeviceRunSpec& spec)
+      : WorkspaceTransport(devices.front(), spec), devices_(std::move(devices)) {}
+
   std::vector<int> devices_;
-  Workspace ws_;
 };
 
 [[maybe_unused]] const bool registered = register_device_transport(

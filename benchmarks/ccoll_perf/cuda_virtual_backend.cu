@@ -27,9 +27,6 @@ namespace {
 
 using ccoll::transport::CudaVirtualRanks;
 
-constexpr std::uint64_t kCalibrationBytes = 256ull << 20;  // 5x an H100's or H200's 50 MiB L2
-constexpr int kCalibrationReps = 20;
-
 class VirtualRanksCollective final : public DeviceCollective {
  public:
   VirtualRanksCollective(Workspace& ws, const ccoll::Config& config,
@@ -104,19 +101,16 @@ class VirtualRanksCollective final : public DeviceCollective {
   cudaEvent_t stop_ = nullptr;
 };
 
-class VirtualRanksTransport final : public DeviceTransport {
+class VirtualRanksTransport final : public WorkspaceTransport {
  public:
   explicit VirtualRanksTransport(const DeviceRunSpec& spec)
-      : ws_(ccoll::transport::cuda::current_device(), spec) {}
+      : WorkspaceTransport(ccoll::transport::cuda::current_device(), spec) {}
 
   std::string description() const override {
     return std::to_string(ws_.spec().nranks) +
            " virtual ranks on one GPU, thread blocks of one cooperative kernel "
            "(CudaVirtualRanks); " +
            describe_device(ws_.device());
-  }
-  GpuCalibration calibrate() override {
-    return cuda::calibrate(ws_.device(), kCalibrationBytes, kCalibrationReps);
   }
   std::unique_ptr<DeviceCollective> ccoll(
       const ccoll::Config& config,
@@ -125,17 +119,6 @@ class VirtualRanksTransport final : public DeviceTransport {
     return std::make_unique<VirtualRanksCollective>(ws_, config, std::move(source), policy_id,
                                                     active);
   }
-  std::unique_ptr<DeviceCollective> peer(std::string_view name) override {
-    const PeerEntry* p = find_peer(name);
-    if (p == nullptr)
-      throw std::invalid_argument("--peer " + std::string(name) +
-                                  ": not built into this ccoll_perf (GPU peers: " + peer_names() +
-                                  ")");
-    return p->make(ws_);
-  }
-
- private:
-  Workspace ws_;
 };
 
 [[maybe_unused]] const bool registered = register_device_transport(

@@ -152,4 +152,19 @@ std::string peer_names() {
   return s.empty() ? "none" : s;
 }
 
+GpuCalibration WorkspaceTransport::calibrate() {
+  constexpr std::uint64_t kCalibrationBytes = 256ull << 20;
+  constexpr int kCalibrationReps = 20;
+  return cuda::calibrate(ws_.device(), kCalibrationBytes, kCalibrationReps);
+}
+
+std::unique_ptr<DeviceCollective> WorkspaceTransport::peer(std::string_view name) {
+  const PeerEntry* p = find_peer(name);
+  if (p == nullptr)
+    throw std::invalid_argument("--peer " + std::string(name) +
+                                ": not built into this ccoll_perf (GPU peers: " + peer_names() +
+                                ")");
+  return p->make(ws_);
+}
+
 }  // namespace ccoll_perf::cuda

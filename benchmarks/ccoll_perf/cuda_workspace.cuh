@@ -88,4 +88,17 @@ const PeerEntry* find_peer(std::string_view name);
 // "nccl" or "none": the names registered, for an error message.
 std::string peer_names();
 
+// A device transport whose ranks' buffers are one Workspace. The calibration (a 256 MiB array,
+// five times an H100's or H200's L2) and the peers run on that workspace, the same for every such
+// transport; a transport adds its description and its ccoll collective.
+class WorkspaceTransport : public DeviceTransport {
+ public:
+  WorkspaceTransport(int device, const DeviceRunSpec& spec) : ws_(device, spec) {}
+  GpuCalibration calibrate() override;
+  std::unique_ptr<DeviceCollective> peer(std::string_view name) override;
+
+ protected:
+  Workspace ws_;
+};
+
 }  // namespace ccoll_perf::cuda

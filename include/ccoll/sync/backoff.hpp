@@ -9,13 +9,13 @@
 // blocks leave issue slots to the blocks doing the copies.
 #pragma once
 
+#include <chrono>  // deadline_after: host code, parsed in nvcc's device pass too
 #include <cstdint>
+#include <limits>
 
 #include "ccoll/core/platform.hpp"
 
 #if !CCOLL_DEVICE_PASS
-#include <chrono>
-#include <limits>
 #include <thread>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -47,7 +47,6 @@ CCOLL_HD inline std::uint64_t now_ns() {
 #endif
 }
 
-#if !CCOLL_DEVICE_PASS
 // `timeout` after the clock reading `now`, saturating: a timeout too large to represent
 // (milliseconds::max(), say) never expires instead of wrapping into the past. Host only: device
 // code receives its deadlines as clock values.
@@ -62,7 +61,6 @@ inline std::uint64_t deadline_after(std::uint64_t now, std::chrono::milliseconds
 inline std::uint64_t deadline_after(std::chrono::milliseconds timeout) {
   return deadline_after(now_ns(), timeout);
 }
-#endif
 
 CCOLL_HD inline void cpu_relax() {
 #if CCOLL_DEVICE_PASS
