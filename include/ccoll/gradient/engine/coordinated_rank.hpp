@@ -33,6 +33,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -173,6 +174,18 @@ class CoordinatedRank {
     if (done_[t] == 0) std::rethrow_exception(error_);
   }
 
+  // Which tensors are ready together changes every iteration, and with it the element count of a
+  // fused allreduce; a communicator builds (and allocates) a plan per distinct count. So a fused
+  // allreduce of several tensors runs at the next size class, m * 2^e elements with m in [8, 16)
+  // (at most 1/8 more), padded in its lane's fusion buffer: few distinct counts, all of them
+  // cached after the first iterations. A lone tensor's count is its own and repeats as it is.
+  static std::size_t size_class(std::size_t count) {
+    if (count <= 16) return count;
+    const int shift = std::bit_width(count) - 4;  // count < 16 << shift
+    const std::size_t step = std::size_t{1} << shift;
+    return (count + step - 1) / step * step;
+  }
+
   int id(std::string_view name) const { return tensor_id(names_, name, rank_); }
   int rank() const { return rank_; }
   std::uint64_t iterations() const {
@@ -238,7 +251,8 @@ class CoordinatedRank {
         for (const auto& m : members) bytes += t.name == m ? t.bytes() : 0;
       largest = std::max(largest, bytes);
     }
-    return static_cast<std::size_t>(std::min(total, largest));
+    const auto bytes = static_cast<std::size_t>(std::min(total, largest));
+    return bytes + bytes / 8 + 16 * sizeof(double);  // room for size_class() padding
   }
 
   void fail(std::exception_ptr e) {  // holds mu_
@@ -331,7 +345,8 @@ class CoordinatedRank {
       if (stop_) return;
       const Job job = lane.jobs[lane.head];
       lane.busy = true;
-      const bool staged = !contiguous(lane, job);
+      const bool staged =
+          job.ntensors > 1 && (!contiguous(lane, job) || size_class(job.count) != job.count);
       if (staged) ++staged_;
       lock.unlock();
       std::exception_ptr error;
@@ -382,7 +397,10 @@ class CoordinatedRank {
       std::memcpy(buf + off, data_[t], n);
       off += n;
     }
-    handle.run(buf, buf, job.count, job.dtype, op_);
+    // The padding is reduced with the rest and dropped; zeros keep it free of NaNs and traps.
+    const std::size_t padded = size_class(job.count);
+    std::memset(buf + off, 0, (padded - job.count) * size_of(job.dtype));
+    handle.run(buf, buf, padded, job.dtype, op_);
     off = 0;
     for (std::size_t k = 0; k < job.ntensors; ++k) {
       const auto t = static_cast<std::size_t>(lane.tensor(job, k));
