@@ -43,6 +43,7 @@
 #include "ccoll/core/op.hpp"
 #include "ccoll/gradient/coordinated_sync.hpp"
 #include "ccoll/gradient/sync.hpp"
+#include "ccoll/plan/plan.hpp"
 #include "ccoll/sync/backoff.hpp"
 #include "emu_model.hpp"
 #include "emu_trace.hpp"
@@ -201,6 +202,8 @@ class Timed {
   int nranks() const { return ar_.nranks(); }
   const Config& config() const { return ar_.config(); }
   CallLog& log(int r) { return logs_[static_cast<std::size_t>(r)]; }
+  // Passed through so that GradientSync<C, Coordinated> builds its plans before the iterations.
+  plan::Plan plan(std::size_t count, DataType dtype) { return ar_.plan(count, dtype); }
 
  private:
   AR ar_;
