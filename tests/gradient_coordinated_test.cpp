@@ -5,15 +5,18 @@
 // reduction and against a plain allreduce of the same tensor (gradient_sync_harness.hpp says why
 // bitwise is right). Also: the steady state decided from the response cache alone (the cycle
 // statistics), groups never split, a tensor set that changes between iterations, gradient
-// queuing, the control plane over an allreduce on its own, misuse, and a peer that never marks a
-// tensor the others marked.
+// queuing, the control plane over an allreduce on its own, misuse, a peer that never marks a
+// tensor the others marked, and no allocation once every tensor hits the response cache.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <random>
 #include <string>
 #include <thread>
@@ -23,6 +26,59 @@
 #include "ccoll/coord/allreduce_control_plane.hpp"
 #include "ccoll/gradient/coordinated_sync.hpp"
 #include "gradient_sync_harness.hpp"
+
+// Every allocation of the process, counted: the test of "nothing allocated in the steady state"
+// reads it around iterations of all ranks.
+namespace {
+std::atomic<std::uint64_t> g_allocations{0};
+// Out of line, so that GCC does not pair the free() it would inline into a delete expression with
+// the new expression and warn (-Wmismatched-new-delete) about what is a matched pair here.
+[[gnu::noinline]] void release(void* p) noexcept {
+  std::free(p);
+}
+}  // namespace
+
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) {
+  return ::operator new(n);
+}
+void* operator new(std::size_t n, std::align_val_t a) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  const auto al = static_cast<std::size_t>(a);
+  if (void* p = std::aligned_alloc(al, (n + al - 1) / al * al)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+  return ::operator new(n, a);
+}
+void operator delete(void* p) noexcept {
+  release(p);
+}
+void operator delete[](void* p) noexcept {
+  release(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  release(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  release(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+  release(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+  release(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  release(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+  release(p);
+}
 
 using namespace ccoll;
 using namespace ccoll::gradient;
@@ -287,6 +343,66 @@ TEST_CASE("gradient queuing: wait(layer) returns with that tensor reduced") {
     return "";
   });
   for (const auto& o : out) CHECK(o == "");
+}
+
+TEST_CASE("no allocation once every tensor hits the response cache, P = 2, 3, 4, K = 1, 2") {
+  using D = DataType;
+  // Names longer than std::string's inline buffer, mixed dtypes, sizes below and above the
+  // threshold (some fused and staged, some alone), and a group.
+  std::vector<TensorSpec> tensors;
+  const std::size_t counts[] = {1, 2049, 3, 33, 7, 20001, 1, 513, 3, 9000, 127, 4099};
+  const D dtypes[] = {D::f32, D::f32, D::i32, D::f32, D::f64, D::f32,
+                      D::f32, D::f32, D::f16, D::f32, D::f32, D::i32};
+  for (std::size_t i = 0; i < 12; ++i)
+    tensors.push_back(
+        {"encoder.layer" + std::to_string(i + 1) + ".attention.weight", counts[i], dtypes[i]});
+  const auto n = tensors.size();
+  for (int p : {2, 3, 4}) {
+    for (int k : {1, 2}) {
+      INFO("P=", p, " K=", k);
+      Config cfg;
+      cfg.nranks = p;
+      cfg.timeout = 20s;
+      Coordinated policy;
+      policy.fusion_threshold_bytes = 4096;
+      policy.max_concurrent = k;
+      policy.cycle_time = 200us;
+      policy.groups.push_back({"pair", {tensors[3].name, tensors[7].name}});
+      GradientSync<AR, Coordinated> sync(cfg, tensors, policy, {.op = ReduceOp::sum});
+      constexpr int kWarmup = 3, kIterations = 12;
+      std::uint64_t before = 0, after = 0;
+      std::barrier warm(p, [&]() noexcept { before = g_allocations.load(); });
+      std::barrier done(p, [&]() noexcept { after = g_allocations.load(); });
+      const auto out = on_threads(p, [&](int r) -> std::string {
+        RankBuffers grads = make_buffers(tensors, static_cast<Layout>(r % 3));
+        auto& g = sync.attach(r, grads.ptrs);
+        std::vector<int> order(n);
+        std::string wrong;
+        auto iteration = [&](int it) {
+          permute(order, r, it);
+          for (int t : order) {
+            fill(tensors[static_cast<std::size_t>(t)], grads.ptrs[static_cast<std::size_t>(t)], r,
+                 p, t, it);
+            g.ready(t);
+          }
+          g.wait();
+          for (std::size_t t = 0; t < n && wrong.empty(); ++t)
+            wrong = check(tensors[t], grads.ptrs[t], p, static_cast<int>(t), it, ReduceOp::sum);
+        };
+        for (int it = 0; it < kWarmup; ++it) iteration(it);
+        warm.arrive_and_wait();
+        for (int it = kWarmup; it < kWarmup + kIterations; ++it) iteration(it);
+        done.arrive_and_wait();
+        if (!wrong.empty()) return at_rank(r, wrong);
+        const engine::CoordinationStats s = g.stats();
+        if (s.new_responses != n || s.cached_responses != n * (kWarmup + kIterations - 1))
+          return at_rank(r, "not every later iteration was decided from the response cache");
+        return g.staged_allreduces() > 0 ? "" : at_rank(r, "nothing staged");
+      });
+      for (const auto& o : out) CHECK(o == "");
+      CHECK(after - before == 0);
+    }
+  }
 }
 
 TEST_CASE("the control plane over an allreduce: AND, OR, gather and broadcast, P = 3") {

@@ -43,6 +43,7 @@
 #include "ccoll/core/op.hpp"
 #include "ccoll/gradient/coordinated_sync.hpp"
 #include "ccoll/gradient/sync.hpp"
+#include "ccoll/plan/plan.hpp"
 #include "ccoll/sync/backoff.hpp"
 #include "emu_model.hpp"
 #include "emu_trace.hpp"
@@ -52,6 +53,11 @@ namespace ccoll::train_emu {
 inline double now_s() {
   return static_cast<double>(sync::now_ns()) * 1e-9;
 }
+
+// Heap allocations of this process, counted by the replacement operator new of the tool's
+// main.cpp (none is linked into the tests, where it stays 0). Read around each timed iteration:
+// the gradient engines promise none after the first iteration (docs/gradients.md).
+inline std::atomic<std::uint64_t> allocations{0};
 
 // --- ranks' meeting point -------------------------------------------------------------------
 
@@ -196,6 +202,8 @@ class Timed {
   int nranks() const { return ar_.nranks(); }
   const Config& config() const { return ar_.config(); }
   CallLog& log(int r) { return logs_[static_cast<std::size_t>(r)]; }
+  // Passed through so that GradientSync<C, Coordinated> builds its plans before the iterations.
+  plan::Plan plan(std::size_t count, DataType dtype) { return ar_.plan(count, dtype); }
 
  private:
   AR ar_;
@@ -299,6 +307,9 @@ struct RunResult {
     Prediction predicted_compute_only;
     bool verified = false;
     int max_in_flight = 0;
+    // Heap allocations from the barrier to wait()'s return, per timed iteration (the process's
+    // every thread: with threads, every rank's; the most of any rank otherwise).
+    double allocations_per_iteration = 0;
     std::vector<double> iterations;  // per timed iteration: the slowest rank's time
     // The coordinated policy: what its cycles did over every iteration it ran (warm-up, timed
     // and the check), the same on every rank.
@@ -560,7 +571,8 @@ RunResult run_rank(int rank, Ctl& ctl, World& world, const g::ModelProfile& prof
     std::shared_ptr<CSync> csync;
     typename CSync::Rank* cengine = nullptr;
     std::vector<double> times;
-    ComputeLog compute{0};  // this policy's own layers: compute and ready(), as they ran
+    std::uint64_t allocations = 0;  // over the timed iterations
+    ComputeLog compute{0};          // this policy's own layers: compute and ready(), as they ran
     void ready(int l) { engine ? engine->ready(l) : cengine->ready(l); }
     void wait() { engine ? engine->wait() : cengine->wait(); }
     int max_in_flight() const {
@@ -590,6 +602,11 @@ RunResult run_rank(int rank, Ctl& ctl, World& world, const g::ModelProfile& prof
       run.engine = &run.sync->attach(rank, ptrs);
     }
     run.compute = ComputeLog(L);
+    // Reserved so that the timed iterations' own bookkeeping allocates nothing (counted below).
+    run.times.reserve(static_cast<std::size_t>(opt.iterations));
+    run.compute.forward_s.reserve(static_cast<std::size_t>(opt.iterations));
+    run.compute.total_s.reserve(static_cast<std::size_t>(opt.iterations));
+    for (auto& l : run.compute.layer_s) l.reserve(static_cast<std::size_t>(opt.iterations));
     runs.push_back(std::move(run));
   }
   const int traced = opt.warmup + opt.iterations - 1;
@@ -613,6 +630,7 @@ RunResult run_rank(int rank, Ctl& ctl, World& world, const g::ModelProfile& prof
       }
       ctl.barrier();
       const bool timed = it >= opt.warmup;
+      const std::uint64_t allocated = allocations.load(std::memory_order_relaxed);
       const double t0 = now_s();
       compute(profile.forward_s, opt.mode);
       double t = now_s();
@@ -629,6 +647,7 @@ RunResult run_rank(int rank, Ctl& ctl, World& world, const g::ModelProfile& prof
       if (timed) run.compute.total_s.push_back(t - t0);
       run.wait();
       const double t1 = now_s();
+      if (timed) run.allocations += allocations.load(std::memory_order_relaxed) - allocated;
       if (it >= opt.warmup) run.times.push_back(t1 - t0);
       for (int c = 0; c < run.traced_channels() && tracing; ++c)
         run.sync->channel(c).log(rank).on = false;
@@ -654,6 +673,9 @@ RunResult run_rank(int rank, Ctl& ctl, World& world, const g::ModelProfile& prof
     const auto all_times = ctl.allgather(rank, run.times);
     const g::ModelProfile own = measured_profile(profile, run.compute, rank, ctl).first;
     const auto all_wrong = ctl.allgather(rank, std::vector<double>{wrong});
+    const auto all_allocations =
+        ctl.allgather(rank, std::vector<double>{static_cast<double>(run.allocations) /
+                                                static_cast<double>(std::max(1, opt.iterations))});
     const bool trace = run.name == opt.trace_policy;
     // The traced iteration: [compute span count, spans...] then per channel [count, spans...].
     std::vector<double> spans;
@@ -681,6 +703,8 @@ RunResult run_rank(int rank, Ctl& ctl, World& world, const g::ModelProfile& prof
       pr.verified = true;
       for (const auto& w : all_wrong) pr.verified = pr.verified && w[0] == 0;
       pr.max_in_flight = in_flight;
+      for (const auto& a : all_allocations)
+        pr.allocations_per_iteration = std::max(pr.allocations_per_iteration, a[0]);
       if (run.cengine) {
         pr.coordination = run.cengine->stats();
         pr.iterations_run = run.cengine->iterations();

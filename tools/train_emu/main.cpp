@@ -5,10 +5,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -30,6 +32,58 @@
 #endif
 
 namespace emu = ccoll::train_emu;
+
+// Every heap allocation of the process, counted (emu::allocations): each policy reports how many
+// of its timed iterations made.
+namespace {
+// Out of line, so that GCC does not pair the free() it would inline into a delete expression with
+// the new expression and warn (-Wmismatched-new-delete) about what is a matched pair here.
+[[gnu::noinline]] void release(void* p) noexcept {
+  std::free(p);
+}
+}  // namespace
+
+void* operator new(std::size_t n) {
+  emu::allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) {
+  return ::operator new(n);
+}
+void* operator new(std::size_t n, std::align_val_t a) {
+  emu::allocations.fetch_add(1, std::memory_order_relaxed);
+  const auto al = static_cast<std::size_t>(a);
+  if (void* p = std::aligned_alloc(al, (n + al - 1) / al * al)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+  return ::operator new(n, a);
+}
+void operator delete(void* p) noexcept {
+  release(p);
+}
+void operator delete[](void* p) noexcept {
+  release(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  release(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  release(p);
+}
+void operator delete(void* p, std::align_val_t) noexcept {
+  release(p);
+}
+void operator delete[](void* p, std::align_val_t) noexcept {
+  release(p);
+}
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  release(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+  release(p);
+}
 namespace g = ccoll::gradient;
 
 namespace {
@@ -225,6 +279,10 @@ void report(const Args& a, const g::ModelProfile& scaled, const emu::RunResult& 
         static_cast<unsigned long long>(c.coordinator_cycles),
         static_cast<unsigned long long>(p.iterations_run));
   }
+  std::printf("heap allocations per timed iteration (process, most of any rank):");
+  for (const auto& p : r.policies)
+    std::printf(" %s %.1f", p.name.c_str(), p.allocations_per_iteration);
+  std::printf("\n");
   std::printf(
       "compute: forward + backward of the policy's own iterations (each layer with its "
       "ready()); pred/free: the model with pinned channels / free lanes; pred_co: pinned, "
@@ -270,6 +328,7 @@ nlohmann::json to_json(const Args& a, const g::ModelProfile& scaled, const emu::
          {"error_pct", emu::error_pct(p.measured.median, p.predicted.pinned_s)},
          {"error_free_lanes_pct", emu::error_pct(p.measured.median, p.predicted.free_lanes_s)},
          {"verified", p.verified},
+         {"allocations_per_iteration", p.allocations_per_iteration},
          {"coordination",
           {{"iterations", p.iterations_run},
            {"cycles", p.coordination.cycles},

@@ -18,11 +18,15 @@
 // ranks execute the same fused responses and their caches stay identical (docs/coordination.md).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
-#include <map>
+#include <span>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ccoll/coord/bitvector.hpp"
@@ -74,20 +78,75 @@ class Coordinator {
   void define_group(const std::string& group, std::vector<std::string> members) {
     queue_.define_group(group, std::move(members));
   }
-  void submit(TensorRequest r) { queue_.submit(std::move(r)); }
-  void submit(std::string name, DataType dtype, std::uint64_t count, ReduceOp op = ReduceOp::sum) {
-    submit(TensorRequest{std::move(name), dtype, count, op, {}, 0});
+
+  // Room for `requests` tensors in flight at once, named with up to `name_length` characters
+  // (groups as defined so far): a cycle whose requests all hit the response cache then allocates
+  // nothing. Request objects are recycled, each with that much room for its name and group.
+  void reserve(std::size_t requests, std::size_t name_length) {
+    name_length_ = std::max(name_length_, name_length);
+    group_length_ = std::max(group_length_, queue_.longest_group_name());
+    queue_.reserve(requests, name_length_);
+    for (auto* v : {&ready_, &hits_, &uncached_, &requeue_, &group_members_, &executed_, &spare_})
+      v->reserve(requests);
+    while (spare_.size() < requests) {
+      TensorRequest r;
+      room_for_names(r);
+      spare_.push_back(std::move(r));
+    }
+    grouped_.reserve(requests);
+    hit_bits_.reserve(requests);
+    group_bits_.reserve(requests);
+    fused_.reserve(requests);
+    scratch_.reserve(requests);
   }
 
+  void submit(TensorRequest r) { queue_.submit(std::move(r)); }
+  void submit(std::string_view name, DataType dtype, std::uint64_t count,
+              ReduceOp op = ReduceOp::sum) {
+    recycle();
+    TensorRequest r;
+    if (spare_.empty()) {
+      room_for_names(r);
+    } else {
+      r = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    r.name.assign(name);
+    r.dtype = dtype;
+    r.count = count;
+    r.op = op;
+    submit(std::move(r));
+  }
+
+  // One cycle, collective over the control plane; returns the fused responses to execute, in order.
   std::vector<FusedResponse> run_cycle() {
+    std::vector<FusedResponse> out;
+    for (const FusedRange& f : cycle()) {
+      FusedResponse& r = out.emplace_back();
+      r.dtype = f.dtype;
+      r.op = f.op;
+      r.bytes = f.bytes;
+      r.tensors.assign(executed_.begin() + static_cast<std::ptrdiff_t>(f.begin),
+                       executed_.begin() + static_cast<std::ptrdiff_t>(f.end));
+    }
+    return out;
+  }
+
+  // The same cycle as run_cycle(), its result kept here until the next cycle: ranges of
+  // responses() (the fused allreduces, in order). Nothing is copied, so once every request hits the
+  // response cache and reserve() made room, a cycle allocates nothing.
+  std::span<const FusedRange> cycle() {
+    recycle();
     stats_ = CycleStats{};
     stats_.cycle = ++cycles_;
     const std::uint32_t nbits = cache_.num_bits();
 
     // 2. Classify this rank's ready requests, a whole group at a time.
-    std::vector<TensorRequest> ready = queue_.pop_ready();
-    std::vector<TensorRequest> hits, uncached, requeue;
-    BitVector invalid(nbits);
+    queue_.pop_ready(ready_);
+    hits_.clear();
+    uncached_.clear();
+    requeue_.clear();
+    invalid_.resize(nbits);
     bool local_invalid = false;
     {
       // A unit is one ungrouped request or a whole group; it goes one way as a whole.
@@ -96,99 +155,94 @@ class Coordinator {
         for (auto* r = first; r != last; ++r) {
           const auto l = options_.cache_enabled ? cache_.lookup(*r) : ResponseCache::Lookup{};
           if (l.state == ResponseCache::State::invalid) {
-            invalid.set(l.bit);
+            invalid_.set(l.bit);
             any_invalid = true;
           }
           all_hit = all_hit && l.state == ResponseCache::State::hit;
         }
-        auto& dest = any_invalid ? requeue : all_hit ? hits : uncached;
+        auto& dest = any_invalid ? requeue_ : all_hit ? hits_ : uncached_;
         local_invalid = local_invalid || any_invalid;
         for (auto* r = first; r != last; ++r) dest.push_back(std::move(*r));
       };
-      std::map<std::string, std::vector<TensorRequest>> groups;
-      for (auto& r : ready) {
-        if (r.group.empty())
-          classify(&r, &r + 1);
+      // Ungrouped requests in order, then the groups by name, members in order.
+      grouped_.clear();
+      for (std::size_t i = 0; i < ready_.size(); ++i) {
+        if (ready_[i].group.empty())
+          classify(&ready_[i], &ready_[i] + 1);
         else
-          groups[r.group].push_back(std::move(r));
+          grouped_.push_back(i);
       }
-      for (auto& [name, members] : groups)
-        classify(members.data(), members.data() + members.size());
+      std::sort(grouped_.begin(), grouped_.end(), [&](std::size_t x, std::size_t y) {
+        const int c = ready_[x].group.compare(ready_[y].group);
+        return c != 0 ? c < 0 : x < y;
+      });
+      for (std::size_t i = 0; i < grouped_.size();) {
+        std::size_t j = i + 1;
+        while (j < grouped_.size() && ready_[grouped_[j]].group == ready_[grouped_[i]].group) ++j;
+        group_members_.clear();
+        for (std::size_t k = i; k < j; ++k)
+          group_members_.push_back(std::move(ready_[grouped_[k]]));
+        classify(group_members_.data(), group_members_.data() + group_members_.size());
+        i = j;
+      }
     }
 
     // 3-4. One AND allreduce of status + hit bits; an OR of invalid bits only when needed.
     bool uncached_anywhere = true, invalid_anywhere = false;
-    BitVector common(nbits);
+    common_.resize(nbits);
     if (options_.cache_enabled) {
-      BitVector bits(kStatusBits + nbits);
-      bits.assign(0, uncached.empty());
-      bits.assign(1, !local_invalid);
-      for (const auto& r : hits) bits.set(kStatusBits + cache_.lookup(r).bit);
-      control_.allreduce_and(bits.words());
-      stats_.bitvector_bytes = bits.bytes();
-      uncached_anywhere = !bits.test(0);
-      invalid_anywhere = !bits.test(1);
-      for (std::uint32_t b = 0; b < nbits; ++b) common.assign(b, bits.test(kStatusBits + b));
+      bits_.resize(kStatusBits + nbits);
+      bits_.assign(0, uncached_.empty());
+      bits_.assign(1, !local_invalid);
+      for (const auto& r : hits_) bits_.set(kStatusBits + cache_.lookup(r).bit);
+      control_.allreduce_and(bits_.words());
+      stats_.bitvector_bytes = bits_.bytes();
+      uncached_anywhere = !bits_.test(0);
+      invalid_anywhere = !bits_.test(1);
+      for (std::uint32_t b = 0; b < nbits; ++b) common_.assign(b, bits_.test(kStatusBits + b));
       if (invalid_anywhere) {
-        control_.allreduce_or(invalid.words());
-        stats_.invalid_bytes = invalid.bytes();
-        invalid.for_each_set([&](std::size_t b) {
-          common.reset(b);
+        control_.allreduce_or(invalid_.words());
+        stats_.invalid_bytes = invalid_.bytes();
+        invalid_.for_each_set([&](std::size_t b) {
+          common_.reset(b);
           cache_.erase(static_cast<std::uint32_t>(b));
         });
       }
-      drop_incomplete_groups(common);
+      drop_incomplete_groups(common_);
     }
 
-    // Cached responses ready everywhere, in ascending bit order (identical on every rank).
-    std::vector<Response> execute;
-    common.for_each_set(
-        [&](std::size_t b) { execute.push_back(cache_.at(static_cast<std::uint32_t>(b))); });
-    stats_.cached_responses = execute.size();
-    for (auto& r : hits) {
-      const auto l = cache_.lookup(r);
-      if (!(l.state == ResponseCache::State::hit && common.test(l.bit)))
-        requeue.push_back(std::move(r));
+    // Cached responses ready everywhere, in ascending bit order (identical on every rank). A bit
+    // in `common` is set on every rank, so this rank holds the hit that set it, and a hit equals
+    // its cache entry field for field: the request itself is the response.
+    hit_bits_.clear();
+    for (std::size_t i = 0; i < hits_.size(); ++i) {
+      const auto l = cache_.lookup(hits_[i]);
+      if (l.state == ResponseCache::State::hit && common_.test(l.bit))
+        hit_bits_.emplace_back(l.bit, i);
+      else
+        requeue_.push_back(std::move(hits_[i]));
     }
+    std::sort(hit_bits_.begin(), hit_bits_.end());
+    for (const auto& [bit, i] : hit_bits_) executed_.push_back(std::move(hits_[i]));
+    stats_.cached_responses = executed_.size();
 
     // 5. Coordinator path for requests no cache knows yet.
-    if (uncached_anywhere) {
-      stats_.coordinator_path = true;
-      for (auto& r : uncached) awaiting_.emplace(r.name, r);
-      const std::string mine = wire::encode(uncached);
-      const std::vector<std::string> lists = control_.gather_to_root(mine);
-      std::string decision;
-      if (rank() == 0) {
-        for (const auto& l : lists) stats_.gather_bytes += l.size();
-        decision = decide(lists);
-      } else {
-        stats_.gather_bytes = mine.size();
-      }
-      decision = control_.broadcast_from_root(decision);
-      stats_.broadcast_bytes = decision.size();
-      std::vector<Response> fresh = parse_decision(decision);
-      for (auto& r : fresh) {
-        if (awaiting_.erase(r.name) == 0)
-          throw Error(ErrorCode::Mismatch, rank(),
-                      "coordinator scheduled '" + r.name + "', which this rank did not submit");
-      }
-      stats_.new_responses = fresh.size();
-      execute.insert(execute.end(), fresh.begin(), fresh.end());
-    }
-    queue_.requeue(std::move(requeue));
+    if (uncached_anywhere) coordinate();
+    queue_.requeue_front(requeue_);
 
     // 6. Execute in the agreed order; the cache sees the same puts in the same order everywhere.
-    std::vector<FusedResponse> fused =
-        fuse_responses(std::move(execute), options_.fusion_threshold_bytes);
-    for (const auto& f : fused) {
-      for (const auto& r : f.tensors) {
-        if (options_.cache_enabled) cache_.put(r);
-        queue_.complete(r.name);
-      }
+    fuse_in_place(executed_, options_.fusion_threshold_bytes, fused_, scratch_);
+    for (const auto& r : executed_) {
+      if (options_.cache_enabled) cache_.put(r);
+      queue_.complete(r.name);
     }
-    stats_.fused_responses = fused.size();
-    return fused;
+    stats_.fused_responses = fused_.size();
+    return fused_;
   }
+
+  // The responses of the last cycle(), in execution order (FusedRange indexes them); valid until
+  // the next submit() or cycle, which recycle them.
+  std::span<const Response> responses() const noexcept { return executed_; }
 
   const CycleStats& last_cycle() const noexcept { return stats_; }
   const ResponseCache& cache() const noexcept { return cache_; }
@@ -198,17 +252,68 @@ class Coordinator {
  private:
   // A group executes only as a whole: drop cached group members whose group is not complete in
   // `common`. Depends only on `common` and the cache, both identical on every rank.
-  void drop_incomplete_groups(BitVector& common) const {
-    std::unordered_map<std::string, std::uint32_t> present;
+  void drop_incomplete_groups(BitVector& common) {
+    group_bits_.clear();
     common.for_each_set([&](std::size_t b) {
       const Response& r = cache_.at(static_cast<std::uint32_t>(b));
-      if (!r.group.empty()) ++present[r.group];
+      if (!r.group.empty()) group_bits_.emplace_back(&r, static_cast<std::uint32_t>(b));
     });
-    if (present.empty()) return;
-    common.for_each_set([&](std::size_t b) {
-      const Response& r = cache_.at(static_cast<std::uint32_t>(b));
-      if (!r.group.empty() && present[r.group] != r.group_size) common.reset(b);
+    if (group_bits_.empty()) return;
+    std::sort(group_bits_.begin(), group_bits_.end(), [](const auto& x, const auto& y) {
+      const int c = x.first->group.compare(y.first->group);
+      return c != 0 ? c < 0 : x.second < y.second;
     });
+    for (std::size_t i = 0; i < group_bits_.size();) {
+      std::size_t j = i + 1;
+      while (j < group_bits_.size() && group_bits_[j].first->group == group_bits_[i].first->group)
+        ++j;
+      for (std::size_t k = i; k < j; ++k)
+        if (j - i != group_bits_[k].first->group_size) common.reset(group_bits_[k].second);
+      i = j;
+    }
+  }
+
+  // Step 5: gathers the requests no cache knows at rank 0 and appends its decisions to executed_.
+  void coordinate() {
+    stats_.coordinator_path = true;
+    for (auto& r : uncached_) awaiting_.emplace(r.name, r);
+    const std::string mine = wire::encode(uncached_);
+    uncached_.clear();
+    const std::vector<std::string> lists = control_.gather_to_root(mine);
+    std::string decision;
+    if (rank() == 0) {
+      for (const auto& l : lists) stats_.gather_bytes += l.size();
+      decision = decide(lists);
+    } else {
+      stats_.gather_bytes = mine.size();
+    }
+    decision = control_.broadcast_from_root(decision);
+    stats_.broadcast_bytes = decision.size();
+    std::vector<Response> fresh = parse_decision(decision);
+    for (auto& r : fresh) {
+      if (awaiting_.erase(r.name) == 0)
+        throw Error(ErrorCode::Mismatch, rank(),
+                    "coordinator scheduled '" + r.name + "', which this rank did not submit");
+    }
+    stats_.new_responses = fresh.size();
+    for (auto& r : fresh) {
+      room_for_names(r);  // it becomes a spare request after this cycle
+      executed_.push_back(std::move(r));
+    }
+  }
+
+  // The last cycle's responses become spare request objects, up to what reserve() made room for
+  // (requests submitted whole, by the other submit(), do not pile up here).
+  void recycle() {
+    for (auto& r : executed_)
+      if (spare_.size() < spare_.capacity()) spare_.push_back(std::move(r));
+    executed_.clear();
+    fused_.clear();
+  }
+
+  void room_for_names(TensorRequest& r) const {
+    if (r.name.capacity() < name_length_) r.name.reserve(name_length_);
+    if (r.group.capacity() < group_length_) r.group.reserve(group_length_);
   }
 
   static std::string describe(const TensorRequest& r) {
@@ -299,6 +404,18 @@ class Coordinator {
   std::unordered_map<std::string, std::vector<std::string>> group_done_;  // rank 0 only
   CycleStats stats_;
   std::uint64_t cycles_ = 0;
+  // Kept between cycles so that a cycle reuses their storage (reserve()).
+  std::size_t name_length_ = 0;
+  std::size_t group_length_ = 0;
+  std::vector<TensorRequest> ready_, hits_, uncached_, requeue_, group_members_;
+  std::vector<TensorRequest> spare_;  // request objects for submit(), with room for names
+  std::vector<Response> executed_;    // the last cycle's responses
+  std::vector<FusedRange> fused_;     // ... and their fused allreduces
+  std::vector<std::size_t> grouped_;  // indices into ready_ of grouped requests
+  std::vector<std::pair<std::uint32_t, std::size_t>> hit_bits_;  // (bit, index into hits_)
+  std::vector<std::pair<const Response*, std::uint32_t>> group_bits_;
+  BitVector invalid_, common_, bits_;
+  FusionScratch scratch_;
 };
 
 }  // namespace ccoll::coord

@@ -8,9 +8,11 @@
 // Members of a group with several data types form one buffer per (dtype, op), in the same cycle.
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -25,47 +27,68 @@ struct FusedResponse {
   std::uint64_t bytes = 0;
 };
 
-// Stable reorder: each group's members move up to where its first member appears.
-inline std::vector<Response> make_groups_contiguous(std::vector<Response> in) {
-  std::unordered_map<std::string, std::vector<const Response*>> by_group;
-  for (const auto& r : in)
-    if (!r.group.empty()) by_group[r.group].push_back(&r);
-  if (by_group.empty()) return in;
-  std::vector<Response> out;
-  out.reserve(in.size());
-  for (const auto& r : in) {
-    if (r.group.empty()) {
-      out.push_back(r);
-      continue;
-    }
-    auto it = by_group.find(r.group);
-    if (it == by_group.end()) continue;  // already emitted with its first member
-    // One run per (dtype, op), in order of first appearance, so a mixed group stays adjacent.
-    std::vector<const Response*>& members = it->second;
-    std::vector<bool> taken(members.size(), false);
-    for (std::size_t i = 0; i < members.size(); ++i) {
-      if (taken[i]) continue;
-      for (std::size_t j = i; j < members.size(); ++j) {
-        if (taken[j] || members[j]->dtype != members[i]->dtype || members[j]->op != members[i]->op)
-          continue;
-        taken[j] = true;
-        out.push_back(*members[j]);
+// One fused allreduce as a range of a response list (fuse_in_place).
+struct FusedRange {
+  DataType dtype = DataType::f32;
+  ReduceOp op = ReduceOp::sum;
+  std::uint64_t bytes = 0;
+  std::size_t begin = 0;  // [begin, end) of the list
+  std::size_t end = 0;
+};
+
+// Working storage of fuse_in_place, kept by its caller so that a cycle's fusion reuses it.
+struct FusionScratch {
+  std::vector<std::array<std::size_t, 3>> keys;
+  std::vector<Response> moved;
+  void reserve(std::size_t n) {
+    keys.reserve(n);
+    moved.reserve(n);
+  }
+};
+
+// Stable reorder in place: each group's members move up to where its first member appears, one
+// run per (dtype, op) in order of first appearance, so a mixed group stays adjacent. Sorting by
+// (first member of the group, first member of the run, position) is that order, and it needs no
+// map from group names.
+inline void make_groups_contiguous(std::vector<Response>& list, FusionScratch& s) {
+  if (std::none_of(list.begin(), list.end(), [](const Response& r) { return !r.group.empty(); }))
+    return;
+  s.keys.clear();
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const Response& r = list[i];
+    std::size_t group = i, run = i;
+    if (!r.group.empty()) {
+      for (std::size_t j = 0; j < i; ++j) {
+        if (list[j].group != r.group) continue;
+        group = std::min(group, j);
+        if (list[j].dtype == r.dtype && list[j].op == r.op) {
+          run = j;
+          break;
+        }
       }
     }
-    by_group.erase(it);
+    s.keys.push_back({group, run, i});
   }
-  return out;
+  std::sort(s.keys.begin(), s.keys.end());
+  s.moved.clear();
+  for (const auto& k : s.keys) s.moved.push_back(std::move(list[k[2]]));
+  for (std::size_t i = 0; i < list.size(); ++i) list[i] = std::move(s.moved[i]);
+  s.moved.clear();
 }
 
-inline std::vector<FusedResponse> fuse_responses(std::vector<Response> ordered,
-                                                 std::uint64_t threshold_bytes) {
-  std::vector<Response> list = make_groups_contiguous(std::move(ordered));
-  std::vector<FusedResponse> out;
-  FusedResponse cur;
-  auto flush = [&] {
-    if (!cur.tensors.empty()) out.push_back(std::move(cur));
-    cur = FusedResponse{};
-  };
+inline std::vector<Response> make_groups_contiguous(std::vector<Response> in) {
+  FusionScratch s;
+  make_groups_contiguous(in, s);
+  return in;
+}
+
+// Packs `list` (reordered in place by make_groups_contiguous) into `out`'s ranges. Consecutive
+// responses with the same dtype and op share a range while it stays within the threshold.
+inline void fuse_in_place(std::vector<Response>& list, std::uint64_t threshold_bytes,
+                          std::vector<FusedRange>& out, FusionScratch& s) {
+  make_groups_contiguous(list, s);
+  out.clear();
+  FusedRange cur;
   std::size_t i = 0;
   while (i < list.size()) {
     // A unit: one ungrouped tensor, or the run of a group's members with one dtype and op.
@@ -76,19 +99,39 @@ inline std::vector<FusedResponse> fuse_responses(std::vector<Response> ordered,
              list[j].op == list[i].op)
         unit_bytes += list[j++].bytes();
     }
-    const bool compatible =
-        cur.tensors.empty() || (cur.dtype == list[i].dtype && cur.op == list[i].op &&
-                                cur.bytes + unit_bytes <= threshold_bytes);
-    if (!compatible) flush();
-    if (cur.tensors.empty()) {
+    const bool empty = cur.end == cur.begin;
+    const bool compatible = empty || (cur.dtype == list[i].dtype && cur.op == list[i].op &&
+                                      cur.bytes + unit_bytes <= threshold_bytes);
+    if (!compatible) {
+      out.push_back(cur);
+      cur = FusedRange{};
+    }
+    if (cur.end == cur.begin) {
       cur.dtype = list[i].dtype;
       cur.op = list[i].op;
+      cur.begin = i;
     }
-    for (std::size_t k = i; k < j; ++k) cur.tensors.push_back(std::move(list[k]));
+    cur.end = j;
     cur.bytes += unit_bytes;
     i = j;
   }
-  flush();
+  if (cur.end != cur.begin) out.push_back(cur);
+}
+
+inline std::vector<FusedResponse> fuse_responses(std::vector<Response> ordered,
+                                                 std::uint64_t threshold_bytes) {
+  FusionScratch s;
+  std::vector<FusedRange> ranges;
+  fuse_in_place(ordered, threshold_bytes, ranges, s);
+  std::vector<FusedResponse> out;
+  out.reserve(ranges.size());
+  for (const auto& f : ranges) {
+    FusedResponse& r = out.emplace_back();
+    r.dtype = f.dtype;
+    r.op = f.op;
+    r.bytes = f.bytes;
+    for (std::size_t i = f.begin; i < f.end; ++i) r.tensors.push_back(std::move(ordered[i]));
+  }
   return out;
 }
 

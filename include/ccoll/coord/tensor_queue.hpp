@@ -6,7 +6,10 @@
 // group's name and size, which must match across ranks like its count and data type).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -39,6 +42,7 @@ class TensorQueue {
       }
     }
     for (const auto& m : members) member_of_.emplace(m, group);
+    longest_group_ = std::max(longest_group_, group.size());
     groups_.emplace(group, Group{std::move(members), 0});
   }
 
@@ -47,55 +51,88 @@ class TensorQueue {
     return it == groups_.end() ? nullptr : &it->second.members;
   }
 
+  // Room for `requests` tensors in flight at once, with names of up to `name_length` characters:
+  // from then on, submitting, popping, requeueing and completing that many allocate nothing.
+  void reserve(std::size_t requests, std::size_t name_length) {
+    pending_.reserve(requests);
+    in_flight_.reserve(requests);
+    spare_.reserve(requests);
+    while (spare_.size() < requests) {
+      std::string key;
+      key.reserve(name_length);
+      std::unordered_set<std::string> one;
+      spare_.push_back(one.extract(one.insert(std::move(key)).first));
+    }
+  }
+  // The longest group name defined: a request's `group` is copied from it.
+  std::size_t longest_group_name() const noexcept { return longest_group_; }
+
   // Queues a request; fills in its group from the definitions.
   void submit(TensorRequest r) {
     if (r.name.empty() || r.name.find_first_of("\t\n") != std::string::npos)
       throw_invalid_argument(rank_, "tensor name", "non-empty, without tabs or newlines",
                              quote(r.name, ""));
     if (r.count == 0) throw_invalid_argument(rank_, "count of " + quote(r.name, ""), "> 0", "0");
-    if (!in_flight_.insert(r.name).second)
+    if (!mark_in_flight(r.name))
       throw_invalid_argument(rank_, "tensor name", "not already submitted and pending",
                              quote(r.name, " twice"));
-    r.group.clear();
     r.group_size = 0;
     if (const auto it = member_of_.find(r.name); it != member_of_.end()) {
       Group& g = groups_.at(it->second);
       r.group = it->second;
       r.group_size = static_cast<std::uint32_t>(g.members.size());
       ++g.queued;
+    } else {
+      r.group.clear();
     }
     pending_.push_back(std::move(r));
   }
 
-  // Removes and returns the requests that may be coordinated now: ungrouped ones and the members
-  // of complete groups, in submission order.
-  std::vector<TensorRequest> pop_ready() {
-    std::vector<TensorRequest> ready, keep;
-    for (auto& r : pending_) {
-      if (r.group.empty()) {
-        ready.push_back(std::move(r));
-        continue;
+  // Moves the requests that may be coordinated now into `ready` (cleared first): ungrouped ones
+  // and the members of complete groups, in submission order.
+  void pop_ready(std::vector<TensorRequest>& ready) {
+    ready.clear();
+    std::size_t keep = 0;
+    for (std::size_t i = 0; i < pending_.size(); ++i) {
+      TensorRequest& r = pending_[i];
+      bool go = r.group.empty();
+      if (!go) {
+        const Group& g = groups_.at(r.group);
+        go = g.queued == g.members.size();
       }
-      Group& g = groups_.at(r.group);
-      (g.queued == g.members.size() ? ready : keep).push_back(std::move(r));
+      if (go) {
+        ready.push_back(std::move(r));
+      } else {
+        if (keep != i) pending_[keep] = std::move(r);
+        ++keep;
+      }
     }
+    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(keep), pending_.end());
     for (const auto& r : ready)
       if (!r.group.empty()) groups_.at(r.group).queued = 0;
-    pending_ = std::move(keep);
+  }
+  std::vector<TensorRequest> pop_ready() {
+    std::vector<TensorRequest> ready;
+    pop_ready(ready);
     return ready;
   }
 
-  // Puts requests back (ahead of newer ones) for the next cycle.
-  void requeue(std::vector<TensorRequest> rs) {
+  // Moves `rs` back (ahead of newer requests) for the next cycle; leaves it empty.
+  void requeue_front(std::vector<TensorRequest>& rs) {
     for (const auto& r : rs)
       if (!r.group.empty()) ++groups_.at(r.group).queued;
-    rs.insert(rs.end(), std::make_move_iterator(pending_.begin()),
-              std::make_move_iterator(pending_.end()));
-    pending_ = std::move(rs);
+    pending_.insert(pending_.begin(), std::make_move_iterator(rs.begin()),
+                    std::make_move_iterator(rs.end()));
+    rs.clear();
   }
+  void requeue(std::vector<TensorRequest> rs) { requeue_front(rs); }
 
-  // The tensor's collective ran: the name may be submitted again.
-  void complete(const std::string& name) { in_flight_.erase(name); }
+  // The tensor's collective ran: the name may be submitted again. Its set node is kept for the
+  // next submission, whose name it takes without allocating.
+  void complete(const std::string& name) {
+    auto node = in_flight_.extract(name);
+    if (!node.empty()) spare_.push_back(std::move(node));
+  }
 
   std::size_t in_flight() const noexcept { return in_flight_.size(); }
   std::size_t queued() const noexcept { return pending_.size(); }
@@ -110,6 +147,17 @@ class TensorQueue {
     return q;
   }
 
+  // Inserts `name` into in_flight_ through a spare node when there is one; false if present.
+  bool mark_in_flight(const std::string& name) {
+    if (spare_.empty()) return in_flight_.insert(name).second;
+    auto node = std::move(spare_.back());
+    spare_.pop_back();
+    node.value() = name;
+    auto result = in_flight_.insert(std::move(node));
+    if (!result.inserted) spare_.push_back(std::move(result.node));
+    return result.inserted;
+  }
+
   struct Group {
     std::vector<std::string> members;
     std::size_t queued = 0;  // members currently in pending_
@@ -117,6 +165,8 @@ class TensorQueue {
   int rank_;
   std::vector<TensorRequest> pending_;
   std::unordered_set<std::string> in_flight_;
+  std::vector<std::unordered_set<std::string>::node_type> spare_;  // nodes of completed names
+  std::size_t longest_group_ = 0;
   std::unordered_map<std::string, Group> groups_;
   std::unordered_map<std::string, std::string> member_of_;
 };

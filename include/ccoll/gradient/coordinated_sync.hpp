@@ -14,6 +14,9 @@
 // initialise MPI with MPI_THREAD_MULTIPLE (docs/gradients.md, "MPI").
 #pragma once
 
+#include <algorithm>
+#include <bit>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -48,12 +51,13 @@ class GradientSync<C, Coordinated> {
       : tensors_(checked(std::move(tensors), policy)),
         policy_(std::move(policy)),
         options_(options),
-        channels_(config, channel_layout(policy_.max_concurrent), topology),
+        channels_(config, channel_layout(policy_.max_concurrent, tensors_), topology),
         ranks_(static_cast<std::size_t>(channels_[0].nranks())) {
     for (std::size_t i = 0; i < tensors_.size(); ++i)
       names_.emplace(tensors_[i].name, static_cast<int>(i));
     for (const auto& [group, members] : policy_.groups)
       for (const auto& m : members) engine::tensor_id(names_, m, -1);
+    prepare_plans();
   }
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
@@ -114,10 +118,47 @@ class GradientSync<C, Coordinated> {
   }
   // K gradient channels and a control channel; call sizes are not known in advance, so each keeps
   // Config::max_cached_plans plans.
-  static engine::ChannelPlan channel_layout(int k) {
+  // Builds, on every gradient channel, the plan of each count it can run: each tensor's own and
+  // every size class up to the largest fused allreduce, per data type. A plan is built locally
+  // (no collective), so doing it here keeps its allocations out of the iterations.
+  void prepare_plans() {
+    if constexpr (requires(C & c) { c.plan(std::size_t{1}, DataType::f32); }) {
+      std::uint64_t total = 0;
+      for (const auto& t : tensors_) total += t.bytes();
+      const std::uint64_t fused = std::min(total, policy_.fusion_threshold_bytes);
+      for (int k = 0; k < policy_.max_concurrent; ++k) {
+        std::vector<DataType> done;
+        for (const auto& t : tensors_) {
+          channels_[k].plan(t.count, t.dtype);
+          if (std::find(done.begin(), done.end(), t.dtype) != done.end()) continue;
+          done.push_back(t.dtype);
+          const std::size_t most =
+              Rank::size_class(static_cast<std::size_t>(fused / size_of(t.dtype)));
+          for (std::size_t n = 1; n <= most; n = Rank::size_class(n + 1))
+            channels_[k].plan(n, t.dtype);
+        }
+      }
+    }
+  }
+
+  // A gradient channel runs each tensor's own count and the size classes of fused allreduces
+  // (CoordinatedRank::size_class, 8 per power of two, per element size); keeping a plan for each
+  // is what spares the steady state from building them.
+  static engine::ChannelPlan channel_layout(int k, std::span<const TensorSpec> tensors) {
+    std::size_t total = 0, sizes = 0;
+    for (std::size_t elem : {1, 2, 4, 8}) {
+      bool used = false;
+      for (const auto& t : tensors) {
+        used = used || size_of(t.dtype) == elem;
+        total += size_of(t.dtype) == elem ? t.count : 0;
+      }
+      sizes += used ? 1 : 0;
+    }
+    const auto classes = static_cast<std::size_t>(8 * (std::bit_width(total) + 1));
     engine::ChannelPlan plan;
     plan.nchannels = k + 1;
-    plan.distinct_calls.assign(static_cast<std::size_t>(k) + 1, 0);
+    plan.distinct_calls.assign(static_cast<std::size_t>(k), tensors.size() + classes * sizes);
+    plan.distinct_calls.push_back(0);
     return plan;
   }
 

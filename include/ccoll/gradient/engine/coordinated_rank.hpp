@@ -22,17 +22,23 @@
 // Termination: every control and data call ends within Config::timeout (a rank that never marks a
 // tensor the others marked makes their next cycle throw Timeout). A failed cycle or call fails the
 // engine: nothing further starts, and ready() and wait() rethrow the first error once no call of
-// this rank is in flight. Allocation: the coordinator builds its requests and responses (names
-// included) every cycle, so unlike the scheduled engine this one allocates in every cycle.
+// this rank is in flight.
+//
+// Allocation: none once every tensor's response is in the response cache (after the first
+// iteration, for a fixed tensor set). The coordinator recycles its request objects, each with room
+// for the longest name (Coordinator::reserve), and returns a cycle's fused responses as ranges of
+// its own list; jobs are ranges of a per-lane ring of tensor ids sized for every tensor at once
+// (a tensor is in at most one job: ready() twice in an iteration is refused, and wait() ends an
+// iteration only when its jobs are done); each lane's fusion buffer is allocated at attach().
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -99,8 +105,19 @@ class CoordinatedRank {
     ready_.assign(tensors.size(), 0);
     done_.assign(tensors.size(), 0);
     incoming_.reserve(tensors.size());
-    for (int c = 0; c < nlanes_; ++c)
-      lanes_[static_cast<std::size_t>(c)].handle.emplace_back(channels[c].rank(rank));
+    std::size_t longest = 0;
+    for (const auto& t : tensors) longest = std::max(longest, t.name.size());
+    coordinator_.reserve(tensors.size(), longest);
+    decided_.reserve(tensors.size());
+    decided_ids_.reserve(tensors.size());
+    const std::size_t staging = staging_bytes(tensors, policy);
+    for (int c = 0; c < nlanes_; ++c) {
+      Lane& lane = lanes_[static_cast<std::size_t>(c)];
+      lane.handle.emplace_back(channels[c].rank(rank));
+      lane.jobs.resize(std::max<std::size_t>(tensors.size(), 1));
+      lane.ids.resize(std::max<std::size_t>(tensors.size(), 1));
+      lane.staging.resize(staging);
+    }
     for (int c = 0; c < nlanes_; ++c)
       lanes_[static_cast<std::size_t>(c)].thread = std::thread([this, c] { work(c); });
     cycler_ = std::thread([this] { cycle_loop(); });
@@ -157,6 +174,18 @@ class CoordinatedRank {
     if (done_[t] == 0) std::rethrow_exception(error_);
   }
 
+  // Which tensors are ready together changes every iteration, and with it the element count of a
+  // fused allreduce; a communicator builds (and allocates) a plan per distinct count. So a fused
+  // allreduce of several tensors runs at the next size class, m * 2^e elements with m in [8, 16)
+  // (at most 1/8 more), padded in its lane's fusion buffer: few distinct counts, all of them
+  // cached after the first iterations. A lone tensor's count is its own and repeats as it is.
+  static std::size_t size_class(std::size_t count) {
+    if (count <= 16) return count;
+    const int shift = std::bit_width(count) - 4;  // count < 16 << shift
+    const std::size_t step = std::size_t{1} << shift;
+    return (count + step - 1) / step * step;
+  }
+
   int id(std::string_view name) const { return tensor_id(names_, name, rank_); }
   int rank() const { return rank_; }
   std::uint64_t iterations() const {
@@ -179,19 +208,28 @@ class CoordinatedRank {
   }
 
  private:
-  // One fused response, as this rank runs it.
+  // One fused response, as this rank runs it: its tensors are ids[first..first+ntensors) of its
+  // lane's ring (modulo the ring's size), in the response's (buffer) order.
   struct Job {
-    std::vector<int> tensors;  // in the response's (buffer) order
     DataType dtype = DataType::f32;
     std::size_t count = 0;
     std::uint64_t bytes = 0;
+    std::size_t first = 0;
+    std::size_t ntensors = 0;
   };
+  // Fixed-size rings, each with room for every tensor: jobs[head..head+njobs) are queued or
+  // running, the front one running; their tensor ids are ids[ids_head..ids_head+nids).
   struct Lane {
     std::condition_variable cv;
-    std::deque<Job> jobs;
+    std::vector<Job> jobs;
+    std::size_t head = 0, njobs = 0;
+    std::vector<int> ids;
+    std::size_t ids_head = 0, nids = 0;
+    bool busy = false;                // the front job is running
     std::vector<handle_type> handle;  // one; a vector because a handle need not be assignable
-    std::vector<std::byte> staging;   // grows to the largest staged fused allreduce
+    std::vector<std::byte> staging;   // the largest fused allreduce that can be staged
     std::thread thread;
+    int tensor(const Job& j, std::size_t k) const { return ids[(j.first + k) % ids.size()]; }
   };
 
   void check_tensor(int t, std::string_view what) const {
@@ -202,12 +240,30 @@ class CoordinatedRank {
 
   bool failed_idle() const { return error_ && in_flight_ == 0; }
 
+  // The most bytes a staged fused allreduce can have: the fusion threshold, or a group above it
+  // (never split); never more than all tensors together. A lone tensor runs in place.
+  static std::size_t staging_bytes(std::span<const TensorSpec> tensors, const Coordinated& policy) {
+    std::uint64_t total = 0, largest = policy.fusion_threshold_bytes;
+    for (const auto& t : tensors) total += t.bytes();
+    for (const auto& [group, members] : policy.groups) {
+      std::uint64_t bytes = 0;
+      for (const auto& t : tensors)
+        for (const auto& m : members) bytes += t.name == m ? t.bytes() : 0;
+      largest = std::max(largest, bytes);
+    }
+    const auto bytes = static_cast<std::size_t>(std::min(total, largest));
+    return bytes + bytes / 8 + 16 * sizeof(double);  // room for size_class() padding
+  }
+
   void fail(std::exception_ptr e) {  // holds mu_
     if (!error_) error_ = std::move(e);
     for (int c = 0; c < nlanes_; ++c) {
       Lane& lane = lanes_[static_cast<std::size_t>(c)];
-      in_flight_ -= static_cast<int>(lane.jobs.size());
-      lane.jobs.clear();
+      // A running job stays until its worker returns (in_flight_ counts it until then).
+      const std::size_t keep = lane.busy ? 1 : 0;
+      in_flight_ -= static_cast<int>(lane.njobs - keep);
+      lane.njobs = keep;
+      lane.nids = keep ? lane.jobs[lane.head].ntensors : 0;
     }
     done_cv_.notify_all();
   }
@@ -227,7 +283,8 @@ class CoordinatedRank {
       if (stop_ || error_) return;
       batch.swap(incoming_);
       lock.unlock();
-      std::vector<Job> jobs;
+      decided_.clear();
+      decided_ids_.clear();
       std::exception_ptr error;
       try {
         for (int t : batch) {
@@ -236,16 +293,18 @@ class CoordinatedRank {
         }
         undecided += batch.size();
         batch.clear();
-        for (coord::FusedResponse& f : coordinator_.run_cycle()) {
-          Job job{{}, f.dtype, 0, f.bytes};
-          for (const coord::Response& r : f.tensors) {
-            job.tensors.push_back(tensor_id(names_, r.name, rank_));
-            job.count += static_cast<std::size_t>(r.count);
+        const auto fused = coordinator_.cycle();
+        const auto responses = coordinator_.responses();
+        for (const coord::FusedRange& f : fused) {
+          Job job{f.dtype, 0, f.bytes, decided_ids_.size(), f.end - f.begin};
+          for (std::size_t i = f.begin; i < f.end; ++i) {
+            decided_ids_.push_back(tensor_id(names_, responses[i].name, rank_));
+            job.count += static_cast<std::size_t>(responses[i].count);
           }
-          undecided -= job.tensors.size();
-          jobs.push_back(std::move(job));
+          undecided -= job.ntensors;
+          decided_.push_back(job);
         }
-        fruitless = jobs.empty();
+        fruitless = decided_.empty();
       } catch (...) {
         error = std::current_exception();
       }
@@ -259,12 +318,18 @@ class CoordinatedRank {
       stats_.coordinator_cycles += cs.coordinator_path ? 1 : 0;
       stats_.cached_responses += cs.cached_responses;
       stats_.new_responses += cs.new_responses;
-      stats_.fused_allreduces += jobs.size();
+      stats_.fused_allreduces += decided_.size();
       stats_.control_bytes += cs.control_bytes();
-      for (Job& job : jobs) {
+      for (Job job : decided_) {
         Lane& lane = lanes_[static_cast<std::size_t>(next_lane_)];
         next_lane_ = (next_lane_ + 1) % nlanes_;
-        lane.jobs.push_back(std::move(job));
+        const std::size_t from = job.first;
+        job.first = (lane.ids_head + lane.nids) % lane.ids.size();
+        for (std::size_t k = 0; k < job.ntensors; ++k)
+          lane.ids[(job.first + k) % lane.ids.size()] = decided_ids_[from + k];
+        lane.nids += job.ntensors;
+        lane.jobs[(lane.head + lane.njobs) % lane.jobs.size()] = job;
+        ++lane.njobs;
         ++in_flight_;
         max_in_flight_ = std::max(max_in_flight_, in_flight_);
         lane.cv.notify_one();
@@ -276,15 +341,13 @@ class CoordinatedRank {
     Lane& lane = lanes_[static_cast<std::size_t>(c)];
     std::unique_lock lock(mu_);
     for (;;) {
-      lane.cv.wait(lock, [&] { return stop_ || !lane.jobs.empty(); });
+      lane.cv.wait(lock, [&] { return stop_ || lane.njobs != 0; });
       if (stop_) return;
-      Job job = std::move(lane.jobs.front());
-      lane.jobs.pop_front();
-      const bool staged = !contiguous(job);
-      if (staged) {
-        ++staged_;
-        if (lane.staging.size() < job.bytes) lane.staging.resize(job.bytes);
-      }
+      const Job job = lane.jobs[lane.head];
+      lane.busy = true;
+      const bool staged =
+          job.ntensors > 1 && (!contiguous(lane, job) || size_class(job.count) != job.count);
+      if (staged) ++staged_;
       lock.unlock();
       std::exception_ptr error;
       try {
@@ -293,21 +356,27 @@ class CoordinatedRank {
         error = std::current_exception();
       }
       lock.lock();
+      lane.busy = false;
+      lane.head = (lane.head + 1) % lane.jobs.size();
+      --lane.njobs;
+      lane.ids_head = (lane.ids_head + job.ntensors) % lane.ids.size();
+      lane.nids -= job.ntensors;
       --in_flight_;
       if (error) {
         fail(error);
         continue;
       }
-      for (int t : job.tensors) done_[static_cast<std::size_t>(t)] = 1;
-      done_count_ += job.tensors.size();
+      for (std::size_t k = 0; k < job.ntensors; ++k)
+        done_[static_cast<std::size_t>(lane.tensor(job, k))] = 1;
+      done_count_ += job.ntensors;
       done_cv_.notify_all();
     }
   }
 
-  bool contiguous(const Job& job) const {
-    for (std::size_t k = 1; k < job.tensors.size(); ++k) {
-      const auto a = static_cast<std::size_t>(job.tensors[k - 1]);
-      if (data_[a] + tensors_[a].bytes() != data_[static_cast<std::size_t>(job.tensors[k])])
+  bool contiguous(const Lane& lane, const Job& job) const {
+    for (std::size_t k = 1; k < job.ntensors; ++k) {
+      const auto a = static_cast<std::size_t>(lane.tensor(job, k - 1));
+      if (data_[a] + tensors_[a].bytes() != data_[static_cast<std::size_t>(lane.tensor(job, k))])
         return false;
     }
     return true;
@@ -316,22 +385,27 @@ class CoordinatedRank {
   void run(Lane& lane, const Job& job, bool staged) {
     handle_type& handle = lane.handle.front();
     if (!staged) {
-      std::byte* d = data_[static_cast<std::size_t>(job.tensors.front())];
+      std::byte* d = data_[static_cast<std::size_t>(lane.tensor(job, 0))];
       handle.run(d, d, job.count, job.dtype, op_);
       return;
     }
     std::byte* buf = lane.staging.data();
     std::size_t off = 0;
-    for (int t : job.tensors) {
-      const auto n = static_cast<std::size_t>(tensors_[static_cast<std::size_t>(t)].bytes());
-      std::memcpy(buf + off, data_[static_cast<std::size_t>(t)], n);
+    for (std::size_t k = 0; k < job.ntensors; ++k) {
+      const auto t = static_cast<std::size_t>(lane.tensor(job, k));
+      const auto n = static_cast<std::size_t>(tensors_[t].bytes());
+      std::memcpy(buf + off, data_[t], n);
       off += n;
     }
-    handle.run(buf, buf, job.count, job.dtype, op_);
+    // The padding is reduced with the rest and dropped; zeros keep it free of NaNs and traps.
+    const std::size_t padded = size_class(job.count);
+    std::memset(buf + off, 0, (padded - job.count) * size_of(job.dtype));
+    handle.run(buf, buf, padded, job.dtype, op_);
     off = 0;
-    for (int t : job.tensors) {
-      const auto n = static_cast<std::size_t>(tensors_[static_cast<std::size_t>(t)].bytes());
-      std::memcpy(data_[static_cast<std::size_t>(t)], buf + off, n);
+    for (std::size_t k = 0; k < job.ntensors; ++k) {
+      const auto t = static_cast<std::size_t>(lane.tensor(job, k));
+      const auto n = static_cast<std::size_t>(tensors_[t].bytes());
+      std::memcpy(data_[t], buf + off, n);
       off += n;
     }
   }
@@ -359,6 +433,8 @@ class CoordinatedRank {
   // Used by the cycle thread only (and constructed before it starts).
   coord::AllreduceControlPlane<handle_type> control_;
   coord::Coordinator coordinator_;
+  std::vector<Job> decided_;      // a cycle's jobs; `first` indexes decided_ids_
+  std::vector<int> decided_ids_;  // their tensors
 
   mutable std::mutex mu_;
   std::condition_variable cycle_cv_;  // a ready(), or stop
