@@ -78,8 +78,9 @@ struct Route {
 namespace detail {
 
 // Widest routes from one source at a time over adjacency lists built once: the simulator asks for
-// the routes from every rank's node, and on 1,024 GPUs rebuilding the lists and scanning all nodes
-// for the next one to settle (quadratic per source) took a tenth of `ccoll plan`'s run time.
+// the routes from every rank's node, and on 1,024 GPUs rebuilding the lists per source and scanning
+// all nodes for the next one to settle (quadratic per source) would be a tenth of `ccoll plan`'s
+// time (docs/results/simulator-scale-2026-11-24.md).
 class WidestRouter {
  public:
   explicit WidestRouter(const Network& net) : net_(net), out_(net.nodes.size()) {
