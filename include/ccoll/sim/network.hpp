@@ -75,68 +75,129 @@ struct Route {
   double bottleneck_Bps = std::numeric_limits<double>::infinity();
 };
 
-// Widest route from `src` to every node (see the header comment). Unreachable: no links and
-// bottleneck 0.
-inline std::vector<Route> widest_routes_from(const Network& net, int src) {
-  const auto n = net.nodes.size();
-  std::vector<std::vector<int>> out(n);
-  for (std::size_t l = 0; l < net.links.size(); ++l)
-    out[static_cast<std::size_t>(net.links[l].from)].push_back(static_cast<int>(l));
+namespace detail {
+
+// Widest routes from one source at a time over adjacency lists built once: the simulator asks for
+// the routes from every rank's node, and on 1,024 GPUs rebuilding the lists per source and scanning
+// all nodes for the next one to settle (quadratic per source) would be a tenth of `ccoll plan`'s
+// time (docs/results/simulator-scale-2026-11-24.md).
+class WidestRouter {
+ public:
+  explicit WidestRouter(const Network& net) : net_(net), out_(net.nodes.size()) {
+    for (std::size_t l = 0; l < net.links.size(); ++l)
+      out_[static_cast<std::size_t>(net.links[l].from)].push_back(static_cast<int>(l));
+    const auto n = net.nodes.size();
+    best_.resize(n);
+    reached_.resize(n);
+    done_.resize(n);
+    via_.resize(n);
+  }
+
+  // Settles every node reachable from `src` (see the header comment for the rule).
+  void from(int src) {
+    src_ = src;
+    std::fill(reached_.begin(), reached_.end(), false);
+    std::fill(done_.begin(), done_.end(), false);
+    std::fill(via_.begin(), via_.end(), -1);
+    const auto us = static_cast<std::size_t>(src);
+    best_[us] = Label{std::numeric_limits<double>::infinity(), 0, 0};
+    reached_[us] = true;
+    heap_.clear();
+    push(src);
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), later_);
+      const int u = heap_.back().node;
+      heap_.pop_back();
+      const auto uu = static_cast<std::size_t>(u);
+      // Labels only improve, so an entry for a settled node is an outdated copy.
+      if (done_[uu]) continue;
+      done_[uu] = true;
+      if (u != src && !net_.nodes[uu].forwards) continue;  // endpoints only
+      for (int l : out_[uu]) {
+        const NetLink& link = net_.links[static_cast<std::size_t>(l)];
+        const auto v = static_cast<std::size_t>(link.to);
+        if (done_[v]) continue;
+        const Label cand{std::min(best_[uu].width, link.capacity_Bps), best_[uu].hops + 1,
+                         best_[uu].latency + link.latency_s};
+        if (!reached_[v] || better(cand, best_[v])) {
+          best_[v] = cand;
+          reached_[v] = true;
+          via_[v] = l;
+          push(link.to);
+        }
+      }
+    }
+  }
+
+  // The route from the last from()'s source to `v`. Unreachable: no links and bottleneck 0.
+  Route route_to(int v) const {
+    Route r;
+    const auto uv = static_cast<std::size_t>(v);
+    if (v == src_) return r;
+    if (!reached_[uv]) {
+      r.bottleneck_Bps = 0;
+      return r;
+    }
+    for (int at = v; at != src_;) {
+      const int l = via_[static_cast<std::size_t>(at)];
+      r.links.push_back(l);
+      at = net_.links[static_cast<std::size_t>(l)].from;
+    }
+    std::reverse(r.links.begin(), r.links.end());
+    r.latency_s = best_[uv].latency;
+    r.bottleneck_Bps = best_[uv].width;
+    return r;
+  }
+
+ private:
   // Label: (bottleneck desc, hops asc, latency asc) -- isotone under extension, so Dijkstra holds.
   struct Label {
     double width = 0;
     int hops = 0;
     double latency = 0;
   };
-  const auto better = [](const Label& a, const Label& b) {
+  static bool better(const Label& a, const Label& b) {
     if (a.width != b.width) return a.width > b.width;
     if (a.hops != b.hops) return a.hops < b.hops;
     return a.latency < b.latency;
+  }
+  struct Entry {
+    Label label;
+    int node = 0;
   };
-  std::vector<Label> best(n);
-  std::vector<bool> reached(n, false), done(n, false);
-  std::vector<int> via(n, -1);
-  best[static_cast<std::size_t>(src)] = Label{std::numeric_limits<double>::infinity(), 0, 0};
-  reached[static_cast<std::size_t>(src)] = true;
-  for (;;) {
-    int u = -1;
-    for (std::size_t i = 0; i < n; ++i)
-      if (reached[i] && !done[i] && (u < 0 || better(best[i], best[static_cast<std::size_t>(u)])))
-        u = static_cast<int>(i);
-    if (u < 0) break;
-    const auto uu = static_cast<std::size_t>(u);
-    done[uu] = true;
-    if (u != src && !net.nodes[uu].forwards) continue;  // endpoints only
-    for (int l : out[uu]) {
-      const NetLink& link = net.links[static_cast<std::size_t>(l)];
-      const auto v = static_cast<std::size_t>(link.to);
-      if (done[v]) continue;
-      const Label cand{std::min(best[uu].width, link.capacity_Bps), best[uu].hops + 1,
-                       best[uu].latency + link.latency_s};
-      if (!reached[v] || better(cand, best[v])) {
-        best[v] = cand;
-        reached[v] = true;
-        via[v] = l;
-      }
+  // Among equal labels the smaller node settles first, so the routes (which predecessor a node
+  // keeps on ties) are those of settling nodes in index order.
+  struct Later {
+    bool operator()(const Entry& a, const Entry& b) const {
+      if (better(b.label, a.label)) return true;
+      if (better(a.label, b.label)) return false;
+      return b.node < a.node;
     }
+  };
+  void push(int v) {
+    heap_.push_back(Entry{best_[static_cast<std::size_t>(v)], v});
+    std::push_heap(heap_.begin(), heap_.end(), later_);
   }
-  std::vector<Route> routes(n);
-  for (std::size_t v = 0; v < n; ++v) {
-    Route& r = routes[v];
-    if (static_cast<int>(v) == src) continue;
-    if (!reached[v]) {
-      r.bottleneck_Bps = 0;
-      continue;
-    }
-    for (int at = static_cast<int>(v); at != src;) {
-      const int l = via[static_cast<std::size_t>(at)];
-      r.links.push_back(l);
-      at = net.links[static_cast<std::size_t>(l)].from;
-    }
-    std::reverse(r.links.begin(), r.links.end());
-    r.latency_s = best[v].latency;
-    r.bottleneck_Bps = best[v].width;
-  }
+
+  const Network& net_;
+  std::vector<std::vector<int>> out_;
+  std::vector<Label> best_;
+  std::vector<bool> reached_, done_;
+  std::vector<int> via_;
+  std::vector<Entry> heap_;
+  Later later_;
+  int src_ = 0;
+};
+
+}  // namespace detail
+
+// Widest route from `src` to every node (see the header comment). Unreachable: no links and
+// bottleneck 0.
+inline std::vector<Route> widest_routes_from(const Network& net, int src) {
+  detail::WidestRouter router(net);
+  router.from(src);
+  std::vector<Route> routes(net.nodes.size());
+  for (std::size_t v = 0; v < routes.size(); ++v) routes[v] = router.route_to(static_cast<int>(v));
   return routes;
 }
 

@@ -102,46 +102,54 @@ inline const char* step_kind(const plan::Step& s) {
 
 namespace detail {
 
-// The end times of the flows in flight, one entry per flow, with O(log n) updates: a reshare
-// changes many flows' rates at once, and pushing a new event for each (leaving the old ones to be
-// skipped) would grow the event queue with stale entries until it dominates the run time.
+// The end times of the flows in flight, one entry per path (a path's flows share its rate and
+// end in order), with O(log n) updates: a reshare changes many rates at once, and pushing a new
+// event for each (leaving the old ones to be skipped) would grow the event queue with stale entries
+// until it dominates the run time. An entry's key is the end time and flow id of the path's flow
+// that ends first.
 class EndHeap {
  public:
   bool empty() const { return heap_.empty(); }
   double top_key() const { return key_[heap_.front()]; }
-  // Inserts flow `id` or moves it to `t`.
-  void set(std::size_t id, double t) {
+  std::size_t top() const { return heap_.front(); }
+  // Inserts `id` or moves it to (t, tie).
+  void set(std::size_t id, double t, std::size_t tie) {
     if (id >= pos_.size()) {
       pos_.resize(id + 1, kAbsent);
       key_.resize(id + 1, 0);
+      tie_.resize(id + 1, 0);
     }
     const double old = key_[id];
+    const std::size_t old_tie = tie_[id];
     key_[id] = t;
+    tie_[id] = tie;
     if (pos_[id] == kAbsent) {
       pos_[id] = heap_.size();
       heap_.push_back(id);
       up(pos_[id]);
-    } else if (t < old) {
+    } else if (t != old ? t < old : tie < old_tie) {
       up(pos_[id]);
     } else {
       down(pos_[id]);
     }
   }
-  // Removes and returns the flow that ends first.
-  std::size_t pop() {
-    const std::size_t id = heap_.front();
-    swap_at(0, heap_.size() - 1);
+  void erase(std::size_t id) {
+    if (id >= pos_.size() || pos_[id] == kAbsent) return;
+    const std::size_t i = pos_[id];
+    swap_at(i, heap_.size() - 1);
     heap_.pop_back();
     pos_[id] = kAbsent;
-    if (!heap_.empty()) down(0);
-    return id;
+    if (i < heap_.size()) {
+      up(i);
+      down(i);
+    }
   }
 
  private:
   static constexpr std::size_t kAbsent = static_cast<std::size_t>(-1);
   // Ties go to the smaller flow id, so runs are deterministic.
   bool before(std::size_t a, std::size_t b) const {
-    return key_[a] != key_[b] ? key_[a] < key_[b] : a < b;
+    return key_[a] != key_[b] ? key_[a] < key_[b] : tie_[a] < tie_[b];
   }
   void swap_at(std::size_t i, std::size_t j) {
     std::swap(heap_[i], heap_[j]);
@@ -164,8 +172,170 @@ class EndHeap {
       i = m;
     }
   }
-  std::vector<std::size_t> heap_, pos_;
+  std::vector<std::size_t> heap_, pos_, tie_;
   std::vector<double> key_;
+};
+
+// Max-min fair rates of flows over links, kept incrementally. Flows are counted per path (a link
+// sequence): flows on the same links freeze in the same round of progressive filling and get the
+// same rate, so the filling runs over paths, however many flows each carries. The rates of one
+// connected component of the flow-link graph do not depend on the others', so reshare() refills
+// only the components that hold a link whose flows changed since the last call.
+//
+// The filling is the straightforward one, restricted to those components: raise every unfrozen
+// path's rate together; the links whose remaining capacity per unfrozen flow is smallest (within
+// a relative 1e-12) fill first and freeze their paths at that level; repeat. (A heap of link
+// levels was tried: plans have few distinct levels, and the heap's pushes per frozen path cost
+// more than rescanning the component's links each round.)
+class FairShare {
+ public:
+  FairShare() = default;
+  explicit FairShare(std::vector<double> capacity)
+      : cap_(std::move(capacity)),
+        link_n_(cap_.size(), 0),
+        link_paths_(cap_.size()),
+        touched_(cap_.size(), 0),
+        link_seen_(cap_.size(), 0),
+        left_n_(cap_.size(), 0),
+        left_cap_(cap_.size(), 0),
+        level_(cap_.size(), 0) {}
+
+  // Registers a path over `links` (link indices, each at most once) and returns its id.
+  std::uint32_t add_path(std::vector<int> links) {
+    path_links_.push_back(std::move(links));
+    path_slot_.emplace_back(path_links_.back().size(), 0);
+    path_n_.push_back(0);
+    rate_.push_back(0);
+    path_seen_.push_back(0);
+    frozen_.push_back(0);
+    return static_cast<std::uint32_t>(path_links_.size() - 1);
+  }
+  void add_flow(std::uint32_t p) {
+    if (path_n_[p]++ == 0) {
+      auto& slots = path_slot_[p];
+      for (std::size_t h = 0; h < slots.size(); ++h) {
+        auto& lp = link_paths_[static_cast<std::size_t>(path_links_[p][h])];
+        slots[h] = static_cast<std::uint32_t>(lp.size());
+        lp.push_back(p);
+      }
+    }
+    for (int l : path_links_[p]) {
+      ++link_n_[static_cast<std::size_t>(l)];
+      touch(l);
+    }
+  }
+  void remove_flow(std::uint32_t p) {
+    if (--path_n_[p] == 0) {
+      const auto& links = path_links_[p];
+      for (std::size_t h = 0; h < links.size(); ++h) {
+        // Swap-remove: the order of a link's paths does not matter to the filling (every path
+        // frozen in a round gets the same level, and each link loses that level once per flow).
+        auto& lp = link_paths_[static_cast<std::size_t>(links[h])];
+        const std::uint32_t slot = path_slot_[p][h];
+        const std::uint32_t moved = lp.back();
+        lp[slot] = moved;
+        lp.pop_back();
+        if (moved != p) slot_of(moved, links[h]) = slot;
+      }
+    }
+    for (int l : path_links_[p]) {
+      --link_n_[static_cast<std::size_t>(l)];
+      touch(l);
+    }
+  }
+  std::uint32_t flows(std::uint32_t p) const { return path_n_[p]; }
+  std::size_t link_flows(int l) const { return link_n_[static_cast<std::size_t>(l)]; }
+  const std::vector<int>& links(std::uint32_t p) const { return path_links_[p]; }
+  // The rate of each flow on path p, as of the last reshare() that reached p.
+  double rate(std::uint32_t p) const { return rate_[p]; }
+
+  // Refills the components touched since the last call; `refilled` receives their paths.
+  void reshare(std::vector<std::uint32_t>& refilled) {
+    refilled.clear();
+    ++stamp_;
+    comp_links_.clear();
+    for (int l : touched_list_) {
+      const auto ul = static_cast<std::size_t>(l);
+      touched_[ul] = 0;
+      if (link_n_[ul] > 0 && link_seen_[ul] != stamp_) {
+        link_seen_[ul] = stamp_;
+        comp_links_.push_back(ul);
+      }
+    }
+    touched_list_.clear();
+    for (std::size_t i = 0; i < comp_links_.size(); ++i)
+      for (std::uint32_t p : link_paths_[comp_links_[i]]) {
+        if (path_seen_[p] == stamp_) continue;
+        path_seen_[p] = stamp_;
+        refilled.push_back(p);
+        for (int m : path_links_[p]) {
+          const auto um = static_cast<std::size_t>(m);
+          if (link_seen_[um] == stamp_) continue;
+          link_seen_[um] = stamp_;
+          comp_links_.push_back(um);
+        }
+      }
+    for (std::size_t l : comp_links_) {
+      left_cap_[l] = cap_[l];
+      left_n_[l] = link_n_[l];
+    }
+    for (;;) {
+      double share = std::numeric_limits<double>::infinity();
+      // Each level once per round, for the minimum and the tight test alike: one division each.
+      for (std::size_t l : comp_links_) {
+        level_[l] = left_cap_[l] / static_cast<double>(left_n_[l]);
+        share = std::min(share, level_[l]);
+      }
+      if (!std::isfinite(share)) break;
+      tight_.clear();
+      for (std::size_t l : comp_links_)
+        if (level_[l] <= share * (1 + 1e-12)) tight_.push_back(l);
+      for (std::size_t l : tight_)
+        for (std::uint32_t p : link_paths_[l]) {
+          if (frozen_[p] == stamp_) continue;
+          frozen_[p] = stamp_;
+          rate_[p] = share;
+          const std::size_t k = path_n_[p];
+          for (int m : path_links_[p]) {
+            const auto um = static_cast<std::size_t>(m);
+            // Once per flow, as filling flow by flow would: k x share rounds differently.
+            for (std::size_t i = 0; i < k; ++i)
+              left_cap_[um] = std::max(0.0, left_cap_[um] - share);
+            left_n_[um] -= k;
+          }
+        }
+      // Links with no unfrozen flow left drop out of the scans.
+      std::erase_if(comp_links_, [&](std::size_t l) { return left_n_[l] == 0; });
+    }
+  }
+
+ private:
+  std::uint32_t& slot_of(std::uint32_t p, int link) {
+    const auto& links = path_links_[p];
+    const auto h =
+        static_cast<std::size_t>(std::find(links.begin(), links.end(), link) - links.begin());
+    return path_slot_[p][h];
+  }
+  void touch(int l) {
+    const auto ul = static_cast<std::size_t>(l);
+    if (touched_[ul]) return;
+    touched_[ul] = 1;
+    touched_list_.push_back(l);
+  }
+
+  std::vector<double> cap_;
+  std::vector<std::size_t> link_n_;                     // flows on each link
+  std::vector<std::vector<std::uint32_t>> link_paths_;  // paths with flows on each link
+  std::vector<std::vector<int>> path_links_;
+  std::vector<std::vector<std::uint32_t>> path_slot_;  // a path's index in each link's list
+  std::vector<std::uint32_t> path_n_;                  // flows on each path
+  std::vector<double> rate_;
+  std::vector<char> touched_;
+  std::vector<int> touched_list_;
+  std::vector<std::uint64_t> link_seen_, path_seen_, frozen_;
+  std::uint64_t stamp_ = 0;
+  std::vector<std::size_t> comp_links_, tight_, left_n_;
+  std::vector<double> left_cap_, level_;
 };
 
 class Simulation {
@@ -207,13 +377,10 @@ class Simulation {
       arrived_[c].assign(nmsg[c], false);
       consumed_[c].assign(nmsg[c], false);
     }
-    link_flows_.resize(net_.links.size());
     link_rate_.assign(net_.links.size(), 0);
     link_bytes_.assign(net_.links.size(), 0);
     link_busy_.assign(net_.links.size(), 0);
     link_busy_since_.assign(net_.links.size(), 0);
-    left_cap_.assign(net_.links.size(), 0);
-    left_n_.assign(net_.links.size(), 0);
   }
 
   SimResult run() {
@@ -221,13 +388,13 @@ class Simulation {
       for (plan::Rank r = 0; r < plan_.nranks; ++r) try_start(static_cast<std::uint32_t>(ch), r);
     for (;;) {
       // The next event: a step's compute or a message's arrival (events_), or the end of a flow
-      // (ends_, one entry per flow, moved whenever its rate changes).
+      // (ends_, one entry per path, moved whenever its first flow's end changes).
       const bool have_event = !events_.empty(), have_end = !ends_.empty();
       if (!have_event && !have_end) break;
       if (have_end && (!have_event || ends_.top_key() <= events_.top().t)) {
         if (!std::isfinite(ends_.top_key())) break;  // reported as a stall below
         now_ = ends_.top_key();
-        flow_done(ends_.pop());
+        flow_done(first_flow_[ends_.top()]);
       } else {
         const Event e = events_.top();
         events_.pop();
@@ -278,11 +445,13 @@ class Simulation {
   struct Flow {
     std::uint32_t conn = 0;
     std::uint32_t seq = 0;
+    std::uint32_t path = 0;
+    std::uint32_t pos = 0;  // index in path_flows_[path]
     double bytes = 0;
     double remaining = 0;
     double rate = 0;
     double last_t = 0;
-    bool active = false;
+    double end = 0;
   };
 
   Prog& prog(std::uint32_t ch, plan::Rank r) {
@@ -295,44 +464,63 @@ class Simulation {
     events_.push(Event{t, order_++, k, a, b, seq});
   }
 
+  // One route per pair of nodes that a connection joins, shared by the connections between them:
+  // the route is the rate-sharing path of their flows (FairShare).
   void build_routes() {
     const auto C = plan_.connections.size();
-    route_.resize(C);
-    std::unordered_map<std::uint64_t, int> direct;
-    std::unordered_map<int, std::vector<Route>> from;
+    conn_route_.resize(C);
+    std::unordered_map<std::uint64_t, std::uint32_t> route_of;
+    std::vector<std::vector<std::uint32_t>> by_source(net_.nodes.size());
     for (std::size_t c = 0; c < C; ++c) {
       const auto& conn = plan_.connections[c];
       const int u = node_of_.at(static_cast<std::size_t>(conn.from));
       const int v = node_of_.at(static_cast<std::size_t>(conn.to));
-      Route r;
-      if (u == v) {
-        r.bottleneck_Bps = std::numeric_limits<double>::infinity();
-      } else if (net_.uniform) {
-        const std::uint64_t key =
-            (static_cast<std::uint64_t>(static_cast<std::uint32_t>(u)) << 32) |
-            static_cast<std::uint32_t>(v);
-        auto it = direct.find(key);
-        if (it == direct.end())
-          it = direct
-                   .emplace(key,
-                            net_.add_link(u, v, net_.uniform_capacity_Bps, net_.uniform_latency_s))
-                   .first;
-        r.links = {it->second};
-        r.latency_s = net_.uniform_latency_s;
-        r.bottleneck_Bps = net_.uniform_capacity_Bps;
-      } else {
-        auto it = from.find(u);
-        if (it == from.end()) it = from.emplace(u, widest_routes_from(net_, u)).first;
-        r = it->second[static_cast<std::size_t>(v)];
-        if (r.links.empty())
-          throw std::invalid_argument("simulate: no route from " +
-                                      net_.nodes[static_cast<std::size_t>(u)].name + " (rank " +
-                                      std::to_string(conn.from) + ") to " +
-                                      net_.nodes[static_cast<std::size_t>(v)].name + " (rank " +
-                                      std::to_string(conn.to) + ")");
+      const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(u)) << 32) |
+                                static_cast<std::uint32_t>(v);
+      const auto [it, added] =
+          route_of.emplace(key, static_cast<std::uint32_t>(route_ends_.size()));
+      if (added) {
+        route_ends_.emplace_back(u, v);
+        by_source[static_cast<std::size_t>(u)].push_back(it->second);
       }
-      route_[c] = std::move(r);
+      conn_route_[c] = it->second;
     }
+    routes_.resize(route_ends_.size());
+    if (net_.uniform) {
+      for (std::size_t r = 0; r < routes_.size(); ++r) {
+        const auto [u, v] = route_ends_[r];
+        if (u == v) continue;
+        routes_[r].links = {net_.add_link(u, v, net_.uniform_capacity_Bps, net_.uniform_latency_s)};
+        routes_[r].latency_s = net_.uniform_latency_s;
+        routes_[r].bottleneck_Bps = net_.uniform_capacity_Bps;
+      }
+    } else {
+      WidestRouter router(net_);
+      for (std::size_t u = 0; u < by_source.size(); ++u) {
+        if (by_source[u].empty()) continue;
+        router.from(static_cast<int>(u));
+        for (std::uint32_t r : by_source[u]) {
+          const int v = route_ends_[r].second;
+          if (v == static_cast<int>(u)) continue;
+          routes_[r] = router.route_to(v);
+        }
+      }
+      for (std::size_t c = 0; c < C; ++c) {
+        const auto [u, v] = route_ends_[conn_route_[c]];
+        if (u == v || !routes_[conn_route_[c]].links.empty()) continue;
+        const auto& conn = plan_.connections[c];
+        throw std::invalid_argument(
+            "simulate: no route from " + net_.nodes[static_cast<std::size_t>(u)].name + " (rank " +
+            std::to_string(conn.from) + ") to " + net_.nodes[static_cast<std::size_t>(v)].name +
+            " (rank " + std::to_string(conn.to) + ")");
+      }
+    }
+    std::vector<double> capacity(net_.links.size());
+    for (std::size_t l = 0; l < capacity.size(); ++l) capacity[l] = net_.links[l].capacity_Bps;
+    fair_ = FairShare(std::move(capacity));
+    for (const Route& r : routes_) fair_.add_path(r.links);
+    path_flows_.resize(routes_.size());
+    first_flow_.resize(routes_.size());
   }
 
   void try_start(std::uint32_t ch, plan::Rank r) {
@@ -370,7 +558,7 @@ class Simulation {
       const plan::Port& port = plan_.ports[s.send_begin + i];
       ++messages_;
       bytes_sent_ += bytes;
-      const Route& route = route_[port.connection];
+      const Route& route = routes_[conn_route_[port.connection]];
       if (route.links.empty() || !(bytes > 0)) {
         push(now_ + route.latency_s, Kind::Arrival, port.connection, 0, port.seq);
         continue;
@@ -391,35 +579,47 @@ class Simulation {
     Flow& f = flows_[id];
     f.conn = conn;
     f.seq = seq;
+    f.path = conn_route_[conn];
     f.bytes = f.remaining = bytes;
     f.rate = 0;
     f.last_t = now_;
-    f.active = true;
-    const int shared_before = shared_links_;
-    for (int l : route_[conn].links) {
-      auto& lf = link_flows_[static_cast<std::size_t>(l)];
-      if (lf.empty()) link_busy_since_[static_cast<std::size_t>(l)] = now_;
-      lf.push_back(id);
-      if (lf.size() == 2) ++shared_links_;
-    }
-    if (shared_before == 0 && shared_links_ == 0) {
-      set_rate(id, route_[conn].bottleneck_Bps);
-    } else {
-      dirty_ = true;  // run() reshares once the events of this instant are done
-    }
+    f.end = std::numeric_limits<double>::infinity();  // until reshare() gives it a rate
+    auto& pf = path_flows_[f.path];
+    f.pos = static_cast<std::uint32_t>(pf.size());
+    pf.push_back(id);
+    for (int l : fair_.links(f.path))
+      if (fair_.link_flows(l) == 0) link_busy_since_[static_cast<std::size_t>(l)] = now_;
+    fair_.add_flow(f.path);
+    dirty_ = true;  // run() reshares once the events of this instant are done
   }
 
+  // Moves flow `id` to `rate` from now on; the caller re-keys its path (end_moved).
   void set_rate(std::size_t id, double rate) {
     Flow& f = flows_[id];
     f.remaining = std::max(0.0, f.remaining - f.rate * (now_ - f.last_t));
     f.last_t = now_;
     if (opt_.record_trace)
-      for (int l : route_[f.conn].links)
+      for (int l : fair_.links(f.path))
         note_rate(l, link_rate_[static_cast<std::size_t>(l)] + rate - f.rate);
-    else
-      for (int l : route_[f.conn].links) link_rate_[static_cast<std::size_t>(l)] += rate - f.rate;
     f.rate = rate;
-    ends_.set(id, now_ + (rate > 0 ? f.remaining / rate : std::numeric_limits<double>::infinity()));
+    f.end = now_ + (rate > 0 ? f.remaining / rate : std::numeric_limits<double>::infinity());
+  }
+
+  // Re-keys path p in ends_ by its flow that ends first (ties: the smaller flow id).
+  void end_moved(std::uint32_t p) {
+    const auto& pf = path_flows_[p];
+    if (pf.empty()) {
+      ends_.erase(p);
+      return;
+    }
+    std::size_t first = pf.front();
+    for (std::size_t id : pf) {
+      const Flow& f = flows_[id];
+      const Flow& b = flows_[first];
+      if (f.end < b.end || (f.end == b.end && id < first)) first = id;
+    }
+    first_flow_[p] = first;
+    ends_.set(p, flows_[first].end, first);
   }
 
   double next_time() const {
@@ -436,75 +636,56 @@ class Simulation {
     link_rate_[ul] = rate;
   }
 
-  // Max-min fair rates by progressive filling over the links that carry flows: raise every
-  // unfrozen flow's rate together; the links whose remaining capacity per unfrozen flow is
-  // smallest fill first and freeze their flows at that level; repeat. (A heap of link levels was
-  // tried: plans have few distinct levels, and the heap's pushes per frozen flow cost more.)
+  // Max-min fair rates (FairShare) for the components of the links whose flows changed; a flow
+  // whose rate moves by more than a relative 1e-12 gets the new rate and a new end time.
   void reshare() {
-    active_links_.clear();
-    for (std::size_t l = 0; l < link_flows_.size(); ++l)
-      if (!link_flows_[l].empty()) {
-        active_links_.push_back(l);
-        left_cap_[l] = net_.links[l].capacity_Bps;
-        left_n_[l] = link_flows_[l].size();
-      }
-    if (new_rate_.size() < flows_.size()) {
-      new_rate_.resize(flows_.size());
-      frozen_.resize(flows_.size());
-    }
-    ++stamp_;
-    for (;;) {
-      double share = std::numeric_limits<double>::infinity();
-      for (std::size_t l : active_links_)
-        if (left_n_[l] > 0) share = std::min(share, left_cap_[l] / static_cast<double>(left_n_[l]));
-      if (!std::isfinite(share)) break;
-      tight_.clear();
-      for (std::size_t l : active_links_)
-        if (left_n_[l] > 0 && left_cap_[l] / static_cast<double>(left_n_[l]) <= share * (1 + 1e-12))
-          tight_.push_back(l);
-      for (std::size_t l : tight_)
-        for (std::size_t id : link_flows_[l]) {
-          if (frozen_[id] == stamp_) continue;
-          frozen_[id] = stamp_;
-          new_rate_[id] = share;
-          for (int m : route_[flows_[id].conn].links) {
-            const auto um = static_cast<std::size_t>(m);
-            left_cap_[um] = std::max(0.0, left_cap_[um] - share);
-            --left_n_[um];
+    fair_.reshare(refilled_);
+    if (!opt_.record_trace) {
+      for (std::uint32_t p : refilled_) {
+        const double rate = fair_.rate(p);
+        bool moved = false;
+        for (std::size_t id : path_flows_[p])
+          if (std::abs(rate - flows_[id].rate) > 1e-12 * rate) {
+            set_rate(id, rate);
+            moved = true;
           }
-        }
-      // Links with no unfrozen flow left drop out of the scans.
-      std::erase_if(active_links_, [&](std::size_t l) { return left_n_[l] == 0; });
+        if (moved) end_moved(p);
+      }
+      return;
     }
-    for (std::size_t id = 0; id < flows_.size(); ++id)
-      if (flows_[id].active && frozen_[id] == stamp_ &&
-          std::abs(new_rate_[id] - flows_[id].rate) > 1e-12 * new_rate_[id])
-        set_rate(id, new_rate_[id]);
+    // The trace samples a link's rate after each flow's change: change flows in id order, so the
+    // samples do not depend on the order of the paths.
+    changed_.clear();
+    for (std::uint32_t p : refilled_)
+      for (std::size_t id : path_flows_[p])
+        if (std::abs(fair_.rate(p) - flows_[id].rate) > 1e-12 * fair_.rate(p))
+          changed_.push_back(id);
+    std::sort(changed_.begin(), changed_.end());
+    for (std::size_t id : changed_) set_rate(id, fair_.rate(flows_[id].path));
+    for (std::uint32_t p : refilled_) end_moved(p);
   }
 
   void flow_done(std::size_t id) {
     Flow& f = flows_[id];
-    f.active = false;
     f.remaining = 0;
-    const std::uint32_t conn = f.conn, seq = f.seq;
-    const int shared_before = shared_links_;
-    for (int l : route_[conn].links) {
+    const std::uint32_t conn = f.conn, seq = f.seq, p = f.path;
+    auto& pf = path_flows_[p];
+    flows_[pf.back()].pos = f.pos;
+    pf[f.pos] = pf.back();
+    pf.pop_back();
+    fair_.remove_flow(p);
+    for (int l : fair_.links(p)) {
       const auto ul = static_cast<std::size_t>(l);
-      auto& lf = link_flows_[ul];
-      lf.erase(std::find(lf.begin(), lf.end(), id));
-      if (lf.size() == 1) --shared_links_;
-      if (lf.empty()) link_busy_[ul] += now_ - link_busy_since_[ul];
+      const bool empty = fair_.link_flows(l) == 0;
+      if (empty) link_busy_[ul] += now_ - link_busy_since_[ul];
       link_bytes_[ul] += f.bytes;
-      if (opt_.record_trace) {
-        note_rate(l, lf.empty() ? 0.0 : link_rate_[ul] - f.rate);
-      } else {
-        link_rate_[ul] -= f.rate;
-      }
+      if (opt_.record_trace) note_rate(l, empty ? 0.0 : link_rate_[ul] - f.rate);
     }
     f.rate = 0;
+    end_moved(p);
     free_flows_.push_back(id);
-    if (shared_before > 0) dirty_ = true;
-    push(now_ + route_[conn].latency_s, Kind::Arrival, conn, 0, seq);
+    dirty_ = true;
+    push(now_ + routes_[conn_route_[conn]].latency_s, Kind::Arrival, conn, 0, seq);
   }
 
   void arrival(std::uint32_t conn, std::uint32_t seq) {
@@ -619,19 +800,21 @@ class Simulation {
   std::vector<int> node_of_;
   std::size_t nch_ = 0;
   std::vector<Prog> programs_;
-  std::vector<Route> route_;
+  std::vector<Route> routes_;  // per pair of nodes (route_ends_)
+  std::vector<std::pair<int, int>> route_ends_;
+  std::vector<std::uint32_t> conn_route_;
   std::vector<std::uint32_t> send_ch_, recv_ch_;
   std::vector<std::vector<bool>> arrived_, consumed_;
   std::vector<Flow> flows_;
   std::vector<std::size_t> free_flows_;
-  std::vector<std::vector<std::size_t>> link_flows_;
-  std::vector<double> link_rate_, link_bytes_, link_busy_, link_busy_since_;
-  int shared_links_ = 0;
+  FairShare fair_;                                    // paths are routes_
+  std::vector<std::vector<std::size_t>> path_flows_;  // flows in flight per path
+  std::vector<std::size_t> first_flow_;               // per path in ends_: its flow that ends first
+  std::vector<std::uint32_t> refilled_;
+  std::vector<std::size_t> changed_;
+  std::vector<double> link_rate_;  // record_trace only
+  std::vector<double> link_bytes_, link_busy_, link_busy_since_;
   bool dirty_ = false;  // flows started or ended since the last reshare()
-  std::vector<std::size_t> active_links_, tight_, left_n_;
-  std::vector<double> left_cap_, new_rate_;
-  std::vector<std::uint64_t> frozen_;
-  std::uint64_t stamp_ = 0;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   EndHeap ends_;
   std::uint64_t order_ = 0;

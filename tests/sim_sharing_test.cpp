@@ -1,0 +1,256 @@
+// Tests of the simulator's incremental parts against straightforward references
+// (docs/simulator.md, "What it models"): max-min fair rates refilled per touched component and per
+// path (sim::detail::FairShare) against progressive filling over every flow at once; widest routes
+// by a heap (sim::detail::WidestRouter) against settling nodes by a scan of all nodes; and the
+// predicted times of several plans against the values the global per-flow filling gave.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ccoll/algo/all.hpp"
+#include "ccoll/physical/presets.hpp"
+#include "ccoll/sim/from_physical.hpp"
+#include "ccoll/sim/network.hpp"
+#include "ccoll/sim/simulator.hpp"
+
+using namespace ccoll;
+
+namespace {
+
+// Max-min fair rates by progressive filling over all flows together: raise every unfrozen flow's
+// rate; the links whose remaining capacity per unfrozen flow is smallest fill first and freeze
+// their flows at that level; repeat.
+std::vector<double> max_min_reference(const std::vector<double>& capacity,
+                                      const std::vector<std::vector<int>>& flow_links) {
+  std::vector<double> left = capacity, rate(flow_links.size(), 0);
+  std::vector<int> unfrozen(capacity.size(), 0);
+  std::vector<bool> frozen(flow_links.size(), false);
+  for (const auto& links : flow_links)
+    for (int l : links) ++unfrozen[static_cast<std::size_t>(l)];
+  for (;;) {
+    double share = std::numeric_limits<double>::infinity();
+    for (std::size_t l = 0; l < capacity.size(); ++l)
+      if (unfrozen[l] > 0) share = std::min(share, left[l] / unfrozen[l]);
+    if (!std::isfinite(share)) break;
+    std::vector<std::size_t> tight;
+    for (std::size_t l = 0; l < capacity.size(); ++l)
+      if (unfrozen[l] > 0 && left[l] / unfrozen[l] <= share * (1 + 1e-12)) tight.push_back(l);
+    for (std::size_t f = 0; f < flow_links.size(); ++f) {
+      if (frozen[f]) continue;
+      const auto& links = flow_links[f];
+      if (std::none_of(links.begin(), links.end(), [&](int l) {
+            return std::find(tight.begin(), tight.end(), static_cast<std::size_t>(l)) !=
+                   tight.end();
+          }))
+        continue;
+      frozen[f] = true;
+      rate[f] = share;
+      for (int l : links) {
+        left[static_cast<std::size_t>(l)] =
+            std::max(0.0, left[static_cast<std::size_t>(l)] - share);
+        --unfrozen[static_cast<std::size_t>(l)];
+      }
+    }
+  }
+  return rate;
+}
+
+// Widest routes by settling, at each step, the best reached node found by scanning all nodes
+// (ties: the smaller index).
+std::vector<sim::Route> widest_reference(const sim::Network& net, int src) {
+  const auto n = net.nodes.size();
+  struct Label {
+    double width = 0;
+    int hops = 0;
+    double latency = 0;
+  };
+  const auto better = [](const Label& a, const Label& b) {
+    if (a.width != b.width) return a.width > b.width;
+    if (a.hops != b.hops) return a.hops < b.hops;
+    return a.latency < b.latency;
+  };
+  std::vector<Label> best(n);
+  std::vector<bool> reached(n, false), done(n, false);
+  std::vector<int> via(n, -1);
+  best[static_cast<std::size_t>(src)] = Label{std::numeric_limits<double>::infinity(), 0, 0};
+  reached[static_cast<std::size_t>(src)] = true;
+  for (;;) {
+    int u = -1;
+    for (std::size_t i = 0; i < n; ++i)
+      if (reached[i] && !done[i] && (u < 0 || better(best[i], best[static_cast<std::size_t>(u)])))
+        u = static_cast<int>(i);
+    if (u < 0) break;
+    const auto uu = static_cast<std::size_t>(u);
+    done[uu] = true;
+    if (u != src && !net.nodes[uu].forwards) continue;
+    for (std::size_t l = 0; l < net.links.size(); ++l) {
+      const sim::NetLink& link = net.links[l];
+      if (link.from != u) continue;
+      const auto v = static_cast<std::size_t>(link.to);
+      if (done[v]) continue;
+      const Label cand{std::min(best[uu].width, link.capacity_Bps), best[uu].hops + 1,
+                       best[uu].latency + link.latency_s};
+      if (!reached[v] || better(cand, best[v])) {
+        best[v] = cand;
+        reached[v] = true;
+        via[v] = static_cast<int>(l);
+      }
+    }
+  }
+  std::vector<sim::Route> routes(n);
+  for (std::size_t v = 0; v < n; ++v) {
+    if (static_cast<int>(v) == src) continue;
+    if (!reached[v]) {
+      routes[v].bottleneck_Bps = 0;
+      continue;
+    }
+    for (int at = static_cast<int>(v); at != src;) {
+      const int l = via[static_cast<std::size_t>(at)];
+      routes[v].links.push_back(l);
+      at = net.links[static_cast<std::size_t>(l)].from;
+    }
+    std::reverse(routes[v].links.begin(), routes[v].links.end());
+    routes[v].latency_s = best[v].latency;
+    routes[v].bottleneck_Bps = best[v].width;
+  }
+  return routes;
+}
+
+}  // namespace
+
+TEST_CASE("incremental max-min rates equal progressive filling over all flows") {
+  std::mt19937 rng(20261124);
+  const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint32_t>(n)); };
+  for (int trial = 0; trial < 200; ++trial) {
+    CAPTURE(trial);
+    const int nlinks = 1 + pick(24);
+    std::vector<double> capacity(static_cast<std::size_t>(nlinks));
+    // Few distinct capacities on half the graphs, so that links fill at equal levels.
+    for (double& c : capacity)
+      c = trial % 2 ? 1e9 * (1 + pick(3)) : 1e8 * (1 + pick(1000)) + rng() % 1000;
+    sim::detail::FairShare fair(capacity);
+    std::vector<std::vector<int>> paths;
+    const int npaths = 1 + pick(30);
+    for (int p = 0; p < npaths; ++p) {
+      std::vector<int> links;
+      const int hops = 1 + pick(std::min(nlinks, 5));
+      while (static_cast<int>(links.size()) < hops) {
+        const int l = pick(nlinks);
+        if (std::find(links.begin(), links.end(), l) == links.end()) links.push_back(l);
+      }
+      paths.push_back(links);
+      CHECK(fair.add_path(links) == static_cast<std::uint32_t>(p));
+    }
+    std::vector<std::uint32_t> flows;  // the path of each flow in flight
+    std::vector<std::uint32_t> refilled;
+    for (int batch = 0; batch < 40; ++batch) {
+      // A batch of starts and ends, as at one instant of a simulation.
+      for (int k = 1 + pick(4); k > 0; --k) {
+        if (!flows.empty() && pick(5) < 2) {
+          const auto i = static_cast<std::size_t>(pick(static_cast<int>(flows.size())));
+          fair.remove_flow(flows[i]);
+          flows.erase(flows.begin() + static_cast<std::ptrdiff_t>(i));
+        } else {
+          const auto p = static_cast<std::uint32_t>(pick(npaths));
+          fair.add_flow(p);
+          flows.push_back(p);
+        }
+      }
+      fair.reshare(refilled);
+      std::vector<std::vector<int>> flow_links;
+      for (std::uint32_t p : flows) flow_links.push_back(paths[p]);
+      const auto want = max_min_reference(capacity, flow_links);
+      for (std::size_t f = 0; f < flows.size(); ++f) {
+        CAPTURE(f);
+        CHECK(fair.flows(flows[f]) > 0);
+        CHECK(std::abs(fair.rate(flows[f]) - want[f]) <= 1e-9 * want[f]);
+      }
+      for (int l = 0; l < nlinks; ++l) {
+        std::size_t n = 0;
+        for (const auto& links : flow_links)
+          n += static_cast<std::size_t>(std::count(links.begin(), links.end(), l));
+        CHECK(fair.link_flows(l) == n);
+      }
+    }
+  }
+}
+
+TEST_CASE("widest routes by heap equal settling nodes by scan") {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 100; ++trial) {
+    CAPTURE(trial);
+    sim::Network net;
+    const int n = 2 + static_cast<int>(rng() % 30);
+    for (int i = 0; i < n; ++i) net.add_node("n" + std::to_string(i), rng() % 3 != 0);
+    const int m = static_cast<int>(rng() % static_cast<std::uint32_t>(4 * n));
+    for (int k = 0; k < m; ++k) {
+      const int a = static_cast<int>(rng() % static_cast<std::uint32_t>(n));
+      const int b = static_cast<int>(rng() % static_cast<std::uint32_t>(n));
+      if (a == b) continue;
+      // Few capacities and latencies: many ties, which the settling order decides.
+      net.add_link(a, b, 1e9 * static_cast<double>(1 + rng() % 3),
+                   1e-6 * static_cast<double>(rng() % 3));
+    }
+    for (int src = 0; src < n; ++src) {
+      const auto got = sim::widest_routes_from(net, src);
+      const auto want = widest_reference(net, src);
+      REQUIRE(got.size() == want.size());
+      for (std::size_t v = 0; v < got.size(); ++v) {
+        CHECK(got[v].links == want[v].links);
+        CHECK(got[v].latency_s == want[v].latency_s);
+        CHECK(got[v].bottleneck_Bps == want[v].bottleneck_Bps);
+      }
+    }
+  }
+}
+
+TEST_CASE("predicted times of plans on physical topologies are those of the global filling") {
+  // time_s, turnaround_s and the sum of rank_finish_s from the simulator that refilled every flow
+  // in flight at each instant and chose routes by scanning all nodes (2026-11-24).
+  struct Case {
+    const char* topology;
+    const char* algo;
+    double time_s, turnaround_s, finish_sum_s;
+  };
+  const Case cases[] = {
+      {"dgx1v", "forest", 0.0002705149719173319, 3.8349327666666662e-05, 0.0020753457913308369},
+      {"dgx1v", "ring", 0.00022053567999999986, 0.00022053487999999994, 0.0017642851199999989},
+      {"dgx1v", "dbtree", 0.00046246520000000078, 7.5980479999999994e-05, 0.0054938460800000102},
+      {"dgx2", "forest", 0.00036135304420739249, 3.612861765813072e-05, 0.005676398493984945},
+      {"cluster:4x4:pcie:100", "forest", 0.0029170101626224969, 0.00074507667925956147,
+       0.046668162601959946},
+      {"cluster:4x4:pcie:100", "ps", 0.0081030483200000003, 0.00202828128, 0.12964877312},
+      {"cluster:2x4:pairwise", "forest", 0.0012062157645250575, 0.00018378861219693122,
+       0.0092358009035088309},
+      {"cluster:2x8:nvswitch:400", "forest", 0.0014316924130864182, 8.7681566666666623e-05,
+       0.022905078609382686},
+      {"cluster:4x8:nvswitch:400", "blink", 0.002140467878530763, 7.4617706666666638e-05,
+       0.068478473339651083},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.topology);
+    CAPTURE(c.algo);
+    const auto t = physical::preset(c.topology);
+    algo::AlgorithmRequest ar;
+    ar.topology = &t;
+    const auto reg = algo::make_algorithm(algo::find_algorithm(c.algo).algorithm, ar);
+    plan::PlanRequest req;
+    req.nranks = reg.nranks();
+    req.count = std::uint64_t{1} << 22;
+    sim::SimOptions so;
+    so.step_overhead_s = 1e-6;
+    const auto r = sim::simulate(reg.build(req), sim::to_network(t), reg.rank_node(), so);
+    double finish_sum = 0;
+    for (double f : r.rank_finish_s) finish_sum += f;
+    CHECK(r.time_s == doctest::Approx(c.time_s).epsilon(1e-9));
+    CHECK(r.turnaround_s == doctest::Approx(c.turnaround_s).epsilon(1e-9));
+    CHECK(finish_sum == doctest::Approx(c.finish_sum_s).epsilon(1e-9));
+  }
+}
