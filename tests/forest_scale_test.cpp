@@ -114,6 +114,21 @@ TEST_CASE("forest symmetry: pairwise 4 x 4 reaches its cut bound, certified") {
   CHECK(f.total_GBps >= 0.99 * 56.0);
 }
 
+TEST_CASE("forest symmetry: pairwise 8 x 4 within 1% of its certified bound in every schedule") {
+  // 31 sum chi <= 32 x (3 x 12.5 + 28 x 1.25): 74.84, the exact optimum. The overlapped LP
+  // needs about 33,000 pivots for it (0.7 s).
+  const auto topo = preset("cluster:8x4:pairwise");
+  for (auto sched : kSchedules) {
+    const std::string schedule = to_string(sched);
+    CAPTURE(schedule);
+    const auto f = solve_packed_forest(topo, options(sched));
+    check_forest(topo, f);
+    const double bound = (sched == ForestSchedule::concurrent ? 0.5 : 1.0) * 32 * 72.5 / 31;
+    CHECK(f.upper_bound_GBps == doctest::Approx(bound).epsilon(1e-9));
+    CHECK(f.total_GBps >= 0.99 * bound);
+  }
+}
+
 TEST_CASE("hierarchical forest: within its cut bound, which bounds the exact optimum") {
   const std::vector<Case> cases = {
       {"cluster:3x4:nvswitch:100", {}, 3},
@@ -135,11 +150,11 @@ TEST_CASE("hierarchical forest: within its cut bound, which bounds the exact opt
       const auto exact = solve_packed_forest(topo, options(sched, ForestMethod::column_generation));
       CHECK(h.total_GBps <= exact.total_GBps * (1 + 1e-6));
       CHECK(h.upper_bound_GBps >= exact.total_GBps * (1 - 1e-6));
-      // All active: the exact optimum. With a relay per PCIe machine, the GPUs' links bind
-      // inside the machines, which the composition meets at 89% (67% concurrent).
-      const double floor = c.active_local.empty()                ? 0.99
-                           : sched == ForestSchedule::concurrent ? 0.65
-                                                                 : 0.85;
+      // All active: the exact optimum. With a relay per PCIe machine the GPUs' links bind
+      // inside the machines: the balanced coupling meets them phased; concurrent, the local
+      // trees are sized without the rails that share those links (67%).
+      const double floor =
+          c.active_local.empty() || sched != ForestSchedule::concurrent ? 0.99 : 0.65;
       CHECK(h.total_GBps >= floor * exact.total_GBps);
     }
   // NVSwitch machines: the NIC layer binds and the composition reaches its bound.

@@ -30,6 +30,11 @@
 //      of the two weight intervals (machine-local weights scaled to sum A), so that every machine
 //      pair keeps its weight alpha, every machine-local pair a share beta / B, and there are at
 //      most (machine pairs + machine-local pairs - 1) global pairs (each is a plan channel).
+//      A GPU's links are only evenly loaded when every machine roots every machine-local pair
+//      in its share (the rails load the local root's links where the tree does not), so a
+//      balanced coupling is tried too, the machine-local list repeated per root machine (up to
+//      machines x machine-local pairs global pairs, within ForestOptions::balanced_pairs), and
+//      kept where step 4 leaves it more bandwidth.
 //   4. Feasibility: the loads of the composed forest are summed over the real routes of its
 //      edges and the weights scaled down by the largest congestion above 1 (a machine-local link
 //      that also carries rail traffic, a rail GPU's PCIe link), so the result is feasible on the
@@ -351,68 +356,111 @@ inline PackedForest solve_packed_forest_hierarchical(const physical::PhysicalTop
   // The machine-local forest can carry at most B per machine; the coupling below assumes A <= B
   // and step 4 scales down whatever exceeds a capacity.
   const auto img = [&](int v, int machine) { return rot.node_image(v, machine); };
-  std::size_t i = 0, j = 0;
-  double ra = top.pairs.empty() ? 0 : top.pairs[0].weight_GBps;
-  double rb = locals.empty() ? 0 : locals[0].share * A;
   const double tiny = 1e-12 * std::max(1.0, A);
-  while (i < top.pairs.size() && j < locals.size()) {
-    const double w = std::min(ra, rb);
-    if (w > tiny) {
-      const ForestPair& tp = top.pairs[i];
-      const Local& lp = locals[j];
-      ForestPair g;
-      const int rm = machine_of_mg[static_cast<std::size_t>(tp.root)];
-      g.root = img(lp.root, rm);
-      for (int k = 0; k < M; ++k) {
-        for (auto [a, b] : lp.red) g.reduce_edges.emplace_back(img(a, k), img(b, k));
-        for (auto [a, b] : lp.bc) g.broadcast_edges.emplace_back(img(a, k), img(b, k));
-      }
-      // A rail leaves a machine at its local tree's root (reduce) or at a leaf (broadcast) and
-      // lands at a leaf (reduce) or the root (broadcast); a machine's rails to its children in
-      // the machine-level tree take the attachment points in turn.
-      std::vector<int> rails(static_cast<std::size_t>(M), 0);
-      const auto attach = [&](const std::vector<int>& at, int machine) {
-        const std::size_t usable = at.size() > 1 ? at.size() - 1 : 1;
-        return at[static_cast<std::size_t>(rails[static_cast<std::size_t>(machine)]++) % usable];
-      };
-      for (auto [a, b] : tp.reduce_edges) {
-        const int ma = machine_of_mg[static_cast<std::size_t>(a)];
-        const int mb = machine_of_mg[static_cast<std::size_t>(b)];
-        g.reduce_edges.emplace_back(img(lp.root, ma), img(attach(lp.red_leaves, mb), mb));
-      }
-      std::fill(rails.begin(), rails.end(), 0);
-      for (auto [a, b] : tp.broadcast_edges) {
-        const int ma = machine_of_mg[static_cast<std::size_t>(a)];
-        const int mb = machine_of_mg[static_cast<std::size_t>(b)];
-        g.broadcast_edges.emplace_back(img(attach(lp.bc_leaves, ma), ma), img(lp.root, mb));
-      }
-      g.weight_GBps = w;
-      out.pairs.push_back(std::move(g));
+  // The global pair of machine pair tp and machine-local pair lp, of weight w.
+  const auto compose = [&](const ForestPair& tp, const Local& lp, double w) {
+    ForestPair g;
+    const int rm = machine_of_mg[static_cast<std::size_t>(tp.root)];
+    g.root = img(lp.root, rm);
+    for (int k = 0; k < M; ++k) {
+      for (auto [a, b] : lp.red) g.reduce_edges.emplace_back(img(a, k), img(b, k));
+      for (auto [a, b] : lp.bc) g.broadcast_edges.emplace_back(img(a, k), img(b, k));
     }
-    ra -= w;
-    rb -= w;
-    if (ra <= tiny && ++i < top.pairs.size()) ra = top.pairs[i].weight_GBps;
-    if (rb <= tiny && ++j < locals.size()) rb = locals[j].share * A;
+    // A rail leaves a machine at its local tree's root (reduce) or at a leaf (broadcast) and
+    // lands at a leaf (reduce) or the root (broadcast); a machine's rails to its children in
+    // the machine-level tree take the attachment points in turn.
+    std::vector<int> rails(static_cast<std::size_t>(M), 0);
+    const auto attach = [&](const std::vector<int>& at, int machine) {
+      const std::size_t usable = at.size() > 1 ? at.size() - 1 : 1;
+      return at[static_cast<std::size_t>(rails[static_cast<std::size_t>(machine)]++) % usable];
+    };
+    for (auto [a, b] : tp.reduce_edges) {
+      const int ma = machine_of_mg[static_cast<std::size_t>(a)];
+      const int mb = machine_of_mg[static_cast<std::size_t>(b)];
+      g.reduce_edges.emplace_back(img(lp.root, ma), img(attach(lp.red_leaves, mb), mb));
+    }
+    std::fill(rails.begin(), rails.end(), 0);
+    for (auto [a, b] : tp.broadcast_edges) {
+      const int ma = machine_of_mg[static_cast<std::size_t>(a)];
+      const int mb = machine_of_mg[static_cast<std::size_t>(b)];
+      g.broadcast_edges.emplace_back(img(attach(lp.bc_leaves, ma), ma), img(lp.root, mb));
+    }
+    g.weight_GBps = w;
+    return g;
+  };
+  // North-west corner rule over two weighted lists (index, weight) of equal sums.
+  using Weighted = std::vector<std::pair<std::size_t, double>>;
+  struct Link {
+    std::size_t top, local;
+    double w;
+  };
+  const auto couple = [&](const Weighted& tops, const Weighted& lows) {
+    std::vector<Link> pairs;
+    std::size_t i = 0, j = 0;
+    double ra = tops.empty() ? 0 : tops[0].second;
+    double rb = lows.empty() ? 0 : lows[0].second;
+    while (i < tops.size() && j < lows.size()) {
+      const double w = std::min(ra, rb);
+      if (w > tiny) pairs.push_back(Link{tops[i].first, lows[j].first, w});
+      ra -= w;
+      rb -= w;
+      if (ra <= tiny && ++i < tops.size()) ra = tops[i].second;
+      if (rb <= tiny && ++j < lows.size()) rb = lows[j].second;
+    }
+    return pairs;
+  };
+  // Plain coupling: the fewest global pairs. Within a machine, a GPU a tree does not cross
+  // (the local root, in its own machine) is the one whose links the rails load instead, so the
+  // links of a GPU are only evenly loaded when every machine roots every local pair in its
+  // share. The balanced coupling does that: the machine pairs grouped by root machine, and the
+  // machine-local list repeated for each root machine, scaled to that machine's weight (at most
+  // machines x local pairs more global pairs). With a relay per machine the plain coupling
+  // leaves the GPUs' own links unevenly loaded (89% of the exact optimum on 3 x 4 PCIe, phased).
+  Weighted tops, lows;
+  for (std::size_t k = 0; k < top.pairs.size(); ++k) tops.emplace_back(k, top.pairs[k].weight_GBps);
+  for (std::size_t k = 0; k < locals.size(); ++k) lows.emplace_back(k, locals[k].share * A);
+  const std::vector<Link> plain = couple(tops, lows);
+  const auto root_machine = [&](std::size_t k) {
+    return machine_of_mg[static_cast<std::size_t>(top.pairs[k].root)];
+  };
+  std::stable_sort(tops.begin(), tops.end(), [&](const auto& a, const auto& b) {
+    return root_machine(a.first) < root_machine(b.first);
+  });
+  lows.clear();
+  for (std::size_t k = 0; k < tops.size();) {
+    double Am = 0;
+    std::size_t e = k;
+    for (; e < tops.size() && root_machine(tops[e].first) == root_machine(tops[k].first); ++e)
+      Am += tops[e].second;
+    for (std::size_t l = 0; l < locals.size(); ++l) lows.emplace_back(l, locals[l].share * Am);
+    k = e;
   }
+  const std::vector<Link> balanced = couple(tops, lows);
+  const auto build = [&](const std::vector<Link>& links) {
+    std::vector<ForestPair> pairs;
+    pairs.reserve(links.size());
+    for (const Link& l : links) pairs.push_back(compose(top.pairs[l.top], locals[l.local], l.w));
+    return pairs;
+  };
 
   // 4. Loads over the real routes, per pool.
   const int pools = opt.schedule == ForestSchedule::concurrent ? 1 : 2;
-  std::unordered_map<std::uint64_t, double> use[2];
-  const auto key = [](int a, int b) {
-    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) |
-           static_cast<std::uint32_t>(b);
-  };
-  for (const auto& p : out.pairs) {
-    for (auto [a, b] : p.reduce_edges) use[0][key(a, b)] += p.weight_GBps;
-    for (auto [a, b] : p.broadcast_edges) use[pools - 1][key(a, b)] += p.weight_GBps;
-  }
-  std::vector<double> load(topo.links.size() * static_cast<std::size_t>(pools), 0.0);
-  {
+  const physical::Adjacency adj(topo);
+  const auto congestion_of = [&](const std::vector<ForestPair>& pairs) {
+    std::unordered_map<std::uint64_t, double> use[2];
+    const auto key = [](int a, int b) {
+      return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) |
+             static_cast<std::uint32_t>(b);
+    };
+    for (const auto& p : pairs) {
+      for (auto [a, b] : p.reduce_edges) use[0][key(a, b)] += p.weight_GBps;
+      for (auto [a, b] : p.broadcast_edges) use[pools - 1][key(a, b)] += p.weight_GBps;
+    }
+    std::vector<double> load(topo.links.size() * static_cast<std::size_t>(pools), 0.0);
     std::map<int, std::vector<std::pair<int, int>>> by_source;  // source -> (target, pool)
     for (int pool = 0; pool < pools; ++pool)
       for (const auto& [k, w] : use[pool])
         by_source[static_cast<int>(k >> 32)].emplace_back(static_cast<int>(k & 0xffffffffu), pool);
-    const physical::Adjacency adj(topo);
     for (const auto& [src, targets] : by_source) {
       const auto via = physical::route_detail::search(topo, adj, src, -1);
       for (auto [dst, pool] : targets) {
@@ -426,10 +474,27 @@ inline PackedForest solve_packed_forest_hierarchical(const physical::PhysicalTop
           load[static_cast<std::size_t>(pool) * topo.links.size() + PhysicalTopology::idx(li)] += w;
       }
     }
-  }
-  double congestion = 0;
-  for (std::size_t k = 0; k < load.size(); ++k)
-    congestion = std::max(congestion, load[k] / topo.links[k % topo.links.size()].capacity_GBps());
+    double c = 0;
+    for (std::size_t k = 0; k < load.size(); ++k)
+      c = std::max(c, load[k] / topo.links[k % topo.links.size()].capacity_GBps());
+    return c;
+  };
+  // Every pair is a plan channel, and a plan's size grows with channels x ranks: the balanced
+  // coupling is tried while its pairs stay within balanced_pairs (or twice the plain coupling's)
+  // and is kept where it carries more (by 0.1%).
+  std::vector<ForestPair> plain_pairs = build(plain), balanced_pairs;
+  const double c_plain = congestion_of(plain_pairs);
+  double c_balanced = c_plain;
+  const std::size_t cap =
+      std::max(static_cast<std::size_t>(std::max(0, opt.balanced_pairs)), 2 * plain.size());
+  const bool try_balanced =
+      balanced.size() > plain.size() && balanced.size() <= cap &&
+      (opt.max_pairs <= 0 || balanced.size() <= static_cast<std::size_t>(opt.max_pairs));
+  if (try_balanced) balanced_pairs = build(balanced), c_balanced = congestion_of(balanced_pairs);
+  const bool use_balanced =
+      try_balanced && std::max(1.0, c_balanced) * 1.001 < std::max(1.0, c_plain);
+  out.pairs = use_balanced ? std::move(balanced_pairs) : std::move(plain_pairs);
+  const double congestion = use_balanced ? c_balanced : c_plain;
   out.optimum_found_GBps = A;
   const double scale = congestion > 1 ? 1 / congestion : 1.0;
   for (auto& p : out.pairs) {

@@ -66,6 +66,10 @@ struct ForestOptions {
   // (hierarchical.hpp: a forest over the machines composed with one inside a machine); the flat
   // LP needs a route and an oracle edge per pair of compute nodes.
   int hierarchical_above = 256;
+  // The hierarchical forest couples its two levels so that every machine roots every local pair
+  // in its share where that carries more, at up to machines x local pairs plan channels; it
+  // does so while they number at most this (or twice the fewest-pairs coupling's).
+  int balanced_pairs = 256;
 
   // Multiplicative weights (method mwu). The budgets count work, not time, so that a plan is a
   // function of its inputs: every rank of a job computes the same forest.
@@ -73,8 +77,11 @@ struct ForestOptions {
   int max_phases = 30;        // Fleischer phases (each raises the price floor by 1 + epsilon)
   double target_gap = 0.002;  // stop when certified bound <= (1 + target_gap) * total
   int polish_rounds = 30;     // column-generation rounds after the weight refit (step 3)
-  long max_pivots = 10000;    // simplex pivots of steps 2-3 (the LP stops mid-solve past it)
-  double smoothing = 0.5;     // dual smoothing of those rounds (0: price the LP's duals)
+  // Simplex pivots of steps 2-3 (the LP stops mid-solve past it). The overlapped LP of a
+  // worker-pair 8 x 4 cluster (248 rows) needs about 33,000 to reach target_gap (0.7 s); the
+  // other presets stay far below.
+  long max_pivots = 40000;
+  double smoothing = 0.5;  // dual smoothing of those rounds (0: price the LP's duals)
   // Optional wall-clock cap on steps 1-3 (infinite by default): with it, the result depends on
   // the machine's speed and load, so ranks planning independently could disagree.
   double max_seconds = std::numeric_limits<double>::infinity();
