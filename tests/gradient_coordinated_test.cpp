@@ -13,10 +13,8 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <new>
 #include <random>
 #include <string>
 #include <thread>
@@ -26,59 +24,7 @@
 #include "ccoll/coord/allreduce_control_plane.hpp"
 #include "ccoll/gradient/coordinated_sync.hpp"
 #include "gradient_sync_harness.hpp"
-
-// Every allocation of the process, counted: the test of "nothing allocated in the steady state"
-// reads it around iterations of all ranks.
-namespace {
-std::atomic<std::uint64_t> g_allocations{0};
-// Out of line, so that GCC does not pair the free() it would inline into a delete expression with
-// the new expression and warn (-Wmismatched-new-delete) about what is a matched pair here.
-[[gnu::noinline]] void release(void* p) noexcept {
-  std::free(p);
-}
-}  // namespace
-
-void* operator new(std::size_t n) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) {
-  return ::operator new(n);
-}
-void* operator new(std::size_t n, std::align_val_t a) {
-  g_allocations.fetch_add(1, std::memory_order_relaxed);
-  const auto al = static_cast<std::size_t>(a);
-  if (void* p = std::aligned_alloc(al, (n + al - 1) / al * al)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n, std::align_val_t a) {
-  return ::operator new(n, a);
-}
-void operator delete(void* p) noexcept {
-  release(p);
-}
-void operator delete[](void* p) noexcept {
-  release(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  release(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  release(p);
-}
-void operator delete(void* p, std::align_val_t) noexcept {
-  release(p);
-}
-void operator delete[](void* p, std::align_val_t) noexcept {
-  release(p);
-}
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
-  release(p);
-}
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
-  release(p);
-}
+#include "heap_counter.hpp"
 
 using namespace ccoll;
 using namespace ccoll::gradient;
@@ -371,8 +317,8 @@ TEST_CASE("no allocation once every tensor hits the response cache, P = 2, 3, 4,
       GradientSync<AR, Coordinated> sync(cfg, tensors, policy, {.op = ReduceOp::sum});
       constexpr int kWarmup = 3, kIterations = 12;
       std::uint64_t before = 0, after = 0;
-      std::barrier warm(p, [&]() noexcept { before = g_allocations.load(); });
-      std::barrier done(p, [&]() noexcept { after = g_allocations.load(); });
+      std::barrier warm(p, [&]() noexcept { before = ccoll_support::heap_allocations(); });
+      std::barrier done(p, [&]() noexcept { after = ccoll_support::heap_allocations(); });
       const auto out = on_threads(p, [&](int r) -> std::string {
         RankBuffers grads = make_buffers(tensors, static_cast<Layout>(r % 3));
         auto& g = sync.attach(r, grads.ptrs);

@@ -47,17 +47,13 @@
 #include "ccoll/sync/backoff.hpp"
 #include "emu_model.hpp"
 #include "emu_trace.hpp"
+#include "heap_counter.hpp"
 
 namespace ccoll::train_emu {
 
 inline double now_s() {
   return static_cast<double>(sync::now_ns()) * 1e-9;
 }
-
-// Heap allocations of this process, counted by the replacement operator new of the tool's
-// main.cpp (none is linked into the tests, where it stays 0). Read around each timed iteration:
-// the gradient engines promise none after the first iteration (docs/gradients.md).
-inline std::atomic<std::uint64_t> allocations{0};
 
 // --- ranks' meeting point -------------------------------------------------------------------
 
@@ -630,7 +626,7 @@ RunResult run_rank(int rank, Ctl& ctl, World& world, const g::ModelProfile& prof
       }
       ctl.barrier();
       const bool timed = it >= opt.warmup;
-      const std::uint64_t allocated = allocations.load(std::memory_order_relaxed);
+      const std::uint64_t allocated = ccoll_support::heap_allocations();
       const double t0 = now_s();
       compute(profile.forward_s, opt.mode);
       double t = now_s();
@@ -647,7 +643,7 @@ RunResult run_rank(int rank, Ctl& ctl, World& world, const g::ModelProfile& prof
       if (timed) run.compute.total_s.push_back(t - t0);
       run.wait();
       const double t1 = now_s();
-      if (timed) run.allocations += allocations.load(std::memory_order_relaxed) - allocated;
+      if (timed) run.allocations += ccoll_support::heap_allocations() - allocated;
       if (it >= opt.warmup) run.times.push_back(t1 - t0);
       for (int c = 0; c < run.traced_channels() && tracing; ++c)
         run.sync->channel(c).log(rank).on = false;

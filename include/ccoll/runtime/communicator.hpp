@@ -147,7 +147,7 @@ class Communicator {
       const bool eligible = args.ok() && may_stream;
       SlotStoreTuner::Mode mode = eligible ? SlotStoreTuner::Streamed : SlotStoreTuner::Cached;
       if (eligible && config_.tune_slot_stores) {
-        tuner = &st.tuners[count * 16 + size_of(dtype)];
+        tuner = &st.tuners[slot_store_bucket(bytes)];
         mode = tuner->next();
       }
       args.root_choice = mode;
@@ -214,9 +214,15 @@ class Communicator {
         if (!verdict.verdict.empty()) throw Error(verdict.code, rank, verdict.verdict);
       }
     }
-    if (tuner != nullptr)
-      tuner->record(static_cast<SlotStoreTuner::Mode>(agreed.root_choice),
-                    sync::now_ns() - steps_start);
+    if (tuner != nullptr) {
+      // Scaled to the bucket's smallest size, so that calls of different sizes in one bucket
+      // compare as per-byte times.
+      const double scale = static_cast<double>(std::uint64_t{1} << slot_store_bucket(bytes)) /
+                           static_cast<double>(bytes);
+      tuner->record(
+          static_cast<SlotStoreTuner::Mode>(agreed.root_choice),
+          static_cast<std::uint64_t>(static_cast<double>(sync::now_ns() - steps_start) * scale));
+    }
     // 5. Bases.
     for (std::size_t i = 0; i < pp->set_index.size(); ++i)
       st.base_by_set[pp->set_index[i]] += p.connections[i].messages_per_call;

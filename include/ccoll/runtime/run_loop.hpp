@@ -9,11 +9,13 @@
 // (runtime/layer_readiness.hpp).
 #pragma once
 
+#include <array>
+#include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <sstream>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "ccoll/core/error.hpp"
@@ -30,6 +32,11 @@
 
 namespace ccoll::runtime {
 
+// The slot-store tuner of a call of `bytes` (> 0): floor(log2(bytes)).
+inline std::size_t slot_store_bucket(std::uint64_t bytes) {
+  return static_cast<std::size_t>(std::bit_width(bytes) - 1);
+}
+
 // What one rank keeps between calls (only that rank's thread touches it).
 template <Connection C>
 struct alignas(128) RankState {
@@ -40,8 +47,11 @@ struct alignas(128) RankState {
   std::shared_ptr<const PreparedPlan<C>> last_plan;  // the last lookup (no lock to reuse it)
   std::uint64_t last_count = 0;
   std::size_t last_elem_size = 0;
-  // Rank 0 only: how to write slots, per (count, element size) (Config::tune_slot_stores).
-  std::unordered_map<std::uint64_t, SlotStoreTuner> tuners;
+  // Rank 0 only: how to write slots (Config::tune_slot_stores), per power of two of the call's
+  // bytes (slot_store_bucket). The choice follows where a message's lines live, which the size's
+  // magnitude decides; a fixed table keeps calls of new sizes from allocating, as the gradient
+  // engines' fused calls of changing sizes need.
+  std::array<SlotStoreTuner, 64> tuners{};
 };
 
 // How long a rank that makes no progress waits between checks that its peers are alive.

@@ -1,5 +1,6 @@
-// ccoll/runtime/slot_store_tuner.hpp: picks, per message size, how the host executors write FIFO
-// slots: ordinary (cached) stores or non-temporal (streamed) stores.
+// ccoll/runtime/slot_store_tuner.hpp: picks, per message size (power of two of a call's bytes),
+// how the host executors write FIFO slots: ordinary (cached) stores or non-temporal (streamed)
+// stores.
 //
 // A message written with ordinary stores reaches its reader through the caches: no memory traffic,
 // but the writer must take every line back from the reader that read the previous message in that
@@ -8,13 +9,16 @@
 // cached slots are about 1.2x faster than streamed ones at 16-64 MiB; with the two on different
 // CCDs, a writer reclaims lines at 2 GB/s and streamed slots (written to memory, read from memory,
 // twice the memory traffic) are 3-4x faster (docs/results/shm-vs-mpi.md). No static rule wins both,
-// so rank 0 measures: for each message size it times the first calls in both modes, runs the
-// faster, and re-times the other mode now and then (every 16 calls, backing off to every 256 while
-// the choice keeps winning clearly). It publishes the mode with its per-call arguments, so every
-// rank writes its slots the same way in every call (runtime/communicator.hpp); the other ranks'
-// writers follow rank 0's choice, whose call time is everyone's call time up to skew.
+// so rank 0 measures: for each size (power of two of the bytes) it times the first calls in both
+// modes, runs the faster, and re-times the other mode now and then (every 16 calls, backing off to
+// every 256 while the choice keeps winning clearly). It publishes the mode with its per-call
+// arguments, so every rank writes its slots the same way in every call (runtime/communicator.hpp);
+// the other ranks' writers follow rank 0's choice, whose call time is everyone's call time up to
+// skew.
 //
-// The first call of a size (plan building, first touch of the slots) is not timed.
+// The first call of a bucket (plan building, first touch of the slots) is not timed. The times of
+// calls of different sizes in one power of two are recorded scaled to per-byte times
+// (runtime/communicator.hpp).
 #pragma once
 
 #include <cstdint>
