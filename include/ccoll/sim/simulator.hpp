@@ -195,8 +195,9 @@ class EndHeap {
 // monotonically): the link never sets the share alone and is only tight when m is, which freezes
 // its paths anyway. Leaving it out therefore gives the same rates bit for bit, while a path keeps
 // only its links that can bind. On a cluster that leaves each inter-machine route its two NIC
-// links instead of six, and the components touched by a flow shrink with them (the GPUs' PCIe
-// links and the ToR links tied machines together).
+// links instead of six: the component a flow touches keeps its paths but loses most of its links,
+// and each path is a pass over two links instead of six, in the search for the component and in
+// the filling alike.
 class FairShare {
  public:
   FairShare() = default;
