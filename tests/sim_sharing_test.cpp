@@ -127,6 +127,7 @@ std::vector<sim::Route> widest_reference(const sim::Network& net, int src) {
 
 TEST_CASE("incremental max-min rates equal progressive filling over all flows") {
   std::mt19937 rng(20261124);
+  std::size_t binding = 0, all = 0;  // links of the paths kept by the filling, and in all
   const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint32_t>(n)); };
   for (int trial = 0; trial < 200; ++trial) {
     CAPTURE(trial);
@@ -136,6 +137,7 @@ TEST_CASE("incremental max-min rates equal progressive filling over all flows") 
     for (double& c : capacity)
       c = trial % 2 ? 1e9 * (1 + pick(3)) : 1e8 * (1 + pick(1000)) + rng() % 1000;
     sim::detail::FairShare fair(capacity);
+    sim::detail::FairShare every(capacity, false);  // no link left out
     std::vector<std::vector<int>> paths;
     const int npaths = 1 + pick(30);
     for (int p = 0; p < npaths; ++p) {
@@ -147,6 +149,7 @@ TEST_CASE("incremental max-min rates equal progressive filling over all flows") 
       }
       paths.push_back(links);
       CHECK(fair.add_path(links) == static_cast<std::uint32_t>(p));
+      every.add_path(links);
     }
     std::vector<std::uint32_t> flows;  // the path of each flow in flight
     std::vector<std::uint32_t> refilled;
@@ -156,14 +159,17 @@ TEST_CASE("incremental max-min rates equal progressive filling over all flows") 
         if (!flows.empty() && pick(5) < 2) {
           const auto i = static_cast<std::size_t>(pick(static_cast<int>(flows.size())));
           fair.remove_flow(flows[i]);
+          every.remove_flow(flows[i]);
           flows.erase(flows.begin() + static_cast<std::ptrdiff_t>(i));
         } else {
           const auto p = static_cast<std::uint32_t>(pick(npaths));
           fair.add_flow(p);
+          every.add_flow(p);
           flows.push_back(p);
         }
       }
       fair.reshare(refilled);
+      every.reshare(refilled);
       std::vector<std::vector<int>> flow_links;
       for (std::uint32_t p : flows) flow_links.push_back(paths[p]);
       const auto want = max_min_reference(capacity, flow_links);
@@ -171,6 +177,7 @@ TEST_CASE("incremental max-min rates equal progressive filling over all flows") 
         CAPTURE(f);
         CHECK(fair.flows(flows[f]) > 0);
         CHECK(std::abs(fair.rate(flows[f]) - want[f]) <= 1e-9 * want[f]);
+        CHECK(fair.rate(flows[f]) == every.rate(flows[f]));
       }
       for (int l = 0; l < nlinks; ++l) {
         std::size_t n = 0;
@@ -179,7 +186,90 @@ TEST_CASE("incremental max-min rates equal progressive filling over all flows") 
         CHECK(fair.link_flows(l) == n);
       }
     }
+    for (std::uint32_t p = 0; p < static_cast<std::uint32_t>(npaths); ++p) {
+      const auto& kept = fair.binding_links(p);
+      CHECK(!kept.empty());
+      CHECK(every.binding_links(p) == paths[static_cast<std::size_t>(p)]);
+      binding += kept.size();
+      all += paths[static_cast<std::size_t>(p)].size();
+    }
   }
+  // Enough links are left out (569 of 8,746) for the comparison with `every` to cover it.
+  CHECK(all - binding > 400);
+}
+
+TEST_CASE("max-min rates on cluster-shaped paths: only the NIC links bind between machines") {
+  // M machines of G GPUs: GPU -> PCIe -> NIC -> ToR -> NIC -> PCIe -> GPU between machines (PCIe
+  // and NIC at 12.5 GB/s, the ToR links at 50), through an NVSwitch inside one (450 GB/s).
+  constexpr int M = 6, G = 4;
+  std::vector<double> capacity;
+  const auto link = [&](double GBps) {
+    capacity.push_back(GBps * 1e9);
+    return static_cast<int>(capacity.size() - 1);
+  };
+  std::vector<int> gpu_up, gpu_down, sw_up, sw_down, nic_out, nic_in, tor_out, tor_in;
+  for (int m = 0; m < M; ++m) {
+    for (int g = 0; g < G; ++g) {
+      gpu_up.push_back(link(12.5));
+      gpu_down.push_back(link(12.5));
+      sw_up.push_back(link(450));
+      sw_down.push_back(link(450));
+    }
+    nic_out.push_back(link(12.5));
+    nic_in.push_back(link(12.5));
+    tor_out.push_back(link(50));
+    tor_in.push_back(link(50));
+  }
+  sim::detail::FairShare fair(capacity), every(capacity, false);
+  std::vector<std::vector<int>> paths;
+  for (int a = 0; a < M * G; ++a)
+    for (int b = 0; b < M * G; ++b) {
+      if (a == b) continue;
+      const auto ua = static_cast<std::size_t>(a), ub = static_cast<std::size_t>(b);
+      const auto ma = static_cast<std::size_t>(a / G), mb = static_cast<std::size_t>(b / G);
+      if (ma == mb)
+        paths.push_back({sw_up[ua], sw_down[ub]});
+      else
+        paths.push_back(
+            {gpu_up[ua], nic_out[ma], tor_out[ma], tor_in[mb], nic_in[mb], gpu_down[ub]});
+      fair.add_path(paths.back());
+      every.add_path(paths.back());
+    }
+  std::mt19937 rng(5);
+  std::vector<std::uint32_t> flows, changed;
+  for (int batch = 0; batch < 300; ++batch) {
+    CAPTURE(batch);
+    for (int k = 1 + static_cast<int>(rng() % 6); k > 0; --k) {
+      if (!flows.empty() && rng() % 5 < 2) {
+        const auto i = static_cast<std::size_t>(rng() % flows.size());
+        fair.remove_flow(flows[i]);
+        every.remove_flow(flows[i]);
+        flows.erase(flows.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        const auto p = static_cast<std::uint32_t>(rng() % paths.size());
+        fair.add_flow(p);
+        every.add_flow(p);
+        flows.push_back(p);
+      }
+    }
+    fair.reshare(changed);
+    // Every path whose flows are in flight and whose rate moved is reported.
+    std::vector<double> before(paths.size());
+    for (std::uint32_t p = 0; p < paths.size(); ++p) before[p] = every.rate(p);
+    every.reshare(changed);
+    std::vector<std::vector<int>> flow_links;
+    for (std::uint32_t p : flows) flow_links.push_back(paths[p]);
+    const auto want = max_min_reference(capacity, flow_links);
+    for (std::size_t f = 0; f < flows.size(); ++f) {
+      CAPTURE(f);
+      CHECK(std::abs(fair.rate(flows[f]) - want[f]) <= 1e-9 * want[f]);
+      CHECK(fair.rate(flows[f]) == every.rate(flows[f]));
+      if (every.rate(flows[f]) != before[flows[f]])
+        CHECK(std::find(changed.begin(), changed.end(), flows[f]) != changed.end());
+    }
+  }
+  for (std::uint32_t p = 0; p < paths.size(); ++p)
+    CHECK(fair.binding_links(p).size() == 2);  // the NICs, or the NVSwitch's two links
 }
 
 TEST_CASE("widest routes by heap equal settling nodes by scan") {

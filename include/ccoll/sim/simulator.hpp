@@ -187,11 +187,24 @@ class EndHeap {
 // a relative 1e-12) fill first and freeze their paths at that level; repeat. (A heap of link
 // levels was tried: plans have few distinct levels, and the heap's pushes per frozen path cost
 // more than rescanning the component's links each round.)
+//
+// A link is left out of the filling when another link m lies on every path through it and is no
+// wider (ties: m carries more paths, or has the smaller index). In every round m has no more
+// capacity left (it loses at least the same shares) for at least as many unfrozen flows, so its
+// level is at most the link's, in floating point too (subtraction and division round
+// monotonically): the link never sets the share alone and is only tight when m is, which freezes
+// its paths anyway. Leaving it out therefore gives the same rates bit for bit, while a path keeps
+// only its links that can bind. On a cluster that leaves each inter-machine route its two NIC
+// links instead of six: the component a flow touches keeps its paths but loses most of its links,
+// and each path is a pass over two links instead of six, in the search for the component and in
+// the filling alike.
 class FairShare {
  public:
   FairShare() = default;
-  explicit FairShare(std::vector<double> capacity)
+  // leave_out_dominated = false keeps every link in the filling (tests compare the two).
+  explicit FairShare(std::vector<double> capacity, bool leave_out_dominated = true)
       : cap_(std::move(capacity)),
+        leave_out_(leave_out_dominated),
         link_n_(cap_.size(), 0),
         link_paths_(cap_.size()),
         touched_(cap_.size(), 0),
@@ -200,33 +213,35 @@ class FairShare {
         left_cap_(cap_.size(), 0),
         level_(cap_.size(), 0) {}
 
-  // Registers a path over `links` (link indices, each at most once) and returns its id.
+  // Registers a path over `links` (link indices, each at most once) and returns its id. Paths
+  // are registered before the first flow: which links can bind depends on all of them.
   std::uint32_t add_path(std::vector<int> links) {
+    if (sealed_) throw std::logic_error("FairShare::add_path after the first flow");
     path_links_.push_back(std::move(links));
-    path_slot_.emplace_back(path_links_.back().size(), 0);
     path_n_.push_back(0);
     rate_.push_back(0);
-    path_seen_.push_back(0);
     frozen_.push_back(0);
+    grew_.push_back(0);
     return static_cast<std::uint32_t>(path_links_.size() - 1);
   }
   void add_flow(std::uint32_t p) {
+    if (!sealed_) seal();
     if (path_n_[p]++ == 0) {
       auto& slots = path_slot_[p];
       for (std::size_t h = 0; h < slots.size(); ++h) {
-        auto& lp = link_paths_[static_cast<std::size_t>(path_links_[p][h])];
+        auto& lp = link_paths_[static_cast<std::size_t>(fill_links_[p][h])];
         slots[h] = static_cast<std::uint32_t>(lp.size());
         lp.push_back(p);
       }
     }
-    for (int l : path_links_[p]) {
-      ++link_n_[static_cast<std::size_t>(l)];
-      touch(l);
-    }
+    grew_[p] = 1;
+    for (int l : path_links_[p]) ++link_n_[static_cast<std::size_t>(l)];
+    for (int l : fill_links_[p]) touch(l);
   }
   void remove_flow(std::uint32_t p) {
     if (--path_n_[p] == 0) {
-      const auto& links = path_links_[p];
+      grew_[p] = 0;
+      const auto& links = fill_links_[p];
       for (std::size_t h = 0; h < links.size(); ++h) {
         // Swap-remove: the order of a link's paths does not matter to the filling (every path
         // frozen in a round gets the same level, and each link loses that level once per flow).
@@ -238,20 +253,24 @@ class FairShare {
         if (moved != p) slot_of(moved, links[h]) = slot;
       }
     }
-    for (int l : path_links_[p]) {
-      --link_n_[static_cast<std::size_t>(l)];
-      touch(l);
-    }
+    for (int l : path_links_[p]) --link_n_[static_cast<std::size_t>(l)];
+    for (int l : fill_links_[p]) touch(l);
   }
   std::uint32_t flows(std::uint32_t p) const { return path_n_[p]; }
   std::size_t link_flows(int l) const { return link_n_[static_cast<std::size_t>(l)]; }
   const std::vector<int>& links(std::uint32_t p) const { return path_links_[p]; }
+  // The links of path p that the filling keeps (see the class comment).
+  const std::vector<int>& binding_links(std::uint32_t p) const {
+    return sealed_ ? fill_links_[p] : path_links_[p];
+  }
   // The rate of each flow on path p, as of the last reshare() that reached p.
   double rate(std::uint32_t p) const { return rate_[p]; }
 
-  // Refills the components touched since the last call; `refilled` receives their paths.
-  void reshare(std::vector<std::uint32_t>& refilled) {
-    refilled.clear();
+  // Refills the components touched since the last call. `changed` receives the paths whose rate
+  // differs from the one the previous call gave them, and those that gained a flow since: the
+  // flows of any other path keep their rates.
+  void reshare(std::vector<std::uint32_t>& changed) {
+    changed.clear();
     ++stamp_;
     comp_links_.clear();
     for (int l : touched_list_) {
@@ -263,18 +282,20 @@ class FairShare {
       }
     }
     touched_list_.clear();
+    // The component's links: every path on a link in it is refilled, so its frozen_ stamp marks
+    // it as reached as well.
     for (std::size_t i = 0; i < comp_links_.size(); ++i)
       for (std::uint32_t p : link_paths_[comp_links_[i]]) {
-        if (path_seen_[p] == stamp_) continue;
-        path_seen_[p] = stamp_;
-        refilled.push_back(p);
-        for (int m : path_links_[p]) {
+        if (frozen_[p] == stamp_) continue;
+        frozen_[p] = stamp_;
+        for (int m : fill_links_[p]) {
           const auto um = static_cast<std::size_t>(m);
           if (link_seen_[um] == stamp_) continue;
           link_seen_[um] = stamp_;
           comp_links_.push_back(um);
         }
       }
+    ++stamp_;
     for (std::size_t l : comp_links_) {
       left_cap_[l] = cap_[l];
       left_n_[l] = link_n_[l];
@@ -294,9 +315,11 @@ class FairShare {
         for (std::uint32_t p : link_paths_[l]) {
           if (frozen_[p] == stamp_) continue;
           frozen_[p] = stamp_;
+          if (rate_[p] != share || grew_[p]) changed.push_back(p);
           rate_[p] = share;
+          grew_[p] = 0;
           const std::size_t k = path_n_[p];
-          for (int m : path_links_[p]) {
+          for (int m : fill_links_[p]) {
             const auto um = static_cast<std::size_t>(m);
             // Once per flow, as filling flow by flow would: k x share rounds differently.
             for (std::size_t i = 0; i < k; ++i)
@@ -310,8 +333,51 @@ class FairShare {
   }
 
  private:
+  // Decides which links bind (see the class comment) once all paths are known.
+  void seal() {
+    sealed_ = true;
+    const std::size_t L = cap_.size(), P = path_links_.size();
+    std::vector<char> out(L, 0);
+    if (leave_out_) {
+      std::vector<std::vector<std::uint32_t>> through(L);
+      for (std::uint32_t p = 0; p < P; ++p)
+        for (int l : path_links_[p]) through[static_cast<std::size_t>(l)].push_back(p);
+      // on[m]: how many of the current link's paths pass m (valid where at[m] is that link).
+      std::vector<std::size_t> on(L, 0), at(L, L);
+      for (std::size_t l = 0; l < L; ++l) {
+        const auto& tl = through[l];
+        if (tl.empty()) continue;
+        for (std::uint32_t p : tl)
+          for (int m : path_links_[p]) {
+            const auto um = static_cast<std::size_t>(m);
+            if (at[um] != l) {
+              at[um] = l;
+              on[um] = 0;
+            }
+            ++on[um];
+          }
+        for (int m : path_links_[tl.front()]) {
+          const auto um = static_cast<std::size_t>(m);
+          if (um == l || on[um] != tl.size()) continue;
+          const std::size_t nm = through[um].size();
+          if (cap_[um] < cap_[l] ||
+              (cap_[um] == cap_[l] && (nm > tl.size() || (nm == tl.size() && um < l)))) {
+            out[l] = 1;
+            break;
+          }
+        }
+      }
+    }
+    fill_links_.resize(P);
+    path_slot_.resize(P);
+    for (std::size_t p = 0; p < P; ++p) {
+      for (int l : path_links_[p])
+        if (!out[static_cast<std::size_t>(l)]) fill_links_[p].push_back(l);
+      path_slot_[p].assign(fill_links_[p].size(), 0);
+    }
+  }
   std::uint32_t& slot_of(std::uint32_t p, int link) {
-    const auto& links = path_links_[p];
+    const auto& links = fill_links_[p];
     const auto h =
         static_cast<std::size_t>(std::find(links.begin(), links.end(), link) - links.begin());
     return path_slot_[p][h];
@@ -324,15 +390,19 @@ class FairShare {
   }
 
   std::vector<double> cap_;
+  bool leave_out_ = true;
+  bool sealed_ = false;
   std::vector<std::size_t> link_n_;                     // flows on each link
-  std::vector<std::vector<std::uint32_t>> link_paths_;  // paths with flows on each link
+  std::vector<std::vector<std::uint32_t>> link_paths_;  // paths with flows on each binding link
   std::vector<std::vector<int>> path_links_;
+  std::vector<std::vector<int>> fill_links_;           // each path's binding links
   std::vector<std::vector<std::uint32_t>> path_slot_;  // a path's index in each link's list
   std::vector<std::uint32_t> path_n_;                  // flows on each path
   std::vector<double> rate_;
+  std::vector<char> grew_;  // gained a flow since the last reshare()
   std::vector<char> touched_;
   std::vector<int> touched_list_;
-  std::vector<std::uint64_t> link_seen_, path_seen_, frozen_;
+  std::vector<std::uint64_t> link_seen_, frozen_;
   std::uint64_t stamp_ = 0;
   std::vector<std::size_t> comp_links_, tight_, left_n_;
   std::vector<double> left_cap_, level_;
@@ -639,9 +709,9 @@ class Simulation {
   // Max-min fair rates (FairShare) for the components of the links whose flows changed; a flow
   // whose rate moves by more than a relative 1e-12 gets the new rate and a new end time.
   void reshare() {
-    fair_.reshare(refilled_);
+    fair_.reshare(changed_paths_);
     if (!opt_.record_trace) {
-      for (std::uint32_t p : refilled_) {
+      for (std::uint32_t p : changed_paths_) {
         const double rate = fair_.rate(p);
         bool moved = false;
         for (std::size_t id : path_flows_[p])
@@ -656,13 +726,13 @@ class Simulation {
     // The trace samples a link's rate after each flow's change: change flows in id order, so the
     // samples do not depend on the order of the paths.
     changed_.clear();
-    for (std::uint32_t p : refilled_)
+    for (std::uint32_t p : changed_paths_)
       for (std::size_t id : path_flows_[p])
         if (std::abs(fair_.rate(p) - flows_[id].rate) > 1e-12 * fair_.rate(p))
           changed_.push_back(id);
     std::sort(changed_.begin(), changed_.end());
     for (std::size_t id : changed_) set_rate(id, fair_.rate(flows_[id].path));
-    for (std::uint32_t p : refilled_) end_moved(p);
+    for (std::uint32_t p : changed_paths_) end_moved(p);
   }
 
   void flow_done(std::size_t id) {
@@ -810,7 +880,7 @@ class Simulation {
   FairShare fair_;                                    // paths are routes_
   std::vector<std::vector<std::size_t>> path_flows_;  // flows in flight per path
   std::vector<std::size_t> first_flow_;               // per path in ends_: its flow that ends first
-  std::vector<std::uint32_t> refilled_;
+  std::vector<std::uint32_t> changed_paths_;
   std::vector<std::size_t> changed_;
   std::vector<double> link_rate_;  // record_trace only
   std::vector<double> link_bytes_, link_busy_, link_busy_since_;
