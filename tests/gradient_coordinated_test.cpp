@@ -36,25 +36,6 @@ namespace {
 using AR = Allreduce<transport::HostThreads, algo::Ring,
                      schedule::Pipelined<schedule::Overlap::ReduceBroadcast>>;
 
-template <class F>
-std::vector<std::string> on_threads(int p, F fn) {
-  std::vector<std::string> out(static_cast<std::size_t>(p));
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(p));
-  for (int r = 0; r < p; ++r)
-    threads.emplace_back([&, r] {
-      std::string& o = out[static_cast<std::size_t>(r)];
-      try {
-        o = fn(r);
-      } catch (const std::exception& e) {
-        o = "threw: ";
-        o += e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return out;
-}
-
 std::string at_rank(int r, const std::string& what) {
   return "rank " + std::to_string(r) + ": " + what;
 }
@@ -64,17 +45,6 @@ void permute(std::vector<int>& order, int rank, int iteration) {
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
   std::mt19937 rng(static_cast<unsigned>(1 + rank * 7919 + iteration * 104729));
   std::shuffle(order.begin(), order.end(), rng);
-}
-
-template <class E>
-ErrorCode code_of(E&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  FAIL("no ccoll::Error thrown");
-  return ErrorCode::System;
 }
 
 struct Case {

@@ -15,14 +15,19 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "allreduce_reference.hpp"
 #include "ccoll/core/dtype.hpp"
+#include "ccoll/core/error.hpp"
 #include "ccoll/core/op.hpp"
 #include "ccoll/gradient/asc_wfbp.hpp"
 #include "ccoll/gradient/fusion_buffer.hpp"
@@ -198,6 +203,38 @@ inline void ready_order(std::vector<int>& order, int rank, int iteration) {
     std::mt19937 rng(static_cast<unsigned>(rank * 1000 + iteration));
     std::shuffle(order.begin(), order.end(), rng);
   }
+}
+
+// Runs fn(rank) on P threads; each returns "" or what went wrong (an escaping error included).
+template <class F>
+std::vector<std::string> on_threads(int p, F fn) {
+  std::vector<std::string> out(static_cast<std::size_t>(p));
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r)
+    threads.emplace_back([&, r] {
+      std::string& o = out[static_cast<std::size_t>(r)];
+      try {
+        o = fn(r);
+      } catch (const std::exception& e) {
+        o = "threw: ";
+        o += e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+// The code of the ccoll::Error that f() throws; fails the test when it throws none.
+template <class E>
+ErrorCode code_of(E&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  FAIL("no ccoll::Error thrown");
+  return ErrorCode::System;
 }
 
 }  // namespace gradient_sync_harness

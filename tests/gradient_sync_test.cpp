@@ -32,26 +32,6 @@ namespace {
 using AR = Allreduce<transport::HostThreads, algo::Ring,
                      schedule::Pipelined<schedule::Overlap::ReduceBroadcast>>;
 
-// Runs fn(rank) on P threads; each returns "" or what went wrong (an escaping error included).
-template <class F>
-std::vector<std::string> on_threads(int p, F fn) {
-  std::vector<std::string> out(static_cast<std::size_t>(p));
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(p));
-  for (int r = 0; r < p; ++r)
-    threads.emplace_back([&, r] {
-      std::string& o = out[static_cast<std::size_t>(r)];
-      try {
-        o = fn(r);
-      } catch (const std::exception& e) {
-        o = "threw: ";
-        o += e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return out;
-}
-
 std::string rank_prefix(int r) {
   std::string s("rank ");
   s += std::to_string(r);
@@ -190,17 +170,6 @@ std::vector<TensorSpec> f32_tensors(std::size_t n) {
     t.push_back({std::move(name), i + 1, DataType::f32});
   }
   return t;
-}
-
-template <class E>
-ErrorCode code_of(E&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  FAIL("no ccoll::Error thrown");
-  return ErrorCode::System;
 }
 
 }  // namespace

@@ -171,6 +171,7 @@ TEST_CASE("incremental max-min rates equal progressive filling over all flows") 
       fair.reshare(refilled);
       every.reshare(refilled);
       std::vector<std::vector<int>> flow_links;
+      flow_links.reserve(flows.size());
       for (std::uint32_t p : flows) flow_links.push_back(paths[p]);
       const auto want = max_min_reference(capacity, flow_links);
       for (std::size_t f = 0; f < flows.size(); ++f) {
@@ -258,6 +259,7 @@ TEST_CASE("max-min rates on cluster-shaped paths: only the NIC links bind betwee
     for (std::uint32_t p = 0; p < paths.size(); ++p) before[p] = every.rate(p);
     every.reshare(changed);
     std::vector<std::vector<int>> flow_links;
+    flow_links.reserve(flows.size());
     for (std::uint32_t p : flows) flow_links.push_back(paths[p]);
     const auto want = max_min_reference(capacity, flow_links);
     for (std::size_t f = 0; f < flows.size(); ++f) {
