@@ -4,6 +4,8 @@
 // rank), repeated calls over monotonic counters, and the error report of a plan that stalls.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -12,12 +14,15 @@
 #include <thread>
 #include <vector>
 
+#include "ccoll/algo/ring.hpp"
+#include "ccoll/allreduce.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/plan/verifier.hpp"
 #include "ccoll/runtime/communicator.hpp"
 #include "ccoll/runtime/interpreter.hpp"
 #include "ccoll/runtime/slot_store_tuner.hpp"
 #include "ccoll/transport/host_threads.hpp"
+#include "heap_counter.hpp"
 
 using namespace ccoll;
 using namespace ccoll::plan;
@@ -483,4 +488,36 @@ TEST_CASE("slot store tuner: explores both modes, keeps the faster, probes less 
     tie.record(m, 1000);
   }
   CHECK(tie.current() == Tuner::Streamed);
+}
+
+TEST_CASE("slot store tuners: one per power of two of a call's bytes, so new sizes allocate none") {
+  CHECK(runtime::slot_store_bucket(1) == 0);
+  CHECK(runtime::slot_store_bucket(8191) == 12);
+  CHECK(runtime::slot_store_bucket(8192) == 13);
+  CHECK(runtime::slot_store_bucket(std::uint64_t{1} << 63) == 63);
+  // Calls from 4 KiB up are tuned; 2048..2060 floats are one bucket (8 KiB up to 8 KiB + 48 B),
+  // whose plans are built first, as the coordinated gradient engine builds its size classes.
+  Config c;
+  c.nranks = 2;
+  c.stream_slot_bytes = 4096;
+  Allreduce<transport::HostThreads, algo::Ring> ar(c);
+  constexpr std::size_t first = 2048, last = 2060;
+  for (std::size_t n = first; n <= last; ++n) (void)ar.plan(n, DataType::f32);
+  std::vector<std::vector<float>> data(2, std::vector<float>(last, 1.0f));
+  std::uint64_t before = 0, after = 0;
+  std::barrier warm(2, [&]() noexcept { before = ccoll_support::heap_allocations(); });
+  std::barrier done(2, [&]() noexcept { after = ccoll_support::heap_allocations(); });
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      float* d = data[static_cast<std::size_t>(r)].data();
+      ar.rank(r).run(d, d, first, DataType::f32, ReduceOp::max);  // the bucket's first call
+      warm.arrive_and_wait();
+      for (std::size_t n = first + 1; n <= last; ++n)
+        ar.rank(r).run(d, d, n, DataType::f32, ReduceOp::max);
+      done.arrive_and_wait();
+    });
+  for (auto& t : threads) t.join();
+  CHECK(after - before == 0);
+  for (const auto& v : data) CHECK(std::count(v.begin(), v.end(), 1.0f) == static_cast<long>(last));
 }

@@ -123,6 +123,35 @@ std::vector<sim::Route> widest_reference(const sim::Network& net, int src) {
   return routes;
 }
 
+// One instant of a simulation on both sharings: a few flows start (on random paths) or end
+// (random ones of `flows`, the path of each flow in flight). pick(n): a random integer in [0, n).
+template <class Pick>
+void start_and_end(sim::detail::FairShare& a, sim::detail::FairShare& b,
+                   std::vector<std::uint32_t>& flows, int npaths, int most, Pick pick) {
+  for (int k = 1 + pick(most); k > 0; --k) {
+    if (!flows.empty() && pick(5) < 2) {
+      const auto i = static_cast<std::size_t>(pick(static_cast<int>(flows.size())));
+      a.remove_flow(flows[i]);
+      b.remove_flow(flows[i]);
+      flows.erase(flows.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      const auto p = static_cast<std::uint32_t>(pick(npaths));
+      a.add_flow(p);
+      b.add_flow(p);
+      flows.push_back(p);
+    }
+  }
+}
+
+// The links of each flow in flight, as max_min_reference takes them.
+std::vector<std::vector<int>> links_of(const std::vector<std::uint32_t>& flows,
+                                       const std::vector<std::vector<int>>& paths) {
+  std::vector<std::vector<int>> out;
+  out.reserve(flows.size());
+  for (std::uint32_t p : flows) out.push_back(paths[p]);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("incremental max-min rates equal progressive filling over all flows") {
@@ -154,25 +183,10 @@ TEST_CASE("incremental max-min rates equal progressive filling over all flows") 
     std::vector<std::uint32_t> flows;  // the path of each flow in flight
     std::vector<std::uint32_t> refilled;
     for (int batch = 0; batch < 40; ++batch) {
-      // A batch of starts and ends, as at one instant of a simulation.
-      for (int k = 1 + pick(4); k > 0; --k) {
-        if (!flows.empty() && pick(5) < 2) {
-          const auto i = static_cast<std::size_t>(pick(static_cast<int>(flows.size())));
-          fair.remove_flow(flows[i]);
-          every.remove_flow(flows[i]);
-          flows.erase(flows.begin() + static_cast<std::ptrdiff_t>(i));
-        } else {
-          const auto p = static_cast<std::uint32_t>(pick(npaths));
-          fair.add_flow(p);
-          every.add_flow(p);
-          flows.push_back(p);
-        }
-      }
+      start_and_end(fair, every, flows, npaths, 4, pick);
       fair.reshare(refilled);
       every.reshare(refilled);
-      std::vector<std::vector<int>> flow_links;
-      flow_links.reserve(flows.size());
-      for (std::uint32_t p : flows) flow_links.push_back(paths[p]);
+      const auto flow_links = links_of(flows, paths);
       const auto want = max_min_reference(capacity, flow_links);
       for (std::size_t f = 0; f < flows.size(); ++f) {
         CAPTURE(f);
@@ -237,31 +251,17 @@ TEST_CASE("max-min rates on cluster-shaped paths: only the NIC links bind betwee
       every.add_path(paths.back());
     }
   std::mt19937 rng(5);
+  const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint32_t>(n)); };
   std::vector<std::uint32_t> flows, changed;
   for (int batch = 0; batch < 300; ++batch) {
     CAPTURE(batch);
-    for (int k = 1 + static_cast<int>(rng() % 6); k > 0; --k) {
-      if (!flows.empty() && rng() % 5 < 2) {
-        const auto i = static_cast<std::size_t>(rng() % flows.size());
-        fair.remove_flow(flows[i]);
-        every.remove_flow(flows[i]);
-        flows.erase(flows.begin() + static_cast<std::ptrdiff_t>(i));
-      } else {
-        const auto p = static_cast<std::uint32_t>(rng() % paths.size());
-        fair.add_flow(p);
-        every.add_flow(p);
-        flows.push_back(p);
-      }
-    }
+    start_and_end(fair, every, flows, static_cast<int>(paths.size()), 6, pick);
     fair.reshare(changed);
     // Every path whose flows are in flight and whose rate moved is reported.
     std::vector<double> before(paths.size());
     for (std::uint32_t p = 0; p < paths.size(); ++p) before[p] = every.rate(p);
     every.reshare(changed);
-    std::vector<std::vector<int>> flow_links;
-    flow_links.reserve(flows.size());
-    for (std::uint32_t p : flows) flow_links.push_back(paths[p]);
-    const auto want = max_min_reference(capacity, flow_links);
+    const auto want = max_min_reference(capacity, links_of(flows, paths));
     for (std::size_t f = 0; f < flows.size(); ++f) {
       CAPTURE(f);
       CHECK(std::abs(fair.rate(flows[f]) - want[f]) <= 1e-9 * want[f]);
