@@ -508,6 +508,7 @@ TEST_CASE("slot store tuners: one per power of two of a call's bytes, so new siz
   std::barrier warm(2, [&]() noexcept { before = ccoll_support::heap_allocations(); });
   std::barrier done(2, [&]() noexcept { after = ccoll_support::heap_allocations(); });
   std::vector<std::thread> threads;
+  threads.reserve(2);
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
       float* d = data[static_cast<std::size_t>(r)].data();
