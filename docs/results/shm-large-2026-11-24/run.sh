@@ -2,14 +2,17 @@
 # Large messages at P = 2 and 4 and handoffs between oversubscribed ranks, on the shared-memory
 # transport (docs/results/shm-large-2026-11-24.md). Run on a quiet machine:
 #
-#   docs/results/shm-large-2026-11-24/run.sh [BUILD_DIR]      (default: build; 4 min at load 8, less quiet)
+#   docs/results/shm-large-2026-11-24/run.sh [BUILD_DIR [OUT_DIR]]   (default: build; 4 min at load 8, less quiet)
 #
 # BUILD_DIR must hold ccoll_perf, bench_oversubscribed_handoff and bench_slot_handoff
 # (cmake --build BUILD_DIR --target ccoll_perf bench_oversubscribed_handoff bench_slot_handoff).
-# Raw logs and JSON go next to this script; the summary table is printed at the end.
+# Raw logs and JSON go to OUT_DIR (default: next to this script); the summary table is printed at
+# the end.
 set -eu
-here=$(cd "$(dirname "$0")" && pwd)
+script_dir=$(cd "$(dirname "$0")" && pwd)
 build=${1:-build}
+here=${2:-$script_dir}
+mkdir -p "$here"
 perf_bin=$build/benchmarks/ccoll_perf
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 run() {  # run LOG CMD...: the command and its output into LOG, bounded in time
@@ -65,8 +68,8 @@ if command -v perf >/dev/null 2>&1; then
   perf report -i "$here/p4-ring.perf.data" --no-children --sort symbol --stdio -g none 2>/dev/null |
     grep '%' | sed 's/ *- *- *$//' | head -30 >"$here/p4-ring.profile.txt" || true
   perf script -i "$here/p4-ring.perf.data" >"$here/p4-ring.perf.script" 2>/dev/null || true
-  python3 "$here/summarize.py" --shares "$here/p4-ring.perf.script" >"$here/p4-ring.shares.txt" || true
+  python3 "$script_dir/summarize.py" --shares "$here/p4-ring.perf.script" >"$here/p4-ring.shares.txt" || true
   rm -f "$here/p4-ring.perf.script"
   rm -f "$here/p4-ring.perf.data"
 fi
-python3 "$here/summarize.py" "$here"
+python3 "$script_dir/summarize.py" "$here"
