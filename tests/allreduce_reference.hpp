@@ -3,9 +3,12 @@
 // in-place x count against the reference, bitwise. Used by the process transports' tests.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -34,9 +37,12 @@ T value(ReduceOp op, int rank, int p, std::uint64_t i) {
     return static_cast<T>(v);
 }
 
-// Runs every dtype x op on `ar` for the given counts; returns "" or what was wrong.
+// Runs every dtype x op on `ar` for the given counts; returns "" or what was wrong. With a
+// `window` (a registered window, the same on every rank), input and output live in it: the input
+// at its start and the output in its second half.
 template <class AR>
-std::string check_all(AR& ar, const std::vector<std::uint64_t>& counts, bool every_dtype) {
+std::string check_all(AR& ar, const std::vector<std::uint64_t>& counts, bool every_dtype,
+                      std::span<std::byte> window = {}) {
   const int p = ar.nranks(), rank = ar.rank();
   std::string wrong;
   for (DataType d : kAllDataTypes) {
@@ -48,10 +54,25 @@ std::string check_all(AR& ar, const std::vector<std::uint64_t>& counts, bool eve
             using T = decltype(t);
             dispatch_reduce_op(op, [&](auto o) {
               constexpr ReduceOp kOp = decltype(o)::value;
-              std::vector<T> in(n), out(n);
+              std::vector<T> in_vec, out_vec;
+              T* in = nullptr;
+              T* out = nullptr;
+              if (window.empty()) {
+                in_vec.resize(n);
+                out_vec.resize(n);
+                in = in_vec.data();
+                out = out_vec.data();
+              } else {
+                if (n * sizeof(T) > window.size() / 2) {
+                  wrong = "n=" + std::to_string(n) + " does not fit the window";
+                  return;
+                }
+                in = reinterpret_cast<T*>(window.data());
+                out = reinterpret_cast<T*>(window.data() + window.size() / 2);
+              }
               for (std::uint64_t i = 0; i < n; ++i) in[i] = value<T>(op, rank, p, i);
-              if (in_place) out = in;
-              ar.run(in_place ? out.data() : in.data(), out.data(), n, d, op);
+              if (in_place) std::copy(in, in + n, out);
+              ar.run(in_place ? out : in, out, n, d, op);
               for (std::uint64_t i = 0; i < n && wrong.empty(); ++i) {
                 T ref = value<T>(op, 0, p, i);
                 for (int r = 1; r < p; ++r) ref = combine<kOp>(ref, value<T>(op, r, p, i));

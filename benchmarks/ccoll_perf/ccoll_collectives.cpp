@@ -53,6 +53,13 @@ class AllreduceCollective final : public Collective {
     return std::make_unique<RankView<AR>>(ar_.rank(r));
   }
   std::string name() const override { return ar_.name(); }
+  std::span<std::byte> allocate_window(std::size_t bytes) override {
+    if constexpr (requires { ar_.allocate_window(bytes); })
+      return ar_.allocate_window(bytes);
+    else
+      throw std::invalid_argument("--window: transport '" + std::string(T::name) +
+                                  "' has no registered windows");
+  }
 
  private:
   AR ar_;

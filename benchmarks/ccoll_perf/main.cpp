@@ -342,8 +342,17 @@ void shm_rank_body(Report& report, const Prepared& prepared, Control& control,
     auto view = coll->rank(rank);
     SweepSpec spec = make_spec(o, sizes, transport, name);
     spec.active = active_ranks(algo.logical, nranks, algo.spec.overlap);
-    buffers.expect(spec.active);
-    run_sweep(spec, *view, control, buffers, emit, peer.coll ? &paired : nullptr);
+    // --window: this collective's own buffers, in its window (the peer uses them too).
+    std::unique_ptr<RankBuffers> windowed;
+    if (o.window) {
+      const std::uint64_t count = max_count(sizes, o.dtype);
+      const std::uint64_t half = (count * ccoll::size_of(o.dtype) + 4095) / 4096 * 4096;
+      windowed = std::make_unique<RankBuffers>(count, o.dtype, o.op, rank, nranks, o.check,
+                                               coll->allocate_window(2 * half));
+    }
+    RankBuffers& used = windowed ? *windowed : buffers;
+    used.expect(spec.active);
+    run_sweep(spec, *view, control, used, emit, peer.coll ? &paired : nullptr);
     control.barrier();  // nobody destroys its end of the session while a peer still uses it
     view.reset();
     coll.reset();

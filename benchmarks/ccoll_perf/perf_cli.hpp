@@ -162,6 +162,9 @@ struct Options {
   std::string protocol;
   // ccoll::Config::in_band_agreement_bytes; unset: the library's default (0 is a value: never).
   std::optional<std::uint64_t> in_band_agreement_bytes;
+  // --window 1: every rank's buffers in a registered window of each collective
+  // (Allreduce::allocate_window; --transport shm only), so calls read the peers' buffers.
+  bool window = false;
   std::string json_path;
   std::string csv_path;
   bool help = false;
@@ -359,6 +362,10 @@ inline std::string usage_text() {
                           ccoll::Config::in_band_agreement_bytes: calls of at most B bytes
                           check their arguments alongside their messages (0: always before
                           them), default: the library's (64K)
+      --window 0|1        --transport shm: put every rank's buffers in a registered window
+                          of the collective (ccoll::Allreduce::allocate_window), so calls read
+                          their peers' buffers directly instead of staging them; the peer runs
+                          on the same buffers; default 0
       --json FILE         write the results as JSON (the path is checked before the run)
       --csv FILE          write the results as CSV (the path is checked before the run)
   -h, --help              this text
@@ -602,6 +609,8 @@ inline Options parse_args(const std::vector<std::string>& args) {
       const auto b = parse_size(v);
       if (!b) throw detail::bad_value(flag, "expected a size in bytes (0, 64K, 1M, ...)", v);
       o.in_band_agreement_bytes = *b;
+    } else if (flag == "--window") {
+      o.window = detail::parse_long(flag, next(), 0, 1) != 0;
     } else if (flag == "--protocol") {
       o.protocol = next();
       if (o.protocol != "simple" && o.protocol != "ll")
@@ -657,6 +666,12 @@ inline Options parse_args(const std::vector<std::string>& args) {
   if ((o.peer == Peer::mpi || o.peer == Peer::gloo) && is_device(o.transport)) {
     throw UsageError("--peer " + std::string(to_string(o.peer)) + ": not with --transport " +
                      std::string(to_string(o.transport)) + " (on a GPU the peer is nccl)");
+  }
+  if (o.window && o.transport != Transport::shm) {
+    throw UsageError(
+        "--window 1: only with --transport shm (the transport with registered "
+        "windows), got --transport " +
+        std::string(to_string(o.transport)));
   }
   if (o.step_factor == 1.0 && o.min_bytes != o.max_bytes) {
     throw UsageError("-f/--stepfactor: 1 only works with -b equal to -e");
@@ -1078,6 +1093,7 @@ inline nlohmann::ordered_json to_json_value(const Report& rep) {
   opts["timeout_ms"] = o.timeout_ms ? json(*o.timeout_ms) : json(nullptr);
   opts["tuning"] = o.tuning_path.empty() ? json(nullptr) : json(o.tuning_path);
   opts["protocol"] = o.protocol.empty() ? json(nullptr) : json(o.protocol);
+  opts["window"] = o.window;
   opts["in_band_agreement_bytes"] =
       o.in_band_agreement_bytes ? json(*o.in_band_agreement_bytes) : json(nullptr);
   opts["datatype"] = std::string(ccoll::to_string(o.dtype));

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "controls.hpp"
@@ -49,6 +51,29 @@ RankBuffers::RankBuffers(std::uint64_t max_count, ccoll::DataType d, ccoll::Redu
   }
 }
 
+RankBuffers::RankBuffers(std::uint64_t max_count, ccoll::DataType d, ccoll::ReduceOp op, int rank,
+                         int nranks, bool with_expected, std::span<std::byte> memory)
+    : max_count_(max_count),
+      dtype_(d),
+      op_(op),
+      rank_(rank),
+      nranks_(nranks),
+      with_expected_(with_expected),
+      owns_buffers_(false) {
+  const std::uint64_t bytes = max_count * ccoll::size_of(d);
+  if (memory.size() / 2 < bytes)
+    throw std::invalid_argument("buffers of " + std::to_string(bytes) +
+                                " bytes do not fit twice in " + std::to_string(memory.size()));
+  send_ = memory.data();
+  recv_ = memory.data() + memory.size() / 2 / 4096 * 4096;
+  fill_input(send_, max_count, d, op, rank);
+  std::memset(recv_, kPoison, bytes);
+  if (with_expected) {
+    expected_ = allocate(bytes);
+    fill_expected(expected_, max_count, d, op, nranks);
+  }
+}
+
 void RankBuffers::expect(const std::vector<bool>& active) {
   if (!with_expected_) return;
   std::vector<int> contributors;
@@ -68,8 +93,10 @@ void RankBuffers::expect(const std::vector<bool>& active) {
 }
 
 RankBuffers::~RankBuffers() {
-  std::free(send_);
-  std::free(recv_);
+  if (owns_buffers_) {
+    std::free(send_);
+    std::free(recv_);
+  }
   std::free(expected_);
 }
 

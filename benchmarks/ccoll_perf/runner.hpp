@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ class RankBuffers {
  public:
   RankBuffers(std::uint64_t max_count, ccoll::DataType d, ccoll::ReduceOp op, int rank, int nranks,
               bool with_expected);
+  // The same, with send and receive buffers in `memory` (at least 2 x max_count elements, which
+  // the caller owns and keeps alive): its first half sends, its second half receives.
+  RankBuffers(std::uint64_t max_count, ccoll::DataType d, ccoll::ReduceOp op, int rank, int nranks,
+              bool with_expected, std::span<std::byte> memory);
   ~RankBuffers();
   RankBuffers(const RankBuffers&) = delete;
   RankBuffers& operator=(const RankBuffers&) = delete;
@@ -65,6 +70,7 @@ class RankBuffers {
   void* send_ = nullptr;
   void* recv_ = nullptr;
   void* expected_ = nullptr;
+  bool owns_buffers_ = true;
 };
 
 struct SweepSpec {
@@ -111,6 +117,9 @@ class Collective {
   virtual std::unique_ptr<RankCollective> rank(int r) = 0;
   // transport/topology/schedule, as ccoll::Allreduce::name().
   virtual std::string name() const = 0;
+  // Collective: a registered window of `bytes` (Allreduce::allocate_window), for transports that
+  // have them; throws std::invalid_argument for the others.
+  virtual std::span<std::byte> allocate_window(std::size_t bytes) = 0;
 };
 
 // The ccoll::Config of a run: rank and nranks (-1 / 0 leave them to the transport), the shm

@@ -116,6 +116,16 @@ class Allreduce {
   void run(const void* sendbuff, void* recvbuff, std::size_t count, DataType dtype, ReduceOp op) {
     exec_.run(rank(), sendbuff, recvbuff, count, dtype, op);
   }
+  // Collective, for transports whose ranks can map each other's memory (SharedMemory): `bytes` of
+  // memory every rank maps, for the buffers of later calls. Calls whose input and output lie at
+  // the same offsets of one window on every rank read the peers' buffers directly instead of
+  // staging each message (docs/api.md, "Registered windows"); the memory lives as long as this
+  // object.
+  std::span<std::byte> allocate_window(std::size_t bytes) requires
+      requires(typename T::Executor& e) {
+    e.allocate_window(bytes);
+  }
+  { return exec_.allocate_window(bytes); }
   std::span<const int> local_ranks() const { return exec_.local_ranks(); }
   int nranks() const { return exec_.nranks(); }
   const Config& config() const { return exec_.config(); }

@@ -129,6 +129,14 @@ class AreaControlPlane {
     return -1;
   }
 
+  // Waits until `peer`'s *word >= target (a barrier of a symmetric call, say), giving up like
+  // agreement does: at the deadline (Timeout, naming the peer), on abort, or when the peer's
+  // process is gone.
+  void wait_peer_word(const std::uint64_t* word, std::uint64_t target, int rank, int peer,
+                      std::uint64_t deadline_ns, std::uint64_t seq) {
+    wait_word(word, target, rank, peer, deadline_ns, seq);
+  }
+
   const std::uint32_t* abort_word() const { return &header_->abort.flag; }
   bool aborted() const { return header_->abort.raised(); }
   void raise(ErrorCode code, FailurePoint where) {
@@ -180,6 +188,9 @@ class AreaControlPlane {
         .store_relaxed(args.ok() ? 0u : 1u + static_cast<std::uint32_t>(args.error));
     sync::AtomicWord<std::uint32_t>(&mine.in_band).store_relaxed(in_band ? 1u : 0u);
     mine.root_choice = rank == 0 ? args.root_choice : 0u;
+    mine.window = args.window;
+    mine.send_offset = args.send_offset;
+    mine.recv_offset = args.recv_offset;
     if (!args.ok() || mine.reason[0] != 0) {
       std::memset(mine.reason, 0, sizeof mine.reason);
       std::memcpy(mine.reason, args.reason.data(),
@@ -202,6 +213,15 @@ class AreaControlPlane {
     Agreement a =
         common_verdict([this, seq](int q) -> const CallDescriptor& { return call_of(q, seq); },
                        nranks_, seq, in_band);
+    if (a.verdict.empty() && !in_band) {
+      const CallDescriptor& first = call_of(0, seq);
+      a.symmetric = first.window != 0;
+      for (int q = 1; q < nranks_ && a.symmetric; ++q) {
+        const CallDescriptor& d = call_of(q, seq);
+        a.symmetric = d.window == first.window && d.send_offset == first.send_offset &&
+                      d.recv_offset == first.recv_offset;
+      }
+    }
     acknowledge(where.rank, seq);
     return a;
   }

@@ -13,6 +13,10 @@
 //   4. the rank's programs through the run loop (runtime/run_loop.hpp);
 //   5. the connections' per-call bases advance by their messages per call: counters never reset,
 //      the next call's messages follow this call's.
+// A transport whose ranks can read each other's registered windows passes the call's placement
+// in one (runtime/call_args.hpp) and a `direct` routine: when every rank's buffers lie at the same
+// offsets of one window and the plan has no relays, every rank runs `direct` after step 3 instead
+// of steps 4-5 (runtime/symmetric_allreduce.hpp). All ranks decide alike, from the agreement.
 // While step 4 runs, the rank's per-channel progress words tell a consumer thread of the same
 // process which layers of the output are already final (layer_readiness()).
 #pragma once
@@ -131,6 +135,13 @@ class Communicator {
   // One collective call by `rank` (its state must be used by one thread only).
   void run(rank_state& st, int rank, const void* send, void* recv, std::size_t count,
            DataType dtype, ReduceOp op) {
+    run(st, rank, send, recv, count, dtype, op, WindowPlacement{}, [](const StepOptions&) {});
+  }
+  // The same, for buffers at `placement` in a registered window: direct(options) runs the call
+  // when every rank's buffers lie at the same offsets of that window.
+  template <class Direct>
+  void run(rank_state& st, int rank, const void* send, void* recv, std::size_t count,
+           DataType dtype, ReduceOp op, const WindowPlacement& placement, Direct&& direct) {
     StepOptions o;
     o.start_ns = sync::now_ns();
     o.timeout_ms = static_cast<long>(config_.timeout.count());
@@ -143,8 +154,19 @@ class Communicator {
     const std::uint64_t bytes = static_cast<std::uint64_t>(count) * size_of(dtype);
     const bool may_stream = config_.stream_slot_bytes != 0 && bytes >= config_.stream_slot_bytes;
     SlotStoreTuner* tuner = nullptr;
+    bool in_band = false;
+    if constexpr (InBandControlPlane<P>)
+      in_band = !may_stream && config_.in_band_agreement_bytes != 0 &&
+                bytes <= config_.in_band_agreement_bytes;
+    // Small calls agree in band, after their steps, so they stage whatever their buffers.
+    const bool windowed = placement.window != 0 && !in_band;
+    if (windowed) {
+      args.window = placement.window;
+      args.send_offset = placement.send_offset;
+      args.recv_offset = placement.recv_offset;
+    }
     if (rank == 0) {
-      const bool eligible = args.ok() && may_stream;
+      const bool eligible = args.ok() && may_stream && !windowed;
       SlotStoreTuner::Mode mode = eligible ? SlotStoreTuner::Streamed : SlotStoreTuner::Cached;
       if (eligible && config_.tune_slot_stores) {
         tuner = &st.tuners[slot_store_bucket(bytes)];
@@ -155,11 +177,7 @@ class Communicator {
     o.seq = ++st.seq;
 
     // 2. Agreement: before the steps, or (small calls) alongside them.
-    bool in_band = false;
     Agreement agreed;
-    if constexpr (InBandControlPlane<P>)
-      in_band = !may_stream && config_.in_band_agreement_bytes != 0 &&
-                bytes <= config_.in_band_agreement_bytes;
     if (in_band) {
       if constexpr (InBandControlPlane<P>) plane_.publish(args, o.seq, o.deadline_ns, here);
     } else {
@@ -182,11 +200,21 @@ class Communicator {
     }
     const PreparedPlan<C>* pp = st.last_plan.get();
     const plan::Plan& p = pp->plan;
+    o.stream_output =
+        config_.stream_output_bytes != 0 && count * size_of(dtype) >= config_.stream_output_bytes;
+    if (agreed.symmetric && pp->nactive == nranks_) {
+      // Relays (nactive < nranks) contribute nothing and receive nothing: those plans stage.
+      try {
+        direct(o);
+      } catch (const Error& e) {
+        plane_.raise(e.code(), here);
+        throw;
+      }
+      return;
+    }
     for (std::size_t i = 0; i < pp->set_index.size(); ++i)
       st.base[i] = st.base_by_set[pp->set_index[i]];
     if (st.pcs.size() < p.channels.size()) st.pcs.resize(p.channels.size());
-    o.stream_output =
-        config_.stream_output_bytes != 0 && count * size_of(dtype) >= config_.stream_output_bytes;
     if (rank >= 0 && rank < nranks_) {
       o.progress = progress_words(rank);
       o.progress_channels = progress_channels_;

@@ -21,6 +21,9 @@
 //   - once all ranks are registered rank 0 unlinks the name and removes the token (the mappings
 //     stay valid), so a crash after setup leaves nothing behind in /dev/shm; the last rank to leave
 //     also unlinks it if a failed setup left it there.
+// Registered windows (allocate_window(), transport/shared_window.hpp): buffers the ranks allocate
+// in segments every rank maps; a call whose buffers lie at the same offsets of one window on every
+// rank reads its peers' buffers directly (runtime/symmetric_allreduce.hpp).
 // Rank and size come from Config or the environment (CCOLL_RANK/CCOLL_SIZE,
 // OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, PMI_RANK/PMI_SIZE), so the executor runs under
 // mpirun without using MPI.
@@ -37,6 +40,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <random>
 #include <span>
@@ -51,9 +55,11 @@
 #include "ccoll/protocol/protocol.hpp"
 #include "ccoll/runtime/area_communicator.hpp"
 #include "ccoll/runtime/low_latency_area.hpp"
+#include "ccoll/runtime/symmetric_allreduce.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/transport/concept.hpp"
+#include "ccoll/transport/shared_window.hpp"
 
 namespace ccoll::transport {
 
@@ -239,9 +245,38 @@ struct SharedMemory {
         throw_invalid_argument(config_.rank, "rank",
                                "this process's rank " + std::to_string(config_.rank),
                                std::to_string(rank));
-      comm_.run(state_, config_.rank, send, recv, count, dtype, op);
+      if (windows_.empty()) {
+        comm_.run(state_, config_.rank, send, recv, count, dtype, op);
+        return;
+      }
+      const runtime::WindowPlacement at = placement(send, recv, count * size_of(dtype));
+      comm_.run(state_, config_.rank, send, recv, count, dtype, op, at,
+                [&](const runtime::StepOptions& o) {
+                  run_symmetric(*windows_[at.window - 1], at, count, dtype, op, o);
+                  ++direct_calls_;
+                });
+    }
+
+    // Collective (every rank, in the same order): a window of `bytes` in shared memory that every
+    // rank maps, for the buffers of later calls. Calls whose input and output lie at the same
+    // offsets of one window on every rank read the peers' buffers directly, without staging (a
+    // call whose buffers are anywhere else runs as before). Page-aligned; valid while the
+    // executor lives.
+    std::span<std::byte> allocate_window(std::size_t bytes) {
+      if (bytes == 0) throw_invalid_argument(config_.rank, "bytes", "> 0", "0");
+      const auto id = static_cast<std::uint32_t>(windows_.size());
+      auto& plane = comm_.control_plane();
+      windows_.push_back(
+          std::make_unique<SharedWindow>(name_, id, config_.rank, config_.nranks, bytes,
+                                         sync::deadline_after(config_.timeout), [&plane] {
+                                           plane.check_peers();
+                                           return plane.aborted();
+                                         }));
+      return {windows_.back()->data(config_.rank), bytes};
     }
     int rank() const { return config_.rank; }
+    // The calls of this rank that read their peers' windows directly (the others staged).
+    std::uint64_t direct_calls() const { return direct_calls_; }
     std::span<const int> local_ranks() const { return local_; }
     plan::Plan plan(std::size_t count, std::size_t elem_size) {
       return comm_.prepared_plan(count, elem_size)->plan;
@@ -252,6 +287,50 @@ struct SharedMemory {
     runtime::AreaCommunicator& communicator() { return comm_; }
 
    private:
+    // Where send and recv lie: both in one window, or window 0.
+    runtime::WindowPlacement placement(const void* send, const void* recv,
+                                       std::size_t bytes) const {
+      if (config_.nranks > runtime::kMaxSymmetricRanks) return {};
+      for (const auto& w : windows_) {
+        const std::int64_t s = w->offset_of(send, bytes);
+        const std::int64_t r = s < 0 ? -1 : w->offset_of(recv, bytes);
+        if (r >= 0)
+          return {w->id() + 1, static_cast<std::uint64_t>(s), static_cast<std::uint64_t>(r)};
+      }
+      return {};
+    }
+
+    void run_symmetric(const SharedWindow& w, const runtime::WindowPlacement& at, std::size_t count,
+                       DataType dtype, ReduceOp op, const runtime::StepOptions& o) {
+      const int p = config_.nranks;
+      const int rank = config_.rank;
+      auto& plane = comm_.control_plane();
+      // Two barriers per call; every rank's word counts the same calls of this window.
+      auto barrier = [&] {
+        std::uint64_t* mine = w.arrival_word(rank);
+        const std::uint64_t target = sync::AtomicWord<std::uint64_t>(mine).load_relaxed() + 1;
+        sync::AtomicWord<std::uint64_t>(mine).store_release(target);
+        for (int k = 1; k < p; ++k) {
+          const int q = (rank + k) % p;
+          plane.wait_peer_word(w.arrival_word(q), target, rank, q, o.deadline_ns, o.seq);
+        }
+      };
+      dispatch_data_type(dtype, [&](auto t) {
+        using T = decltype(t);
+        dispatch_reduce_op(op, [&](auto tag) {
+          runtime::SymmetricCall<T> c;
+          c.windows = w.data();
+          c.send_offset = at.send_offset;
+          c.recv_offset = at.recv_offset;
+          c.rank = rank;
+          c.nranks = p;
+          c.count = count;
+          c.stream = o.stream_output;
+          runtime::symmetric_allreduce<T, decltype(tag)::value>(c, barrier);
+        });
+      });
+    }
+
     [[noreturn]] void fail_system(const std::string& what) const {
       throw Error(ErrorCode::System, config_.rank,
                   what + " '" + name_ + "': " + std::strerror(errno));
@@ -566,6 +645,8 @@ struct SharedMemory {
     bool foreign_token_ = false;  // a token file that was not private was refused
     long foreign_uid_ = -1;       // the owner of a segment of our name that we refused
     unsigned foreign_mode_ = 0;
+    std::vector<std::unique_ptr<SharedWindow>> windows_;
+    std::uint64_t direct_calls_ = 0;
   };
 };
 

@@ -1,0 +1,214 @@
+// Tests of registered windows on the shared-memory transport (transport/shared_window.hpp,
+// runtime/symmetric_allreduce.hpp): P = 1..5 processes fork()ed by the test. Buffers at the same
+// offsets of one window on every rank take the direct path (and give the reference's bits for
+// every dtype, op, count and in place); buffers elsewhere, or at different offsets, stage as
+// before; a rank that never allocates its window is named in the others' error; no window is left
+// in /dev/shm.
+#include <dirent.h>
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "allreduce_reference.hpp"
+#include "ccoll/algo/all.hpp"
+#include "ccoll/ccoll.hpp"
+#include "ccoll/runtime/symmetric_allreduce.hpp"
+#include "process_ranks.hpp"
+
+using namespace ccoll;
+using namespace std::chrono_literals;
+using ccoll::testing::check_all;
+using process_ranks::on_processes;
+using process_ranks::Outcome;
+
+namespace {
+
+using AR = Allreduce<transport::SharedMemory, algo::Ring, schedule::Phased>;
+
+std::string unique_session(const std::string& tag) {
+  static int n = 0;
+  return "test-window-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+}
+
+Config window_config(int p, int r, const std::string& session) {
+  Config c;
+  c.nranks = p;
+  c.rank = r;
+  c.session = session;
+  c.slot_bytes = 1024;
+  c.nslots = 2;
+  c.timeout = 10s;
+  c.in_band_agreement_bytes = 0;  // small calls too agree first, so they may go direct
+  return c;
+}
+
+void require_all_ok(const std::vector<Outcome>& out) {
+  for (std::size_t r = 0; r < out.size(); ++r) {
+    INFO("rank " << r << ": " << out[r].message);
+    CHECK(out[r].exit_code == 0);
+  }
+}
+
+int error_code_of(const Outcome& o) {
+  if (o.message.rfind("ERR ", 0) != 0) return -100;
+  return std::atoi(o.message.c_str() + 4);
+}
+
+// Entries of /dev/shm whose name contains `part`.
+int shm_entries_with(const std::string& part) {
+  int n = 0;
+  if (DIR* d = ::opendir("/dev/shm")) {
+    while (const dirent* e = ::readdir(d))
+      if (std::strstr(e->d_name, part.c_str()) != nullptr) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("symmetric shares cover the elements once, 64-byte aligned") {
+  for (int p = 1; p <= 9; ++p)
+    for (std::size_t elem : {1u, 2u, 4u, 8u})
+      for (std::uint64_t count : {1ull, 7ull, 64ull, 1000ull, 4097ull, 1000003ull}) {
+        std::uint64_t next = 0;
+        for (int q = 0; q < p; ++q) {
+          const runtime::Share s = runtime::symmetric_share(count, elem, p, q);
+          REQUIRE(s.begin == next);
+          REQUIRE(s.end >= s.begin);
+          if (s.end > s.begin && s.end < count) CHECK((s.end * elem) % 64 == 0);
+          next = s.end;
+        }
+        CHECK(next == count);
+      }
+}
+
+TEST_CASE("shm windows: every dtype, op and count, in place and not, P = 1..5, go direct") {
+  for (int p = 1; p <= 5; ++p) {
+    INFO("P=" << p);
+    const std::string session = unique_session("all");
+    auto out = on_processes(p, [&](int r) -> std::string {
+      Config c = window_config(p, r, session);
+      c.stream_output_bytes = p % 2 == 1 ? 1 : 0;  // both store kinds, every count
+      AR ar(c);
+      const std::span<std::byte> w = ar.allocate_window(std::size_t{2} << 20);
+      if (w.size() != (std::size_t{2} << 20)) return "window of the wrong size";
+      if (reinterpret_cast<std::uintptr_t>(w.data()) % 4096 != 0) return "window not page-aligned";
+      std::string wrong = check_all(ar, {1, 3, 17, 1000, 4099, 65536 + 5}, p != 3, w);
+      if (!wrong.empty()) return wrong;
+      if (ar.executor().direct_calls() == 0) return "no call went direct";
+      return "";
+    });
+    require_all_ok(out);
+    CHECK(shm_entries_with(session) == 0);
+  }
+}
+
+TEST_CASE("shm windows: large calls stream, and the default config goes direct above 64 KiB") {
+  const int p = 3;
+  const std::string session = unique_session("large");
+  auto out = on_processes(p, [&](int r) -> std::string {
+    Config c = window_config(p, r, session);
+    c.in_band_agreement_bytes = Config{}.in_band_agreement_bytes;
+    c.stream_output_bytes = 1u << 20;
+    AR ar(c);
+    const std::span<std::byte> w = ar.allocate_window(std::size_t{16} << 20);
+    const std::string wrong = check_all(ar, {(std::uint64_t{3} << 20) / 4 + 3}, false, w);
+    if (!wrong.empty()) return wrong;
+    const std::uint64_t direct = ar.executor().direct_calls();
+    // f32 and bf16, every op, in place and not: 2 x 5 x 2 calls, all direct.
+    if (direct != 20) return "direct calls: " + std::to_string(direct) + ", expected 20";
+    return "";
+  });
+  require_all_ok(out);
+}
+
+TEST_CASE("shm windows: buffers outside the window, or at other offsets, stage and stay right") {
+  const int p = 4;
+  const std::string session = unique_session("fallback");
+  auto out = on_processes(p, [&](int r) -> std::string {
+    AR ar(window_config(p, r, session));
+    const std::span<std::byte> w = ar.allocate_window(1 << 20);
+    const std::size_t n = 5000;
+    auto* in = reinterpret_cast<float*>(w.data());
+    // Rank 2's output sits elsewhere in the window: no longer symmetric.
+    auto* out_buf = reinterpret_cast<float*>(w.data() + (r == 2 ? 4096 * 64 : 4096 * 32));
+    std::vector<float> outside(n);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (std::size_t i = 0; i < n; ++i)
+        in[i] = static_cast<float>(r + 1) * static_cast<float>(i % 7);
+      float* dst = pass == 0 ? out_buf : (r == 1 ? outside.data() : out_buf);
+      ar.run(in, dst, n, DataType::f32, ReduceOp::sum);
+      const float scale = static_cast<float>(p * (p + 1) / 2);
+      for (std::size_t i = 0; i < n; ++i)
+        if (dst[i] != scale * static_cast<float>(i % 7))
+          return "pass " + std::to_string(pass) + " element " + std::to_string(i);
+    }
+    if (ar.executor().direct_calls() != 0) return "a call that is not symmetric went direct";
+    return "";
+  });
+  require_all_ok(out);
+}
+
+TEST_CASE("shm windows: a rank that never allocates its window is named within the deadline") {
+  const int p = 3;
+  const std::string session = unique_session("absent");
+  auto out = on_processes(p, [&](int r) -> std::string {
+    Config c = window_config(p, r, session);
+    c.timeout = 500ms;
+    AR ar(c);
+    if (r == 2) {
+      std::this_thread::sleep_for(1500ms);
+      return "absent";
+    }
+    ar.allocate_window(1 << 16);
+    return "allocated";
+  });
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << out[static_cast<std::size_t>(r)].message);
+    CHECK(error_code_of(out[static_cast<std::size_t>(r)]) == static_cast<int>(ErrorCode::Timeout));
+  }
+  CHECK(out[2].message == "WRONG absent");
+  CHECK(shm_entries_with(session) == 0);
+}
+
+TEST_CASE("the streaming fold equals the element fold at every alignment and operand count") {
+  for (std::uint32_t nsrc = 1; nsrc <= 5; ++nsrc)
+    for (std::uint64_t shift : {0u, 1u, 3u})
+      for (std::uint64_t n : {0u, 1u, 15u, 16u, 17u, 100u, 1031u}) {
+        std::vector<std::vector<float>> in(nsrc, std::vector<float>(n + 4));
+        std::vector<const float*> srcs(nsrc);
+        for (std::uint32_t k = 0; k < nsrc; ++k) {
+          for (std::uint64_t i = 0; i < n + 4; ++i)
+            in[k][i] = static_cast<float>((k * 31 + i * 17) % 29) / 7.0f;
+          srcs[k] = in[k].data() + shift;
+        }
+        std::vector<float> out(n + 8, -1.0f);
+        runtime::detail::fold_streaming<float, ReduceOp::avg, float>(
+            out.data() + shift, srcs.data(), nsrc, n, static_cast<int>(nsrc));
+        runtime::detail::stream_fence();
+        for (std::uint64_t i = 0; i < n; ++i) {
+          const float ref = runtime::detail::fold_element<float, ReduceOp::avg, true, float>(
+              srcs.data(), nsrc, i, static_cast<int>(nsrc));
+          REQUIRE(std::memcmp(&ref, &out[shift + i], sizeof ref) == 0);
+        }
+        CHECK(out[shift + n] == -1.0f);
+        if (shift > 0) CHECK(out[shift - 1] == -1.0f);
+      }
+  // 16-bit floats: three or more operands fold in float and round once.
+  std::vector<std::vector<Half>> h(3, std::vector<Half>(64));
+  for (int k = 0; k < 3; ++k)
+    for (int i = 0; i < 64; ++i) h[k][i] = Half(k == 0 ? 2048.0f : 1.0f);
+  const Half* hs[3] = {h[0].data(), h[1].data(), h[2].data()};
+  std::vector<Half> ho(64);
+  runtime::detail::fold_streaming<Half, ReduceOp::sum, float>(ho.data(), hs, 3, 64, 3);
+  runtime::detail::stream_fence();
+  CHECK(static_cast<float>(ho[0]) == 2050.0f);
+  CHECK(static_cast<float>(ho[63]) == 2050.0f);
+}
