@@ -95,7 +95,10 @@ TEST_CASE("shm windows: every dtype, op and count, in place and not, P = 1..5, g
     const std::string session = unique_session("all");
     auto out = on_processes(p, [&](int r) -> std::string {
       Config c = window_config(p, r, session);
-      c.stream_output_bytes = p % 2 == 1 ? 1 : 0;  // both store kinds, every count
+      // Both store kinds for the copies and, untuned, for the shares, at every count.
+      c.stream_output_bytes = p % 2 == 1 ? 1 : 0;
+      c.stream_slot_bytes = p % 2 == 1 ? 1 : 0;
+      c.tune_slot_stores = false;
       AR ar(c);
       const std::span<std::byte> w = ar.allocate_window(std::size_t{2} << 20);
       if (w.size() != (std::size_t{2} << 20)) return "window of the wrong size";

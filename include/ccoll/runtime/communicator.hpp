@@ -166,10 +166,10 @@ class Communicator {
       args.recv_offset = placement.recv_offset;
     }
     if (rank == 0) {
-      const bool eligible = args.ok() && may_stream && !windowed;
+      const bool eligible = args.ok() && may_stream;
       SlotStoreTuner::Mode mode = eligible ? SlotStoreTuner::Streamed : SlotStoreTuner::Cached;
       if (eligible && config_.tune_slot_stores) {
-        tuner = &st.tuners[slot_store_bucket(bytes)];
+        tuner = &(windowed ? st.window_tuners : st.tuners)[slot_store_bucket(bytes)];
         mode = tuner->next();
       }
       args.root_choice = mode;
@@ -202,14 +202,20 @@ class Communicator {
     const plan::Plan& p = pp->plan;
     o.stream_output =
         config_.stream_output_bytes != 0 && count * size_of(dtype) >= config_.stream_output_bytes;
-    if (agreed.symmetric && pp->nactive == nranks_) {
+    const bool direct_call = agreed.symmetric && pp->nactive == nranks_;
+    // A tuner's times are of one kind of call only (a windowed call that stages is not timed).
+    if (windowed != direct_call) tuner = nullptr;
+    if (direct_call) {
       // Relays (nactive < nranks) contribute nothing and receive nothing: those plans stage.
+      // o.stream_slots: rank 0's choice of stores for the shares the peers read.
+      const std::uint64_t direct_start = tuner != nullptr ? sync::now_ns() : 0;
       try {
         direct(o);
       } catch (const Error& e) {
         plane_.raise(e.code(), here);
         throw;
       }
+      if (tuner != nullptr) record(*tuner, agreed.root_choice, bytes, direct_start);
       return;
     }
     for (std::size_t i = 0; i < pp->set_index.size(); ++i)
@@ -242,21 +248,24 @@ class Communicator {
         if (!verdict.verdict.empty()) throw Error(verdict.code, rank, verdict.verdict);
       }
     }
-    if (tuner != nullptr) {
-      // Scaled to the bucket's smallest size, so that calls of different sizes in one bucket
-      // compare as per-byte times.
-      const double scale = static_cast<double>(std::uint64_t{1} << slot_store_bucket(bytes)) /
-                           static_cast<double>(bytes);
-      tuner->record(
-          static_cast<SlotStoreTuner::Mode>(agreed.root_choice),
-          static_cast<std::uint64_t>(static_cast<double>(sync::now_ns() - steps_start) * scale));
-    }
+    if (tuner != nullptr) record(*tuner, agreed.root_choice, bytes, steps_start);
     // 5. Bases.
     for (std::size_t i = 0; i < pp->set_index.size(); ++i)
       st.base_by_set[pp->set_index[i]] += p.connections[i].messages_per_call;
   }
 
  private:
+  // Records a timed call in its bucket's tuner, scaled to the bucket's smallest size so that calls
+  // of different sizes in one bucket compare as per-byte times.
+  static void record(SlotStoreTuner& tuner, std::uint32_t mode, std::uint64_t bytes,
+                     std::uint64_t start_ns) {
+    const double scale = static_cast<double>(std::uint64_t{1} << slot_store_bucket(bytes)) /
+                         static_cast<double>(bytes);
+    tuner.record(
+        static_cast<SlotStoreTuner::Mode>(mode),
+        static_cast<std::uint64_t>(static_cast<double>(sync::now_ns() - start_ns) * scale));
+  }
+
   std::uint64_t* progress_words(int rank) {
     return progress_.data() + progress_first_ + static_cast<std::size_t>(rank) * progress_stride_;
   }

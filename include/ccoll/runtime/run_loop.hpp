@@ -52,6 +52,10 @@ struct alignas(128) RankState {
   // magnitude decides; a fixed table keeps calls of new sizes from allocating, as the gradient
   // engines' fused calls of changing sizes need.
   std::array<SlotStoreTuner, 64> tuners{};
+  // The same choice for calls that read registered windows directly: how each rank writes the
+  // share of the output its peers then read (runtime/symmetric_allreduce.hpp), which meets the
+  // same question of where lines live.
+  std::array<SlotStoreTuner, 64> window_tuners{};
 };
 
 // How long a rank that makes no progress waits between checks that its peers are alive.

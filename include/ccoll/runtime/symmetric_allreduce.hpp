@@ -13,9 +13,11 @@
 //
 // Memory traffic per rank, for N bytes: phase 1 reads N and writes N/P, phase 2 reads and writes
 // N(P-1)/P, so (3P-1)N/P in all, against the (3P-2)N/P + staging of a plan whose every message
-// passes through a slot (docs/protocols.md, "Registered windows"). Calls of at least
-// Config::stream_output_bytes write with non-temporal stores, which skip the read-for-ownership
-// of the destination; below that the output stays in the caches.
+// passes through a slot (docs/protocols.md, "Registered windows"). Non-temporal stores skip the
+// read-for-ownership of the destination: the copies of step 2 use them from
+// Config::stream_output_bytes up; the share of step 1, which the peers read next, as rank 0's
+// slot-store tuner decides for the call's size (runtime/slot_store_tuner.hpp: whether lines pass
+// faster through the caches or through memory depends on where the cores sit).
 #pragma once
 
 #include <cstddef>
@@ -57,7 +59,8 @@ struct SymmetricCall {
   int rank = 0;
   int nranks = 1;
   std::uint64_t count = 0;
-  bool stream = false;  // non-temporal stores for the output
+  bool stream_share = false;  // non-temporal stores for this rank's share (its peers read it)
+  bool stream = false;        // non-temporal stores for the rest of the output
 
   const T* send(int q) const { return reinterpret_cast<const T*>(windows[q] + send_offset); }
   T* recv(int q) const { return reinterpret_cast<T*>(windows[q] + recv_offset); }
@@ -108,7 +111,7 @@ void symmetric_allreduce(const SymmetricCall<T>& c, Barrier&& barrier) {
     for (int q = 0; q < c.nranks; ++q) srcs[q] = c.send(q) + mine.begin;
     T* out = c.recv(c.rank) + mine.begin;
     const auto np = static_cast<std::uint32_t>(c.nranks);
-    if (c.stream) {
+    if (c.stream_share) {
       // 16-bit floats fold three or more operands in float, as the interpreter does.
       bool widened = false;
       if constexpr (detail::kWidensToFloat<T>) {

@@ -325,6 +325,7 @@ struct SharedMemory {
           c.rank = rank;
           c.nranks = p;
           c.count = count;
+          c.stream_share = o.stream_slots;
           c.stream = o.stream_output;
           runtime::symmetric_allreduce<T, decltype(tag)::value>(c, barrier);
         });
