@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -122,7 +123,7 @@ TEST_CASE("shm windows: large calls stream, and the default config goes direct a
     c.stream_output_bytes = 1u << 20;
     AR ar(c);
     const std::span<std::byte> w = ar.allocate_window(std::size_t{16} << 20);
-    const std::string wrong = check_all(ar, {(std::uint64_t{3} << 20) / 4 + 3}, false, w);
+    std::string wrong = check_all(ar, {(std::uint64_t{3} << 20) / 4 + 3}, false, w);
     if (!wrong.empty()) return wrong;
     const std::uint64_t direct = ar.executor().direct_calls();
     // f32 and bf16, every op, in place and not: 2 x 5 x 2 calls, all direct.
@@ -148,7 +149,8 @@ TEST_CASE("shm windows: buffers outside the window, or at other offsets, stage a
         in[i] = static_cast<float>(r + 1) * static_cast<float>(i % 7);
       float* dst = pass == 0 ? out_buf : (r == 1 ? outside.data() : out_buf);
       ar.run(in, dst, n, DataType::f32, ReduceOp::sum);
-      const float scale = static_cast<float>(p * (p + 1) / 2);
+      const int sum_of_factors = p * (p + 1) / 2;  // 1 + 2 + ... + P
+      const auto scale = static_cast<float>(sum_of_factors);
       for (std::size_t i = 0; i < n; ++i)
         if (dst[i] != scale * static_cast<float>(i % 7))
           return "pass " + std::to_string(pass) + " element " + std::to_string(i);
@@ -199,7 +201,8 @@ TEST_CASE("the streaming fold equals the element fold at every alignment and ope
         for (std::uint64_t i = 0; i < n; ++i) {
           const float ref = runtime::detail::fold_element<float, ReduceOp::avg, true, float>(
               srcs.data(), nsrc, i, static_cast<int>(nsrc));
-          REQUIRE(std::memcmp(&ref, &out[shift + i], sizeof ref) == 0);
+          REQUIRE(std::bit_cast<std::uint32_t>(ref) ==
+                  std::bit_cast<std::uint32_t>(out[shift + i]));
         }
         CHECK(out[shift + n] == -1.0f);
         if (shift > 0) CHECK(out[shift - 1] == -1.0f);
