@@ -38,8 +38,10 @@
 using namespace ccoll;
 using namespace std::chrono_literals;
 using ccoll::testing::check_all;
+using process_ranks::error_code_of;
 using process_ranks::on_processes;
 using process_ranks::Outcome;
+using process_ranks::require_all_ok;
 
 namespace {
 
@@ -48,11 +50,6 @@ using Overlapped = schedule::Pipelined<schedule::Overlap::ReduceBroadcast>;
 std::string unique_session(const char* tag) {
   static int n = 0;
   return std::string("test-") + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
-}
-
-int error_code_of(const Outcome& o) {
-  if (o.message.rfind("ERR ", 0) != 0) return -100;
-  return std::atoi(o.message.c_str() + 4);
 }
 
 Config shm_config(int p, int r, const std::string& session) {
@@ -79,13 +76,6 @@ void write_token(const std::string& session, const std::string& token, mode_t mo
   const std::string path = transport::detail::token_path(session, 0);
   { std::ofstream(path) << token; }
   REQUIRE(::chmod(path.c_str(), mode) == 0);
-}
-
-void require_all_ok(const std::vector<Outcome>& out) {
-  for (std::size_t r = 0; r < out.size(); ++r) {
-    INFO("rank " << r << ": " << out[r].message);
-    CHECK(out[r].exit_code == 0);
-  }
 }
 
 }  // namespace

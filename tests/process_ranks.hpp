@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <string>
@@ -83,6 +84,20 @@ inline std::vector<Outcome> on_processes(int p, const std::function<std::string(
     ::close(fds[static_cast<std::size_t>(r)]);
   }
   return out;
+}
+
+// Every rank finished without error (a failed CHECK names the rank and what it reported).
+inline void require_all_ok(const std::vector<Outcome>& out) {
+  for (std::size_t r = 0; r < out.size(); ++r) {
+    INFO("rank " << r << ": " << out[r].message);
+    CHECK(out[r].exit_code == 0);
+  }
+}
+
+// The ccoll::ErrorCode a rank threw ("ERR <code> ..."), or -100 if it threw nothing.
+inline int error_code_of(const Outcome& o) {
+  if (o.message.rfind("ERR ", 0) != 0) return -100;
+  return std::atoi(o.message.c_str() + 4);
 }
 
 }  // namespace process_ranks

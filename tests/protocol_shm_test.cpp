@@ -22,8 +22,10 @@
 using namespace ccoll;
 using namespace std::chrono_literals;
 using ccoll::testing::check_all;
+using process_ranks::error_code_of;
 using process_ranks::on_processes;
 using process_ranks::Outcome;
+using process_ranks::require_all_ok;
 
 namespace {
 
@@ -78,18 +80,6 @@ std::string run_both(const algo::AlgorithmSpec& spec, int p, int r, const std::s
   if (std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)) != 0)
     return "ll differs from simple on rank " + std::to_string(r);
   return "";
-}
-
-void require_all_ok(const std::vector<Outcome>& out) {
-  for (std::size_t r = 0; r < out.size(); ++r) {
-    INFO("rank " << r << ": " << out[r].message);
-    CHECK(out[r].exit_code == 0);
-  }
-}
-
-int error_code_of(const Outcome& o) {
-  if (o.message.rfind("ERR ", 0) != 0) return -100;
-  return std::atoi(o.message.c_str() + 4);
 }
 
 }  // namespace

@@ -25,8 +25,10 @@
 using namespace ccoll;
 using namespace std::chrono_literals;
 using ccoll::testing::check_all;
+using process_ranks::error_code_of;
 using process_ranks::on_processes;
 using process_ranks::Outcome;
+using process_ranks::require_all_ok;
 
 namespace {
 
@@ -47,18 +49,6 @@ Config window_config(int p, int r, const std::string& session) {
   c.timeout = 10s;
   c.in_band_agreement_bytes = 0;  // small calls too agree first, so they may go direct
   return c;
-}
-
-void require_all_ok(const std::vector<Outcome>& out) {
-  for (std::size_t r = 0; r < out.size(); ++r) {
-    INFO("rank " << r << ": " << out[r].message);
-    CHECK(out[r].exit_code == 0);
-  }
-}
-
-int error_code_of(const Outcome& o) {
-  if (o.message.rfind("ERR ", 0) != 0) return -100;
-  return std::atoi(o.message.c_str() + 4);
 }
 
 // Entries of /dev/shm whose name contains `part`.
@@ -175,9 +165,16 @@ TEST_CASE("shm windows: a rank that never allocates its window is named within t
     ar.allocate_window(1 << 16);
     return "allocated";
   });
+  // Each waiting rank names rank 2: as the rank that did not create its segment in time
+  // (Timeout), or, if the wait outlasted rank 2's process (a loaded host), as the rank that died
+  // (Aborted).
   for (int r = 0; r < 2; ++r) {
-    INFO("rank " << r << ": " << out[static_cast<std::size_t>(r)].message);
-    CHECK(error_code_of(out[static_cast<std::size_t>(r)]) == static_cast<int>(ErrorCode::Timeout));
+    const Outcome& o = out[static_cast<std::size_t>(r)];
+    INFO("rank " << r << ": " << o.message);
+    const int code = error_code_of(o);
+    CHECK((code == static_cast<int>(ErrorCode::Timeout) ||
+           code == static_cast<int>(ErrorCode::Aborted)));
+    CHECK(o.message.find("rank 2") != std::string::npos);
   }
   CHECK(out[2].message == "WRONG absent");
   CHECK(shm_entries_with(session) == 0);
@@ -217,4 +214,28 @@ TEST_CASE("the streaming fold equals the element fold at every alignment and ope
   runtime::detail::stream_fence();
   CHECK(static_cast<float>(ho[0]) == 2050.0f);
   CHECK(static_cast<float>(ho[63]) == 2050.0f);
+}
+
+TEST_CASE(
+    "shm windows: a rank that exits instead of allocating is named long before the deadline") {
+  const int p = 3;
+  const std::string session = unique_session("exited");
+  const auto start = std::chrono::steady_clock::now();
+  auto out = on_processes(p, [&](int r) -> std::string {
+    Config c = window_config(p, r, session);
+    c.timeout = 10s;
+    AR ar(c);
+    if (r == 2) return "exited";
+    ar.allocate_window(1 << 16);
+    return "allocated";
+  });
+  const auto took = std::chrono::steady_clock::now() - start;
+  for (int r = 0; r < 2; ++r) {
+    const Outcome& o = out[static_cast<std::size_t>(r)];
+    INFO("rank " << r << ": " << o.message);
+    CHECK(error_code_of(o) == static_cast<int>(ErrorCode::Aborted));
+    CHECK(o.message.find("rank 2 died") != std::string::npos);
+  }
+  CHECK(took < 5s);
+  CHECK(shm_entries_with(session) == 0);
 }

@@ -266,12 +266,21 @@ struct SharedMemory {
       if (bytes == 0) throw_invalid_argument(config_.rank, "bytes", "> 0", "0");
       const auto id = static_cast<std::uint32_t>(windows_.size());
       auto& plane = comm_.control_plane();
+      const int rank = config_.rank;
+      auto check_peers = [&plane, rank, id] {
+        plane.check_peers();  // raises the abort record for a peer whose process is gone
+        if (!plane.aborted()) return;
+        const Error e = plane.stopped_error(
+            runtime::FailurePoint{rank, -1, -1, -1, runtime::FailurePoint::Waiting::arrival}, 0);
+        const std::string what = e.what();
+        const auto because = what.find("because ");
+        throw Error(e.code(), rank,
+                    "allocating window " + std::to_string(id) + " stopped " +
+                        (because == std::string::npos ? what : what.substr(because)));
+      };
       windows_.push_back(
           std::make_unique<SharedWindow>(name_, id, config_.rank, config_.nranks, bytes,
-                                         sync::deadline_after(config_.timeout), [&plane] {
-                                           plane.check_peers();
-                                           return plane.aborted();
-                                         }));
+                                         sync::deadline_after(config_.timeout), check_peers));
       return {windows_.back()->data(config_.rank), bytes};
     }
     int rank() const { return config_.rank; }

@@ -49,10 +49,11 @@ static_assert(sizeof(WindowHeader) <= kWindowDataOffset);
 
 class SharedWindow {
  public:
-  // Collective: every rank calls it with the same id. `stop` is polled while waiting for peers
-  // (it checks that they are alive and returns true once the communicator is aborted).
+  // Collective: every rank calls it with the same id. `check_peers` is called now and then while
+  // waiting for peers: it throws once a peer's process is gone or the communicator is aborted.
   SharedWindow(const std::string& segment_prefix, std::uint32_t id, int rank, int nranks,
-               std::size_t bytes, std::uint64_t deadline_ns, const std::function<bool()>& stop)
+               std::size_t bytes, std::uint64_t deadline_ns,
+               const std::function<void()>& check_peers)
       : id_(id),
         rank_(rank),
         nranks_(nranks),
@@ -66,8 +67,8 @@ class SharedWindow {
     try {
       create(bytes);
       for (int k = 1; k < nranks; ++k)
-        open_peer((rank + k) % nranks, name_of((rank + k) % nranks), deadline_ns, stop);
-      wait_attached(deadline_ns, stop);
+        open_peer((rank + k) % nranks, name_of((rank + k) % nranks), deadline_ns, check_peers);
+      wait_attached(deadline_ns, check_peers);
     } catch (...) {
       release();
       throw;
@@ -129,14 +130,11 @@ class SharedWindow {
 
   // Maps rank q's segment once it exists and is ready.
   void open_peer(int q, const std::string& name, std::uint64_t deadline_ns,
-                 const std::function<bool()>& stop) {
+                 const std::function<void()>& check_peers) {
     sync::Backoff backoff;
     for (std::uint32_t polls = 0;; ++polls) {
       if (try_open(q, name)) return;
-      if ((polls & 63u) == 63u && stop())
-        throw Error(ErrorCode::Aborted, rank_,
-                    "window " + std::to_string(id_) + ": the communicator was aborted while rank " +
-                        std::to_string(q) + "'s segment was awaited");
+      if ((polls & 63u) == 63u) check_peers();
       if (sync::now_ns() >= deadline_ns)
         throw Error(ErrorCode::Timeout, rank_,
                     "window " + std::to_string(id_) + ": rank " + std::to_string(q) +
@@ -181,17 +179,13 @@ class SharedWindow {
     return true;
   }
 
-  void wait_attached(std::uint64_t deadline_ns, const std::function<bool()>& stop) {
+  void wait_attached(std::uint64_t deadline_ns, const std::function<void()>& check_peers) {
     auto* h = reinterpret_cast<WindowHeader*>(bases_[static_cast<std::size_t>(rank_)]);
     const auto peers = static_cast<std::uint64_t>(nranks_ - 1);
     sync::Backoff backoff;
     for (std::uint32_t polls = 0;
          sync::AtomicWord<std::uint64_t>(&h->attached).load_acquire() < peers; ++polls) {
-      if ((polls & 63u) == 63u && stop())
-        throw Error(ErrorCode::Aborted, rank_,
-                    "window " + std::to_string(id_) +
-                        ": the communicator was aborted while the peers mapped this rank's "
-                        "segment");
+      if ((polls & 63u) == 63u) check_peers();
       if (sync::now_ns() >= deadline_ns)
         throw Error(ErrorCode::Timeout, rank_,
                     "window " + std::to_string(id_) +
