@@ -245,72 +245,73 @@ inline PackedForest solve_packed_forest_hierarchical(const physical::PhysicalTop
     double A = 0, congestion = 0;
     double carried() const { return congestion > 1 ? A / congestion : A; }
   };
+  // The two graphs the levels are planned on, whatever the schedule. 1. The machine graph.
+  physical::PhysicalTopology mg;
+  mg.name = topo.name + "-machines";
+  std::vector<int> mg_node(topo.nodes.size(), -1), machine_of_mg;
+  for (int k = 0; k < M; ++k) {
+    const int first = ms.nodes[static_cast<std::size_t>(k)].front();
+    const std::string& host = topo.nodes[PhysicalTopology::idx(first)].host;
+    machine_of_mg.push_back(k);
+    mg.add_node(host + ".workers", physical::NodeKind::gpu, host);
+  }
+  for (int v = 0; v < topo.node_count(); ++v)
+    if (ms.of_node[PhysicalTopology::idx(v)] < 0) {
+      mg_node[PhysicalTopology::idx(v)] = mg.node_count();
+      machine_of_mg.push_back(-1);
+      mg.add_node(topo.nodes[PhysicalTopology::idx(v)].id,
+                  topo.nodes[PhysicalTopology::idx(v)].kind);
+    }
+  // Boundary capacity per (machine node, switch, direction), then capped by the machine's cut.
+  std::map<std::pair<int, int>, double> boundary;
+  for (const auto& l : topo.links) {
+    const int a = ms.of_node[PhysicalTopology::idx(l.from)];
+    const int b = ms.of_node[PhysicalTopology::idx(l.to)];
+    const int fa = a >= 0 ? a : mg_node[PhysicalTopology::idx(l.from)];
+    const int fb = b >= 0 ? b : mg_node[PhysicalTopology::idx(l.to)];
+    if (a >= 0 && b >= 0) continue;  // inside a machine
+    if (a < 0 && b < 0) {
+      mg.add_link(fa, fb, l.bandwidth_GBps, l.count, l.latency_us, l.type, false);
+      continue;
+    }
+    boundary[{fa, fb}] += l.capacity_GBps();
+  }
+  for (const auto& [ends, cap] : boundary) {
+    const int k = ends.first < M ? ends.first : ends.second;
+    const double cut = ends.first < M ? ms.out_cut[static_cast<std::size_t>(k)]
+                                      : ms.in_cut[static_cast<std::size_t>(k)];
+    mg.add_link(ends.first, ends.second, std::min(cap, cut), 1, 1.0, "machine", false);
+  }
+  {
+    std::vector<int> act;
+    act.reserve(static_cast<std::size_t>(M));
+    for (int k = 0; k < M; ++k) act.push_back(k);
+    mg.set_active(act);
+  }
+  // 2. Machine 0's graph.
+  physical::PhysicalTopology one;
+  one.name = topo.name + "-machine0";
+  const auto& m0 = ms.nodes[0];
+  std::vector<int> local(topo.nodes.size(), -1);
+  std::vector<int> m0_active;
+  for (int v : m0) {
+    local[PhysicalTopology::idx(v)] = one.node_count();
+    if (topo.is_active(v)) m0_active.push_back(one.node_count());
+    one.add_node(topo.nodes[PhysicalTopology::idx(v)].id, topo.nodes[PhysicalTopology::idx(v)].kind,
+                 topo.nodes[PhysicalTopology::idx(v)].host);
+  }
+  for (const auto& l : topo.links)
+    if (local[PhysicalTopology::idx(l.from)] >= 0 && local[PhysicalTopology::idx(l.to)] >= 0)
+      one.add_link(local[PhysicalTopology::idx(l.from)], local[PhysicalTopology::idx(l.to)],
+                   l.bandwidth_GBps, l.count, l.latency_us, l.type, false);
+  one.set_active(m0_active);
   const auto compose_levels = [&](ForestSchedule levels) {
     ForestOptions level_opt = sub;
     level_opt.schedule = levels;
-    // 1. The machine graph.
-    physical::PhysicalTopology mg;
-    mg.name = topo.name + "-machines";
-    std::vector<int> mg_node(topo.nodes.size(), -1), machine_of_mg;
-    for (int k = 0; k < M; ++k) {
-      const int first = ms.nodes[static_cast<std::size_t>(k)].front();
-      const std::string& host = topo.nodes[PhysicalTopology::idx(first)].host;
-      machine_of_mg.push_back(k);
-      mg.add_node(host + ".workers", physical::NodeKind::gpu, host);
-    }
-    for (int v = 0; v < topo.node_count(); ++v)
-      if (ms.of_node[PhysicalTopology::idx(v)] < 0) {
-        mg_node[PhysicalTopology::idx(v)] = mg.node_count();
-        machine_of_mg.push_back(-1);
-        mg.add_node(topo.nodes[PhysicalTopology::idx(v)].id,
-                    topo.nodes[PhysicalTopology::idx(v)].kind);
-      }
-    // Boundary capacity per (machine node, switch, direction), then capped by the machine's cut.
-    std::map<std::pair<int, int>, double> boundary;
-    for (const auto& l : topo.links) {
-      const int a = ms.of_node[PhysicalTopology::idx(l.from)];
-      const int b = ms.of_node[PhysicalTopology::idx(l.to)];
-      const int fa = a >= 0 ? a : mg_node[PhysicalTopology::idx(l.from)];
-      const int fb = b >= 0 ? b : mg_node[PhysicalTopology::idx(l.to)];
-      if (a >= 0 && b >= 0) continue;  // inside a machine
-      if (a < 0 && b < 0) {
-        mg.add_link(fa, fb, l.bandwidth_GBps, l.count, l.latency_us, l.type, false);
-        continue;
-      }
-      boundary[{fa, fb}] += l.capacity_GBps();
-    }
-    for (const auto& [ends, cap] : boundary) {
-      const int k = ends.first < M ? ends.first : ends.second;
-      const double cut = ends.first < M ? ms.out_cut[static_cast<std::size_t>(k)]
-                                        : ms.in_cut[static_cast<std::size_t>(k)];
-      mg.add_link(ends.first, ends.second, std::min(cap, cut), 1, 1.0, "machine", false);
-    }
-    {
-      std::vector<int> act;
-      act.reserve(static_cast<std::size_t>(M));
-      for (int k = 0; k < M; ++k) act.push_back(k);
-      mg.set_active(act);
-    }
+    // 1. The machine graph's forest.
     PackedForest top = flat(mg, level_opt);
 
     // 2. Machine 0's own forest.
-    physical::PhysicalTopology one;
-    one.name = topo.name + "-machine0";
-    const auto& m0 = ms.nodes[0];
-    std::vector<int> local(topo.nodes.size(), -1);
-    std::vector<int> act;
-    for (int v : m0) {
-      local[PhysicalTopology::idx(v)] = one.node_count();
-      if (topo.is_active(v)) act.push_back(one.node_count());
-      one.add_node(topo.nodes[PhysicalTopology::idx(v)].id,
-                   topo.nodes[PhysicalTopology::idx(v)].kind,
-                   topo.nodes[PhysicalTopology::idx(v)].host);
-    }
-    for (const auto& l : topo.links)
-      if (local[PhysicalTopology::idx(l.from)] >= 0 && local[PhysicalTopology::idx(l.to)] >= 0)
-        one.add_link(local[PhysicalTopology::idx(l.from)], local[PhysicalTopology::idx(l.to)],
-                     l.bandwidth_GBps, l.count, l.latency_us, l.type, false);
-    one.set_active(act);
     PackedForest inner = flat(one, level_opt);
 
     // 3. Composition. Machine-local pairs in machine 0's node indices, shares summing to 1.
