@@ -48,8 +48,7 @@ namespace {
 using Overlapped = schedule::Pipelined<schedule::Overlap::ReduceBroadcast>;
 
 std::string unique_session(const char* tag) {
-  static int n = 0;
-  return std::string("test-") + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+  return process_ranks::unique_session(std::string("test-") + tag);
 }
 
 Config shm_config(int p, int r, const std::string& session) {

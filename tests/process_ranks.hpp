@@ -86,6 +86,13 @@ inline std::vector<Outcome> on_processes(int p, const std::function<std::string(
   return out;
 }
 
+// A session name no other test process uses: "<prefix>-<pid>-<n>", n counting this process's
+// calls.
+inline std::string unique_session(const std::string& prefix) {
+  static int n = 0;
+  return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+}
+
 // Every rank finished without error (a failed CHECK names the rank and what it reported).
 inline void require_all_ok(const std::vector<Outcome>& out) {
   for (std::size_t r = 0; r < out.size(); ++r) {

@@ -32,8 +32,7 @@ namespace {
 using Overlapped = schedule::Pipelined<schedule::Overlap::ReduceBroadcast>;
 
 std::string unique_session(const std::string& tag) {
-  static int n = 0;
-  return "test-protocol-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+  return process_ranks::unique_session("test-protocol-" + tag);
 }
 
 Config shm_config(int p, int r, const std::string& session, const char* protocol) {

@@ -19,6 +19,7 @@
 #include "allreduce_reference.hpp"
 #include "ccoll/algo/all.hpp"
 #include "ccoll/ccoll.hpp"
+#include "ccoll/physical/presets.hpp"
 #include "ccoll/runtime/symmetric_allreduce.hpp"
 #include "process_ranks.hpp"
 
@@ -35,8 +36,7 @@ namespace {
 using AR = Allreduce<transport::SharedMemory, algo::Ring, schedule::Phased>;
 
 std::string unique_session(const std::string& tag) {
-  static int n = 0;
-  return "test-window-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+  return process_ranks::unique_session("test-window-" + tag);
 }
 
 Config window_config(int p, int r, const std::string& session) {
@@ -237,5 +237,38 @@ TEST_CASE(
     CHECK(o.message.find("rank 2 died") != std::string::npos);
   }
   CHECK(took < 5s);
+  CHECK(shm_entries_with(session) == 0);
+}
+
+TEST_CASE("shm windows: a plan with relays stages, and only active ranks contribute") {
+  // dgx1v with five active GPUs: three processes relay. Their window buffers must neither
+  // contribute nor receive, so the call cannot go direct even though every placement agrees.
+  const std::string session = unique_session("relays");
+  auto out = on_processes(8, [&](int r) -> std::string {
+    auto dgx = physical::preset("dgx1v");
+    dgx.set_active({"gpu0", "gpu1", "gpu2", "gpu5", "gpu6"});
+    algo::PackedForest forest(dgx);
+    Config c = window_config(0, r, session);
+    c.slot_bytes = 16 * 1024;
+    c.nslots = 4;
+    Allreduce<transport::SharedMemory, algo::PackedForest, schedule::Phased> ar(c, forest);
+    const std::size_t n = 20011;
+    const std::span<std::byte> w = ar.allocate_window(2 * n * sizeof(float));
+    auto* in = reinterpret_cast<float*>(w.data());
+    auto* res = reinterpret_cast<float*>(w.data() + n * sizeof(float));
+    for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>(1 + r + i % 5);
+    ar.run(in, res, n, DataType::f32, ReduceOp::sum);
+    if (ar.executor().direct_calls() != 0) return "a plan with relays went direct";
+    if (!forest.ranks().active[static_cast<std::size_t>(r)]) return "";
+    for (std::size_t i = 0; i < n; ++i) {
+      float expect = 0;
+      for (int q = 0; q < 8; ++q)
+        if (forest.ranks().active[static_cast<std::size_t>(q)])
+          expect += static_cast<float>(1 + q + i % 5);
+      if (res[i] != expect) return "element " + std::to_string(i);
+    }
+    return "";
+  });
+  require_all_ok(out);
   CHECK(shm_entries_with(session) == 0);
 }

@@ -188,9 +188,7 @@ class AreaControlPlane {
         .store_relaxed(args.ok() ? 0u : 1u + static_cast<std::uint32_t>(args.error));
     sync::AtomicWord<std::uint32_t>(&mine.in_band).store_relaxed(in_band ? 1u : 0u);
     mine.root_choice = rank == 0 ? args.root_choice : 0u;
-    mine.window = args.window;
-    mine.send_offset = args.send_offset;
-    mine.recv_offset = args.recv_offset;
+    mine.placement = args.placement;
     if (!args.ok() || mine.reason[0] != 0) {
       std::memset(mine.reason, 0, sizeof mine.reason);
       std::memcpy(mine.reason, args.reason.data(),
@@ -215,12 +213,9 @@ class AreaControlPlane {
                        nranks_, seq, in_band);
     if (a.verdict.empty() && !in_band) {
       const CallDescriptor& first = call_of(0, seq);
-      a.symmetric = first.window != 0;
-      for (int q = 1; q < nranks_ && a.symmetric; ++q) {
-        const CallDescriptor& d = call_of(q, seq);
-        a.symmetric = d.window == first.window && d.send_offset == first.send_offset &&
-                      d.recv_offset == first.recv_offset;
-      }
+      a.symmetric = first.placement.window != 0;
+      for (int q = 1; q < nranks_ && a.symmetric; ++q)
+        a.symmetric = call_of(q, seq).placement == first.placement;
     }
     acknowledge(where.rank, seq);
     return a;

@@ -15,6 +15,15 @@
 
 namespace ccoll::runtime {
 
+// Where one rank's buffers of a call lie in a registered window (transport/shared_window.hpp);
+// window 0: in none.
+struct WindowPlacement {
+  std::uint32_t window = 0;  // the window's id + 1
+  std::uint64_t send_offset = 0;
+  std::uint64_t recv_offset = 0;
+  bool operator==(const WindowPlacement&) const = default;
+};
+
 struct CallArgs {
   std::uint64_t count = 0;
   DataType dtype = DataType::f32;
@@ -22,21 +31,10 @@ struct CallArgs {
   ErrorCode error = ErrorCode::InvalidArgument;  // meaningful only when `reason` is not empty
   std::string reason;                            // the local error; empty: the arguments are fine
   std::uint32_t root_choice = 0;  // rank 0's per-call decision for every rank (slot stores)
-  // Where the buffers lie in a registered window (transport/shared_window.hpp): its id + 1 (0: not
-  // in one) and the offsets of input and output in it. When every rank's three agree, the call
-  // reads the peers' buffers directly (Agreement::symmetric).
-  std::uint32_t window = 0;
-  std::uint64_t send_offset = 0;
-  std::uint64_t recv_offset = 0;
+  // Where the buffers lie in a registered window. When every rank's placement is the same window
+  // and offsets, the call reads the peers' buffers directly (Agreement::symmetric).
+  WindowPlacement placement;
   bool ok() const { return reason.empty(); }
-};
-
-// Where one rank's buffers of a call lie in a registered window (transport/shared_window.hpp);
-// window 0: in none.
-struct WindowPlacement {
-  std::uint32_t window = 0;  // the window's id + 1
-  std::uint64_t send_offset = 0;
-  std::uint64_t recv_offset = 0;
 };
 
 // The local checks of one call; fills error and reason when an argument is bad.

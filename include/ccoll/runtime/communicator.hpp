@@ -160,11 +160,7 @@ class Communicator {
                 bytes <= config_.in_band_agreement_bytes;
     // Small calls agree in band, after their steps, so they stage whatever their buffers.
     const bool windowed = placement.window != 0 && !in_band;
-    if (windowed) {
-      args.window = placement.window;
-      args.send_offset = placement.send_offset;
-      args.recv_offset = placement.recv_offset;
-    }
+    if (windowed) args.placement = placement;
     if (rank == 0) {
       const bool eligible = args.ok() && may_stream;
       SlotStoreTuner::Mode mode = eligible ? SlotStoreTuner::Streamed : SlotStoreTuner::Cached;
@@ -200,8 +196,7 @@ class Communicator {
     }
     const PreparedPlan<C>* pp = st.last_plan.get();
     const plan::Plan& p = pp->plan;
-    o.stream_output =
-        config_.stream_output_bytes != 0 && count * size_of(dtype) >= config_.stream_output_bytes;
+    o.stream_output = config_.stream_output_bytes != 0 && bytes >= config_.stream_output_bytes;
     const bool direct_call = agreed.symmetric && pp->nactive == nranks_;
     // A tuner's times are of one kind of call only (a windowed call that stages is not timed).
     if (windowed != direct_call) tuner = nullptr;

@@ -43,7 +43,7 @@ struct Agreement {
   std::string verdict;
   std::uint32_t root_choice = 0;  // rank 0's CallArgs::root_choice
   int culprit = -1;               // the rank whose arguments are bad or differ from rank 0's
-  // Every rank's buffers lie at the same offsets of one registered window (CallArgs::window), so
+  // Every rank's buffers lie at the same offsets of one registered window (CallArgs::placement), so
   // the call may read them directly; planes without windows leave it false.
   bool symmetric = false;
 };

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ccoll/plan/plan.hpp"
+#include "ccoll/runtime/call_args.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/sync/abort.hpp"
 #include "ccoll/sync/atomic.hpp"
@@ -51,10 +52,8 @@ struct alignas(128) CallDescriptor {
   std::uint32_t status = 0;       // 0: arguments fine; otherwise 1 + ErrorCode
   std::uint32_t root_choice = 0;  // rank 0 only: CallArgs::root_choice
   std::uint32_t in_band = 0;      // 1: the rank checks this call after its steps, not before
-  std::uint32_t window = 0;       // CallArgs::window and its offsets
-  std::uint64_t send_offset = 0;
-  std::uint64_t recv_offset = 0;
-  char reason[80] = {};  // the local error's text (truncated)
+  WindowPlacement placement;      // CallArgs::placement
+  char reason[80] = {};           // the local error's text (truncated)
 };
 
 // What one rank publishes to the others: its calls' arguments and its liveness.
