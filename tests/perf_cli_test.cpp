@@ -159,6 +159,10 @@ TEST_CASE("every flag, short and long") {
   CHECK(parse({"-a", "forest", "--topology=pcie8"}).topology == "pcie8");  // either order
   CHECK_THROWS_AS(parse({"--split", "-1"}), UsageError);
   CHECK_THROWS_AS(parse({"--topology"}), UsageError);
+  CHECK_FALSE(parse({}).window);
+  CHECK(parse({"--transport", "shm", "--window", "1"}).window);
+  CHECK_THROWS_AS(parse({"--window", "1"}), UsageError);  // threads have no windows
+  CHECK_THROWS_AS(parse({"--transport", "shm", "--window", "2"}), UsageError);
   CHECK(parse({"-h"}).help);
   CHECK(parse({"--help"}).help);
 }

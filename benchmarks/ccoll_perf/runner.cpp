@@ -41,14 +41,7 @@ RankBuffers::RankBuffers(std::uint64_t max_count, ccoll::DataType d, ccoll::Redu
       nranks_(nranks),
       with_expected_(with_expected) {
   const std::uint64_t bytes = max_count * ccoll::size_of(d);
-  send_ = allocate(bytes);
-  recv_ = allocate(bytes);
-  fill_input(send_, max_count, d, op, rank);
-  std::memset(recv_, kPoison, bytes);  // first touch by the owning rank
-  if (with_expected) {
-    expected_ = allocate(bytes);
-    fill_expected(expected_, max_count, d, op, nranks);
-  }
+  fill(allocate(bytes), allocate(bytes));
 }
 
 RankBuffers::RankBuffers(std::uint64_t max_count, ccoll::DataType d, ccoll::ReduceOp op, int rank,
@@ -61,16 +54,23 @@ RankBuffers::RankBuffers(std::uint64_t max_count, ccoll::DataType d, ccoll::Redu
       with_expected_(with_expected),
       owns_buffers_(false) {
   const std::uint64_t bytes = max_count * ccoll::size_of(d);
-  if (memory.size() / 2 < bytes)
+  const std::size_t recv_offset = memory.size() / 2 / 4096 * 4096;  // page-aligned
+  if (recv_offset < bytes || memory.size() - recv_offset < bytes)
     throw std::invalid_argument("buffers of " + std::to_string(bytes) +
-                                " bytes do not fit twice in " + std::to_string(memory.size()));
-  send_ = memory.data();
-  recv_ = memory.data() + memory.size() / 2 / 4096 * 4096;
-  fill_input(send_, max_count, d, op, rank);
-  std::memset(recv_, kPoison, bytes);
-  if (with_expected) {
+                                " bytes do not fit twice, page-aligned, in " +
+                                std::to_string(memory.size()));
+  fill(memory.data(), memory.data() + recv_offset);
+}
+
+void RankBuffers::fill(void* send, void* recv) {
+  const std::uint64_t bytes = max_count_ * ccoll::size_of(dtype_);
+  send_ = send;
+  recv_ = recv;
+  fill_input(send_, max_count_, dtype_, op_, rank_);
+  std::memset(recv_, kPoison, bytes);  // first touch by the owning rank
+  if (with_expected_) {
     expected_ = allocate(bytes);
-    fill_expected(expected_, max_count, d, op, nranks);
+    fill_expected(expected_, max_count_, dtype_, op_, nranks_);
   }
 }
 

@@ -61,6 +61,9 @@ class RankBuffers {
   void expect(const std::vector<bool>& active);
 
  private:
+  // Places the buffers, fills the inputs, poisons the output and computes the reference.
+  void fill(void* send, void* recv);
+
   std::uint64_t max_count_ = 0;
   ccoll::DataType dtype_;
   ccoll::ReduceOp op_;
