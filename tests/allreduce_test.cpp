@@ -378,10 +378,19 @@ TEST_CASE(
   };
   // Both algorithms: one-shot (every rank hears every rank) and ring (a rank hears only its
   // predecessor, so a disagreement further along the ring is found by check_peers or afterwards).
+  // Both protocols: Simple compares the published arguments after the steps; LowLatency messages
+  // carry them, so ranks that disagree never take each other's messages and check_peers names the
+  // culprit.
+  std::string protocol;
+  auto config = [&] {
+    Config c = small_config(p);
+    c.protocol = protocol;
+    return c;
+  };
   auto scenarios = [&](auto tag) {
     using A = typename decltype(tag)::type;
     SUBCASE("count mismatch on one rank: every rank throws Mismatch naming rank 2") {
-      Allreduce<transport::HostThreads, A, Overlapped> ar(small_config(p));
+      Allreduce<transport::HostThreads, A, Overlapped> ar(config());
       check_allreduce(ar, p, {n}, DataType::f32, ReduceOp::sum, false);
       const auto t0 = std::chrono::steady_clock::now();
       auto errors = on_threads(p, [&](int r) {
@@ -397,7 +406,7 @@ TEST_CASE(
       expect_aborted(ar);
     }
     SUBCASE("op mismatch") {
-      Allreduce<transport::HostThreads, A, Overlapped> ar(small_config(p));
+      Allreduce<transport::HostThreads, A, Overlapped> ar(config());
       auto errors = on_threads(p, [&](int r) {
         ar.rank(r).run(in[r].data(), out[r].data(), n, DataType::f32,
                        r == 0 ? ReduceOp::max : ReduceOp::sum);
@@ -409,7 +418,7 @@ TEST_CASE(
       expect_aborted(ar);
     }
     SUBCASE("a null buffer on one rank stops every rank at once, naming it") {
-      Allreduce<transport::HostThreads, A, Overlapped> ar(small_config(p));
+      Allreduce<transport::HostThreads, A, Overlapped> ar(config());
       const auto t0 = std::chrono::steady_clock::now();
       auto errors = on_threads(p, [&](int r) {
         ar.rank(r).run(r == 1 ? nullptr : in[r].data(), out[r].data(), n, DataType::f32,
@@ -435,6 +444,14 @@ TEST_CASE(
     scenarios(std::type_identity<algo::OneShot>{});
   }
   SUBCASE("ring") {
+    scenarios(std::type_identity<algo::Ring>{});
+  }
+  SUBCASE("oneshot, LowLatency") {
+    protocol = "ll";
+    scenarios(std::type_identity<algo::OneShot>{});
+  }
+  SUBCASE("ring, LowLatency") {
+    protocol = "ll";
     scenarios(std::type_identity<algo::Ring>{});
   }
 }

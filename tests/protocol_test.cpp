@@ -161,7 +161,7 @@ std::string check_reference(const std::vector<Case>& cs,
 Config thread_config(int p, const char* protocol) {
   Config c;
   c.nranks = p;
-  c.slot_bytes = 128;  // LL: 64 payload bytes per slot, so larger counts take several slots
+  c.slot_bytes = 128;  // LL: 56 payload bytes per slot, so larger counts take several slots
   c.nslots = 2;
   c.timeout = 20s;
   c.protocol = protocol;
@@ -177,10 +177,11 @@ std::string compare_protocols(const algo::AlgorithmSpec& spec, int p) {
   const char* protocols[2] = {"simple", "ll"};
   plan::Plan plans[2];
   for (int k = 0; k < 2; ++k) {
-    // Simple with half the slot bytes: the same payload per slot, hence the same plans (chunk
-    // boundaries decide fold orders), so only the protocol differs.
+    // Simple with half the slot bytes and LL with 16 more (its trailer's lines): the same payload
+    // per slot, hence the same plans (chunk boundaries decide fold orders), so only the protocol
+    // differs.
     Config c = thread_config(p, protocols[k]);
-    if (k == 0) c.slot_bytes /= 2;
+    c.slot_bytes = k == 0 ? c.slot_bytes / 2 : c.slot_bytes + 16;
     Allreduce<transport::HostThreads, algo::Registered, S> ar(
         c, algo::make_algorithm(spec.algorithm, req));
     std::string error;
@@ -211,10 +212,13 @@ TEST_CASE("LL line format: flags never 0, one line per 4 bytes, torn-free round 
   CHECK(LL::flag(0) == 1);
   CHECK(LL::flag(0xfffffffeull) == 0xffffffffu);
   CHECK(LL::flag(0xffffffffull) == 1);  // wraps past 2^32 - 1 messages, never to 0
-  CHECK(LL::lines(0) == 1);             // an empty message still announces itself
-  CHECK(LL::lines(4) == 1);
-  CHECK(LL::lines(5) == 2);
-  CHECK(protocol::payload_bytes(protocol::Id::low_latency, 1024) == 512);
+  CHECK(LL::data_lines(0) == 0);
+  CHECK(LL::lines(0) == 2);  // an empty message is its trailer: it still announces itself
+  CHECK(LL::lines(4) == 3);
+  CHECK(LL::lines(5) == 4);
+  CHECK(protocol::payload_bytes(protocol::Id::low_latency, 1024) == 504);
+  CHECK(protocol::payload_bytes(protocol::Id::low_latency, 32) == 8);
+  CHECK(protocol::payload_bytes(protocol::Id::low_latency, 16) == 0);  // no room for a trailer
   CHECK(protocol::Simple::payload(1024) == 1024);
   alignas(8) std::uint64_t line = 0;
   std::uint32_t data = 0;
@@ -230,6 +234,43 @@ TEST_CASE("LL line format: flags never 0, one line per 4 bytes, torn-free round 
   std::uint32_t abort_word = 1;
   CHECK(LL::wait<sync::Scope::system>(&line, LL::flag(42), &data, true, &abort_word, 0) ==
         sync::WaitResult::Aborted);
+}
+
+TEST_CASE("LL trailer: a message arrives only with its flag and the receiver's signature") {
+  using LL = protocol::LowLatency;
+  constexpr auto S = sync::Scope::system;
+  const std::uint64_t sig = LL::signature(1000, static_cast<std::uint32_t>(DataType::f32),
+                                          static_cast<std::uint32_t>(ReduceOp::sum));
+  // Every field counts: another count, datatype or op is another signature.
+  CHECK(sig != LL::signature(1001, static_cast<std::uint32_t>(DataType::f32),
+                             static_cast<std::uint32_t>(ReduceOp::sum)));
+  CHECK(sig != LL::signature(1000, static_cast<std::uint32_t>(DataType::f64),
+                             static_cast<std::uint32_t>(ReduceOp::sum)));
+  CHECK(sig != LL::signature(1000, static_cast<std::uint32_t>(DataType::f32),
+                             static_cast<std::uint32_t>(ReduceOp::max)));
+  CHECK(sig != LL::signature(1000 + (std::uint64_t{1} << 32),
+                             static_cast<std::uint32_t>(DataType::f32),
+                             static_cast<std::uint32_t>(ReduceOp::sum)));
+  for (const std::uint64_t bytes : {0ull, 3ull, 4ull, 12ull}) {
+    CAPTURE(bytes);
+    alignas(8) std::uint64_t lines[8] = {};
+    const std::uint32_t f = LL::flag(7);
+    CHECK_FALSE(LL::arrived<S>(lines, bytes, sig, f));
+    // The trailer of a call with other arguments: the flag is there, the message is not.
+    LL::store_trailer<S>(lines, bytes, sig ^ 1, f, true);
+    CHECK_FALSE(LL::arrived<S>(lines, bytes, sig, f));
+    CHECK(LL::wait_arrival<S>(lines, bytes, sig, f, nullptr, sync::now_ns() + 1'000'000) ==
+          sync::WaitResult::Timeout);
+    // An earlier message's trailer (its flag) is not this one either.
+    LL::store_trailer<S>(lines, bytes, sig, LL::flag(3), true);
+    CHECK_FALSE(LL::arrived<S>(lines, bytes, sig, f));
+    LL::store_trailer<S>(lines, bytes, sig, f, true);
+    CHECK(LL::arrived<S>(lines, bytes, sig, f));
+    CHECK(LL::wait_arrival<S>(lines, bytes, sig, f, nullptr, 0) == sync::WaitResult::Ok);
+    // The trailer follows the data lines and the lines after it are untouched.
+    CHECK(lines[LL::data_lines(bytes) + 2] == 0);
+    if (bytes > 0) CHECK(lines[0] == 0);
+  }
 }
 
 TEST_CASE("threads: every algorithm x both protocols x P = 2..8: LL bitwise equal to Simple") {
@@ -376,9 +417,10 @@ TEST_CASE("Config::protocol: forced, named in the fingerprint, bad values refuse
   std::vector<double> out(in.size(), 0.0);
   one.rank(0).run(in.data(), out.data(), in.size(), DataType::f64, ReduceOp::sum);
   CHECK(out == in);
-  // `ll` over a table that already chose LL keeps its plan (chunked once for half slots).
+  // `ll` over a table that already chose LL keeps its plan (chunked once for half slots, less the
+  // trailer: 128 / 2 - 8 bytes).
   Allreduce<transport::HostThreads, algo::BySize> ll_twice(thread_config(2, "ll"), all_ll);
-  CHECK(ll_twice.plan(1000, DataType::f32).slot_elems * 4 == 64);
+  CHECK(ll_twice.plan(1000, DataType::f32).slot_elems * 4 == 56);
 }
 
 TEST_CASE("block groups run LowLatency steps: simulated blocks of 1..8 threads, bitwise") {

@@ -165,7 +165,7 @@ TEST_CASE("backoff: spin, then yield, then sleep, each for the policy's time") {
   policy.yield_ns = 2'000'000;
   Backoff b(policy);
   b.pause();
-  CHECK_FALSE(b.past_spinning());  // the first pause starts the clock
+  CHECK_FALSE(b.past_spinning());  // the first pauses spin (the clock starts within a few)
   while (!b.past_spinning()) b.pause();
   CHECK(now_ns() - a >= policy.spin_ns);
   CHECK_FALSE(b.sleeping());

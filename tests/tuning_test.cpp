@@ -62,6 +62,9 @@ TEST_CASE("auto: the default table's choice per rank count and size") {
   const algo::BySize a;
   CHECK(a.name == "auto");
   CHECK(a.choose(2, 8).algorithm == "oneshot");
+  CHECK(a.choose(2, 16).protocol == protocol::Id::low_latency);  // one line with its trailer
+  CHECK(a.choose(2, 17).protocol == protocol::Id::simple);
+  CHECK(a.choose(3, 8).protocol == protocol::Id::simple);
   CHECK(a.choose(2, 64 * 1024).algorithm == "oneshot");
   CHECK(a.choose(2, 64 * 1024 + 1).algorithm == "direct");
   CHECK(a.choose(4, 2048).algorithm == "oneshot");
@@ -75,7 +78,9 @@ TEST_CASE("auto: the default table's choice per rank count and size") {
       const plan::Plan plan = a.build(request(p, count));
       CAPTURE(p);
       CAPTURE(count);
-      CHECK(plan.algorithm == a.choose(p, count * 4).algorithm);
+      const algo::SizeRule& rule = a.choose(p, count * 4);
+      CHECK(plan.algorithm ==
+            rule.algorithm + (rule.protocol == protocol::Id::low_latency ? "+ll" : ""));
       CHECK(plan::verify(plan).ok);
     }
   // The message size counts bytes: 16 Ki doubles are 128 KiB.

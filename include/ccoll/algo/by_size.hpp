@@ -58,11 +58,14 @@ struct TuningTable {
 };
 
 // Measured on a 2-core host with shared memory (docs/protocols.md): at P = 2 the one-hop plan is
-// fastest up to 64 KiB; above two ranks recursive doubling takes over from 2 KiB, and the direct
-// plan from 64 KiB. oneshot takes at most 16 ranks (plan/one_shot.hpp). The low-latency protocol
-// did not beat Simple at any size there (docs/protocols.md), so every rule is Simple.
+// fastest up to 64 KiB, in LowLatency up to 16 bytes (one cache line with its trailer, and no
+// comparison of the arguments after the steps) and in Simple above; above two ranks recursive
+// doubling takes over from 2 KiB, and the direct plan from 64 KiB. oneshot takes at most 16 ranks
+// (plan/one_shot.hpp). Above two ranks (more ranks than cores there) LowLatency lost at every
+// size measured.
 inline TuningTable default_tuning_table() {
   TuningTable t;
+  t.rules.push_back(SizeRule{"oneshot", 16, 1, 2, protocol::Id::low_latency});
   t.rules.push_back(SizeRule{"oneshot", 64 * 1024, 1, 2});
   t.rules.push_back(SizeRule{"oneshot", 2 * 1024, 3, 16});
   t.rules.push_back(SizeRule{"recdoubling", 32 * 1024, 3});

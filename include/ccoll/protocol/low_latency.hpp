@@ -1,11 +1,11 @@
 // ccoll/protocol/low_latency.hpp: the low-latency (LL) protocol's line format, for host and device.
 //
-// A message of b payload bytes is written as max(1, ceil(b / 4)) lines of 8 bytes: the low half
-// carries 4 bytes of payload (the last line zero-padded), the high half the message's flag, and
-// the line is written with ONE 8-byte atomic store. A receiver that loads a line with the expected
-// flag therefore has its payload too: no tail counter, fence or second poll per message (NCCL's
-// LL protocol, src/device/prims_ll.h, with 8-byte lines instead of its 16-byte ones). The
-// guarantee relied on:
+// A message of b payload bytes is written as ceil(b / 4) data lines of 8 bytes followed by
+// kTrailerLines trailer lines: the low half of a line carries 4 bytes of payload (the last data
+// line zero-padded), the high half the message's flag, and each line is written with ONE 8-byte
+// atomic store. A receiver that loads a line with the expected flag therefore has its payload
+// too: no tail counter, fence or second poll per message (NCCL's LL protocol,
+// src/device/prims_ll.h, with 8-byte lines instead of its 16-byte ones). The guarantee relied on:
 //   - x86-64: naturally aligned 8-byte loads and stores are single-copy atomic (Intel SDM vol. 3A
 //     Sec. 9.1.1), and std::atomic_ref<std::uint64_t> compiles to plain moves;
 //   - AArch64: naturally aligned 64-bit LDR/STR are single-copy atomic (Arm ARM B2.2.1);
@@ -21,9 +21,18 @@
 // longer message's flag); the connection's LL region is separate from its Simple slots, so Simple
 // payload is never mistaken for a flag.
 //
-// Ordering: a single-thread sender stores its last line with release and the receiver loads it
-// with acquire, so once the last line is there every earlier line of the message is too (host
-// executors check only the last line before a step). Groups of several threads write lines in
+// The trailer carries the call's signature (count, datatype and op; signature()), and a message
+// has arrived only when its trailer has the expected flag AND the receiver's own signature. Ranks
+// that disagree on a call's arguments therefore never take each other's messages: in a plan where
+// every rank's output depends on every rank's input, none of them completes the call, and the
+// control plane's check of the published arguments stops them all (runtime/area_control_plane.hpp).
+// Ranks that agree have compared their arguments by receiving the messages, in the same cache
+// lines as the data, which is what lets an in-band call skip the comparison of the argument
+// descriptors after its steps (a cache-line transfer per peer; runtime/communicator.hpp).
+//
+// Ordering: a single-thread sender stores the trailer's last line last, with release, and the
+// receiver loads it with acquire, so once it is there every earlier line of the message is too
+// (host executors check only the trailer before a step). Groups of several threads write lines in
 // parallel; their receivers poll every line. The head counter (slot free) works as in Simple.
 #pragma once
 
@@ -46,9 +55,63 @@ struct LowLatency {
   CCOLL_HD static constexpr std::uint32_t flag(std::uint64_t m) {
     return static_cast<std::uint32_t>(m % 0xffffffffull) + 1u;
   }
-  // Lines of a message of `bytes` payload bytes: an empty message still has one (its arrival).
+  static constexpr std::uint32_t kTrailerLines = 2;
+
+  // Data lines of a message of `bytes` payload bytes; its trailer follows them.
+  CCOLL_HD static constexpr std::uint64_t data_lines(std::uint64_t bytes) {
+    return (bytes + kPayloadBytes - 1) / kPayloadBytes;
+  }
+  // All lines of the message: data and trailer.
   CCOLL_HD static constexpr std::uint64_t lines(std::uint64_t bytes) {
-    return bytes == 0 ? 1 : (bytes + kPayloadBytes - 1) / kPayloadBytes;
+    return data_lines(bytes) + kTrailerLines;
+  }
+  // A call's signature as its trailers carry it: count (48 bits), datatype and op (8 bits each),
+  // exact for every count a slot-chunked plan can have.
+  CCOLL_HD static constexpr std::uint64_t signature(std::uint64_t count, std::uint32_t dtype,
+                                                    std::uint32_t op) {
+    return (count & 0xffffffffffffull) | (static_cast<std::uint64_t>(dtype & 0xffu) << 48) |
+           (static_cast<std::uint64_t>(op & 0xffu) << 56);
+  }
+
+  // Writes the trailer of the message whose lines start at `l` (`bytes` payload bytes), its last
+  // line with release when `release` (a single-thread sender, after its data lines).
+  template <sync::Scope S>
+  CCOLL_HD static void store_trailer(std::uint64_t* l, std::uint64_t bytes, std::uint64_t sig,
+                                     std::uint32_t f, bool release) {
+    std::uint64_t* t = l + data_lines(bytes);
+    store<S>(t, static_cast<std::uint32_t>(sig), f, false);
+    store<S>(t + 1, static_cast<std::uint32_t>(sig >> 32), f, release);
+  }
+  // One poll of the trailer: true if the message has arrived, i.e. both lines carry flag f and the
+  // signature is `sig` (a message of a call with other arguments never arrives). The last line is
+  // loaded first, with acquire, so the rest of a single-thread sender's message is there too.
+  template <sync::Scope S>
+  CCOLL_HD static bool arrived(const std::uint64_t* l, std::uint64_t bytes, std::uint64_t sig,
+                               std::uint32_t f) {
+    const std::uint64_t* t = l + data_lines(bytes);
+    std::uint32_t hi = 0, lo = 0;
+    return load<S>(t + 1, f, &hi, true) && hi == static_cast<std::uint32_t>(sig >> 32) &&
+           load<S>(t, f, &lo, false) && lo == static_cast<std::uint32_t>(sig);
+  }
+  // Polls the trailer until the message has arrived, *abort != 0 or the deadline (0: none) passes.
+  template <sync::Scope S>
+  CCOLL_HD static sync::WaitResult wait_arrival(const std::uint64_t* l, std::uint64_t bytes,
+                                                std::uint64_t sig, std::uint32_t f,
+                                                const std::uint32_t* abort,
+                                                std::uint64_t deadline_ns) {
+    if (arrived<S>(l, bytes, sig, f)) return sync::WaitResult::Ok;
+    sync::Backoff backoff;
+    for (std::uint32_t polls = 0;; ++polls) {
+      if (arrived<S>(l, bytes, sig, f)) return sync::WaitResult::Ok;
+      if (backoff.past_spinning() || (polls & 15u) == 15u) {
+        if (abort != nullptr &&
+            sync::AtomicWord<std::uint32_t>(const_cast<std::uint32_t*>(abort)).load_relaxed() != 0)
+          return sync::WaitResult::Aborted;
+        if (deadline_ns != 0 && sync::now_ns() >= deadline_ns)
+          return arrived<S>(l, bytes, sig, f) ? sync::WaitResult::Ok : sync::WaitResult::Timeout;
+      }
+      backoff.pause();
+    }
   }
   CCOLL_HD static constexpr std::uint64_t line(std::uint32_t data, std::uint32_t f) {
     return (static_cast<std::uint64_t>(f) << 32) | data;
@@ -93,5 +156,10 @@ struct LowLatency {
     }
   }
 };
+
+// A message of the payload that payload_bytes() allows fills its slot exactly, trailer included.
+static_assert(LowLatency::lines(payload_bytes(Id::low_latency, 1024)) * LowLatency::kLineBytes ==
+              1024);
+static_assert(LowLatency::lines(payload_bytes(Id::low_latency, 32)) * LowLatency::kLineBytes == 32);
 
 }  // namespace ccoll::protocol

@@ -9,11 +9,11 @@
 //   - LowLatency (protocol/low_latency.hpp): the message is written as lines that carry their data
 //     and a flag in one atomic store; the receiver polls the lines themselves, so a message costs
 //     one transfer per line and no counter store, fence or poll. Half of each line is flag, so a
-//     slot carries half its bytes as payload. For latency.
+//     slot carries half its bytes as payload, less the trailer's 8. For latency.
 // A plan runs entirely in one protocol. Its protocol is part of its identity: a plan built for
-// LowLatency is chunked for half slots and named "<algorithm>+ll", and the policy that chose it
-// (the tuning table, or Config::protocol) enters the communicator's fingerprint, so ranks never
-// mix protocols on a connection.
+// LowLatency is chunked for half slots (less its trailer) and named "<algorithm>+ll", and the
+// policy that chose it (the tuning table, or Config::protocol) enters the communicator's
+// fingerprint, so ranks never mix protocols on a connection.
 #pragma once
 
 #include <cstdint>
@@ -45,9 +45,12 @@ inline Id parse(std::string_view text, const std::string& key) {
   throw_invalid_argument(-1, key, "\"simple\" or \"ll\"", std::string(text));
 }
 
-// The payload bytes of a slot of `slot_bytes` under protocol `id` (a LowLatency line is half flag).
+// The payload bytes of a slot of `slot_bytes` under protocol `id`: a LowLatency line is half flag,
+// and its messages end with a trailer of two lines (protocol/low_latency.hpp), so a slot of fewer
+// than 32 bytes holds no LowLatency payload.
 inline constexpr std::uint64_t payload_bytes(Id id, std::uint64_t slot_bytes) {
-  return id == Id::low_latency ? slot_bytes / 2 : slot_bytes;
+  if (id == Id::simple) return slot_bytes;
+  return slot_bytes >= 32 ? slot_bytes / 2 - 8 : 0;
 }
 
 inline bool is_low_latency(const plan::Plan& p) {
@@ -71,6 +74,9 @@ template <class Build>
 plan::Plan build_for(Id id, const plan::PlanRequest& req, const Build& build) {
   plan::PlanRequest r = req;
   r.slot_bytes = payload_bytes(id, req.slot_bytes);
+  if (r.slot_bytes == 0)
+    throw_invalid_argument(-1, "Config::slot_bytes", ">= 32 for the LowLatency protocol",
+                           std::to_string(req.slot_bytes));
   plan::Plan p = build(r);
   mark(p, id);
   return p;

@@ -12,7 +12,10 @@
 //      before any rank has touched a buffer; then r acknowledges seq.
 // In-band agreement (publish / verify) does step 1 before the call's steps and step 2 after
 // them, so a small call costs one wave of handoffs instead of two; a disagreement then aborts the
-// communicator, and check_peers() stops ranks that wait for a peer that disagrees.
+// communicator, and check_peers() stops ranks that wait for a peer that disagrees. A LowLatency
+// call in which every rank takes part skips step 2 (settle): its messages carry the arguments and
+// are taken only by ranks with the same ones (protocol/low_latency.hpp), so its completion is the
+// comparison, and ranks that disagree wait until check_peers() names the rank that differs.
 // A rank whose own arguments are bad publishes them and throws at once (it has nothing to read).
 // Waits give up at the call's deadline or when the abort record is raised; the first failure
 // wins the record, so every rank reports the root cause. Ranks that are processes record their pid
@@ -72,7 +75,7 @@ class AreaControlPlane {
         nranks_(nranks),
         timeout_ms_(timeout_ms),
         policy_(policy),
-        acked_by_all_(static_cast<std::size_t>(nranks)) {}
+        known_(static_cast<std::size_t>(nranks)) {}
 
   // Agreement before the steps: publish, wait for every rank's arguments, compare.
   Agreement agree(const CallArgs& args, std::uint64_t seq, std::uint64_t deadline_ns,
@@ -105,6 +108,14 @@ class AreaControlPlane {
                         ? FailurePoint{a.culprit, -1, -1, 0, FailurePoint::Waiting::nothing}
                         : FailurePoint{a.culprit, -1, -1, -1, FailurePoint::Waiting::nothing});
     return a;
+  }
+
+  // A call whose messages carried its signature (protocol/low_latency.hpp) and whose plan makes
+  // every rank's output depend on every rank's input has completed: every rank has published it
+  // (a rank publishes before its steps), and none of this rank's reads of call seq is left.
+  void settle(std::uint64_t seq, FailurePoint where) {
+    known_[static_cast<std::size_t>(where.rank)].published_by_all = seq;
+    acknowledge(where.rank, seq);
   }
 
   // Raises the abort record for the first rank whose process no longer exists, and for an
@@ -164,20 +175,24 @@ class AreaControlPlane {
   CallDescriptor& call_of(int q, std::uint64_t seq) const { return descriptors_[q].call[seq & 1]; }
 
   // Publishes this rank's arguments to call `seq` (its seq last, with release). The descriptor
-  // of parity seq % 2 was last used by call seq-2; every rank must have read it. Every rank's
-  // output of call seq-1 depends on every rank's input to it, so in a running communicator that
-  // has happened long ago and the wait costs one look at cached acknowledgements.
+  // of parity seq % 2 was last used by call seq-2; every rank must have read it. A rank reads the
+  // descriptors of a call before it returns from that call, so once this rank has seen every
+  // rank's descriptor of call seq-1 (its own last agreement), every rank is done with seq-2 and
+  // nothing needs to be read here: the common case, which then touches no other rank's memory.
+  // Otherwise (this rank's last call failed before it read the others) it waits for every
+  // rank's acknowledgement of seq-2.
   void write_descriptor(const CallArgs& args, std::uint64_t seq, bool in_band,
                         std::uint64_t deadline_ns, FailurePoint where) {
     const int rank = where.rank;
-    if (seq > 2 && acked_by_all_[static_cast<std::size_t>(rank)].value + 2 < seq) {
+    Known& known = known_[static_cast<std::size_t>(rank)];
+    if (seq > 2 && known.published_by_all + 1 < seq && known.acked_by_all + 2 < seq) {
       std::uint64_t least = ~std::uint64_t{0};
       for (int q = 0; q < nranks_; ++q) {
         wait_word(&descriptors_[q].ack, seq - 2, rank, q, deadline_ns, seq);
         least =
             std::min(least, sync::AtomicWord<std::uint64_t>(&descriptors_[q].ack).load_acquire());
       }
-      acked_by_all_[static_cast<std::size_t>(rank)].value = least;
+      known.acked_by_all = least;
     }
     CallDescriptor& mine = call_of(rank, seq);
     sync::AtomicWord<std::uint64_t>(&mine.count).store_relaxed(args.count);
@@ -206,6 +221,7 @@ class AreaControlPlane {
                          bool in_band) {
     for (int q = 0; q < nranks_; ++q)
       wait_word(&call_of(q, seq).seq, seq, where.rank, q, deadline_ns, seq);
+    known_[static_cast<std::size_t>(where.rank)].published_by_all = seq;
     // Read (rank 0's root choice included) before the acknowledgement, after which the others
     // may reuse the descriptors of this parity.
     Agreement a =
@@ -298,12 +314,14 @@ class AreaControlPlane {
   int nranks_ = 0;
   long timeout_ms_ = 0;
   sync::WaitPolicy policy_;
-  // Per rank (touched by that rank's thread only): the least acknowledgement of all ranks last
-  // seen, so that publishing rarely reads the others' words.
-  struct alignas(128) Acked {
-    std::uint64_t value = 0;
+  // Per rank (touched by that rank's thread only): what it knows of the others, so that
+  // publishing rarely reads their words: the last call whose descriptors it saw from every rank,
+  // and the least acknowledgement of all ranks it last read.
+  struct alignas(128) Known {
+    std::uint64_t published_by_all = 0;
+    std::uint64_t acked_by_all = 0;
   };
-  std::vector<Acked> acked_by_all_;
+  std::vector<Known> known_;
 };
 
 static_assert(InBandControlPlane<AreaControlPlane>);

@@ -10,7 +10,9 @@
 //      their arguments here and compare them after step 4 instead;
 //   3. the plan for (count, element size) from the plan cache (runtime/plan_cache.hpp), built and
 //      verified on first use and mapped onto the transport's connections;
-//   4. the rank's programs through the run loop (runtime/run_loop.hpp);
+//   4. the rank's programs through the run loop (runtime/run_loop.hpp); an in-band call of a
+//      LowLatency plan in which every rank takes part is compared by its messages, whose trailers
+//      carry the arguments (protocol/low_latency.hpp), and needs no comparison after the steps;
 //   5. the connections' per-call bases advance by their messages per call: counters never reset,
 //      the next call's messages follow this call's.
 // A transport whose ranks can read each other's registered windows passes the call's placement
@@ -36,6 +38,7 @@
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/error.hpp"
 #include "ccoll/core/op.hpp"
+#include "ccoll/protocol/low_latency.hpp"
 #include "ccoll/runtime/call_args.hpp"
 #include "ccoll/runtime/connection.hpp"
 #include "ccoll/runtime/control_plane.hpp"
@@ -58,6 +61,10 @@ inline void check_config(const Config& config, int nranks) {
   if (config.timeout.count() <= 0)
     throw_invalid_argument(-1, "Config::timeout", "> 0 ms", std::to_string(config.timeout.count()));
 }
+
+// Timeouts from which a call's deadline starts from sync::coarse_now_ns(): a tick (at most 10 ms)
+// early is then at most 10% of the timeout.
+inline constexpr std::chrono::milliseconds kCoarseStartTimeout{100};
 
 template <ControlPlane P, Connection C>
 class Communicator {
@@ -143,7 +150,9 @@ class Communicator {
   void run(rank_state& st, int rank, const void* send, void* recv, std::size_t count,
            DataType dtype, ReduceOp op, const WindowPlacement& placement, Direct&& direct) {
     StepOptions o;
-    o.start_ns = sync::now_ns();
+    // A long timeout starts from the coarse clock: at most a tick early, and the fine clock's read
+    // is a noticeable share of a small call (sync/backoff.hpp).
+    o.start_ns = config_.timeout >= kCoarseStartTimeout ? sync::coarse_now_ns() : sync::now_ns();
     o.timeout_ms = static_cast<long>(config_.timeout.count());
     o.deadline_ns = sync::deadline_after(o.start_ns, config_.timeout);
     FailurePoint here{rank, -1, -1, -1, FailurePoint::Waiting::nothing};
@@ -196,6 +205,8 @@ class Communicator {
     }
     const PreparedPlan<C>* pp = st.last_plan.get();
     const plan::Plan& p = pp->plan;
+    o.ll_signature = protocol::LowLatency::signature(count, static_cast<std::uint32_t>(dtype),
+                                                     static_cast<std::uint32_t>(op));
     o.stream_output = config_.stream_output_bytes != 0 && bytes >= config_.stream_output_bytes;
     const bool direct_call = agreed.symmetric && pp->nactive == nranks_;
     // A tuner's times are of one kind of call only (a windowed call that stages is not timed).
@@ -238,7 +249,11 @@ class Communicator {
       throw;
     }
     if constexpr (InBandControlPlane<P>) {
-      if (in_band) {
+      if (in_band && pp->low_latency && pp->nactive == nranks_) {
+        // Every message taken carried this call's arguments, and every rank's input reached
+        // this rank: every rank passed the same ones (protocol/low_latency.hpp).
+        plane_.settle(o.seq, here);
+      } else if (in_band) {
         const Agreement verdict = plane_.verify(o.seq, o.deadline_ns, here);
         if (!verdict.verdict.empty()) throw Error(verdict.code, rank, verdict.verdict);
       }

@@ -119,6 +119,9 @@ concept InBandControlPlane = ControlPlane<P> &&
   p.publish(args, seq, deadline_ns, where);
   // After the steps: waits for every rank's arguments to call `seq` and returns the verdict.
   { p.verify(seq, deadline_ns, where) } -> std::same_as<Agreement>;
+  // After the steps of a call whose messages compared the arguments instead (LowLatency trailers,
+  // every rank active): every rank has published call `seq`, none needs reading.
+  p.settle(seq, where);
 };
 
 // The first failure as every rank reports it, from the abort record.

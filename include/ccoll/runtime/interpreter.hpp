@@ -122,6 +122,9 @@ struct ProgramContext {
   // LowLatency: the deadline (sync::now_ns(); 0 = none) of the polls of lines inside a step, which
   // a group of several threads makes without the leader's check.
   std::uint64_t deadline_ns = 0;
+  // LowLatency: the call's signature (protocol::LowLatency::signature), which the trailer of every
+  // message sent carries and that of every message received must match.
+  std::uint64_t ll_signature = 0;
 };
 
 // Connections that can carry LowLatency messages (sync::BasicConnectionRef).
@@ -536,17 +539,16 @@ CCOLL_HD inline std::uint64_t message_number(const ProgramContext<T, C>& ctx, co
   return ctx.base[p.connection] + p.seq;
 }
 
-// Has message m of `count` elements arrived? LowLatency: its last line carries its flag (acquire:
-// a single-thread sender stores that line last, with release, so the others are there too).
+// Has message m of `count` elements arrived? LowLatency: its trailer carries its flag and this
+// call's signature (acquire: a single-thread sender stores the trailer last, with release, so the
+// data lines are there too).
 template <class T, class C>
 CCOLL_HD bool message_arrived(const ProgramContext<T, C>& ctx, const C& c, std::uint64_t m,
                               std::uint64_t count) {
   if constexpr (LowLatencyConnection<C>) {
     if (ctx.low_latency) {
       using LL = protocol::LowLatency;
-      std::uint32_t data = 0;
-      return LL::load<C::scope>(c.ll_lines(m) + (LL::lines(count * sizeof(T)) - 1), LL::flag(m),
-                                &data, true);
+      return LL::arrived<C::scope>(c.ll_lines(m), count * sizeof(T), ctx.ll_signature, LL::flag(m));
     }
   }
   return c.can_recv(m);
@@ -634,11 +636,15 @@ CCOLL_HD bool ll_pass(const Group& g, const ProgramContext<T, C>& ctx, const pla
     sf[k] = LL::flag(m);
   }
   const std::uint64_t n = s.count;
-  const std::uint64_t last_line = LL::lines(n * sizeof(T)) - 1;
-  if (n == 0) {  // an empty message is one line: its arrival
+  // The trailers: by the leader, last of its lines (with release when it is the only writer).
+  const auto store_trailers = [&] {
     if (g.leader())
       for (std::uint32_t k = 0; k < s.send_count; ++k)
-        LL::store<kScope>(sl[k], 0, sf[k], Group::kSingleThread);
+        LL::store_trailer<kScope>(sl[k], n * sizeof(T), ctx.ll_signature, sf[k],
+                                  Group::kSingleThread);
+  };
+  if (n == 0) {  // an empty message is its trailer
+    store_trailers();
     return true;
   }
   T* out = s.write_output ? ctx.output + s.offset : nullptr;
@@ -680,17 +686,16 @@ CCOLL_HD bool ll_pass(const Group& g, const ProgramContext<T, C>& ctx, const pla
       std::uint32_t w[U::kLines] = {};
       std::memcpy(w, res, ne * sizeof(T));
       for (std::uint32_t k = 0; k < s.send_count; ++k)
-        for (std::uint32_t q = 0; q < U::kLines; ++q) {
-          const std::uint64_t line = u * U::kLines + q;
-          LL::store<kScope>(sl[k] + line, w[q], sf[k], Group::kSingleThread && line == last_line);
-        }
+        for (std::uint32_t q = 0; q < U::kLines; ++q)
+          LL::store<kScope>(sl[k] + u * U::kLines + q, w[q], sf[k], false);
     }
   }
+  store_trailers();
   return true;
 }
 
 // Step s in LowLatency on one thread (the host executors): tiles of the received messages are
-// unpacked into a staging area (the last line of each was acquired before the step, and a
+// unpacked into a staging area (the trailer of each was acquired before the step, and a
 // single-thread sender stores it last, so the lines are normally all there; one that is not is
 // polled), folded by element_loop, the loop Simple runs (so both protocols compute the same
 // bits), and packed into the sends. Returns false if a line did not come before the deadline or
@@ -703,14 +708,13 @@ CCOLL_HD bool ll_staged(const ProgramContext<T, C>& ctx, const plan::Step& s, co
   constexpr std::uint64_t kTileElems = kTileBytes / sizeof(T);
   alignas(64) std::uint32_t stage[kMaxStepPorts + 1][kTileBytes / 4];
   const std::uint64_t n = s.count;
-  const std::uint64_t last_line = LL::lines(n * sizeof(T)) - 1;
   const T* srcs[kMaxStepPorts + 1];
   T* dsts[kMaxStepPorts + 1];
   const HostGroup g;
   for (std::uint64_t lo = 0; lo < n; lo += kTileElems) {
     const std::uint64_t m = n - lo < kTileElems ? n - lo : kTileElems;
     const std::uint64_t line0 = lo * sizeof(T) / 4;
-    const std::uint64_t lines = LL::lines(m * sizeof(T));
+    const std::uint64_t lines = LL::data_lines(m * sizeof(T));
     std::uint32_t nsrc = 0, ndst = 0;
     for (std::uint32_t k = 0; k < s.recv_count; ++k) {
       if (local != nullptr && k == s.src_position) srcs[nsrc++] = local + lo;
@@ -746,14 +750,21 @@ CCOLL_HD bool ll_staged(const ProgramContext<T, C>& ctx, const plan::Step& s, co
       for (std::uint64_t i = 0; i < whole; ++i) {
         std::uint32_t w;
         std::memcpy(&w, payload + 4 * i, 4);
-        LL::store<kScope>(l + i, w, f, line0 + i == last_line);
+        LL::store<kScope>(l + i, w, f, false);
       }
       if (whole < lines) {
         std::uint32_t w = 0;
         std::memcpy(&w, payload + 4 * whole, m * sizeof(T) - 4 * whole);
-        LL::store<kScope>(l + whole, w, f, true);
+        LL::store<kScope>(l + whole, w, f, false);
       }
     }
+  }
+  // The trailers last, with release: a receiver that sees one sees the whole message.
+  for (std::uint32_t k = 0; k < s.send_count; ++k) {
+    const plan::Port& p = ctx.ports[s.send_begin + k];
+    const std::uint64_t msg = ctx.base[p.connection] + p.seq;
+    LL::store_trailer<kScope>(ctx.connections[p.connection].ll_lines(msg), n * sizeof(T),
+                              ctx.ll_signature, LL::flag(msg), true);
   }
   return true;
 }
@@ -939,9 +950,8 @@ CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& context,
         if constexpr (LowLatencyConnection<C>) {
           if (ctx.low_latency) {
             using LL = protocol::LowLatency;
-            std::uint32_t data = 0;
-            r = LL::wait<C::scope>(c.ll_lines(m) + (LL::lines(s.count * sizeof(T)) - 1),
-                                   LL::flag(m), &data, true, ctx.abort, deadline_ns);
+            r = LL::wait_arrival<C::scope>(c.ll_lines(m), s.count * sizeof(T), ctx.ll_signature,
+                                           LL::flag(m), ctx.abort, deadline_ns);
             polled = true;
           }
         }

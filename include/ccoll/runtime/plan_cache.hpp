@@ -36,6 +36,7 @@
 #include "ccoll/core/error.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/plan/verifier.hpp"
+#include "ccoll/protocol/protocol.hpp"
 #include "ccoll/runtime/connection.hpp"
 #include "ccoll/runtime/interpreter.hpp"
 
@@ -66,6 +67,9 @@ struct PreparedPlan {
   std::vector<std::uint32_t> set_index;
   std::vector<C> connections;
   int nactive = 1;
+  // The plan runs in LowLatency lines: it is an LL plan and every connection has an LL region (a
+  // transport without them runs LL plans in Simple; their half-slot chunks fit).
+  bool low_latency = false;
 };
 
 // FNV-1a over 64-bit words.
@@ -164,6 +168,11 @@ class PlanCache {
       const auto idx = static_cast<std::uint32_t>(pos - keys_.begin());
       prepared->set_index.push_back(idx);
       prepared->connections.push_back(connections_.at(idx));
+    }
+    if constexpr (LowLatencyConnection<C>) {
+      prepared->low_latency = protocol::is_low_latency(p);
+      for (const C& c : prepared->connections)
+        prepared->low_latency = prepared->low_latency && c.has_low_latency();
     }
     const std::size_t cap = std::max<std::size_t>(1, config_.max_cached_plans);
     while (plans_.size() >= cap) {

@@ -20,7 +20,6 @@
 
 #include "ccoll/core/error.hpp"
 #include "ccoll/core/op.hpp"
-#include "ccoll/protocol/protocol.hpp"
 #include "ccoll/runtime/connection.hpp"
 #include "ccoll/runtime/control_plane.hpp"
 #include "ccoll/runtime/interpreter.hpp"
@@ -68,6 +67,8 @@ struct StepOptions {
   long timeout_ms = 0;
   bool stream_output = false;
   bool stream_slots = false;
+  // LowLatency plans: the call's signature (protocol::LowLatency::signature).
+  std::uint64_t ll_signature = 0;
   // Per channel c < progress_channels: the rank's progress word (runtime/layer_readiness.hpp),
   // advanced after each step to progress_base_of_call(seq) + steps done.
   std::uint64_t* progress = nullptr;
@@ -92,13 +93,9 @@ void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, 
   ctx.stream_slots = o.stream_slots;
   ctx.progress_base = progress_base_of_call(o.seq);
   ctx.deadline_ns = o.deadline_ns;
-  if constexpr (LowLatencyConnection<C>) {
-    // A transport without LL regions runs LL plans in Simple (they are chunked for half slots,
-    // which fit); every rank of a communicator has the same transport, so all ranks agree.
-    bool ll = protocol::is_low_latency(p);
-    for (const C& c : pp.connections) ll = ll && c.has_low_latency();
-    ctx.low_latency = ll;
-  }
+  // Every rank of a communicator has the same transport, so all ranks agree on the protocol.
+  ctx.low_latency = pp.low_latency;
+  ctx.ll_signature = o.ll_signature;
   std::uint32_t unfinished = 0;
   for (std::uint32_t c = 0; c < nch; ++c) {
     st.pcs[c] = 0;
