@@ -259,7 +259,7 @@ TEST_CASE("try_step does nothing until the step's messages and slots are there")
     const runtime::HostGroup g;
     CHECK(runtime::try_step<float, ReduceOp::sum>(g, c0, pc0));        // send into the empty FIFO
     CHECK_FALSE(runtime::try_step<float, ReduceOp::sum>(g, c0, pc0));  // no message from rank 1 yet
-    const auto f = runtime::blocked_port(c0, pc0, sync::WaitResult::Timeout);
+    const auto f = runtime::blocked_port<runtime::HostGroup>(c0, pc0, sync::WaitResult::Timeout);
     CHECK(f.peer == 1);
     CHECK_FALSE(f.waiting_for_slot);
     CHECK(runtime::try_step<float, ReduceOp::sum>(g, c1, pc1));
@@ -269,7 +269,7 @@ TEST_CASE("try_step does nothing until the step's messages and slots are there")
       CHECK_FALSE(verify(plan).ok);
       CHECK_FALSE(runtime::try_step<float, ReduceOp::sum>(g, c0, pc0));
       CHECK_FALSE(runtime::try_step<float, ReduceOp::sum>(g, c1, pc1));
-      const auto f1 = runtime::blocked_port(c1, pc1, sync::WaitResult::Timeout);
+      const auto f1 = runtime::blocked_port<runtime::HostGroup>(c1, pc1, sync::WaitResult::Timeout);
       CHECK(f1.peer == 0);
       CHECK(f1.waiting_for_slot);
     } else {

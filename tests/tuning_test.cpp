@@ -62,9 +62,11 @@ TEST_CASE("auto: the default table's choice per rank count and size") {
   const algo::BySize a;
   CHECK(a.name == "auto");
   CHECK(a.choose(2, 8).algorithm == "oneshot");
-  CHECK(a.choose(2, 16).protocol == protocol::Id::low_latency);  // one line with its trailer
-  CHECK(a.choose(2, 17).protocol == protocol::Id::simple);
-  CHECK(a.choose(3, 8).protocol == protocol::Id::simple);
+  CHECK(a.choose(2, 4096).protocol == protocol::Id::low_latency);
+  CHECK(a.choose(2, 4097).protocol == protocol::Id::simple);
+  CHECK(a.choose(3, 8).protocol == protocol::Id::low_latency);
+  CHECK(a.choose(4, 32 * 1024).protocol == protocol::Id::low_latency);
+  CHECK(a.choose(4, 32 * 1024 + 1).protocol == protocol::Id::simple);
   CHECK(a.choose(2, 64 * 1024).algorithm == "oneshot");
   CHECK(a.choose(2, 64 * 1024 + 1).algorithm == "direct");
   CHECK(a.choose(4, 2048).algorithm == "oneshot");
@@ -93,9 +95,10 @@ TEST_CASE("auto on host threads: exact results on both sides of every threshold"
     Config c;
     c.nranks = p;
     Allreduce<transport::HostThreads, algo::BySize> ar(c);
-    // 512 and 8192 floats are the 2 KiB and 32 KiB thresholds; 16384 the 64 KiB one.
-    check_sizes(ar, p, {1, 512, 513, 8192, 8193, 16384, 16385, 100000});
-    CHECK(ar.plan(512, DataType::f32).algorithm == "oneshot");
+    // 512, 1024 and 8192 floats are the 2, 4 and 32 KiB thresholds; 16384 the 64 KiB one.
+    check_sizes(ar, p, {1, 512, 513, 1024, 1025, 8192, 8193, 16384, 16385, 100000});
+    CHECK(ar.plan(512, DataType::f32).algorithm == "oneshot+ll");
+    CHECK(ar.plan(1025, DataType::f32).algorithm == (p == 2 ? "oneshot" : "recdoubling+ll"));
     CHECK(ar.plan(100000, DataType::f32).algorithm == "direct");
   }
 }

@@ -57,18 +57,20 @@ struct TuningTable {
   std::vector<SizeRule> rules;  // the first matching rule wins
 };
 
-// Measured on a 2-core host with shared memory (docs/protocols.md): at P = 2 the one-hop plan is
-// fastest up to 64 KiB, in LowLatency up to 16 bytes (one cache line with its trailer, and no
-// comparison of the arguments after the steps) and in Simple above; above two ranks recursive
-// doubling takes over from 2 KiB, and the direct plan from 64 KiB. oneshot takes at most 16 ranks
-// (plan/one_shot.hpp). Above two ranks (more ranks than cores there) LowLatency lost at every
-// size measured.
+// Measured on a 2-core host with shared memory (docs/protocols.md,
+// docs/results/small-messages-2026-11-28.md): at P = 2 the one-hop plan is fastest up to 64 KiB,
+// in LowLatency up to 4 KiB (a packed LL message of up to 48 bytes is one cache line with its
+// trailer, and an in-band LL call needs no comparison of the arguments after its steps) and in
+// Simple above, where the two tie and Simple's whole slots start to tell. Above two ranks, the
+// one-hop plan up to 2 KiB and recursive doubling up to 32 KiB, both in LowLatency, then the direct
+// plan. oneshot takes at most 16 ranks (plan/one_shot.hpp).
 inline TuningTable default_tuning_table() {
   TuningTable t;
-  t.rules.push_back(SizeRule{"oneshot", 16, 1, 2, protocol::Id::low_latency});
+  t.rules.push_back(SizeRule{"oneshot", 4 * 1024, 1, 2, protocol::Id::low_latency});
   t.rules.push_back(SizeRule{"oneshot", 64 * 1024, 1, 2});
-  t.rules.push_back(SizeRule{"oneshot", 2 * 1024, 3, 16});
-  t.rules.push_back(SizeRule{"recdoubling", 32 * 1024, 3});
+  t.rules.push_back(SizeRule{"oneshot", 2 * 1024, 3, 16, protocol::Id::low_latency});
+  t.rules.push_back(SizeRule{"recdoubling", 32 * 1024, 3, std::numeric_limits<int>::max(),
+                             protocol::Id::low_latency});
   t.rules.push_back(SizeRule{"direct"});
   return t;
 }

@@ -1,11 +1,28 @@
-// ccoll/protocol/low_latency.hpp: the low-latency (LL) protocol's line format, for host and device.
+// ccoll/protocol/low_latency.hpp: the low-latency (LL) protocol's message formats, for host and
+// device.
 //
-// A message of b payload bytes is written as ceil(b / 4) data lines of 8 bytes followed by
-// kTrailerLines trailer lines: the low half of a line carries 4 bytes of payload (the last data
-// line zero-padded), the high half the message's flag, and each line is written with ONE 8-byte
-// atomic store. A receiver that loads a line with the expected flag therefore has its payload
-// too: no tail counter, fence or second poll per message (NCCL's LL protocol,
-// src/device/prims_ll.h, with 8-byte lines instead of its 16-byte ones). The guarantee relied on:
+// An LL message carries its own arrival flag in the memory of its payload, so a receiver needs no
+// tail counter, fence or second poll per message: one transfer of the lines that hold the message.
+// Two encodings, chosen by who writes a message (runtime/interpreter.hpp, kPackedLowLatency):
+//
+//   - Flagged lines (groups of several threads: a GPU block). ceil(b / 4) data lines of 8 bytes
+//     followed by kTrailerLines trailer lines: the low half of a line carries 4 bytes of payload
+//     (the last data line zero-padded), the high half the message's flag, and each line is written
+//     with ONE 8-byte atomic store. A member that loads a line with the expected flag therefore
+//     has its payload too, whichever member wrote it and in whatever order (NCCL's LL protocol,
+//     src/device/prims_ll.h, with 8-byte lines instead of its 16-byte ones). Half of every line
+//     is flag.
+//   - Packed (one writer thread: the host executors). The trailer's kTrailerLines lines at the
+//     start of the slot, then the payload, contiguous and unflagged. The writer stores the payload,
+//     then the trailer, its last line with release; the reader acquires the trailer's last line,
+//     after which the payload is visible (the C++ memory model's release/acquire; plain moves on
+//     x86-64). This is a Simple message whose tail counter has moved into the message's first
+//     cache line: up to 48 bytes of payload arrive in one cache-line transfer, and the reduction
+//     reads the payload in place as Simple does. The trailer's place is fixed, so a line of an
+//     earlier, longer message's payload is never where a trailer is looked for; the head counter
+//     keeps the writer from rewriting a slot while its reader still reads it.
+//
+// The guarantee each relies on:
 //   - x86-64: naturally aligned 8-byte loads and stores are single-copy atomic (Intel SDM vol. 3A
 //     Sec. 9.1.1), and std::atomic_ref<std::uint64_t> compiles to plain moves;
 //   - AArch64: naturally aligned 64-bit LDR/STR are single-copy atomic (Arm ARM B2.2.1);
@@ -14,6 +31,7 @@
 //     model, hence never torn. (NCCL's 16-byte lines rely on 128-bit vector stores not tearing,
 //     a property of the hardware that the PTX model does not promise; ccoll takes the guaranteed
 //     8-byte form.)
+//   - packed, everywhere: release/acquire between the one writer and the reader.
 // The flag is derived from the absolute message number m of the connection (1 + m mod (2^32 - 1),
 // never 0), so slots never need resetting: a stale line holds an earlier message's flag. A stale
 // line could only be taken for a fresh one if the same line of the same slot went unwritten for a
@@ -30,10 +48,10 @@
 // lines as the data, which is what lets an in-band call skip the comparison of the argument
 // descriptors after its steps (a cache-line transfer per peer; runtime/communicator.hpp).
 //
-// Ordering: a single-thread sender stores the trailer's last line last, with release, and the
-// receiver loads it with acquire, so once it is there every earlier line of the message is too
-// (host executors check only the trailer before a step). Groups of several threads write lines in
-// parallel; their receivers poll every line. The head counter (slot free) works as in Simple.
+// Ordering of flagged lines: a single-thread sender stores the trailer's last line last, with
+// release, and the receiver loads it with acquire, so once it is there every earlier line of the
+// message is too. Groups of several threads write lines in parallel; their receivers poll every
+// line. The head counter (slot free) works as in Simple, in both encodings.
 #pragma once
 
 #include <cstdint>
@@ -73,42 +91,52 @@ struct LowLatency {
            (static_cast<std::uint64_t>(op & 0xffu) << 56);
   }
 
-  // Writes the trailer of the message whose lines start at `l` (`bytes` payload bytes), its last
-  // line with release when `release` (a single-thread sender, after its data lines).
+  // Packed encoding: the payload starts this many bytes into the slot, after the trailer.
+  static constexpr std::uint64_t kPackedPayloadOffset = kTrailerLines * kLineBytes;
+  // The trailer of a message whose slot starts at `l` (`bytes` payload bytes): after the data
+  // lines (flagged) or at the start of the slot (packed).
+  CCOLL_HD static constexpr std::uint64_t* trailer(std::uint64_t* l, bool packed,
+                                                   std::uint64_t bytes) {
+    return packed ? l : l + data_lines(bytes);
+  }
+  CCOLL_HD static constexpr const std::uint64_t* trailer(const std::uint64_t* l, bool packed,
+                                                         std::uint64_t bytes) {
+    return packed ? l : l + data_lines(bytes);
+  }
+
+  // Writes the trailer `t` of message flag f, its last line with release when `release` (a
+  // single-thread sender, after its payload).
   template <sync::Scope S>
-  CCOLL_HD static void store_trailer(std::uint64_t* l, std::uint64_t bytes, std::uint64_t sig,
-                                     std::uint32_t f, bool release) {
-    std::uint64_t* t = l + data_lines(bytes);
+  CCOLL_HD static void store_trailer(std::uint64_t* t, std::uint64_t sig, std::uint32_t f,
+                                     bool release) {
     store<S>(t, static_cast<std::uint32_t>(sig), f, false);
     store<S>(t + 1, static_cast<std::uint32_t>(sig >> 32), f, release);
   }
-  // One poll of the trailer: true if the message has arrived, i.e. both lines carry flag f and the
-  // signature is `sig` (a message of a call with other arguments never arrives). The last line is
-  // loaded first, with acquire, so the rest of a single-thread sender's message is there too.
+  // One poll of the trailer `t`: true if the message has arrived, i.e. both lines carry flag f and
+  // the signature is `sig` (a message of a call with other arguments never arrives). The last line
+  // is loaded first, with acquire, so the rest of a single-thread sender's message is there too.
   template <sync::Scope S>
-  CCOLL_HD static bool arrived(const std::uint64_t* l, std::uint64_t bytes, std::uint64_t sig,
-                               std::uint32_t f) {
-    const std::uint64_t* t = l + data_lines(bytes);
+  CCOLL_HD static bool arrived(const std::uint64_t* t, std::uint64_t sig, std::uint32_t f) {
     std::uint32_t hi = 0, lo = 0;
     return load<S>(t + 1, f, &hi, true) && hi == static_cast<std::uint32_t>(sig >> 32) &&
            load<S>(t, f, &lo, false) && lo == static_cast<std::uint32_t>(sig);
   }
-  // Polls the trailer until the message has arrived, *abort != 0 or the deadline (0: none) passes.
+  // Polls the trailer `t` until the message has arrived, *abort != 0 or the deadline (0: none)
+  // passes.
   template <sync::Scope S>
-  CCOLL_HD static sync::WaitResult wait_arrival(const std::uint64_t* l, std::uint64_t bytes,
-                                                std::uint64_t sig, std::uint32_t f,
-                                                const std::uint32_t* abort,
+  CCOLL_HD static sync::WaitResult wait_arrival(const std::uint64_t* t, std::uint64_t sig,
+                                                std::uint32_t f, const std::uint32_t* abort,
                                                 std::uint64_t deadline_ns) {
-    if (arrived<S>(l, bytes, sig, f)) return sync::WaitResult::Ok;
+    if (arrived<S>(t, sig, f)) return sync::WaitResult::Ok;
     sync::Backoff backoff;
     for (std::uint32_t polls = 0;; ++polls) {
-      if (arrived<S>(l, bytes, sig, f)) return sync::WaitResult::Ok;
+      if (arrived<S>(t, sig, f)) return sync::WaitResult::Ok;
       if (backoff.past_spinning() || (polls & 15u) == 15u) {
         if (abort != nullptr &&
             sync::AtomicWord<std::uint32_t>(const_cast<std::uint32_t*>(abort)).load_relaxed() != 0)
           return sync::WaitResult::Aborted;
         if (deadline_ns != 0 && sync::now_ns() >= deadline_ns)
-          return arrived<S>(l, bytes, sig, f) ? sync::WaitResult::Ok : sync::WaitResult::Timeout;
+          return arrived<S>(t, sig, f) ? sync::WaitResult::Ok : sync::WaitResult::Timeout;
       }
       backoff.pause();
     }

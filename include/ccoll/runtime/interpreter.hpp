@@ -13,9 +13,10 @@
 //
 // A plan runs in one of two protocols (protocol/protocol.hpp). Simple: the step's element loop
 // reads and writes slots, and the leader posts the tail counters. LowLatency (ProgramContext::
-// low_latency, on connections with an LL region): the step reads its messages straight from their
-// flagged lines while it folds them and writes its sends as flagged lines
-// (protocol/low_latency.hpp), element by element, with no tail counter at all.
+// low_latency, on connections with an LL region) has no tail counter: one host thread runs the
+// same element loop over packed messages and then stores their trailers (kPackedLowLatency); a
+// group of several threads reads its messages straight from their flagged lines while it folds
+// them and writes its sends as flagged lines, element by element (protocol/low_latency.hpp).
 //
 // Two forms: try_step() executes the program's next step only if all its messages have arrived
 // and all its send slots are free ([C-Cube] Sec. IV-B's "check"), so one host thread can interleave
@@ -539,27 +540,37 @@ CCOLL_HD inline std::uint64_t message_number(const ProgramContext<T, C>& ctx, co
   return ctx.base[p.connection] + p.seq;
 }
 
+// How a group writes and reads LowLatency messages (protocol/low_latency.hpp): one thread orders
+// its whole message by the release of the trailer, so it packs the payload (no flag per line);
+// several threads write lines in parallel, each line carrying its own flag. Every rank of a
+// communicator runs the same group, so the two ends of a connection agree.
+template <class Group>
+inline constexpr bool kPackedLowLatency = Group::kSingleThread;
+
 // Has message m of `count` elements arrived? LowLatency: its trailer carries its flag and this
 // call's signature (acquire: a single-thread sender stores the trailer last, with release, so the
-// data lines are there too).
-template <class T, class C>
+// rest of the message is there too).
+template <class Group, class T, class C>
 CCOLL_HD bool message_arrived(const ProgramContext<T, C>& ctx, const C& c, std::uint64_t m,
                               std::uint64_t count) {
   if constexpr (LowLatencyConnection<C>) {
     if (ctx.low_latency) {
       using LL = protocol::LowLatency;
-      return LL::arrived<C::scope>(c.ll_lines(m), count * sizeof(T), ctx.ll_signature, LL::flag(m));
+      return LL::arrived<C::scope>(
+          LL::trailer(c.ll_lines(m), kPackedLowLatency<Group>, count * sizeof(T)), ctx.ll_signature,
+          LL::flag(m));
     }
   }
   return c.can_recv(m);
 }
 
 // Non-blocking: are all of step s's messages there and all its send slots free? (leader only)
-template <class T, class C>
+template <class Group, class T, class C>
 CCOLL_HD bool step_ready(const ProgramContext<T, C>& ctx, const plan::Step& s) {
   for (std::uint32_t k = 0; k < s.recv_count; ++k) {
     const plan::Port& p = ctx.ports[s.recv_begin + k];
-    if (!message_arrived(ctx, ctx.connections[p.connection], message_number(ctx, p), s.count))
+    if (!message_arrived<Group>(ctx, ctx.connections[p.connection], message_number(ctx, p),
+                                s.count))
       return false;
   }
   for (std::uint32_t k = 0; k < s.send_count; ++k) {
@@ -569,8 +580,8 @@ CCOLL_HD bool step_ready(const ProgramContext<T, C>& ctx, const plan::Step& s) {
   return true;
 }
 
-// The first port step s is still blocked on, for error reports.
-template <class T, class C>
+// The first port step s is still blocked on, for error reports (Group: the group that runs it).
+template <class Group, class T, class C>
 CCOLL_HD StepFailure blocked_port(const ProgramContext<T, C>& ctx, std::uint32_t step_index,
                                   sync::WaitResult why) {
   const plan::Step& s = ctx.steps[step_index];
@@ -580,7 +591,7 @@ CCOLL_HD StepFailure blocked_port(const ProgramContext<T, C>& ctx, std::uint32_t
   for (std::uint32_t k = 0; k < s.recv_count; ++k) {
     const plan::Port& p = ctx.ports[s.recv_begin + k];
     const C& c = ctx.connections[p.connection];
-    if (!message_arrived(ctx, c, message_number(ctx, p), s.count)) {
+    if (!message_arrived<Group>(ctx, c, message_number(ctx, p), s.count)) {
       f.peer = c.from;
       f.waiting_for_slot = false;
       return f;
@@ -640,7 +651,7 @@ CCOLL_HD bool ll_pass(const Group& g, const ProgramContext<T, C>& ctx, const pla
   const auto store_trailers = [&] {
     if (g.leader())
       for (std::uint32_t k = 0; k < s.send_count; ++k)
-        LL::store_trailer<kScope>(sl[k], n * sizeof(T), ctx.ll_signature, sf[k],
+        LL::store_trailer<kScope>(LL::trailer(sl[k], false, n * sizeof(T)), ctx.ll_signature, sf[k],
                                   Group::kSingleThread);
   };
   if (n == 0) {  // an empty message is its trailer
@@ -694,84 +705,10 @@ CCOLL_HD bool ll_pass(const Group& g, const ProgramContext<T, C>& ctx, const pla
   return true;
 }
 
-// Step s in LowLatency on one thread (the host executors): tiles of the received messages are
-// unpacked into a staging area (the trailer of each was acquired before the step, and a
-// single-thread sender stores it last, so the lines are normally all there; one that is not is
-// polled), folded by element_loop, the loop Simple runs (so both protocols compute the same
-// bits), and packed into the sends. Returns false if a line did not come before the deadline or
-// an abort.
-template <class T, ReduceOp Op, bool Fin, class C>
-CCOLL_HD bool ll_staged(const ProgramContext<T, C>& ctx, const plan::Step& s, const T* local) {
-  using LL = protocol::LowLatency;
-  constexpr sync::Scope kScope = C::scope;
-  constexpr std::uint64_t kTileBytes = 512;  // a multiple of 8: tiles hold whole lines and units
-  constexpr std::uint64_t kTileElems = kTileBytes / sizeof(T);
-  alignas(64) std::uint32_t stage[kMaxStepPorts + 1][kTileBytes / 4];
-  const std::uint64_t n = s.count;
-  const T* srcs[kMaxStepPorts + 1];
-  T* dsts[kMaxStepPorts + 1];
-  const HostGroup g;
-  for (std::uint64_t lo = 0; lo < n; lo += kTileElems) {
-    const std::uint64_t m = n - lo < kTileElems ? n - lo : kTileElems;
-    const std::uint64_t line0 = lo * sizeof(T) / 4;
-    const std::uint64_t lines = LL::data_lines(m * sizeof(T));
-    std::uint32_t nsrc = 0, ndst = 0;
-    for (std::uint32_t k = 0; k < s.recv_count; ++k) {
-      if (local != nullptr && k == s.src_position) srcs[nsrc++] = local + lo;
-      const plan::Port& p = ctx.ports[s.recv_begin + k];
-      const std::uint64_t msg = ctx.base[p.connection] + p.seq;
-      const std::uint64_t* l = ctx.connections[p.connection].ll_lines(msg) + line0;
-      const std::uint32_t f = LL::flag(msg);
-      std::uint32_t* d = stage[k];
-      for (std::uint64_t i = 0; i < lines; ++i)
-        if (!LL::load<kScope>(l + i, f, d + i, false) &&
-            LL::wait<kScope>(l + i, f, d + i, false, ctx.abort, ctx.deadline_ns) !=
-                sync::WaitResult::Ok)
-          return false;
-      srcs[nsrc++] = reinterpret_cast<const T*>(d);
-    }
-    if (local != nullptr && s.src_position >= s.recv_count) srcs[nsrc++] = local + lo;
-    if (s.write_output) dsts[ndst++] = ctx.output + s.offset + lo;
-    if (ndst == 0) dsts[ndst++] = reinterpret_cast<T*>(stage[kMaxStepPorts]);
-    if (nsrc > 0) {
-      element_loop<T, Op, Fin>(g, dsts, ndst, srcs, nsrc, m, ctx.nactive);
-    } else {
-      for (std::uint64_t i = 0; i < m; ++i) dsts[0][i] = T{};
-    }
-    if (s.send_count == 0) continue;
-    // The packed payload: whole lines, the last one zero-padded.
-    const auto* payload = reinterpret_cast<const unsigned char*>(dsts[0]);
-    const std::uint64_t whole = m * sizeof(T) / 4;
-    for (std::uint32_t k = 0; k < s.send_count; ++k) {
-      const plan::Port& p = ctx.ports[s.send_begin + k];
-      const std::uint64_t msg = ctx.base[p.connection] + p.seq;
-      std::uint64_t* l = ctx.connections[p.connection].ll_lines(msg) + line0;
-      const std::uint32_t f = LL::flag(msg);
-      for (std::uint64_t i = 0; i < whole; ++i) {
-        std::uint32_t w;
-        std::memcpy(&w, payload + 4 * i, 4);
-        LL::store<kScope>(l + i, w, f, false);
-      }
-      if (whole < lines) {
-        std::uint32_t w = 0;
-        std::memcpy(&w, payload + 4 * whole, m * sizeof(T) - 4 * whole);
-        LL::store<kScope>(l + whole, w, f, false);
-      }
-    }
-  }
-  // The trailers last, with release: a receiver that sees one sees the whole message.
-  for (std::uint32_t k = 0; k < s.send_count; ++k) {
-    const plan::Port& p = ctx.ports[s.send_begin + k];
-    const std::uint64_t msg = ctx.base[p.connection] + p.seq;
-    LL::store_trailer<kScope>(ctx.connections[p.connection].ll_lines(msg), n * sizeof(T),
-                              ctx.ll_signature, LL::flag(msg), true);
-  }
-  return true;
-}
-
 }  // namespace detail
 
-// Step s in LowLatency (all members of g call it); false if it gave up waiting for a line.
+// Step s in LowLatency as flagged lines (all members of g call it); false if it gave up waiting
+// for a line.
 template <class T, ReduceOp Op, class Group, class C>
 CCOLL_HD bool execute_step_ll(const Group& g, const ProgramContext<T, C>& ctx,
                               const plan::Step& s) {
@@ -781,20 +718,6 @@ CCOLL_HD bool execute_step_ll(const Group& g, const ProgramContext<T, C>& ctx,
   const std::uint32_t nsrc = s.recv_count + (local != nullptr ? 1u : 0u);
   const bool fin = s.final && Op == ReduceOp::avg;
   bool ok = true;
-  if constexpr (Group::kSingleThread) {
-    if (s.count > 0) {
-      ok = fin ? detail::ll_staged<T, Op, true>(ctx, s, local)
-               : detail::ll_staged<T, Op, false>(ctx, s, local);
-      if (!ok) return false;
-      if (g.leader()) {
-        for (std::uint32_t k = 0; k < s.recv_count; ++k) {
-          const plan::Port& p = ctx.ports[s.recv_begin + k];
-          ctx.connections[p.connection].post_received(message_number(ctx, p));
-        }
-      }
-      return true;
-    }
-  }
   if (detail::kWidensToFloat<T> && nsrc >= 3) {
     ok = fin ? detail::ll_pass<T, Op, true, float>(g, ctx, s, local)
              : detail::ll_pass<T, Op, false, float>(g, ctx, s, local);
@@ -828,11 +751,29 @@ CCOLL_HD bool execute_step_ll(const Group& g, const ProgramContext<T, C>& ctx,
 
 // Executes step s, whose messages are known to be there (all members of g call it). Returns false
 // only for a LowLatency step that gave up waiting for a line (deadline or abort).
+//
+// Simple and packed LowLatency messages (kPackedLowLatency) are both contiguous payload, read and
+// written in place; they differ in where the payload lies (the slot, or the LL slot after the
+// trailer) and in how the leader announces a message (the tail counter, or the trailer).
 template <class T, ReduceOp Op, class Group, class C>
 CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, const plan::Step& s) {
+  bool packed = false;
   if constexpr (LowLatencyConnection<C>) {
-    if (ctx.low_latency) return execute_step_ll<T, Op>(g, ctx, s);
+    if (ctx.low_latency) {
+      if constexpr (!kPackedLowLatency<Group>) return execute_step_ll<T, Op>(g, ctx, s);
+      packed = true;
+    }
   }
+  const auto payload = [&](const plan::Port& p) -> std::byte* {
+    const C& c = ctx.connections[p.connection];
+    const std::uint64_t m = message_number(ctx, p);
+    if constexpr (LowLatencyConnection<C>) {
+      if (packed)
+        return reinterpret_cast<std::byte*>(c.ll_lines(m)) +
+               protocol::LowLatency::kPackedPayloadOffset;
+    }
+    return c.slot(m);
+  };
   const T* srcs[kMaxStepPorts + 1];
   T* dsts[kMaxStepPorts + 1];
   std::uint32_t nsrc = 0, ndst = 0;
@@ -845,17 +786,12 @@ CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
   if constexpr (!Group::kSingleThread) shift = (s.offset * sizeof(T)) & (kBlockSlotSlack - 1);
   for (std::uint32_t k = 0; k < s.recv_count; ++k) {
     if (local != nullptr && k == s.src_position) srcs[nsrc++] = local;
-    const plan::Port& p = ctx.ports[s.recv_begin + k];
-    srcs[nsrc++] = reinterpret_cast<const T*>(
-        ctx.connections[p.connection].slot(message_number(ctx, p)) + shift);
+    srcs[nsrc++] = reinterpret_cast<const T*>(payload(ctx.ports[s.recv_begin + k]) + shift);
   }
   if (local != nullptr && s.src_position >= s.recv_count) srcs[nsrc++] = local;
   if (s.write_output) dsts[ndst++] = ctx.output + s.offset;
-  for (std::uint32_t k = 0; k < s.send_count; ++k) {
-    const plan::Port& p = ctx.ports[s.send_begin + k];
-    dsts[ndst++] =
-        reinterpret_cast<T*>(ctx.connections[p.connection].slot(message_number(ctx, p)) + shift);
-  }
+  for (std::uint32_t k = 0; k < s.send_count; ++k)
+    dsts[ndst++] = reinterpret_cast<T*>(payload(ctx.ports[s.send_begin + k]) + shift);
   if (nsrc > 0 && ndst > 0 && s.count > 0) {
     const bool fin = s.final && Op == ReduceOp::avg;
     bool done = false;
@@ -896,11 +832,20 @@ CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
     for (std::uint32_t k = 0; k < s.send_count; ++k) {
       const plan::Port& p = ctx.ports[s.send_begin + k];
       const C& c = ctx.connections[p.connection];
+      const std::uint64_t m = message_number(ctx, p);
+      if constexpr (LowLatencyConnection<C>) {
+        if (packed) {
+          // The trailer last, with release: a receiver that acquires it sees the payload.
+          using LL = protocol::LowLatency;
+          LL::store_trailer<C::scope>(c.ll_lines(m), ctx.ll_signature, LL::flag(m), true);
+          continue;
+        }
+      }
       // A message-passing connection moves only the bytes written; memory connections need not.
       if constexpr (requires { c.post_sent(std::uint64_t{}, std::uint64_t{}); })
-        c.post_sent(message_number(ctx, p), s.count * sizeof(T));
+        c.post_sent(m, s.count * sizeof(T));
       else
-        c.post_sent(message_number(ctx, p));
+        c.post_sent(m);
     }
   }
   return true;
@@ -922,7 +867,7 @@ template <class T, ReduceOp Op, class Group, class C>
 CCOLL_HD bool try_step(const Group& g, const ProgramContext<T, C>& ctx, std::uint32_t& pc) {
   if (pc >= ctx.nsteps) return false;
   const plan::Step& s = ctx.steps[pc];
-  const bool ready = g.any(g.leader() ? step_ready(ctx, s) : false);
+  const bool ready = g.any(g.leader() ? step_ready<Group>(ctx, s) : false);
   if (!ready) return false;
   // A LowLatency step fails only at the deadline or on an abort, which the caller then reports.
   if (!execute_step<T, Op>(g, ctx, s)) return false;
@@ -950,8 +895,9 @@ CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& context,
         if constexpr (LowLatencyConnection<C>) {
           if (ctx.low_latency) {
             using LL = protocol::LowLatency;
-            r = LL::wait_arrival<C::scope>(c.ll_lines(m), s.count * sizeof(T), ctx.ll_signature,
-                                           LL::flag(m), ctx.abort, deadline_ns);
+            r = LL::wait_arrival<C::scope>(
+                LL::trailer(c.ll_lines(m), kPackedLowLatency<Group>, s.count * sizeof(T)),
+                ctx.ll_signature, LL::flag(m), ctx.abort, deadline_ns);
             polled = true;
           }
         }
@@ -961,7 +907,8 @@ CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& context,
         const plan::Port& p = ctx.ports[s.send_begin + k];
         r = ctx.connections[p.connection].wait_send(message_number(ctx, p), ctx.abort, deadline_ns);
       }
-      if (r != sync::WaitResult::Ok && failure != nullptr) *failure = blocked_port(ctx, pc, r);
+      if (r != sync::WaitResult::Ok && failure != nullptr)
+        *failure = blocked_port<Group>(ctx, pc, r);
     }
     if (g.any(r != sync::WaitResult::Ok)) return false;
     if (!execute_step<T, Op>(g, ctx, s)) {
@@ -970,8 +917,8 @@ CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& context,
             ctx.abort != nullptr &&
             sync::AtomicWord<std::uint32_t>(const_cast<std::uint32_t*>(ctx.abort)).load_relaxed() !=
                 0;
-        *failure =
-            blocked_port(ctx, pc, aborted ? sync::WaitResult::Aborted : sync::WaitResult::Timeout);
+        *failure = blocked_port<Group>(
+            ctx, pc, aborted ? sync::WaitResult::Aborted : sync::WaitResult::Timeout);
       }
       return false;
     }

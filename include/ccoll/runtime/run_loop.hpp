@@ -139,7 +139,7 @@ void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, 
         ctx.steps = steps.data();
         ctx.nsteps = static_cast<std::uint32_t>(steps.size());
         ctx.channel = c;
-        const StepFailure f = blocked_port(ctx, st.pcs[c], sync::WaitResult::Timeout);
+        const StepFailure f = blocked_port<HostGroup>(ctx, st.pcs[c], sync::WaitResult::Timeout);
         const FailurePoint where{
             rank, static_cast<int>(c), f.step, f.peer,
             f.waiting_for_slot ? FailurePoint::Waiting::free_slot : FailurePoint::Waiting::message};
