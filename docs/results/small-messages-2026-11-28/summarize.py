@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Tables of docs/results/small-messages-2026-11-28.md from the JSON of protocols.sh and
 acceptance.sh: per P and size, ccoll's time per call and its speed-up over MPI_Allreduce timed in
-alternating blocks with it in the same run (MPI time / ccoll time: above 1, ccoll is faster);
+alternating blocks with it in the same run (peer time / ccoll time: above 1, ccoll is faster);
+the peer is Open MPI's MPI_Allreduce in the runs named auto, ll and simple, MPICH's in those named
+mpich and Gloo's allreduce (TCP over loopback) in those named gloo;
 medians over the repetitions, [min-max] in brackets.
 
   summarize.py DIR PREFIX   (PREFIX: proto or accept)"""
@@ -19,7 +21,7 @@ def load(path):
         data = json.load(f)
     mpi, ours = {}, {}
     for r in data["results"]:
-        if r["transport"] == "mpi":
+        if r["transport"] in ("mpi", "gloo"):
             mpi[r["size"]] = r["time_us"]
         elif r["wrong"] == 0:
             ours[r["size"]] = r["time_us"]
@@ -52,7 +54,9 @@ def main():
         variants = sorted(v for (q, v) in runs if q == p)
         sizes = sorted({s for v in variants for run in runs[(p, v)] for s in run})
         print(f"\n### P = {p} ({len(runs[(p, variants[0])])} runs)\n")
-        head = "| size |" + "".join(f" {v} (us) | {v} vs MPI |" for v in variants)
+        peer = {"mpich": "MPICH", "gloo": "Gloo"}
+        head = "| size |" + "".join(
+            f" {v}: ccoll (us) | vs {peer.get(v, 'Open MPI')} |" for v in variants)
         print(head)
         print("|" + " --- |" * (1 + 2 * len(variants)))
         for s in sizes:
