@@ -17,13 +17,8 @@ here=${2:-$script_dir}
 reps=${3:-3}
 mpich_build=${4:-}
 mkdir -p "$here"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-run() {  # run LOG CMD...: the command and its output into LOG, bounded in time
-  log=$1
-  shift
-  { echo "# command: $*"; echo "# date: $(date -u '+%F %T') UTC; load: $(cut -d' ' -f1-3 /proc/loadavg)"; } >"$here/$log"
-  timeout 900 "$@" >>"$here/$log" 2>&1 || echo "# exit status $?" >>"$here/$log"
-}
+# shellcheck source=run_logged.sh
+. "$script_dir/run_logged.sh"
 {
   echo "# $(date -u '+%F %T') UTC, host $(hostname)"
   grep -m1 'model name' /proc/cpuinfo

@@ -11,13 +11,8 @@ build=${1:?build directory}
 here=${2:-$script_dir}
 reps=${3:-3}
 mkdir -p "$here"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-run() {  # run LOG CMD...: the command and its output into LOG, bounded in time
-  log=$1
-  shift
-  { echo "# command: $*"; echo "# date: $(date -u '+%F %T') UTC; load: $(cut -d' ' -f1-3 /proc/loadavg)"; } >"$here/$log"
-  timeout 900 "$@" >>"$here/$log" 2>&1 || echo "# exit status $?" >>"$here/$log"
-}
+# shellcheck source=run_logged.sh
+. "$script_dir/run_logged.sh"
 rep=1
 while [ "$rep" -le "$reps" ]; do
   for p in 2 3 4; do
