@@ -348,6 +348,47 @@ TEST_CASE("threads LL: no tail counter is written; heads advance; LL slots are s
   }
 }
 
+TEST_CASE("threads LL packed: non-temporal slot and output stores, then the trailer") {
+  // Calls checked before their steps may stream their slots (Config::stream_slot_bytes): the
+  // payload then goes out with non-temporal stores, which the trailer's release must follow.
+  for (const char* name : {"oneshot", "ring"}) {
+    for (int p : {2, 3}) {
+      INFO(name << " P=" << p);
+      Config c = thread_config(p, "ll");
+      c.in_band_agreement_bytes = 0;
+      c.stream_slot_bytes = 16;
+      c.stream_output_bytes = 16;
+      c.tune_slot_stores = false;  // every call streams
+      algo::AlgorithmRequest req;
+      req.nranks = p;
+      Allreduce<transport::HostThreads, algo::Registered, schedule::Phased> ar(
+          c, algo::make_algorithm(algo::find_algorithm(name).algorithm, req));
+      std::string error;
+      const std::vector<Case> cs = cases(p);
+      const auto outs = run_cases(ar, p, cs, error);
+      CHECK(error == "");
+      CHECK(check_reference(cs, outs, p) == "");
+      CHECK(protocol::is_low_latency(ar.plan(701, DataType::f32)));
+    }
+  }
+}
+
+TEST_CASE("LL plans whose messages exceed an LL slot's payload are refused") {
+  // A plan named LowLatency but chunked for whole slots would write past its LL slot.
+  Config c = thread_config(2, "");
+  algo::AlgorithmRequest req;
+  req.nranks = 2;
+  const algo::Registered ring = algo::make_algorithm(algo::find_algorithm("ring").algorithm, req);
+  const algo::Registered oversized("ring+ll", [ring](const plan::PlanRequest& r) {
+    plan::Plan pl = ring.build(r);
+    protocol::mark(pl, protocol::Id::low_latency);
+    return pl;
+  });
+  Allreduce<transport::HostThreads, algo::Registered, schedule::Phased> ar(c, oversized);
+  CHECK_THROWS_WITH_AS(ar.plan(1000, DataType::f32), doctest::Contains("LowLatency messages of"),
+                       Error);
+}
+
 TEST_CASE("threads auto: a table mixing protocols per size; connections alternate protocols") {
   // LL for small messages, Simple above: the same connections carry both from call to call, and
   // integer payloads that look like flags must never be taken for LL lines.

@@ -52,7 +52,8 @@ struct Config {
   std::uint32_t max_cached_plans = 64;
   // How messages signal their arrival (protocol/protocol.hpp): "" = as the policy chooses (`auto`:
   // per size from its tuning table; other algorithms: simple), "simple" (slot and counter) or "ll"
-  // (low latency: flagged lines, half of each slot payload; slot_bytes >= 32) for every plan.
+  // (low latency: the arrival flag travels with the data; plans chunked for half a slot less 8
+  // bytes; slot_bytes >= 32) for every plan.
   // HostThreads and SharedMemory read it; part of the communicator's fingerprint.
   std::string protocol;
 };

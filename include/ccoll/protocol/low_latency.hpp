@@ -189,5 +189,8 @@ struct LowLatency {
 static_assert(LowLatency::lines(payload_bytes(Id::low_latency, 1024)) * LowLatency::kLineBytes ==
               1024);
 static_assert(LowLatency::lines(payload_bytes(Id::low_latency, 32)) * LowLatency::kLineBytes == 32);
+// A packed message of that payload fits its slot too.
+static_assert(LowLatency::kPackedPayloadOffset + payload_bytes(Id::low_latency, 32) <= 32);
+static_assert(LowLatency::kPackedPayloadOffset + payload_bytes(Id::low_latency, 1024) <= 1024);
 
 }  // namespace ccoll::protocol

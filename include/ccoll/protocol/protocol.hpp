@@ -6,10 +6,11 @@
 //     tail counter, which the receiver polls (sync/connection.hpp). Every byte of the slot is
 //     payload; each message costs the receiver two cache-line transfers (the counter, then the
 //     data). For bandwidth.
-//   - LowLatency (protocol/low_latency.hpp): the message is written as lines that carry their data
-//     and a flag in one atomic store; the receiver polls the lines themselves, so a message costs
-//     one transfer per line and no counter store, fence or poll. Half of each line is flag, so a
-//     slot carries half its bytes as payload, less the trailer's 8. For latency.
+//   - LowLatency (protocol/low_latency.hpp): the message carries its arrival flag in its own
+//     lines (a trailer with the call's signature; flagged 8-byte lines where several threads
+//     write a message), so the receiver polls the message itself: no counter store, fence or
+//     poll, and a small message crosses in one cache line. Its plans are chunked for half a slot
+//     less the trailer's 8 bytes, which both encodings fit. For latency.
 // A plan runs entirely in one protocol. Its protocol is part of its identity: a plan built for
 // LowLatency is chunked for half slots (less its trailer) and named "<algorithm>+ll", and the
 // policy that chose it (the tuning table, or Config::protocol) enters the communicator's
@@ -45,9 +46,10 @@ inline Id parse(std::string_view text, const std::string& key) {
   throw_invalid_argument(-1, key, "\"simple\" or \"ll\"", std::string(text));
 }
 
-// The payload bytes of a slot of `slot_bytes` under protocol `id`: a LowLatency line is half flag,
-// and its messages end with a trailer of two lines (protocol/low_latency.hpp), so a slot of fewer
-// than 32 bytes holds no LowLatency payload.
+// The payload bytes of a slot of `slot_bytes` under protocol `id`. LowLatency: what the flagged
+// encoding holds (every 8-byte line half flag, then a 16-byte trailer; protocol/low_latency.hpp),
+// which the packed one (16-byte trailer, then the payload) holds too, so a plan's chunks fit
+// whichever group runs it; a slot of fewer than 32 bytes holds no LowLatency payload.
 inline constexpr std::uint64_t payload_bytes(Id id, std::uint64_t slot_bytes) {
   if (id == Id::simple) return slot_bytes;
   return slot_bytes >= 32 ? slot_bytes / 2 - 8 : 0;

@@ -647,12 +647,13 @@ CCOLL_HD bool ll_pass(const Group& g, const ProgramContext<T, C>& ctx, const pla
     sf[k] = LL::flag(m);
   }
   const std::uint64_t n = s.count;
-  // The trailers: by the leader, last of its lines (with release when it is the only writer).
+  // The trailers, by the leader. Other members write lines of the same message in parallel, so
+  // no release orders them: receivers poll every line they read.
   const auto store_trailers = [&] {
     if (g.leader())
       for (std::uint32_t k = 0; k < s.send_count; ++k)
         LL::store_trailer<kScope>(LL::trailer(sl[k], false, n * sizeof(T)), ctx.ll_signature, sf[k],
-                                  Group::kSingleThread);
+                                  false);
   };
   if (n == 0) {  // an empty message is its trailer
     store_trailers();
@@ -712,6 +713,8 @@ CCOLL_HD bool ll_pass(const Group& g, const ProgramContext<T, C>& ctx, const pla
 template <class T, ReduceOp Op, class Group, class C>
 CCOLL_HD bool execute_step_ll(const Group& g, const ProgramContext<T, C>& ctx,
                               const plan::Step& s) {
+  static_assert(!kPackedLowLatency<Group>,
+                "one-thread groups pack their LowLatency messages (execute_step)");
   const T* local = s.src == plan::Source::Input    ? ctx.input + s.offset
                    : s.src == plan::Source::Output ? ctx.output + s.offset
                                                    : nullptr;
@@ -726,19 +729,16 @@ CCOLL_HD bool execute_step_ll(const Group& g, const ProgramContext<T, C>& ctx,
              : detail::ll_pass<T, Op, false, T>(g, ctx, s, local);
   }
   g.sync();  // every member's reads of the received lines are done
-  if constexpr (!Group::kSingleThread) {
-    // A member that gave up did so at the deadline or on an abort, which the leader sees too.
-    bool failed = false;
-    if (g.leader())
-      failed =
-          !ok ||
-          (ctx.abort != nullptr &&
-           sync::AtomicWord<std::uint32_t>(const_cast<std::uint32_t*>(ctx.abort)).load_relaxed() !=
-               0) ||
-          (ctx.deadline_ns != 0 && sync::now_ns() >= ctx.deadline_ns);
-    ok = !g.any(failed);
-  }
-  if (!ok) return false;
+  // A member that gave up did so at the deadline or on an abort, which the leader sees too.
+  bool failed = false;
+  if (g.leader())
+    failed =
+        !ok ||
+        (ctx.abort != nullptr &&
+         sync::AtomicWord<std::uint32_t>(const_cast<std::uint32_t*>(ctx.abort)).load_relaxed() !=
+             0) ||
+        (ctx.deadline_ns != 0 && sync::now_ns() >= ctx.deadline_ns);
+  if (g.any(failed)) return false;
   if (g.leader()) {
     g.fence_before_post();
     for (std::uint32_t k = 0; k < s.recv_count; ++k) {
@@ -837,7 +837,8 @@ CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
         if (packed) {
           // The trailer last, with release: a receiver that acquires it sees the payload.
           using LL = protocol::LowLatency;
-          LL::store_trailer<C::scope>(c.ll_lines(m), ctx.ll_signature, LL::flag(m), true);
+          LL::store_trailer<C::scope>(LL::trailer(c.ll_lines(m), true, s.count * sizeof(T)),
+                                      ctx.ll_signature, LL::flag(m), true);
           continue;
         }
       }

@@ -1,9 +1,9 @@
 // ccoll/runtime/low_latency_area.hpp: a shared area with the connections' low-latency regions.
 //
 // The LowLatency protocol (protocol/low_latency.hpp) needs, per connection, slots that are only
-// ever written as flagged lines: a line of Simple payload left in a slot could carry any 32-bit
-// value, the expected flag included. The host transports therefore map, after the area of
-// runtime/shared_area.hpp, one more region of nconn x nslots x slot stride bytes:
+// ever written as LL messages: a line of Simple payload left where a flag is looked for could
+// carry any 32-bit value, the expected flag included. The host transports therefore map, after the
+// area of runtime/shared_area.hpp, one more region of nconn x nslots x slot stride bytes:
 //
 //   area (AreaLayout::total bytes) | LL slots (nconn x nslots x slot_stride)
 //

@@ -155,6 +155,16 @@ class PlanCache {
                       std::to_string(kMaxStepPorts) + " ports");
     if (p.slot_elems * elem_size > config_.slot_bytes)
       throw Error(ErrorCode::InvalidPlan, -1, "plan messages exceed Config::slot_bytes");
+    // A LowLatency message also carries its trailer (protocol::build_for chunks for this).
+    if (protocol::is_low_latency(p) &&
+        p.slot_elems * elem_size >
+            protocol::payload_bytes(protocol::Id::low_latency, config_.slot_bytes))
+      throw Error(ErrorCode::InvalidPlan, -1,
+                  "plan '" + p.algorithm + "': LowLatency messages of " +
+                      std::to_string(p.slot_elems * elem_size) + " bytes exceed the " +
+                      std::to_string(
+                          protocol::payload_bytes(protocol::Id::low_latency, config_.slot_bytes)) +
+                      " bytes of payload an LL slot of Config::slot_bytes holds");
     prepared->nactive = p.nactive();
     for (const auto& c : p.connections) {
       const ConnectionKey k{c.channel, c.from, c.to};

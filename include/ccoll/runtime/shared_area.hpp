@@ -25,7 +25,9 @@
 
 namespace ccoll::runtime {
 
-inline constexpr std::uint64_t kAreaMagic = 0x63636f6c6c763033ull;  // "ccollv03"
+// Changes with the area's layout and with the format of its messages, so that processes of
+// builds that would misread each other never attach to one area.
+inline constexpr std::uint64_t kAreaMagic = 0x63636f6c6c763034ull;  // "ccollv04"
 inline constexpr std::size_t kPage = 4096;
 
 struct alignas(128) AreaHeader {

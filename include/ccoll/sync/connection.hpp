@@ -7,9 +7,9 @@
 // receiver may read it once tail >= m + 1. Both counters only grow, across calls.
 //
 // A connection may also have a region for the low-latency protocol (protocol/low_latency.hpp):
-// nslots slots of slot_bytes more, written as flagged lines and never as Simple slots, so a flag
-// is never confused with Simple payload. Message m of an LL plan lives in LL slot m % nslots; the
-// head counter guards it as in Simple, and the tail is not used.
+// nslots slots of slot_bytes more, written only as LL messages and never as Simple slots, so a
+// flag is never confused with Simple payload. Message m of an LL plan lives in LL slot m % nslots;
+// the head counter guards it as in Simple, and the tail is not used.
 //
 // The counters sit on their own 128-byte lines (a GPU L2 line; two x86 lines, which also defeats
 // the adjacent-line prefetcher) so that a sender polling head does not steal the line the receiver
