@@ -95,12 +95,9 @@ struct LowLatency {
   static constexpr std::uint64_t kPackedPayloadOffset = kTrailerLines * kLineBytes;
   // The trailer of a message whose slot starts at `l` (`bytes` payload bytes): after the data
   // lines (flagged) or at the start of the slot (packed).
-  CCOLL_HD static constexpr std::uint64_t* trailer(std::uint64_t* l, bool packed,
-                                                   std::uint64_t bytes) {
-    return packed ? l : l + data_lines(bytes);
-  }
-  CCOLL_HD static constexpr const std::uint64_t* trailer(const std::uint64_t* l, bool packed,
-                                                         std::uint64_t bytes) {
+  // Word: std::uint64_t for a writer, const std::uint64_t for a reader.
+  template <class Word>
+  CCOLL_HD static constexpr Word* trailer(Word* l, bool packed, std::uint64_t bytes) {
     return packed ? l : l + data_lines(bytes);
   }
 
