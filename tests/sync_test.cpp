@@ -14,6 +14,7 @@
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/sync/connection.hpp"
 #include "ccoll/sync/counter.hpp"
+#include "ccoll/sync/poll.hpp"
 
 using namespace ccoll::sync;
 using namespace std::chrono_literals;
@@ -182,4 +183,56 @@ TEST_CASE("backoff: spin, then yield, then sleep, each for the policy's time") {
   CHECK(over.past_spinning());
   CHECK(WaitPolicy::for_ranks(2, 2).spin_ns == WaitPolicy{}.spin_ns);
   CHECK(WaitPolicy::for_ranks(3, 0).spin_ns == WaitPolicy{}.spin_ns);  // unknown core count
+}
+
+// The GPU waiter's schedule (sync/backoff.hpp), on made-up %globaltimer values.
+TEST_CASE(
+    "device poll schedule: no sleep for kSpinNs, growing sleeps, abort and deadline checked on a "
+    "time budget") {
+  using D = DevicePollSchedule;
+  for (const std::uint64_t t0 : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{123'456'789},
+                                 ~std::uint64_t{0} - 10 * D::kSpinNs}) {
+    D s;
+    CHECK(s.sleep_ns(t0) == 0);    // not started
+    CHECK_FALSE(s.check_due(t0));  // the first poll starts the schedule
+    const std::uint64_t start = s.start_ns;
+    CHECK(start == (t0 == 0 ? 1 : t0));
+    // Spinning: no sleep anywhere in the first kSpinNs.
+    for (std::uint64_t dt = 0; dt < D::kSpinNs; dt += 997) CHECK(s.sleep_ns(start + dt) == 0);
+    // Then sleeps that double every kSpinNs from kFirstSleepNs, capped at kMaxSleepNs.
+    CHECK(s.sleep_ns(start + D::kSpinNs) == D::kFirstSleepNs);
+    CHECK(s.sleep_ns(start + 2 * D::kSpinNs) == 2 * D::kFirstSleepNs);
+    std::uint32_t last = 0;
+    for (std::uint64_t dt = D::kSpinNs; dt < 40 * D::kSpinNs; dt += D::kSpinNs / 3) {
+      const std::uint32_t ns = s.sleep_ns(start + dt);
+      CHECK(ns >= last);
+      CHECK(ns <= D::kMaxSleepNs);
+      last = ns;
+    }
+    CHECK(last == D::kMaxSleepNs);
+    // Checks: none before kCheckNs, then one per kCheckNs however often the waiter polls.
+    D c;
+    CHECK_FALSE(c.check_due(t0));
+    const std::uint64_t c0 = c.start_ns;
+    int checks = 0;
+    // Polls every 100 ns: the k-th check comes within 100 ns after k x kCheckNs from the last.
+    for (std::uint64_t dt = 1; dt <= 10 * (D::kCheckNs + 100); dt += 100)
+      checks += c.check_due(c0 + dt);
+    CHECK(checks == 10);
+  }
+}
+
+TEST_CASE("poll_until: ready, abort, deadline, and a ready value at the deadline counts") {
+  int polls = 0;
+  CHECK(poll_until([&] { return ++polls >= 3; }, nullptr, 0) == WaitResult::Ok);
+  CHECK(polls == 3);
+  std::uint32_t abort = 1;
+  CHECK(poll_until([] { return false; }, &abort, 0) == WaitResult::Aborted);
+  CHECK(poll_until([] { return true; }, &abort, 0) == WaitResult::Ok);  // ready wins over abort
+  const std::uint64_t t0 = now_ns();
+  CHECK(poll_until([] { return false; }, nullptr, t0 + 2'000'000) == WaitResult::Timeout);
+  CHECK(now_ns() - t0 >= 2'000'000);
+  // The value turns ready exactly when the clock passes the deadline: the last poll sees it.
+  const std::uint64_t deadline = now_ns() + 1'000'000;
+  CHECK(poll_until([&] { return now_ns() >= deadline; }, nullptr, deadline) == WaitResult::Ok);
 }

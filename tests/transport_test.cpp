@@ -176,6 +176,30 @@ TEST_CASE("a transport defined outside the library runs every algorithm through 
   }
 }
 
+TEST_CASE("Config::protocol reaches a transport that does nothing about protocols") {
+  // The plan cache applies it, so a transport's executor need not: this one has no LowLatency
+  // region and runs the LL plan's half-slot chunks as Simple messages.
+  Config c;
+  c.nranks = 3;
+  c.slot_bytes = 1024;
+  for (const std::string name : {"", "simple", "ll"}) {
+    c.protocol = name;
+    Allreduce<CountingThreads, algo::Ring> ar(c);
+    const plan::Plan p = ar.plan(5000, DataType::f32);
+    const bool ll = name == "ll";
+    CHECK(p.algorithm == (ll ? "ring+ll" : "ring"));
+    CHECK(p.slot_elems * 4 <= (ll ? c.slot_bytes / 2 - 8 : c.slot_bytes));
+    CHECK(run_and_check(ar, 5000, all_active(3)) == 0);
+  }
+  Config ll = c, simple = c;
+  ll.protocol = "ll";
+  simple.protocol = "simple";
+  CHECK(Allreduce<CountingThreads, algo::Ring>(ll).plan(64, DataType::f32).algorithm == "ring+ll");
+  CHECK(CountingThreads::Executor(ll, &algo::Ring::build, "id").plan(64, 4).algorithm == "ring+ll");
+  CHECK(CountingThreads::Executor(simple, &algo::Ring::build, "id").plan(64, 4).algorithm ==
+        "ring");
+}
+
 TEST_CASE("packed forest: a stateful topology built from a physical graph, on host threads") {
   const auto dgx = physical::preset("dgx1v");
   algo::PackedForest forest(dgx);

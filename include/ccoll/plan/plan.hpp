@@ -42,6 +42,9 @@ using Rank = std::int32_t;
 
 enum class Source : std::uint8_t { None, Input, Output };
 
+// What a plan computes (plan/collective.hpp states each one's semantics, as NCCL's).
+enum class Collective : std::uint8_t { allreduce, reduce_scatter, all_gather, broadcast, reduce };
+
 struct Connection {
   Rank from = 0;
   Rank to = 0;
@@ -77,10 +80,16 @@ struct Channel {
 };
 
 struct Plan {
-  std::string algorithm;         // "ring", "dbtree", "tree", "tree-overlap", "forest", ...
-  Rank nranks = 0;               // every participant, relays included
-  std::vector<bool> active;      // contributes input and receives output (false: relay)
-  std::uint64_t count = 0;       // elements of the allreduce
+  std::string algorithm;     // "ring", "dbtree", "tree", "tree-overlap", "forest", ...
+  Rank nranks = 0;           // every participant, relays included
+  std::vector<bool> active;  // contributes input and receives output (false: relay)
+  Collective collective = Collective::allreduce;
+  // broadcast: the rank whose input every active rank receives; reduce: the rank that receives
+  // the reduction. An active rank.
+  Rank root = 0;
+  // Elements of the index space the steps address: the allreduce's count; for reduce-scatter and
+  // all-gather, nactive() blocks of equal size, one per active rank (plan/collective.hpp).
+  std::uint64_t count = 0;
   std::uint64_t slot_elems = 0;  // capacity of one slot, in elements
   std::uint32_t nslots = 2;      // FIFO depth of every connection
   std::vector<Connection> connections;
@@ -159,7 +168,7 @@ struct Plan {
 // What a logical topology needs to build a plan. Schedules fill in chunking, channels and overlap.
 struct PlanRequest {
   Rank nranks = 1;
-  std::uint64_t count = 0;
+  std::uint64_t count = 0;  // the plan's index space (Plan::count)
   std::size_t elem_size = 4;
   std::uint32_t nchannels = 1;
   std::uint32_t nchunks = 0;            // chunks per channel; 0: the cost model's optimum
@@ -168,6 +177,7 @@ struct PlanRequest {
   std::uint32_t nslots = 4;             // FIFO depth
   double alpha_s = 5e-6;                // per-message latency for the chunk-count model
   double beta_s_per_byte = 1.0 / 10e9;  // inverse link bandwidth for the chunk-count model
+  Rank root = 0;                        // broadcast and reduce
 };
 
 }  // namespace ccoll::plan

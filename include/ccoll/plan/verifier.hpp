@@ -1,11 +1,16 @@
-// ccoll/plan/verifier.hpp: proves that a plan computes an allreduce and cannot deadlock.
+// ccoll/plan/verifier.hpp: proves that a plan computes its collective and cannot deadlock.
 //
 // verify() executes any Plan symbolically. A value is, per element, the set of ranks whose input it
 // contains (a bitset over ranks) and whether it was finalized. It checks
-//   (a) data: every output element of every active rank ends up holding exactly the set of active
-//       ranks, finalized once; no step combines two values that share a rank ("rank 3's input
-//       counted twice in element range [a,b) at rank 5 channel 1 step 7"), combines a finalized
-//       value, or finalizes an incomplete one; relays read no input and write no output; a channel
+//   (a) data, as plan/collective.hpp defines each collective: every output element of every rank
+//       that has it ends up holding exactly the contributions it should, each once: the set of
+//       active ranks, finalized once, for a reduction (allreduce, reduce-scatter, reduce); the
+//       block owner's or the root's input alone, never finalized, for all-gather and broadcast;
+//       no step combines two values that share a rank ("rank 3's input counted twice in element
+//       range [a,b) at rank 5 channel 1 step 7"), combines a finalized value, finalizes an
+//       incomplete one, or (gathers) combines two contributions at all; a step reads input only
+//       where the rank's input buffer lies and writes output only where its output buffer lies
+//       (the root's, a block); relays read no input and write no output; a channel
 //       reads only output elements that it wrote itself earlier, and no two channels of a rank
 //       write the same output element (channels run concurrently, so anything else is a race);
 //   (b) structure: ports name connections that start (send) or end (receive) at the step's rank;
@@ -42,6 +47,7 @@
 #include <vector>
 
 #include "ccoll/core/error.hpp"
+#include "ccoll/plan/collective.hpp"
 #include "ccoll/plan/plan.hpp"
 
 namespace ccoll::plan {
@@ -120,7 +126,35 @@ class PlanVerifier {
     for (Rank r = 0; r < P_; ++r)
       if (plan_.active[static_cast<std::size_t>(r)]) full_[r / 64] |= std::uint64_t{1} << (r % 64);
     if (plan_.count > 0 && plan_.nactive() == 0) return fail("no active rank");
+    const Collective coll = plan_.collective;
+    const std::string name(collective_name(coll));
+    if (name == "unknown") return fail("unknown collective");
+    const int nactive = plan_.nactive();
+    block_.assign(static_cast<std::size_t>(P_), 0);
+    for (Rank r = 0, k = 0; r < P_; ++r)
+      if (plan_.active[static_cast<std::size_t>(r)]) block_[static_cast<std::size_t>(r)] = k++;
+    b_ = block_elems(plan_.count, nactive);
+    if (has_blocks(coll) && nactive > 0 && plan_.count % static_cast<std::uint64_t>(nactive) != 0)
+      return fail(name + " over " + std::to_string(nactive) + " active ranks needs a count that " +
+                  "is a multiple of " + std::to_string(nactive) + ", not " +
+                  std::to_string(plan_.count));
+    if (has_root(coll) &&
+        (plan_.root < 0 || plan_.root >= P_ || !plan_.active[static_cast<std::size_t>(plan_.root)]))
+      return fail(name + " root " + std::to_string(plan_.root) + " is not an active rank");
     return true;
+  }
+
+  BufferSpan input_of(Rank r) const {
+    return input_span(plan_.collective, plan_.count, block_[static_cast<std::size_t>(r)], b_,
+                      r == plan_.root);
+  }
+  BufferSpan output_of(Rank r) const {
+    return output_span(plan_.collective, plan_.count, block_[static_cast<std::size_t>(r)], b_,
+                       r == plan_.root);
+  }
+  static std::string span_text(const BufferSpan& s) {
+    return s.begin == s.end ? std::string("(none)")
+                            : "[" + std::to_string(s.begin) + "," + std::to_string(s.end) + ")";
   }
 
   const Step& step_at(std::size_t prog, std::size_t i) const {
@@ -168,6 +202,20 @@ class PlanVerifier {
                           (s.src == Source::Input ? "input" : "output"));
             if (!active && s.write_output)
               return fail(where(ch, rank, i) + ": relay writes output");
+            if (active && s.src == Source::Input &&
+                !input_of(rank).contains(s.offset, s.offset + s.count))
+              return fail(where(ch, rank, i) + ": reads input elements [" +
+                          std::to_string(s.offset) + "," + std::to_string(s.offset + s.count) +
+                          ") outside its input " + span_text(input_of(rank)) + " of the " +
+                          std::string(collective_name(plan_.collective)));
+            if (active && s.write_output && !output_of(rank).contains(s.offset, s.offset + s.count))
+              return fail(where(ch, rank, i) + ": writes output elements [" +
+                          std::to_string(s.offset) + "," + std::to_string(s.offset + s.count) +
+                          ") outside its output " + span_text(output_of(rank)) + " of the " +
+                          std::string(collective_name(plan_.collective)));
+            if (s.final && !reduces(plan_.collective))
+              return fail(where(ch, rank, i) + ": finalizes, but a " +
+                          std::string(collective_name(plan_.collective)) + " does not reduce");
             if (s.src_position > (s.src == Source::None ? 0u : s.recv_count))
               return fail(where(ch, rank, i) + ": src_position " + std::to_string(s.src_position) +
                           " beyond its " + std::to_string(s.recv_count) + " received operands" +
@@ -242,6 +290,8 @@ class PlanVerifier {
     bounds_.clear();
     bounds_.push_back(0);
     bounds_.push_back(plan_.count);
+    if (has_blocks(plan_.collective) && b_ > 0)
+      for (std::uint64_t x = b_; x < plan_.count; x += b_) bounds_.push_back(x);
     for (const auto& chan : plan_.channels)
       for (const auto& prog : chan.programs)
         for (const auto& s : prog.steps) {
@@ -353,10 +403,15 @@ class PlanVerifier {
         cur_final_[i] = out_final_[urank * S_ + s0 + i];
       }
     }
+    const bool reduction = reduces(plan_.collective);
     for (std::uint32_t p = 0; p < s.recv_count; ++p) {
       const Port& port = plan_.ports[s.recv_begin + p];
       Message& m = slots_[port.connection * plan_.nslots + port.seq % plan_.nslots];
       for (std::size_t i = 0; i < n; ++i) {
+        if (!reduction && !empty(&cur_[i * W_]) && !empty(&m.bits[i * W_]))
+          return fail(location() + " combines two contributions in element range " + range(s0 + i) +
+                      ", but a " + std::string(collective_name(plan_.collective)) +
+                      " does not reduce");
         const Rank twice = combine(&cur_[i * W_], cur_final_[i], &m.bits[i * W_], m.final[i]);
         if (twice == kFinalizedOperand)
           return fail("a finalized value is reduced again in element range " + range(s0 + i) +
@@ -490,23 +545,57 @@ class PlanVerifier {
         msg += "; and " + std::to_string(nstuck - stuck.size()) + " more programs";
       return fail(msg);
     }
+    const bool reduction = reduces(plan_.collective);
+    std::vector<std::uint64_t> single(W_);
     for (Rank r = 0; r < P_; ++r) {
       if (!plan_.active[static_cast<std::size_t>(r)]) continue;
       const auto ur = static_cast<std::size_t>(r);
+      const BufferSpan out = output_of(r);
       for (std::size_t s = 0; s < S_; ++s) {
+        if (bounds_[s] < out.begin || bounds_[s + 1] > out.end) continue;  // not its output
         const std::uint64_t* v = &out_[(ur * S_ + s) * W_];
         if (writer_[ur * S_ + s] < 0)
           return fail("rank " + std::to_string(r) + "'s output element range " + range(s) +
                       " is never written");
-        if (!is_full(v))
+        if (reduction) {
+          if (!is_full(v))
+            return fail("rank " + std::to_string(r) + "'s output element range " + range(s) +
+                        " misses " + missing(v));
+          if (!out_final_[ur * S_ + s])
+            return fail("rank " + std::to_string(r) + "'s output element range " + range(s) +
+                        " is never finalized");
+          continue;
+        }
+        const Rank owner =
+            plan_.collective == Collective::broadcast ? plan_.root : owner_of(bounds_[s]);
+        std::fill(single.begin(), single.end(), 0);
+        single[static_cast<std::size_t>(owner) / 64] = std::uint64_t{1} << (owner % 64);
+        if (!std::equal(v, v + W_, single.begin()))
           return fail("rank " + std::to_string(r) + "'s output element range " + range(s) +
-                      " misses " + missing(v));
-        if (!out_final_[ur * S_ + s])
-          return fail("rank " + std::to_string(r) + "'s output element range " + range(s) +
-                      " is never finalized");
+                      " should hold rank " + std::to_string(owner) + "'s input alone, but " +
+                      (empty(v) ? std::string("holds nothing") : "holds " + ranks_text(v)));
       }
     }
     return true;
+  }
+
+  // The active rank whose block holds element x (blocked collectives).
+  Rank owner_of(std::uint64_t x) const {
+    const std::uint64_t k = b_ == 0 ? 0 : x / b_;
+    for (Rank r = 0; r < P_; ++r)
+      if (plan_.active[static_cast<std::size_t>(r)] &&
+          static_cast<std::uint64_t>(block_[static_cast<std::size_t>(r)]) == k)
+        return r;
+    return 0;
+  }
+
+  std::string ranks_text(const std::uint64_t* a) const {
+    std::string s;
+    for (std::size_t w = 0; w < W_; ++w)
+      for (std::uint64_t m = a[w]; m != 0; m &= m - 1)
+        s += (s.empty() ? "rank " : ", ") +
+             std::to_string(w * 64 + static_cast<std::size_t>(std::countr_zero(m)));
+    return s + "'s input";
   }
 
   const Plan& plan_;
@@ -517,6 +606,8 @@ class PlanVerifier {
   std::size_t W_ = 1;  // 64-bit words per rank set
   std::size_t S_ = 0;  // segments
   std::vector<std::uint64_t> full_;
+  std::vector<int> block_;  // block index of each active rank (its position among them)
+  std::uint64_t b_ = 0;     // block size of a blocked collective
   std::vector<std::uint64_t> bounds_;
   std::vector<std::int64_t> sender_, receiver_;  // program (channel * P + rank) per connection
   std::vector<std::uint64_t> tail_, head_;
@@ -544,7 +635,8 @@ inline VerifyReport verify(const Plan& plan, LockstepTimeline& timeline) {
   return detail::PlanVerifier(plan, &timeline).run();
 }
 
-// Throws Error(InvalidPlan) with the verifier's message when `plan` is not a correct allreduce.
+// Throws Error(InvalidPlan) with the verifier's message when `plan` does not compute its collective
+// or may deadlock.
 inline void verify_or_throw(const Plan& plan) {
   const VerifyReport r = verify(plan);
   if (!r.ok) throw Error(ErrorCode::InvalidPlan, -1, plan.algorithm + ": " + r.error);

@@ -124,19 +124,7 @@ struct LowLatency {
   CCOLL_HD static sync::WaitResult wait_arrival(const std::uint64_t* t, std::uint64_t sig,
                                                 std::uint32_t f, const std::uint32_t* abort,
                                                 std::uint64_t deadline_ns) {
-    if (arrived<S>(t, sig, f)) return sync::WaitResult::Ok;
-    sync::Backoff backoff;
-    for (std::uint32_t polls = 0;; ++polls) {
-      if (arrived<S>(t, sig, f)) return sync::WaitResult::Ok;
-      if (backoff.past_spinning() || (polls & 15u) == 15u) {
-        if (abort != nullptr &&
-            sync::AtomicWord<std::uint32_t>(const_cast<std::uint32_t*>(abort)).load_relaxed() != 0)
-          return sync::WaitResult::Aborted;
-        if (deadline_ns != 0 && sync::now_ns() >= deadline_ns)
-          return arrived<S>(t, sig, f) ? sync::WaitResult::Ok : sync::WaitResult::Timeout;
-      }
-      backoff.pause();
-    }
+    return sync::poll_until([&] { return arrived<S>(t, sig, f); }, abort, deadline_ns);
   }
   CCOLL_HD static constexpr std::uint64_t line(std::uint32_t data, std::uint32_t f) {
     return (static_cast<std::uint64_t>(f) << 32) | data;
@@ -166,19 +154,7 @@ struct LowLatency {
   CCOLL_HD static sync::WaitResult wait(const std::uint64_t* l, std::uint32_t f,
                                         std::uint32_t* data, bool acquire,
                                         const std::uint32_t* abort, std::uint64_t deadline_ns) {
-    if (load<S>(l, f, data, acquire)) return sync::WaitResult::Ok;
-    sync::Backoff backoff;
-    for (std::uint32_t polls = 0;; ++polls) {
-      if (load<S>(l, f, data, acquire)) return sync::WaitResult::Ok;
-      if (backoff.past_spinning() || (polls & 15u) == 15u) {
-        if (abort != nullptr &&
-            sync::AtomicWord<std::uint32_t>(const_cast<std::uint32_t*>(abort)).load_relaxed() != 0)
-          return sync::WaitResult::Aborted;
-        if (deadline_ns != 0 && sync::now_ns() >= deadline_ns)
-          return load<S>(l, f, data, acquire) ? sync::WaitResult::Ok : sync::WaitResult::Timeout;
-      }
-      backoff.pause();
-    }
+    return sync::poll_until([&] { return load<S>(l, f, data, acquire); }, abort, deadline_ns);
   }
 };
 

@@ -854,12 +854,22 @@ CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
 
 // After execute_step: `done` steps of the program are complete. The leader's release store
 // follows the step's barrier and its own posts, so a reader that acquires the value also sees the
-// output the step wrote.
+// output the step wrote. Its scope is the connections': readers of a program's progress run where
+// its peers do (a consumer kernel on the same GPU for virtual ranks, so a GPU-wide release);
+// system scope for connections that do not say.
+template <class C>
+inline constexpr sync::Scope kProgressScope = [] {
+  if constexpr (requires { C::scope; })
+    return sync::Scope{C::scope};
+  else
+    return sync::Scope::system;
+}();
+
 template <class T, class Group, class C>
 CCOLL_HD CCOLL_FORCEINLINE void publish_progress(const Group& g, const ProgramContext<T, C>& ctx,
                                                  std::uint32_t done) {
   if (ctx.progress != nullptr && g.leader())
-    sync::Counter(ctx.progress).post_value(ctx.progress_base + done);
+    sync::BasicCounter<kProgressScope<C>>(ctx.progress).post_value(ctx.progress_base + done);
 }
 
 // [C-Cube] Sec. IV-B's "check" form: executes step `pc` and advances it if the step is ready;

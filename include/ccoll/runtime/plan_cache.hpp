@@ -12,6 +12,11 @@
 // pointers, so a rank still running an evicted plan keeps it alive. A count whose plan would need
 // more than kMaxMessagesPerCall messages of slot_bytes is refused before anything is built.
 //
+// Config::protocol is applied here, to the plan source of every transport (protocol/protocol.hpp:
+// "" keeps the policy's choice, "simple" or "ll" forces it), so no transport can leave it out. A
+// transport whose connections have no LowLatency region runs a LowLatency plan's messages as
+// Simple ones: the same chunks, announced by the tail counter.
+//
 // The fingerprint covers everything that shapes the connection set and the plans (rank count,
 // slot geometry, channels, chunks, the policies' identity and the reference plans' steps), so
 // that ranks built differently refuse to run together instead of exchanging wrong data.
@@ -91,14 +96,16 @@ template <Connection C>
 class PlanCache {
  public:
   PlanCache(const Config& config, int nranks, PlanSource source, std::string_view policy_id)
-      : config_(config), nranks_(nranks), source_(std::move(source)) {
+      : config_(config),
+        nranks_(nranks),
+        source_(protocol::configured_source(config, std::move(source))) {
     Fingerprint fp;
     fp.mix(static_cast<std::uint64_t>(nranks));
     fp.mix(config.slot_bytes);
     fp.mix(config.nslots);
     fp.mix(config.nchannels);
     fp.mix(config.nchunks);
-    fp.mix(policy_id);
+    fp.mix(protocol::configured_policy_id(config, policy_id));
     for (std::size_t elem : {std::size_t{4}, std::size_t{1}}) {
       const std::uint64_t nch = std::max<std::uint32_t>(1, config.nchannels);
       const plan::Plan p = build(static_cast<std::uint64_t>(nranks) * nch * 4096, elem);

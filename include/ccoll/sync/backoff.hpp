@@ -5,8 +5,9 @@
 // waiter spins with the CPU's pause instruction for a while (WaitPolicy::spin_ns: the peer is
 // probably running on another core and about to post; none at all when ranks outnumber cores),
 // then yields its time slice (WaitPolicy::yield_ns), then sleeps for intervals that grow to
-// kMaxSleepUs. On a GPU the same object spins and then uses __nanosleep (sm_70+), so that polling
-// blocks leave issue slots to the blocks doing the copies.
+// kMaxSleepUs. On a GPU the same object follows DevicePollSchedule: it spins for tens of
+// microseconds, then uses __nanosleep (sm_70+), so that polling blocks leave issue slots to the
+// blocks doing the copies.
 #pragma once
 
 #include <time.h>  // coarse_now_ns: host code, parsed in nvcc's device pass too
@@ -22,15 +23,6 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
-#endif
-
-// Device tunables (compile-time, for experiments): polls spent spinning before sleeping, and (on
-// the host, before the time-based policy below existed) polls spent yielding.
-#ifndef CCOLL_BACKOFF_SPINS
-#define CCOLL_BACKOFF_SPINS 64
-#endif
-#ifndef CCOLL_BACKOFF_YIELDS
-#define CCOLL_BACKOFF_YIELDS 16
 #endif
 
 namespace ccoll::sync {
@@ -113,11 +105,55 @@ struct WaitPolicy {
   }
 };
 
+// The schedule of a GPU waiter, as plain arithmetic on %globaltimer values (so the host tests it
+// with made-up clocks):
+//   - no sleep in the first kSpinNs of a wait: a peer block that is about to post is a microsecond
+//     or less away (a FIFO hop on one GPU), and a sleep of even 1 us doubles such a hop;
+//   - then sleeps that grow from kFirstSleepNs to kMaxSleepNs, so that a waiter whose peer is late
+//     leaves issue slots to the blocks doing the copies;
+//   - the abort word (host-mapped: each read crosses PCIe) and the deadline checked once per
+//     kCheckNs (sync/poll.hpp).
+struct DevicePollSchedule {
+  static constexpr std::uint64_t kSpinNs = 50'000;   // no sleep before this much waiting
+  static constexpr std::uint64_t kCheckNs = 16'000;  // abort word and deadline, at most this often
+  static constexpr std::uint32_t kFirstSleepNs = 64;
+  static constexpr std::uint32_t kMaxSleepNs = 1'000;
+
+  std::uint64_t start_ns = 0;  // the first unsuccessful poll (0: none yet)
+  std::uint64_t last_check_ns = 0;
+
+  // Starts the schedule at the first unsuccessful poll; later calls do nothing.
+  CCOLL_HD void start(std::uint64_t now) {
+    if (start_ns != 0) return;
+    start_ns = now == 0 ? 1 : now;
+    last_check_ns = start_ns;
+  }
+
+  // Called after each unsuccessful poll with the clock's value: true when the waiter should now
+  // read the abort word and compare the clock with its deadline, every kCheckNs from the start.
+  CCOLL_HD bool check_due(std::uint64_t now) {
+    if (start_ns == 0) {
+      start(now);
+      return false;
+    }
+    if (now - last_check_ns < kCheckNs) return false;
+    last_check_ns = now;
+    return true;
+  }
+
+  // How long to sleep after an unsuccessful poll at `now` (0: spin on): nothing during the first
+  // kSpinNs, then kFirstSleepNs doubling with every further kSpinNs of waiting, up to kMaxSleepNs.
+  CCOLL_HD std::uint32_t sleep_ns(std::uint64_t now) const {
+    if (start_ns == 0 || now - start_ns < kSpinNs) return 0;
+    const std::uint64_t periods = (now - start_ns - kSpinNs) / kSpinNs;
+    std::uint64_t ns = kFirstSleepNs;
+    for (std::uint64_t k = 0; k < periods && ns < kMaxSleepNs; ++k) ns *= 2;
+    return static_cast<std::uint32_t>(ns < kMaxSleepNs ? ns : kMaxSleepNs);
+  }
+};
+
 class Backoff {
  public:
-  // Device: spins before the first sleep. Host: see WaitPolicy.
-  static constexpr std::uint32_t kSpins = CCOLL_BACKOFF_SPINS;
-  static constexpr std::uint32_t kYields = CCOLL_BACKOFF_YIELDS;
   static constexpr std::uint32_t kMaxSleepUs = 64;
   static constexpr std::uint32_t kSpinsPerClockRead = 16;
 
@@ -129,18 +165,21 @@ class Backoff {
     phase_ = 0;
     start_ns_ = 0;
     spins_ = 0;
+    device_ = DevicePollSchedule{};
   }
 
   // One unit of waiting; call it each time a poll found nothing to do.
   CCOLL_HD void pause() {
 #if CCOLL_DEVICE_PASS
-    if (rounds_ < kSpins) {
-      ++rounds_;
-      cpu_relax();
-    } else {
-      phase_ = 2;
-      __nanosleep(1000);
-    }
+    const std::uint64_t now = now_ns();
+    last_ns_ = now;
+    device_.start(now);
+    const std::uint32_t sleep = device_.sleep_ns(now);
+    if (sleep == 0) return;
+    phase_ = 2;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    __nanosleep(sleep);
+#endif
 #else
     // While spinning, the clock is read only every kSpinsPerClockRead pauses, the first time
     // included: a clock read can cost as much as several polls (a VM's clock source), it only
@@ -194,6 +233,7 @@ class Backoff {
   std::uint64_t start_ns_ = 0;
   std::uint64_t last_ns_ = 0;
   std::uint32_t spins_ = 0;
+  DevicePollSchedule device_{};
 };
 
 }  // namespace ccoll::sync

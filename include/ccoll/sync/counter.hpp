@@ -22,10 +22,9 @@
 #include "ccoll/core/platform.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/backoff.hpp"
+#include "ccoll/sync/poll.hpp"
 
 namespace ccoll::sync {
-
-enum class WaitResult : std::uint8_t { Ok, Timeout, Aborted };
 
 // S: the scope of the threads that post and wait (sync/atomic.hpp). The abort word is always read
 // at system scope: the host may raise it.
@@ -55,20 +54,7 @@ class BasicCounter {
   CCOLL_HD WaitResult wait(std::uint64_t target, const std::uint32_t* abort,
                            std::uint64_t deadline_ns,
                            const WaitPolicy& policy = WaitPolicy{}) const {
-    Backoff backoff(policy);
-    for (std::uint32_t polls = 0;; ++polls) {
-      if (check(target)) return WaitResult::Ok;
-      // The clock and the abort word are read only every few polls while spinning, every poll
-      // once the waiter sleeps.
-      if (backoff.past_spinning() || (polls & 15u) == 15u) {
-        if (abort != nullptr &&
-            AtomicWord<std::uint32_t>(const_cast<std::uint32_t*>(abort)).load_relaxed() != 0)
-          return WaitResult::Aborted;
-        if (deadline_ns != 0 && now_ns() >= deadline_ns)
-          return check(target) ? WaitResult::Ok : WaitResult::Timeout;
-      }
-      backoff.pause();
-    }
+    return poll_until([&] { return check(target); }, abort, deadline_ns, policy);
   }
 
  private:

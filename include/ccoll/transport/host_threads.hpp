@@ -26,7 +26,6 @@
 
 #include "ccoll/core/config.hpp"
 #include "ccoll/core/error.hpp"
-#include "ccoll/protocol/protocol.hpp"
 #include "ccoll/runtime/area_communicator.hpp"
 #include "ccoll/runtime/low_latency_area.hpp"
 #include "ccoll/sync/connection.hpp"
@@ -49,8 +48,7 @@ struct HostThreads {
   class Executor {
    public:
     Executor(const Config& config, runtime::PlanSource source, std::string_view policy_id)
-        : comm_(config, config.nranks, protocol::configured_source(config, std::move(source)),
-                protocol::configured_policy_id(config, policy_id)),
+        : comm_(config, config.nranks, std::move(source), policy_id),
           states_(static_cast<std::size_t>(config.nranks)),
           busy_(std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(config.nranks))),
           local_(static_cast<std::size_t>(config.nranks)) {

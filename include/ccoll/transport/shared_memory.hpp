@@ -52,7 +52,6 @@
 
 #include "ccoll/core/config.hpp"
 #include "ccoll/core/error.hpp"
-#include "ccoll/protocol/protocol.hpp"
 #include "ccoll/runtime/area_communicator.hpp"
 #include "ccoll/runtime/low_latency_area.hpp"
 #include "ccoll/runtime/symmetric_allreduce.hpp"
@@ -205,8 +204,7 @@ struct SharedMemory {
    public:
     Executor(const Config& config, runtime::PlanSource source, std::string_view policy_id)
         : config_(detail::resolve_shm_config(config)),
-          comm_(config_, config_.nranks, protocol::configured_source(config_, std::move(source)),
-                protocol::configured_policy_id(config_, policy_id)),
+          comm_(config_, config_.nranks, std::move(source), policy_id),
           local_{config_.rank},
           base_name_(detail::shm_name(config_.session)),
           name_(base_name_),

@@ -1,0 +1,109 @@
+// ccoll/plan/all_gather.hpp: all-gather plans (plan/collective.hpp: every rank ends with every
+// rank's block, rank k's input at block k), ring and direct.
+//
+// Ring (NCCL's ring all-gather, the second half of plan/ring.hpp's allreduce): for chunk k of
+// channel c, the rank at ring position i runs P steps; at step s it handles the chunk of the block
+// owned by the rank at position (i - s) mod P:
+//
+//     s = 0            copy-send        src Input (its own block), write output -> next
+//     s = 1 .. P-2     recv-copy-send,  write output                            -> next
+//     s = P-1          recv,            write output
+//
+// Direct: every rank sends each chunk of its block to all peers in one step, then receives the
+// peers' chunks: one hop, P - 1 messages in and out per chunk.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "ccoll/plan/builder.hpp"
+#include "ccoll/plan/chunking.hpp"
+#include "ccoll/plan/collective.hpp"
+#include "ccoll/plan/plan.hpp"
+#include "ccoll/plan/reduce_scatter.hpp"
+
+namespace ccoll::plan {
+
+inline Plan build_ring_all_gather(const PlanRequest& req) {
+  const std::uint64_t b = detail::checked_block(req, "all-gather");
+  detail::check_ring_slots(req);
+  const auto rings = detail::default_rings(req.nranks, req.nchannels);
+  const auto nchannels = static_cast<std::uint32_t>(rings.size());
+  Plan plan;
+  PlanBuilder builder(plan, "ring", req, nchannels);
+  plan.collective = Collective::all_gather;
+  const Rank p = req.nranks;
+  const auto up = static_cast<std::uint64_t>(p);
+  for (std::uint32_t c = 0; c < nchannels; ++c) {
+    const std::uint64_t part_n =
+        even_split_begin(b, nchannels, c + 1) - even_split_begin(b, nchannels, c);
+    if (part_n == 0) continue;
+    if (p == 1) {
+      const auto bc = detail::block_chunk(b, 0, nchannels, c, 1, 0);
+      builder.add(c, 0, bc.offset, bc.count, Source::Input, {}, {}, true, false);
+      continue;
+    }
+    const std::uint64_t k = resolve_chunks(req, part_n, 1, 0.0, static_cast<double>(p - 1));
+    const std::vector<Rank>& ring = rings[c];
+    std::vector<std::uint32_t> to_next(up), from_prev(up);
+    for (std::uint64_t i = 0; i < up; ++i) {
+      to_next[i] = builder.connection(ring[i], ring[(i + 1) % up], c);
+      from_prev[(i + 1) % up] = to_next[i];
+    }
+    for (std::uint64_t chunk = 0; chunk < k; ++chunk)
+      for (std::uint64_t i = 0; i < up; ++i)
+        for (std::uint64_t s = 0; s < up; ++s) {
+          const auto owner = static_cast<std::uint64_t>(ring[(i + up - s) % up]);
+          const auto bc = detail::block_chunk(b, owner, nchannels, c, k, chunk);
+          if (bc.count == 0) continue;
+          std::vector<std::uint32_t> rv, sv;
+          if (s > 0) rv.push_back(from_prev[i]);
+          if (s + 1 < up) sv.push_back(to_next[i]);
+          builder.add(c, ring[i], bc.offset, bc.count, s == 0 ? Source::Input : Source::None, rv,
+                      sv, true, false);
+        }
+  }
+  return builder.finish();
+}
+
+inline Plan build_direct_all_gather(const PlanRequest& req) {
+  const std::uint64_t b = detail::checked_block(req, "all-gather");
+  const std::uint32_t nchannels = std::max<std::uint32_t>(1, req.nchannels);
+  Plan plan;
+  PlanBuilder builder(plan, "direct", req, nchannels);
+  plan.collective = Collective::all_gather;
+  const Rank p = req.nranks;
+  const auto up = static_cast<std::uint64_t>(p);
+  for (std::uint32_t c = 0; c < nchannels; ++c) {
+    const std::uint64_t part_n =
+        even_split_begin(b, nchannels, c + 1) - even_split_begin(b, nchannels, c);
+    if (part_n == 0) continue;
+    const std::uint64_t slot_elems = req.slot_bytes / req.elem_size;
+    const std::uint64_t k =
+        p == 1 ? 1
+               : std::max(std::min<std::uint64_t>(std::max<std::uint32_t>(1, req.nchunks), part_n),
+                          min_chunks_for_slots(part_n, 1, slot_elems));
+    for (Rank q = 0; q < p; ++q) {
+      const auto uq = static_cast<std::uint64_t>(q);
+      for (std::uint64_t chunk = 0; chunk < k; ++chunk) {
+        const auto mine = detail::block_chunk(b, uq, nchannels, c, k, chunk);
+        std::vector<std::uint32_t> sv;
+        for (std::uint64_t d = 1; d < up; ++d)
+          sv.push_back(builder.connection(q, static_cast<Rank>((uq + d) % up), c));
+        if (mine.count > 0)
+          builder.add(c, q, mine.offset, mine.count, Source::Input, {}, sv, true, false);
+        for (std::uint64_t d = 1; d < up; ++d) {
+          const std::uint64_t j = (uq + up - d) % up;
+          const auto theirs = detail::block_chunk(b, j, nchannels, c, k, chunk);
+          if (theirs.count == 0) continue;
+          builder.add(c, q, theirs.offset, theirs.count, Source::None,
+                      {builder.connection(static_cast<Rank>(j), q, c)}, {}, true, false);
+        }
+      }
+    }
+  }
+  return builder.finish();
+}
+
+}  // namespace ccoll::plan
