@@ -5,8 +5,8 @@
 // (algo/registered.hpp says what an entry holds), and every lookup reads it: including this header
 // alone gives a program the complete table, whichever algorithm headers it includes besides.
 // Adding an algorithm adds its header, with an entry function, and here its include and one line
-// in algorithm_table(); nothing else in the library lists algorithm names (tests/registry_test.cpp
-// holds the expected list, so that a table that loses an entry fails).
+// in algorithm_table(); nothing else in the library lists algorithm names (the tests hold the
+// expected list, tests/expected_algorithms.hpp, so that a table that loses an entry fails).
 //
 // algo/by_size.hpp ("auto") chooses among the other algorithms by name, so it looks them up here:
 // it declares find_algorithm and includes this header after its own definitions, which is the one
