@@ -19,8 +19,10 @@ using ccoll_test::kExpectedAlgorithms;
 TEST_CASE("registry: the table holds exactly the expected algorithms, sorted by name") {
   const std::vector<ccoll::algo::Algorithm> table = ccoll::algo::algorithms();
   std::vector<std::string> names;
+  names.reserve(table.size());
   for (const auto& a : table) names.push_back(a.name);
   std::vector<std::string> expected;
+  expected.reserve(kExpectedAlgorithms.size());
   for (const auto& e : kExpectedAlgorithms) expected.emplace_back(e.name);
   CHECK(names == expected);
   CHECK(std::set<std::string>(names.begin(), names.end()).size() == names.size());

@@ -18,11 +18,11 @@ std::string algorithm_table_mismatch() {
   for (const auto& e : ccoll_test::kExpectedAlgorithms)
     if (std::none_of(table.begin(), table.end(),
                      [&](const ccoll::algo::Algorithm& a) { return a.name == e.name; }))
-      missing += " " + std::string(e.name);
+      (missing += ' ') += e.name;
   for (const auto& a : table)
     if (std::none_of(ccoll_test::kExpectedAlgorithms.begin(), ccoll_test::kExpectedAlgorithms.end(),
                      [&](const ccoll_test::ExpectedAlgorithm& e) { return a.name == e.name; }))
-      unexpected += " " + a.name;
+      (unexpected += ' ') += a.name;
   std::string s;
   if (!missing.empty()) s += "missing:" + missing;
   if (!unexpected.empty()) s += std::string(s.empty() ? "" : "; ") + "unexpected:" + unexpected;
