@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "allreduce_reference.hpp"
-#include "ccoll/algo/all.hpp"
+#include "ccoll/algo/registry.hpp"
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
 #include "ccoll/physical/presets.hpp"

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "allreduce_reference.hpp"
-#include "ccoll/algo/all.hpp"
+#include "ccoll/algo/registry.hpp"
 #include "ccoll/ccoll.hpp"
 #include "ccoll/protocol/protocol.hpp"
 #include "process_ranks.hpp"

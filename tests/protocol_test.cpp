@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "allreduce_reference.hpp"
-#include "ccoll/algo/all.hpp"
+#include "ccoll/algo/registry.hpp"
 #include "ccoll/algo/tuning_table_json.hpp"
 #include "ccoll/ccoll.hpp"
 #include "ccoll/protocol/low_latency.hpp"

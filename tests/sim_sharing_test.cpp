@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "ccoll/algo/all.hpp"
+#include "ccoll/algo/registry.hpp"
 #include "ccoll/physical/presets.hpp"
 #include "ccoll/sim/from_physical.hpp"
 #include "ccoll/sim/network.hpp"

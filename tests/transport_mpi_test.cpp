@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "allreduce_reference.hpp"
-#include "ccoll/algo/all.hpp"
 #include "ccoll/algo/packed_forest.hpp"
+#include "ccoll/algo/registry.hpp"
 #include "ccoll/ccoll.hpp"
 #include "ccoll/transport/mpi.hpp"
 #include "ccoll/transport/mpi/measure.hpp"

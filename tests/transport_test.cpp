@@ -14,7 +14,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "ccoll/algo/all.hpp"
+#include "ccoll/algo/registry.hpp"
 #include "ccoll/ccoll.hpp"
 #include "ccoll/gradient/wfbp.hpp"  // the gradient Schedule struct next to the per-call policy
 #include "ccoll/physical/presets.hpp"

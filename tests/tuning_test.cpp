@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "ccoll/algo/all.hpp"
+#include "ccoll/algo/registry.hpp"
 #include "ccoll/ccoll.hpp"
 #include "ccoll/plan/verifier.hpp"
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "allreduce_reference.hpp"
-#include "ccoll/algo/all.hpp"
+#include "ccoll/algo/registry.hpp"
 #include "ccoll/ccoll.hpp"
 #include "ccoll/physical/presets.hpp"
 #include "ccoll/runtime/symmetric_allreduce.hpp"

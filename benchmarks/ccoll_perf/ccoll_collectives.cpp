@@ -12,7 +12,7 @@
 #include <string>
 #include <utility>
 
-#include <ccoll/algo/all.hpp>
+#include <ccoll/algo/registry.hpp>
 #include <ccoll/allreduce.hpp>
 #include <ccoll/schedule/pipelined.hpp>
 #include <ccoll/transport/host_threads.hpp>

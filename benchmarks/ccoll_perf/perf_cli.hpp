@@ -31,7 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ccoll/algo/all.hpp"
+#include "ccoll/algo/registry.hpp"
 #include "ccoll/algo/tuning_table_json.hpp"
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"

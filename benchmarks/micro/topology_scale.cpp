@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "ccoll/algo/all.hpp"
+#include "ccoll/algo/registry.hpp"
 #include "ccoll/physical/graph.hpp"
 #include "ccoll/physical/presets.hpp"
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include <ccoll/algo/all.hpp>
+#include <ccoll/algo/registry.hpp>
 
 namespace ccoll_mpi {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include <ccoll/algo/all.hpp>
+#include <ccoll/algo/registry.hpp>
 #include <ccoll/core/config.hpp>
 #include <ccoll/core/error.hpp>
 

@@ -12,7 +12,7 @@
 #include <memory>
 #include <utility>
 
-#include <ccoll/algo/all.hpp>
+#include <ccoll/algo/registry.hpp>
 #include <ccoll/allreduce.hpp>
 #include <ccoll/core/config.hpp>
 #include <ccoll/schedule/pipelined.hpp>

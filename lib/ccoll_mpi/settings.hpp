@@ -26,7 +26,7 @@
 #include <string_view>
 #include <system_error>
 
-#include <ccoll/algo/all.hpp>
+#include <ccoll/algo/registry.hpp>
 #include <ccoll/core/error.hpp>
 
 #include "algorithm_choice.hpp"

@@ -1,13 +1,33 @@
 #include "host_side.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <thread>
 
+#include "../expected_algorithms.hpp"
 #include "ccoll/algo/registry.hpp"
 #include "ccoll/physical/presets.hpp"
 #include "ccoll/transport/host_threads.hpp"
 
 namespace gpu_test {
+
+std::string algorithm_table_mismatch() {
+  const auto& table = ccoll::algo::algorithm_table();
+  std::string missing;
+  std::string unexpected;
+  for (const auto& e : ccoll_test::kExpectedAlgorithms)
+    if (std::none_of(table.begin(), table.end(),
+                     [&](const ccoll::algo::Algorithm& a) { return a.name == e.name; }))
+      (missing += ' ') += e.name;
+  for (const auto& a : table)
+    if (std::none_of(ccoll_test::kExpectedAlgorithms.begin(), ccoll_test::kExpectedAlgorithms.end(),
+                     [&](const ccoll_test::ExpectedAlgorithm& e) { return a.name == e.name; }))
+      (unexpected += ' ') += a.name;
+  std::string s;
+  if (!missing.empty()) s += "missing:" + missing;
+  if (!unexpected.empty()) s += std::string(s.empty() ? "" : "; ") + "unexpected:" + unexpected;
+  return s;
+}
 
 Source registered(const std::string& name, int nranks) {
   ccoll::algo::AlgorithmRequest req;

@@ -17,6 +17,11 @@ namespace gpu_test {
 
 using Source = std::function<ccoll::plan::Plan(const ccoll::plan::PlanRequest&)>;
 
+// How this binary's algorithm table (algo/registry.hpp) differs from the expected names
+// (tests/expected_algorithms.hpp): the names missing and the names unexpected; empty when they
+// agree. Every lookup by name below reads that table.
+std::string algorithm_table_mismatch();
+
 // A registered algorithm (algo/registry.hpp) on `nranks` abstract ranks.
 Source registered(const std::string& name, int nranks);
 // A registered algorithm on a preset physical topology (relays included); *nranks: plan ranks.

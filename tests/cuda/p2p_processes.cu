@@ -29,6 +29,7 @@
 #include "../process_ranks.hpp"
 #include "ccoll/core/error.hpp"
 #include "ccoll/transport/cuda/p2p.cuh"
+#include "gpu_main.hpp"
 #include "host_side.hpp"
 #include "p2p_common.hpp"
 
@@ -276,18 +277,15 @@ TEST_CASE("cuda-p2p processes: a rank done first leaves only after its peer has 
 }
 
 int main(int argc, char** argv) {
-  // The probe runs in a child: CUDA initialised here would be unusable in the forked ranks.
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    int devices = 0;
-    ::_exit(cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0 ? 0 : 77);
-  }
-  int status = 0;
-  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
-      WEXITSTATUS(status) != 0) {
-    std::printf("SKIP: no CUDA device\n");
-    return 77;
-  }
-  doctest::Context ctx(argc, argv);
-  return ctx.run();
+  return gpu_test::run_tests(argc, argv, [] {
+    // The probe runs in a child: CUDA initialised here would be unusable in the forked ranks.
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int devices = 0;
+      ::_exit(cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0 ? 0 : 77);
+    }
+    int status = 0;
+    return pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+           WEXITSTATUS(status) == 0;
+  });
 }

@@ -27,6 +27,7 @@
 #include "ccoll/runtime/layer_readiness.hpp"
 #include "ccoll/transport/cuda/p2p.cuh"
 #include "ccoll/transport/cuda/p2p_session.cuh"
+#include "gpu_main.hpp"
 #include "host_side.hpp"
 #include "p2p_common.hpp"
 
@@ -519,11 +520,8 @@ TEST_CASE("cuda-p2p threads: a consumer kernel reads each layer of a rank once i
 }
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA device\n");
-    return 77;
-  }
-  doctest::Context ctx(argc, argv);
-  return ctx.run();
+  return gpu_test::run_tests(argc, argv, [] {
+    int devices = 0;
+    return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  });
 }

@@ -23,6 +23,7 @@
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
 #include "device_backend.hpp"
+#include "gpu_main.hpp"
 #include "host_side.hpp"
 
 using namespace ccoll_perf;
@@ -136,11 +137,8 @@ TEST_CASE("--peer nccl on the same buffers, where built with NCCL") {
 }
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA device\n");
-    return 77;
-  }
-  doctest::Context ctx(argc, argv);
-  return ctx.run();
+  return gpu_test::run_tests(argc, argv, [] {
+    int devices = 0;
+    return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  });
 }

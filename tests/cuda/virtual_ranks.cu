@@ -32,6 +32,7 @@
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/transport/cuda/session.cuh"
 #include "ccoll/transport/cuda/virtual_ranks.cuh"
+#include "gpu_main.hpp"
 #include "host_side.hpp"
 
 using namespace ccoll;
@@ -521,11 +522,8 @@ TEST_CASE("gradient queuing on the GPU: a consumer kernel reads each layer once 
 }
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA device\n");
-    return 77;
-  }
-  doctest::Context ctx(argc, argv);
-  return ctx.run();
+  return gpu_test::run_tests(argc, argv, [] {
+    int devices = 0;
+    return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  });
 }

@@ -32,7 +32,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
-#include "ccoll/algo/all.hpp"
+#include "ccoll/algo/registry.hpp"
 #include "ccoll/forest/packed_forest.hpp"
 #include "ccoll/model/alpha_beta.hpp"
 #include "ccoll/physical/graph.hpp"
@@ -330,7 +330,7 @@ inline Setup load_setup(const Options& o) {
 }
 
 // Plans --------------------------------------------------------------------------------------
-// Every plan comes from the algorithm registry (algo/registry.hpp, algo/all.hpp): the CLI makes
+// Every plan comes from the algorithm registry (algo/registry.hpp): the CLI makes
 // the registered algorithm for the topology (or for P abstract ranks on uniform:P), builds its plan
 // with the request below, and takes the physical node of each rank from it. What it reports beyond
 // the plan (trees, rings, the forest's solution) is read from the same registered object.

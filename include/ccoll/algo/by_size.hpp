@@ -30,12 +30,10 @@
 #include <vector>
 
 #include "ccoll/algo/concepts.hpp"
-#include "ccoll/algo/direct.hpp"
-#include "ccoll/algo/one_shot.hpp"
-#include "ccoll/algo/recursive_doubling.hpp"
-#include "ccoll/algo/registry.hpp"
-#include "ccoll/algo/ring.hpp"
+#include "ccoll/algo/registered.hpp"
 #include "ccoll/core/error.hpp"
+#include "ccoll/plan/one_shot.hpp"
+#include "ccoll/plan/plan.hpp"
 #include "ccoll/protocol/protocol.hpp"
 
 namespace ccoll::algo {
@@ -74,6 +72,10 @@ inline TuningTable default_tuning_table() {
   t.rules.push_back(SizeRule{"direct"});
   return t;
 }
+
+// The rules' algorithms come from the complete table (algo/registry.hpp, included at the end of
+// this header: the table lists "auto" itself, so it includes this header first).
+inline AlgorithmSpec find_algorithm(std::string_view spec);
 
 class BySize {
  public:
@@ -187,10 +189,16 @@ inline Registered registered_by_size(const AlgorithmRequest& req) {
       req.topology == nullptr ? 0 : n, std::move(nodes), policy);
 }
 
+// Its entry in the algorithm table (algo/registry.hpp).
+inline Algorithm by_size_algorithm() {
+  return Algorithm{.name = "auto",
+                   .description =
+                       "per message size: oneshot, recdoubling or direct from a tuning table "
+                       "(algo/by_size.hpp)",
+                   .make = &registered_by_size};
+}
+
 }  // namespace ccoll::algo
 
-CCOLL_REGISTER_ALGORITHM(BySize, ccoll::algo::Algorithm{
-                                     "auto",
-                                     "per message size: oneshot, recdoubling or direct from a "
-                                     "tuning table (algo/by_size.hpp)",
-                                     false, true, &ccoll::algo::registered_by_size})
+// The definition of find_algorithm, with the table.
+#include "ccoll/algo/registry.hpp"

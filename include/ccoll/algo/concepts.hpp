@@ -4,7 +4,7 @@
 // A logical topology (ring, tree, double binary tree, packed forest ...) turns a PlanRequest into a
 // Plan. The Allreduce holds an instance, so a policy is either a stateless class whose build() and
 // name are static (Ring, Tree, ...) or an object constructed from a physical topology and options
-// (algo/packed_forest.hpp, algo/registry.hpp's Registered). A policy whose plans need a fixed
+// (algo/packed_forest.hpp, algo/registered.hpp's Registered). A policy whose plans need a fixed
 // number of ranks (a forest's ranks are the machines' GPUs and its relays) says so with nranks().
 #pragma once
 

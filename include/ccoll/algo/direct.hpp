@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "ccoll/algo/concepts.hpp"
-#include "ccoll/algo/registry.hpp"
+#include "ccoll/algo/registered.hpp"
 #include "ccoll/plan/direct.hpp"
 
 namespace ccoll::algo {
@@ -17,10 +17,13 @@ struct Direct {
 
 static_assert(LogicalTopology<Direct>);
 
-}  // namespace ccoll::algo
+// Its entry in the algorithm table (algo/registry.hpp).
+inline Algorithm direct_algorithm() {
+  return Algorithm{
+      .name = "direct",
+      .description =
+          "one hop: every rank reduces its 1/P share from all others, then sends it to all",
+      .make = &registered_stateless<Direct>};
+}
 
-CCOLL_REGISTER_ALGORITHM(
-    Direct,
-    ccoll::algo::Algorithm{
-        "direct", "one hop: every rank reduces its 1/P share from all others, then sends it to all",
-        false, true, &ccoll::algo::registered_stateless<ccoll::algo::Direct>})
+}  // namespace ccoll::algo

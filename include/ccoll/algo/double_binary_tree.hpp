@@ -13,7 +13,7 @@
 
 #include "ccoll/algo/concepts.hpp"
 #include "ccoll/algo/embedding.hpp"
-#include "ccoll/algo/registry.hpp"
+#include "ccoll/algo/registered.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 
 namespace ccoll::algo {
@@ -43,10 +43,12 @@ inline Registered registered_double_binary_tree(const AlgorithmRequest& req) {
                     trees);
 }
 
-}  // namespace ccoll::algo
+// Its entry in the algorithm table (algo/registry.hpp).
+inline Algorithm double_binary_tree_algorithm() {
+  return Algorithm{
+      .name = "dbtree",
+      .description = "NCCL's double binary tree: two complementary trees, half of the data each",
+      .make = &registered_double_binary_tree};
+}
 
-CCOLL_REGISTER_ALGORITHM(
-    DoubleBinaryTree,
-    ccoll::algo::Algorithm{
-        "dbtree", "NCCL's double binary tree: two complementary trees, half of the data each",
-        false, true, &ccoll::algo::registered_double_binary_tree})
+}  // namespace ccoll::algo

@@ -37,7 +37,7 @@
 #include <utility>
 #include <vector>
 
-#include "ccoll/algo/registry.hpp"
+#include "ccoll/algo/registered.hpp"
 #include "ccoll/forest/to_plan.hpp"
 #include "ccoll/physical/graph.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
@@ -308,21 +308,33 @@ inline HierarchicalTrees blink_default(const physical::PhysicalTopology& t) {
 
 }  // namespace ccoll::algo::hierarchical_detail
 
-CCOLL_REGISTER_ALGORITHM(Blink,
-                         ccoll::algo::Algorithm{
-                             "blink",
-                             "Blink-like: trees packed inside each machine, a ring across machines "
-                             "([TopoSync] Sec. VI-A baseline)",
-                             true, false, [](const ccoll::algo::AlgorithmRequest& req) {
-                               return ccoll::algo::hierarchical_detail::registered<
-                                   &ccoll::algo::hierarchical_detail::blink_default>(req, "blink");
-                             }})
-CCOLL_REGISTER_ALGORITHM(HierarchicalDoubleTree,
-                         ccoll::algo::Algorithm{
-                             "hdbtree",
-                             "NCCL 2.4 across machines: a chain inside each machine, the double "
-                             "binary tree over the machines' heads",
-                             true, false, [](const ccoll::algo::AlgorithmRequest& req) {
-                               return ccoll::algo::hierarchical_detail::registered<
-                                   &ccoll::algo::nccl_hierarchical_trees>(req, "hdbtree");
-                             }})
+namespace ccoll::algo {
+
+// The entries in the algorithm table (algo/registry.hpp).
+inline Algorithm blink_algorithm() {
+  return Algorithm{.name = "blink",
+                   .description =
+                       "Blink-like: trees packed inside each machine, a ring across machines "
+                       "([TopoSync] Sec. VI-A baseline)",
+                   .needs_topology = true,
+                   .default_overlap = false,
+                   .make = [](const AlgorithmRequest& req) {
+                     return hierarchical_detail::registered<&hierarchical_detail::blink_default>(
+                         req, "blink");
+                   }};
+}
+
+inline Algorithm hierarchical_double_tree_algorithm() {
+  return Algorithm{.name = "hdbtree",
+                   .description =
+                       "NCCL 2.4 across machines: a chain inside each machine, the double binary "
+                       "tree over the machines' heads",
+                   .needs_topology = true,
+                   .default_overlap = false,
+                   .make = [](const AlgorithmRequest& req) {
+                     return hierarchical_detail::registered<&nccl_hierarchical_trees>(req,
+                                                                                      "hdbtree");
+                   }};
+}
+
+}  // namespace ccoll::algo

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "ccoll/algo/concepts.hpp"
-#include "ccoll/algo/registry.hpp"
+#include "ccoll/algo/registered.hpp"
 #include "ccoll/plan/one_shot.hpp"
 
 namespace ccoll::algo {
@@ -18,12 +18,14 @@ struct OneShot {
 
 static_assert(LogicalTopology<OneShot>);
 
-}  // namespace ccoll::algo
+// Its entry in the algorithm table (algo/registry.hpp).
+inline Algorithm one_shot_algorithm() {
+  return Algorithm{
+      .name = "oneshot",
+      .description =
+          "one hop for small messages: every rank sends its input to all and reduces all P inputs "
+          "(P <= 16)",
+      .make = &registered_stateless<OneShot>};
+}
 
-CCOLL_REGISTER_ALGORITHM(
-    OneShot,
-    ccoll::algo::Algorithm{
-        "oneshot",
-        "one hop for small messages: every rank sends its input to all and reduces all P inputs "
-        "(P <= 16)",
-        false, true, &ccoll::algo::registered_stateless<ccoll::algo::OneShot>})
+}  // namespace ccoll::algo

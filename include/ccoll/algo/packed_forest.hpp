@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "ccoll/algo/concepts.hpp"
-#include "ccoll/algo/registry.hpp"
+#include "ccoll/algo/registered.hpp"
 #include "ccoll/forest/packed_forest.hpp"
 #include "ccoll/forest/to_plan.hpp"
 #include "ccoll/forest/types.hpp"
@@ -83,20 +83,23 @@ class PackedForest {
 
 static_assert(FixedRankTopology<PackedForest>);
 
-}  // namespace ccoll::algo
+// Its entry in the algorithm table (algo/registry.hpp).
+inline Algorithm packed_forest_algorithm() {
+  return Algorithm{.name = "forest",
+                   .description =
+                       "[TopoSync]'s packed reduce/broadcast trees on the physical graph, rooted "
+                       "at every worker, relays allowed",
+                   .needs_topology = true,
+                   .default_overlap = false,
+                   .make =
+                       [](const AlgorithmRequest& req) {
+                         PackedForestOptions o;
+                         o.split = req.split;
+                         PackedForest f(*req.topology, o);
+                         auto build = [f](const plan::PlanRequest& r) { return f.build(r); };
+                         return Registered("forest", build, f.nranks(), f.rank_node(), f);
+                       },
+                   .plans_on_routes = true};
+}
 
-CCOLL_REGISTER_ALGORITHM(
-    PackedForest,
-    ccoll::algo::Algorithm{
-        "forest",
-        "[TopoSync]'s packed reduce/broadcast trees on the physical graph, rooted at every worker, "
-        "relays allowed",
-        true, false,
-        [](const ccoll::algo::AlgorithmRequest& req) {
-          ccoll::algo::PackedForestOptions o;
-          o.split = req.split;
-          ccoll::algo::PackedForest f(*req.topology, o);
-          auto build = [f](const ccoll::plan::PlanRequest& r) { return f.build(r); };
-          return ccoll::algo::Registered("forest", build, f.nranks(), f.rank_node(), f);
-        },
-        true})
+}  // namespace ccoll::algo

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ccoll/algo/concepts.hpp"
-#include "ccoll/algo/registry.hpp"
+#include "ccoll/algo/registered.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/plan/tree.hpp"
 
@@ -38,12 +38,13 @@ struct ParameterServer {
 
 static_assert(LogicalTopology<ParameterServer>);
 
-}  // namespace ccoll::algo
+// Its entry in the algorithm table (algo/registry.hpp).
+inline Algorithm parameter_server_algorithm() {
+  return Algorithm{.name = "ps",
+                   .description =
+                       "sharded parameter server on the workers: one one-hop star per rank "
+                       "([TopoSync] Sec. VI-A baseline)",
+                   .make = &registered_stateless<ParameterServer>};
+}
 
-CCOLL_REGISTER_ALGORITHM(ParameterServer,
-                         ccoll::algo::Algorithm{
-                             "ps",
-                             "sharded parameter server on the workers: one one-hop star per rank "
-                             "([TopoSync] Sec. VI-A baseline)",
-                             false, true,
-                             &ccoll::algo::registered_stateless<ccoll::algo::ParameterServer>})
+}  // namespace ccoll::algo

@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "ccoll/algo/concepts.hpp"
-#include "ccoll/algo/registry.hpp"
+#include "ccoll/algo/registered.hpp"
 #include "ccoll/plan/recursive_doubling.hpp"
 
 namespace ccoll::algo {
@@ -19,11 +19,13 @@ struct RecursiveDoubling {
 
 static_assert(LogicalTopology<RecursiveDoubling>);
 
-}  // namespace ccoll::algo
+// Its entry in the algorithm table (algo/registry.hpp).
+inline Algorithm recursive_doubling_algorithm() {
+  return Algorithm{
+      .name = "recdoubling",
+      .description =
+          "log2 P pairwise exchanges of the whole buffer, for small messages (extra ranks fold in)",
+      .make = &registered_stateless<RecursiveDoubling>};
+}
 
-CCOLL_REGISTER_ALGORITHM(
-    RecursiveDoubling,
-    ccoll::algo::Algorithm{
-        "recdoubling",
-        "log2 P pairwise exchanges of the whole buffer, for small messages (extra ranks fold in)",
-        false, true, &ccoll::algo::registered_stateless<ccoll::algo::RecursiveDoubling>})
+}  // namespace ccoll::algo

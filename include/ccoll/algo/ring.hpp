@@ -13,7 +13,7 @@
 
 #include "ccoll/algo/concepts.hpp"
 #include "ccoll/algo/embedding.hpp"
-#include "ccoll/algo/registry.hpp"
+#include "ccoll/algo/registered.hpp"
 #include "ccoll/plan/ring.hpp"
 
 namespace ccoll::algo {
@@ -34,12 +34,14 @@ inline Registered registered_ring(const AlgorithmRequest& req) {
   return Registered("ring", build, static_cast<int>(rings->nodes.size()), rings->nodes, rings);
 }
 
-}  // namespace ccoll::algo
+// Its entry in the algorithm table (algo/registry.hpp).
+inline Algorithm ring_algorithm() {
+  return Algorithm{
+      .name = "ring",
+      .description =
+          "P ranks in a ring: reduce-scatter then all-gather, nchannels rings (odd ones reversed); "
+          "on a graph, rings embedded in it",
+      .make = &registered_ring};
+}
 
-CCOLL_REGISTER_ALGORITHM(
-    Ring,
-    ccoll::algo::Algorithm{
-        "ring",
-        "P ranks in a ring: reduce-scatter then all-gather, nchannels rings (odd ones reversed); "
-        "on a graph, rings embedded in it",
-        false, true, &ccoll::algo::registered_ring})
+}  // namespace ccoll::algo

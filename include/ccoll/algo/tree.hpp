@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "ccoll/algo/concepts.hpp"
-#include "ccoll/algo/registry.hpp"
+#include "ccoll/algo/registered.hpp"
 #include "ccoll/plan/tree.hpp"
 
 namespace ccoll::algo {
@@ -18,11 +18,14 @@ struct Tree {
 
 static_assert(LogicalTopology<Tree>);
 
-}  // namespace ccoll::algo
+// Its entry in the algorithm table (algo/registry.hpp).
+inline Algorithm tree_algorithm() {
+  return Algorithm{.name = "tree",
+                   .description =
+                       "one binary tree (heap layout): reduce to rank 0, broadcast back; "
+                       "phased by default ([C-Cube] baseline B)",
+                   .default_overlap = false,
+                   .make = &registered_stateless<Tree>};
+}
 
-CCOLL_REGISTER_ALGORITHM(Tree,
-                         ccoll::algo::Algorithm{
-                             "tree",
-                             "one binary tree (heap layout): reduce to rank 0, broadcast back; "
-                             "phased by default ([C-Cube] baseline B)",
-                             false, false, &ccoll::algo::registered_stateless<ccoll::algo::Tree>})
+}  // namespace ccoll::algo
