@@ -9,6 +9,7 @@
 #   derived: a shell starts 2 ranks of example_allreduce_shm with only CCOLL_RANK / CCOLL_SIZE set,
 #            so they derive their session from their parent, the shell, pid 1 of its namespace.
 # Usage: tests/containers/pid_namespaces.sh [BUILD_DIR] [PAIRS]   (default: build, 12)
+#   CCOLL_PIDNS_KINDS: the kinds to run (default: perf example derived)
 # Needs root (or user namespaces) to make PID namespaces; exits 77 (skipped) without.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,7 +17,13 @@ build=${1:-build}
 pairs=${2:-12}
 perf="$build/benchmarks/ccoll_perf"
 example="$build/examples/example_allreduce_shm"
-for exe in "$perf" "$example"; do
+read -r -a kinds <<<"${CCOLL_PIDNS_KINDS:-perf example derived}"
+for kind in "${kinds[@]}"; do
+  case $kind in
+    perf) exe=$perf ;;
+    example | derived) exe=$example ;;
+    *) echo "unknown kind '$kind' (perf, example, derived)"; exit 1 ;;
+  esac
   [ -x "$exe" ] || { echo "missing $exe (build ccoll_perf and example_allreduce_shm first)"; exit 1; }
 done
 command -v unshare >/dev/null || { echo "skipped: no unshare"; exit 77; }
@@ -48,7 +55,7 @@ job() {
 }
 
 failed=0
-for kind in perf example derived; do
+for kind in "${kinds[@]}"; do
   bad=0
   for ((i = 0; i < pairs; i++)); do
     rm -f "$work/gate"
