@@ -48,7 +48,7 @@ int main() {
   // Standalone: fork two ranks.
   ccoll::Config config;
   config.nranks = 2;
-  config.session = "example-" + std::to_string(::getpid());
+  config.session = ccoll::transport::new_session("example");  // one per job, even in containers
   for (int r = 0; r < config.nranks; ++r) {
     if (::fork() == 0) {
       config.rank = r;

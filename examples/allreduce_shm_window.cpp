@@ -54,7 +54,8 @@ int main() {
   if (launched) return run_rank(ccoll::Config{});
   ccoll::Config config;
   config.nranks = 2;
-  config.session = "example-window-" + std::to_string(::getpid());
+  config.session =
+      ccoll::transport::new_session("example-window");  // one per job, even in containers
   for (int r = 0; r < config.nranks; ++r) {
     if (::fork() == 0) {
       config.rank = r;

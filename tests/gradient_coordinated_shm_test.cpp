@@ -33,10 +33,7 @@ using AR = Allreduce<transport::SharedMemory, algo::Ring,
 
 TEST_CASE("processes: coordinated, random orders, fused and staged, P = 2, 3") {
   for (int p : {2, 3}) {
-    std::string session("gcoord-");
-    session += std::to_string(::getpid());
-    session += "-";
-    session += std::to_string(p);
+    const std::string session = process_ranks::unique_session("gcoord-" + std::to_string(p));
     const auto out = on_processes(
         p,
         [&](int r) -> std::string {

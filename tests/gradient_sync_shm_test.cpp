@@ -32,10 +32,7 @@ using AR = Allreduce<transport::SharedMemory, algo::Ring,
 
 TEST_CASE("processes: fused, staged and simultaneous messages over shared memory, P = 2, 3") {
   for (int p : {2, 3}) {
-    std::string session("gsync-");
-    session += std::to_string(::getpid());
-    session += "-";
-    session += std::to_string(p);
+    const std::string session = process_ranks::unique_session("gsync-" + std::to_string(p));
     const auto out = on_processes(
         p,
         [&](int r) -> std::string {

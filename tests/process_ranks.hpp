@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ccoll/core/error.hpp"
+#include "ccoll/transport/session.hpp"
 
 namespace process_ranks {
 
@@ -86,11 +87,9 @@ inline std::vector<Outcome> on_processes(int p, const std::function<std::string(
   return out;
 }
 
-// A session name no other test process uses: "<prefix>-<pid>-<n>", n counting this process's
-// calls.
+// A session name no other test process uses, in this container or another: "<prefix>.<random>".
 inline std::string unique_session(const std::string& prefix) {
-  static int n = 0;
-  return prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(++n);
+  return ccoll::transport::new_session(prefix);
 }
 
 // Every rank finished without error (a failed CHECK names the rank and what it reported).

@@ -1,6 +1,8 @@
 // Misuse and absurd input on the host-threads transport: each ends in a clear ccoll::Error, never
 // a hang, a wrong answer or memory exhaustion (docs/reliability.md).
 #include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -128,4 +130,27 @@ TEST_CASE("rank and size from the environment: out-of-range integers are refused
   CHECK(resolved.session.rfind("ccoll-parent-", 0) == 0);
   ::unsetenv("CCOLL_RANK");
   ::unsetenv("CCOLL_SIZE");
+}
+
+TEST_CASE("session names: derived ones name the PID namespace and the boot, new ones are random") {
+  // Pids and start times repeat across PID namespaces, so the derived name carries the namespace
+  // (containers) and the boot id (hosts); siblings of one parent still derive the same name.
+  const std::string derived = transport::detail::parent_session();
+  CHECK(derived == transport::detail::parent_session());
+  CHECK(derived.rfind("ccoll-parent-" + std::to_string(::getppid()) + "-", 0) == 0);
+  const std::string ns = transport::detail::pid_namespace_id();
+  REQUIRE_FALSE(ns.empty());
+  CHECK(derived.find("-" + ns) != std::string::npos);
+  struct stat st {};
+  if (::stat("/proc/self/ns/pid", &st) == 0) CHECK(ns == "ns" + std::to_string(st.st_ino));
+  const std::string boot = transport::detail::boot_id();
+  if (!boot.empty()) {
+    CHECK(boot.size() == 16);
+    CHECK(derived.substr(derived.size() - boot.size()) == boot);
+  }
+  const std::string a = transport::new_session("job"), b = transport::new_session("job");
+  CHECK(a.rfind("job.", 0) == 0);
+  CHECK(a.size() == 4 + 32);
+  CHECK(a != b);
+  CHECK(transport::new_session("").size() == 32);
 }

@@ -39,6 +39,8 @@
 #include "perf_cli.hpp"
 #include "runner.hpp"
 
+#include <ccoll/transport/session.hpp>
+
 #if CCOLL_HAVE_MPI
 #include <mpi.h>
 
@@ -370,7 +372,9 @@ int run_shm_forked(Report& report, const Prepared& prepared) {
   printer.membw(nranks);
 
   ForkControl control(nranks, std::chrono::minutes(5));
-  const std::string session = "ccoll_perf." + std::to_string(getpid());
+  // Random, not the pid: pids repeat across PID namespaces (two containers' ccoll_perf are both
+  // pid 1), and jobs of one name would meet in /dev/shm.
+  const std::string session = ccoll::transport::new_session("ccoll_perf");
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> children;
@@ -518,10 +522,11 @@ int run_under_mpirun(Report& report) {
     printer->membw(nranks);
   }
   control.barrier();
-  // One session name for all ranks: rank 0's pid.
+  // One session name for all ranks: rank 0 draws it.
   char session[64] = {};
   if (rank == 0)
-    std::snprintf(session, sizeof session, "ccoll_perf.%d", static_cast<int>(getpid()));
+    std::snprintf(session, sizeof session, "%s",
+                  ccoll::transport::new_session("ccoll_perf").c_str());
   MPI_Bcast(session, sizeof session, MPI_CHAR, 0, MPI_COMM_WORLD);
   try {
     shm_rank_body(report, prepared, control, session, printer.get(), o.peer != Peer::none);

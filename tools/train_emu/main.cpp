@@ -347,7 +347,7 @@ int run_threads(const Args& a, const g::ModelProfile& scaled, emu::RunResult& ou
 int run_processes(const Args& a, const g::ModelProfile& scaled, emu::RunResult& out) {
   using AR = ccoll::Allreduce<ccoll::transport::SharedMemory, ccoll::algo::Ring>;
   emu::Control ctl(a.ranks);  // before fork(): one mapping shared by every rank
-  emu::ProcessWorld world{g::detail::cat({"train_emu.", std::to_string(::getpid())}), a.ranks};
+  emu::ProcessWorld world{ccoll::transport::new_session("train_emu"), a.ranks};
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> children;

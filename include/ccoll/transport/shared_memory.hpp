@@ -5,7 +5,8 @@
 // runtime/low_latency_area.hpp) is a POSIX shared-memory segment of this user, mode
 // 0600, named /ccoll.<session>.<token>: the token is 128 random bits that rank 0 draws and leaves
 // in a private per-user directory (token_dir()), so no other user can predict, squat or open the
-// segment. Rendezvous, robust against slow starters and crashed earlier runs:
+// segment; the session tells concurrent jobs apart (transport/session.hpp). Rendezvous, robust
+// against slow starters and crashed earlier runs:
 //   - rank 0 unlinks the segment a crashed run's token names (if it is ours), creates a fresh one
 //     (O_EXCL, 0600), sizes it, writes the header with a new generation nonce and its pid, sets
 //     `ready` last, and then publishes the token (a private file, renamed into place);
@@ -42,9 +43,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <random>
 #include <span>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -58,6 +57,7 @@
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/transport/concept.hpp"
+#include "ccoll/transport/session.hpp"
 #include "ccoll/transport/shared_window.hpp"
 
 namespace ccoll::transport {
@@ -79,29 +79,6 @@ inline int env_int(const char* const* names, int fallback) {
     }
   }
   return fallback;
-}
-
-// The session of processes started without a launcher's job id: their parent process (its pid and
-// start time, which the pid alone does not make unique), so the ranks one script or program starts
-// meet, and two such jobs with different parents never share a segment.
-inline std::string parent_session() {
-  const pid_t parent = ::getppid();
-  std::string start = "0";
-  if (std::FILE* f = std::fopen(("/proc/" + std::to_string(parent) + "/stat").c_str(), "r")) {
-    char buf[1024] = {};
-    const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-    std::fclose(f);
-    // Fields after the command name's closing parenthesis start at field 3; starttime is 22.
-    const std::string stat(buf, n);
-    const auto close = stat.rfind(')');
-    if (close != std::string::npos) {
-      std::istringstream fields(stat.substr(close + 1));
-      std::string field;
-      for (int k = 3; k <= 22 && (fields >> field); ++k)
-        if (k == 22) start = field;
-    }
-  }
-  return "ccoll-parent-" + std::to_string(parent) + "-" + start;
 }
 
 // Fills rank, nranks and session from the environment where Config leaves them open.
@@ -178,19 +155,6 @@ inline std::string token_path(const std::string& session, int rank) {
     file += ok ? ch : '_';
   }
   return token_dir(rank) + "/" + file + ".token";
-}
-
-// 128 random bits as 32 hex digits.
-inline std::string random_token() {
-  std::random_device rd;
-  std::uint64_t a = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  std::uint64_t b = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  a ^= sync::now_ns();
-  b ^= static_cast<std::uint64_t>(::getpid()) << 20;
-  char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(a),
-                static_cast<unsigned long long>(b));
-  return buf;
 }
 
 }  // namespace detail
