@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "ccoll/forest/exact.hpp"
@@ -339,6 +340,72 @@ TEST_CASE("forest: all active, the fast planner is within 1% of the exact optimu
     }
   }
   MESSAGE("worst fast/optimum ratio, all active: " << worst);
+}
+
+TEST_CASE("forest: parallel links add up; within 1% of the exact optimum over them") {
+  // Five GPUs, g0-g4 joined twice (as a file listing a doubled NVLink twice does): an exact LP
+  // over both links reaches 44.5 GB/s phased; planning over one of them gave 26.
+  PhysicalTopology five;
+  for (int i = 0; i < 5; ++i) five.add_node("g" + std::to_string(i), NodeKind::gpu);
+  five.add_link(0, 1, 3);
+  five.add_link(1, 2, 25);
+  five.add_link(2, 3, 3);
+  five.add_link(3, 4, 25);
+  five.add_link(4, 0, 10);
+  five.add_link(0, 4, 10);
+  five.add_link(1, 4, 10);
+  five.add_link(2, 4, 50);
+  CHECK(five.links.size() == 14);
+  CHECK(five.direct_capacity_GBps(0, 4) == doctest::Approx(20));
+  CHECK(exact_forest_optimum(five, ForestSchedule::phased) == doctest::Approx(44.5));
+  for (auto sched : kSchedules) {
+    const std::string sched_name = to_string(sched);
+    CAPTURE(sched_name);
+    const double opt = exact_forest_optimum(five, sched);
+    const auto f = solve_packed_forest(five, options(sched));
+    check_forest(five, f);
+    CHECK(f.total_GBps >= 0.99 * opt);
+  }
+  // Random graphs whose pairs are listed up to three times, with unequal lanes, against the
+  // exact optimum of the same graph with each pair listed once at the summed capacity.
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> bw(1, 8), copies(1, 3);
+  std::bernoulli_distribution coin(0.6), both_ways(0.5);
+  double worst = 1;
+  for (int iter = 0; iter < 30; ++iter) {
+    const int n = 3 + iter % 3;
+    PhysicalTopology multi, summed;
+    for (int i = 0; i < n; ++i) {
+      multi.add_node("gpu" + std::to_string(i), NodeKind::gpu);
+      summed.add_node("gpu" + std::to_string(i), NodeKind::gpu);
+    }
+    for (int i = 0; i < n; ++i)
+      for (int j = i + 1; j < n; ++j) {
+        if (j != i + 1 && !coin(rng)) continue;
+        double ij = 0, ji = 0;
+        for (int c = copies(rng); c > 0; --c) {
+          const double b = bw(rng);
+          const bool duplex = both_ways(rng);
+          multi.add_link(i, j, b, 1, 0, "x", duplex);
+          ij += b;
+          ji += duplex ? b : 0;
+        }
+        if (ji == 0) multi.add_link(j, i, ji = bw(rng), 1, 0, "x", false);
+        summed.add_link(i, j, ij, 1, 0, "x", false);
+        summed.add_link(j, i, ji, 1, 0, "x", false);
+      }
+    REQUIRE(multi.links.size() == summed.links.size());
+    for (auto sched : kSchedules) {
+      CAPTURE(iter);
+      const double opt = exact_forest_optimum(summed, sched);
+      const auto f = solve_packed_forest(multi, options(sched));
+      check_forest(multi, f);
+      CHECK(f.total_GBps >= 0.99 * opt);
+      CHECK(f.total_GBps <= opt * (1 + 1e-6));
+      worst = std::min(worst, f.total_GBps / opt);
+    }
+  }
+  MESSAGE("worst fast/optimum ratio, parallel links: " << worst);
 }
 
 TEST_CASE("forest: some inactive, heuristic Steiner oracle within 95% of the exact optimum") {
