@@ -696,3 +696,80 @@ TEST_CASE("forest plans: verified and correct on host threads, relays included")
     }
   }
 }
+
+namespace {
+
+// A tree over P ranks: rank r's parent is (r - 1) / fanout (root 0), the broadcast its mirror.
+ccoll::plan::TreeSpec fan_tree(int P, int fanout, double share) {
+  ccoll::plan::TreeSpec t;
+  t.root = 0;
+  t.reduce_parent.assign(static_cast<std::size_t>(P), -1);
+  for (int r = 1; r < P; ++r) t.reduce_parent[static_cast<std::size_t>(r)] = (r - 1) / fanout;
+  t.share = share;
+  return t;
+}
+
+std::uint64_t steps_of(const ccoll::plan::Plan& p) {
+  std::uint64_t n = 0;
+  for (const auto& ch : p.channels)
+    for (const auto& pr : ch.programs) n += pr.steps.size();
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("tree_plan_shape: channels in proportion to the trees, chunks within the step budget") {
+  ccoll::plan::PlanRequest req;
+  req.nranks = 8;
+  req.count = 16u << 20;
+  req.overlap = false;
+  req.slot_bytes = std::uint64_t{1} << 40;
+  req.alpha_s = 1e-12;  // no latency: the model's optimum is its cap of 4096 chunks
+  req.beta_s_per_byte = 1 / 12.5e9;
+  const std::vector<bool> active(8, true);
+  // Two trees of equal weight: one channel each, the fewest chunks within 1% of the model.
+  const std::vector<ccoll::plan::TreeSpec> equal{fan_tree(8, 2, 0.5), fan_tree(8, 3, 0.5)};
+  auto s = tree_plan_shape(equal, req, kAutoSplit);
+  CHECK(s.channels == 2);
+  CHECK(s.split == 2);
+  CHECK_FALSE(s.limited);
+  CHECK(s.chunks >= 100);
+  CHECK(s.chunks < 4096);
+  CHECK(s.steps <= kDefaultPlanSteps);
+  CHECK(s.cost <= 1 + kChunkTimeSlack + 1e-9);
+  auto plan = tree_set_plan(req, equal, active, kAutoSplit);
+  CHECK(plan.channels.size() == 2);
+  CHECK(static_cast<double>(steps_of(plan)) == doctest::Approx(s.steps).epsilon(0.02));
+  // Shares 1/3 and 4 x 1/6: the heavy tree in two channels, every channel 1/6.
+  std::vector<ccoll::plan::TreeSpec> unequal{fan_tree(8, 2, 2)};
+  for (int i = 0; i < 4; ++i) unequal.push_back(fan_tree(8, 2 + i, 1));
+  s = tree_plan_shape(unequal, req, kAutoSplit);
+  CHECK(s.channels == 6);
+  plan = tree_set_plan(req, unequal, active, kAutoSplit);
+  CHECK(plan.channels.size() == 6);
+  // The overlapped schedule: two channels per tree, the same steps.
+  req.overlap = true;
+  s = tree_plan_shape(equal, req, kAutoSplit);
+  CHECK(s.channels == 4);
+  plan = tree_set_plan(req, equal, active, kAutoSplit);
+  CHECK(plan.channels.size() == 4);
+  CHECK(static_cast<double>(steps_of(plan)) <= kDefaultPlanSteps);
+  req.overlap = false;
+  // A small budget sets the chunks and says so; the cost it reports is above the slack.
+  s = tree_plan_shape(equal, req, kAutoSplit, 2048);
+  CHECK(s.limited);
+  CHECK(s.chunks == 2048 / (2 * 2 * 8));
+  CHECK(s.wanted_chunks > s.chunks);
+  CHECK(s.cost > 1 + kChunkTimeSlack);
+  plan = tree_set_plan(req, equal, active, kAutoSplit, 2048);
+  CHECK(steps_of(plan) <= 2048);
+  // Explicit choices are kept: a split, and chunks.
+  s = tree_plan_shape(unequal, req, 0);
+  CHECK(s.channels == 5);
+  req.nchunks = 7;
+  s = tree_plan_shape(equal, req, kAutoSplit);
+  CHECK(s.chunks == 7);
+  CHECK_FALSE(s.limited);
+  plan = tree_set_plan(req, equal, active, 64);
+  CHECK(plan.channels.size() == 64);
+}
