@@ -5,6 +5,7 @@
 
 #include <any>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -490,4 +491,80 @@ TEST_CASE("--trace to a path that cannot be written fails before the simulation"
   CHECK(r.out.empty());  // nothing simulated or printed
   CHECK(r.err.find("--trace") != std::string::npos);
   CHECK(r.err.find("/nonexistent-ccoll-dir/trace.json") != std::string::npos);
+}
+
+namespace {
+
+// M machines of G GPUs, every GPU pair of a machine linked (25 GB/s), each GPU on its machine's
+// NIC (12.5 GB/s), the NICs on one switch; no latencies, so the chunk model's optimum is its cap.
+std::string meshed_cluster(int machines, int gpus) {
+  nlohmann::json j;
+  j["name"] = std::to_string(machines) + "x" + std::to_string(gpus);
+  j["nodes"] = nlohmann::json::array({{{"id", "sw"}, {"kind", "switch"}}});
+  j["links"] = nlohmann::json::array();
+  for (int m = 0; m < machines; ++m) {
+    const std::string host = "m" + std::to_string(m), nic = host + ".nic";
+    j["nodes"].push_back({{"id", nic}, {"kind", "nic"}, {"host", host}});
+    j["links"].push_back({{"a", nic}, {"b", "sw"}, {"bandwidth_GBps", 12.5}});
+    for (int g = 0; g < gpus; ++g) {
+      const std::string id = host + ".gpu" + std::to_string(g);
+      j["nodes"].push_back({{"id", id}, {"kind", "gpu"}, {"host", host}});
+      j["links"].push_back({{"a", id}, {"b", nic}, {"bandwidth_GBps", 12.5}});
+      for (int h = 0; h < g; ++h)
+        j["links"].push_back(
+            {{"a", host + ".gpu" + std::to_string(h)}, {"b", id}, {"bandwidth_GBps", 25}});
+    }
+  }
+  return j.dump();
+}
+
+}  // namespace
+
+TEST_CASE("default tree-set plans fit the step budget; explicit --split keeps the limit") {
+  const auto small = write_temp("mesh2x4.json", meshed_cluster(2, 4));
+  const auto big = write_temp("mesh8x8.json", meshed_cluster(8, 8));
+  std::string big_err;
+  for (const auto& file : {small, big}) {
+    CAPTURE(file);
+    for (const std::string algo : {"forest", "forest-overlap"}) {
+      if (file == big && algo != "forest") continue;  // 8 x 8 takes the most time in this suite
+      CAPTURE(algo);
+      const auto r = plan({"--topology", file, "--algo", algo, "--json"});
+      REQUIRE(r.rc == 0);
+      if (file == big) big_err = r.err;
+      const auto j = nlohmann::json::parse(r.out);
+      const auto steps = j["plan"]["steps"].get<std::uint64_t>();
+      CHECK(steps <= 65536);
+      CHECK(steps >= 1024);  // chunks enough to fill the pipeline
+      const double ratio = j["plan"]["estimated_steps"].get<double>() / static_cast<double>(steps);
+      CHECK(ratio > 0.5);
+      CHECK(ratio < 2);
+      // Channels in proportion to the trees: at most one more per tree pair than a copy each.
+      const auto pairs = j["forest"]["pairs"].get<std::size_t>();
+      const auto channels = j["plan"]["channels"].get<std::size_t>() / (algo == "forest" ? 1 : 2);
+      CHECK(channels >= pairs);
+      CHECK(channels <= 2 * pairs + 1);
+      // Never faster than the forest's bandwidth-only bound (Property 2).
+      CHECK(j["predicted"]["time_s"].get<double>() >=
+            j["forest"]["bandwidth_only_time_s"].get<double>() * (1 - 1e-9));
+    }
+  }
+  // 2 x 4: trees of equal weight, one channel each, and no warning (nothing is lost).
+  const auto r = plan({"--topology", small, "--algo", "forest", "--json"});
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(r.err.empty());
+  CHECK(j["predicted"]["time_s"].get<double>() <
+        j["forest"]["bandwidth_only_time_s"].get<double>() * 1.15);
+  // 8 x 8: the budget sets the chunks, and stderr says so.
+  CHECK(big_err.find("warning") != std::string::npos);
+  CHECK(big_err.find("65536 steps") != std::string::npos);
+  // What the user asks for explicitly is checked against the CLI's limit, as before.
+  const auto e = plan({"--topology", big, "--algo", "forest", "--split", "64"});
+  CHECK(e.rc == 2);
+  CHECK(e.err.find("4194304") != std::string::npos);
+  CHECK(e.err.find("lower --split") != std::string::npos);
+  const auto c = plan({"--topology", big, "--algo", "forest", "--chunks", "4096"});
+  CHECK(c.rc == 2);
+  CHECK(c.err.find("lower --chunks") != std::string::npos);
+  for (const auto& f : {small, big}) std::filesystem::remove(f);
 }

@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "ccoll/forest/exact.hpp"
@@ -341,6 +342,72 @@ TEST_CASE("forest: all active, the fast planner is within 1% of the exact optimu
   MESSAGE("worst fast/optimum ratio, all active: " << worst);
 }
 
+TEST_CASE("forest: parallel links add up; within 1% of the exact optimum over them") {
+  // Five GPUs, g0-g4 joined twice (as a file listing a doubled NVLink twice does): an exact LP
+  // over both links reaches 44.5 GB/s phased; planning over one of them gave 26.
+  PhysicalTopology five;
+  for (int i = 0; i < 5; ++i) five.add_node("g" + std::to_string(i), NodeKind::gpu);
+  five.add_link(0, 1, 3);
+  five.add_link(1, 2, 25);
+  five.add_link(2, 3, 3);
+  five.add_link(3, 4, 25);
+  five.add_link(4, 0, 10);
+  five.add_link(0, 4, 10);
+  five.add_link(1, 4, 10);
+  five.add_link(2, 4, 50);
+  CHECK(five.links.size() == 14);
+  CHECK(five.direct_capacity_GBps(0, 4) == doctest::Approx(20));
+  CHECK(exact_forest_optimum(five, ForestSchedule::phased) == doctest::Approx(44.5));
+  for (auto sched : kSchedules) {
+    const std::string sched_name = to_string(sched);
+    CAPTURE(sched_name);
+    const double opt = exact_forest_optimum(five, sched);
+    const auto f = solve_packed_forest(five, options(sched));
+    check_forest(five, f);
+    CHECK(f.total_GBps >= 0.99 * opt);
+  }
+  // Random graphs whose pairs are listed up to three times, with unequal lanes, against the
+  // exact optimum of the same graph with each pair listed once at the summed capacity.
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> bw(1, 8), copies(1, 3);
+  std::bernoulli_distribution coin(0.6), both_ways(0.5);
+  double worst = 1;
+  for (int iter = 0; iter < 30; ++iter) {
+    const int n = 3 + iter % 3;
+    PhysicalTopology multi, summed;
+    for (int i = 0; i < n; ++i) {
+      multi.add_node("gpu" + std::to_string(i), NodeKind::gpu);
+      summed.add_node("gpu" + std::to_string(i), NodeKind::gpu);
+    }
+    for (int i = 0; i < n; ++i)
+      for (int j = i + 1; j < n; ++j) {
+        if (j != i + 1 && !coin(rng)) continue;
+        double ij = 0, ji = 0;
+        for (int c = copies(rng); c > 0; --c) {
+          const double b = bw(rng);
+          const bool duplex = both_ways(rng);
+          multi.add_link(i, j, b, 1, 0, "x", duplex);
+          ij += b;
+          ji += duplex ? b : 0;
+        }
+        if (ji == 0) multi.add_link(j, i, ji = bw(rng), 1, 0, "x", false);
+        summed.add_link(i, j, ij, 1, 0, "x", false);
+        summed.add_link(j, i, ji, 1, 0, "x", false);
+      }
+    REQUIRE(multi.links.size() == summed.links.size());
+    for (auto sched : kSchedules) {
+      CAPTURE(iter);
+      const double opt = exact_forest_optimum(summed, sched);
+      const auto f = solve_packed_forest(multi, options(sched));
+      check_forest(multi, f);
+      CHECK(f.total_GBps >= 0.99 * opt);
+      CHECK(f.total_GBps <= opt * (1 + 1e-6));
+      worst = std::min(worst, f.total_GBps / opt);
+    }
+  }
+  MESSAGE("worst fast/optimum ratio, parallel links: " << worst);
+}
+
 TEST_CASE("forest: some inactive, heuristic Steiner oracle within 95% of the exact optimum") {
   std::mt19937 rng(9);
   double worst = 1;
@@ -628,4 +695,81 @@ TEST_CASE("forest plans: verified and correct on host threads, relays included")
           3001);
     }
   }
+}
+
+namespace {
+
+// A tree over P ranks: rank r's parent is (r - 1) / fanout (root 0), the broadcast its mirror.
+ccoll::plan::TreeSpec fan_tree(int P, int fanout, double share) {
+  ccoll::plan::TreeSpec t;
+  t.root = 0;
+  t.reduce_parent.assign(static_cast<std::size_t>(P), -1);
+  for (int r = 1; r < P; ++r) t.reduce_parent[static_cast<std::size_t>(r)] = (r - 1) / fanout;
+  t.share = share;
+  return t;
+}
+
+std::uint64_t steps_of(const ccoll::plan::Plan& p) {
+  std::uint64_t n = 0;
+  for (const auto& ch : p.channels)
+    for (const auto& pr : ch.programs) n += pr.steps.size();
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("tree_plan_shape: channels in proportion to the trees, chunks within the step budget") {
+  ccoll::plan::PlanRequest req;
+  req.nranks = 8;
+  req.count = 16u << 20;
+  req.overlap = false;
+  req.slot_bytes = std::uint64_t{1} << 40;
+  req.alpha_s = 1e-12;  // no latency: the model's optimum is its cap of 4096 chunks
+  req.beta_s_per_byte = 1 / 12.5e9;
+  const std::vector<bool> active(8, true);
+  // Two trees of equal weight: one channel each, the fewest chunks within 1% of the model.
+  const std::vector<ccoll::plan::TreeSpec> equal{fan_tree(8, 2, 0.5), fan_tree(8, 3, 0.5)};
+  auto s = tree_plan_shape(equal, req, kAutoSplit);
+  CHECK(s.channels == 2);
+  CHECK(s.split == 2);
+  CHECK_FALSE(s.limited);
+  CHECK(s.chunks >= 100);
+  CHECK(s.chunks < 4096);
+  CHECK(s.steps <= kDefaultPlanSteps);
+  CHECK(s.cost <= 1 + kChunkTimeSlack + 1e-9);
+  auto plan = tree_set_plan(req, equal, active, kAutoSplit);
+  CHECK(plan.channels.size() == 2);
+  CHECK(static_cast<double>(steps_of(plan)) == doctest::Approx(s.steps).epsilon(0.02));
+  // Shares 1/3 and 4 x 1/6: the heavy tree in two channels, every channel 1/6.
+  std::vector<ccoll::plan::TreeSpec> unequal{fan_tree(8, 2, 2)};
+  for (int i = 0; i < 4; ++i) unequal.push_back(fan_tree(8, 2 + i, 1));
+  s = tree_plan_shape(unequal, req, kAutoSplit);
+  CHECK(s.channels == 6);
+  plan = tree_set_plan(req, unequal, active, kAutoSplit);
+  CHECK(plan.channels.size() == 6);
+  // The overlapped schedule: two channels per tree, the same steps.
+  req.overlap = true;
+  s = tree_plan_shape(equal, req, kAutoSplit);
+  CHECK(s.channels == 4);
+  plan = tree_set_plan(req, equal, active, kAutoSplit);
+  CHECK(plan.channels.size() == 4);
+  CHECK(static_cast<double>(steps_of(plan)) <= kDefaultPlanSteps);
+  req.overlap = false;
+  // A small budget sets the chunks and says so; the cost it reports is above the slack.
+  s = tree_plan_shape(equal, req, kAutoSplit, 2048);
+  CHECK(s.limited);
+  CHECK(s.chunks == 2048 / (2 * 2 * 8));
+  CHECK(s.wanted_chunks > s.chunks);
+  CHECK(s.cost > 1 + kChunkTimeSlack);
+  plan = tree_set_plan(req, equal, active, kAutoSplit, 2048);
+  CHECK(steps_of(plan) <= 2048);
+  // Explicit choices are kept: a split, and chunks.
+  s = tree_plan_shape(unequal, req, 0);
+  CHECK(s.channels == 5);
+  req.nchunks = 7;
+  s = tree_plan_shape(equal, req, kAutoSplit);
+  CHECK(s.chunks == 7);
+  CHECK_FALSE(s.limited);
+  plan = tree_set_plan(req, equal, active, 64);
+  CHECK(plan.channels.size() == 64);
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ccoll/algo/embedding.hpp"
@@ -14,6 +15,7 @@
 #include "ccoll/physical/nccl_xml_loader.hpp"
 #include "ccoll/physical/nvidia_smi_loader.hpp"
 #include "ccoll/physical/presets.hpp"
+#include "ccoll/sim/from_physical.hpp"
 #include "topology_plan_runner.hpp"
 
 using namespace ccoll::physical;
@@ -457,4 +459,94 @@ TEST_CASE("Blink-like and NCCL 2.4 hierarchical trees ([TopoSync]'s baselines)")
                                             std::vector<bool>(hb.rank_node.size(), true));
           },
           1201);
+}
+
+TEST_CASE("parallel links: one link per ordered pair, of the summed capacity, from every source") {
+  // Graph construction: a second link joins the first as more lanes.
+  PhysicalTopology t;
+  t.add_node("a", NodeKind::gpu);
+  t.add_node("b", NodeKind::gpu);
+  t.add_link(0, 1, 25, 1, 0.7, "nvlink");
+  t.add_link(0, 1, 25, 1, 0.7, "nvlink");
+  REQUIRE(t.links.size() == 2);
+  CHECK(t.links[0].count == 2);
+  CHECK(t.links[0].bandwidth_GBps == 25);
+  CHECK(t.direct_capacity_GBps(0, 1) == doctest::Approx(50));
+  CHECK(t.direct_capacity_GBps(1, 0) == doctest::Approx(50));
+  // Unequal lanes: the capacity adds up, the latency is the larger one, the type the first one.
+  t.add_link(0, 1, 10, 3, 2.0, "pcie", false);
+  REQUIRE(t.links.size() == 2);
+  CHECK(t.link_between(0, 1) == 0);
+  CHECK(t.links[0].count == 5);
+  CHECK(t.links[0].capacity_GBps() == doctest::Approx(80));
+  CHECK(t.links[0].latency_us == 2.0);
+  CHECK(t.links[0].type == "nvlink");
+  CHECK(t.direct_capacity_GBps(1, 0) == doctest::Approx(50));
+  // Routes, the simulator's network and DOT see that one link.
+  CHECK(route_capacity_GBps(t, route(t, Adjacency(t), 0, 1)) == doctest::Approx(80));
+  const auto net = ccoll::sim::to_network(t);
+  CHECK(net.links.size() == 2);
+  CHECK(to_dot(t).find("\"a\" -- \"b\" [label=\"16x5\"") != std::string::npos);
+  // A list edited in place is re-indexed.
+  t.links.erase(t.links.begin());
+  CHECK(t.link_between(0, 1) == -1);
+  CHECK(t.link_between(1, 0) == 0);
+  t.add_link(0, 1, 25, 1, 0.7, "nvlink", false);
+  CHECK(t.links.size() == 2);
+  CHECK(t.link_between(0, 1) == 1);
+
+  // JSON: a pair listed twice is the pair listed once with both lanes.
+  const auto twice = topology_from_json(nlohmann::json::parse(
+      R"({"nodes": ["g0", "g1", "g2"], "links": [{"a": "g0", "b": "g1", "bandwidth_GBps": 25},
+          {"a": "g1", "b": "g0", "bandwidth_GBps": 25}, {"a": "g1", "b": "g2", "bandwidth_GBps": 5}]})"));
+  const auto once = topology_from_json(nlohmann::json::parse(
+      R"({"nodes": ["g0", "g1", "g2"], "links": [{"a": "g0", "b": "g1", "bandwidth_GBps": 25,
+          "count": 2}, {"a": "g1", "b": "g2", "bandwidth_GBps": 5}]})"));
+  REQUIRE(twice.links.size() == once.links.size());
+  for (std::size_t i = 0; i < once.links.size(); ++i) {
+    CHECK(twice.links[i].from == once.links[i].from);
+    CHECK(twice.links[i].to == once.links[i].to);
+    CHECK(twice.links[i].count == once.links[i].count);
+    CHECK(twice.links[i].capacity_GBps() == once.links[i].capacity_GBps());
+  }
+  CHECK(topology_to_json(twice) == topology_to_json(once));
+
+  // NCCL XML: NVLinks to several NVSwitch chips (one switch node here) add up, and so do a peer
+  // listed twice; the figures match nvidia-smi's lane count.
+  const std::string xml =
+      "<system version=\"1\"><cpu numaid=\"0\">"
+      "<pci busid=\"0000:01:00.0\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\">"
+      "<gpu dev=\"0\" sm=\"80\">"
+      "<nvlink target=\"0000:a0:00.0\" count=\"2\" tclass=\"0x068000\"/>"
+      "<nvlink target=\"0000:a1:00.0\" count=\"2\" tclass=\"0x068000\"/>"
+      "<nvlink target=\"0000:02:00.0\" count=\"1\" tclass=\"0x030200\"/>"
+      "<nvlink target=\"0000:02:00.0\" count=\"1\" tclass=\"0x030200\"/></gpu></pci>"
+      "<pci busid=\"0000:02:00.0\" link_speed=\"16.0 GT/s PCIe\" link_width=\"16\">"
+      "<gpu dev=\"1\" sm=\"80\">"
+      "<nvlink target=\"0000:a0:00.0\" count=\"2\" tclass=\"0x068000\"/>"
+      "<nvlink target=\"0000:a1:00.0\" count=\"2\" tclass=\"0x068000\"/>"
+      "<nvlink target=\"0000:01:00.0\" count=\"2\" tclass=\"0x030200\"/></gpu></pci>"
+      "</cpu></system>";
+  const auto x = topology_from_nccl_xml(xml);
+  const int g0 = x.require("gpu0"), g1 = x.require("gpu1"), sw = x.require("nvswitch");
+  for (const auto& [a, b] : std::vector<std::pair<int, int>>{{g0, sw}, {sw, g0}, {g1, sw}}) {
+    REQUIRE(x.link_between(a, b) >= 0);
+    CHECK(x.links[static_cast<std::size_t>(x.link_between(a, b))].count == 4);
+    CHECK(x.direct_capacity_GBps(a, b) == doctest::Approx(100));
+  }
+  CHECK(x.direct_capacity_GBps(g0, g1) == doctest::Approx(50));
+  CHECK(x.direct_capacity_GBps(g1, g0) == doctest::Approx(50));
+  std::set<std::pair<int, int>> pairs;
+  for (const auto& l : x.links) CHECK(pairs.insert({l.from, l.to}).second);
+  const auto smi = topology_from_nvidia_smi(
+      "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV2\t0-7\t0\nGPU1\tNV2\t X "
+      "\t0-7\t0\n");
+  CHECK(smi.direct_capacity_GBps(smi.require("gpu0"), smi.require("gpu1")) == doctest::Approx(50));
+  // Presets list each pair once: doubled NVLinks are a count.
+  for (const char* name : {"dgx1v", "dgx2", "cluster:2x8:nvlink", "torus:2x4", "ring:2"}) {
+    CAPTURE(name);
+    const auto p = preset(name);
+    std::set<std::pair<int, int>> seen;
+    for (const auto& l : p.links) CHECK(seen.insert({l.from, l.to}).second);
+  }
 }

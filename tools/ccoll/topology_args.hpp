@@ -34,6 +34,7 @@
 #endif
 #include "ccoll/algo/registry.hpp"
 #include "ccoll/forest/packed_forest.hpp"
+#include "ccoll/forest/to_plan.hpp"
 #include "ccoll/model/alpha_beta.hpp"
 #include "ccoll/physical/graph.hpp"
 #include "ccoll/plan/chunking.hpp"
@@ -64,7 +65,9 @@ struct Options {
   double reduce_GBps = 0;  // reduction throughput per rank; 0: free
   double step_overhead_us = 0;
   int max_links = 12;  // links listed by `simulate` (by utilisation)
-  int split = 64;      // forest / blink: cut trees into about this many equal-rate channels
+  // forest, blink, hdbtree: cut trees into about this many equal-rate channels; the default lets
+  // the planner choose channels and chunks (forest::tree_plan_shape).
+  int split = forest::kAutoSplit;
 };
 
 // Limits on the inputs of `plan` and `simulate` (docs/reliability-tools.md): each bounds the
@@ -353,6 +356,7 @@ struct Built {
   std::vector<std::vector<std::string>> rings;
   std::optional<forest::PackedForest> forest;  // the forest the plan was built from
   double estimated_steps = 0;                  // estimate_plan_size's, made before building
+  std::vector<std::string> warnings;           // for stderr: choices that cost predicted time
 };
 
 inline plan::PlanRequest make_request(const Options& o, const Setup& s, int nranks, double bytes) {
@@ -497,7 +501,8 @@ inline void add_report(Built& b, const algo::Registered& reg, const plan::PlanRe
 // trees take about 2 (reduce and broadcast) per rank,
 // chunk and tree; the forest, Blink and hdbtree have about --split trees (2P with --split 0).
 struct PlanSize {
-  double channels = 1;  // trees or rings, each with its share of the data
+  double channels = 1;  // trees or rings, each with its share of the data (tree channels, not
+                        // the overlapped schedule's two per tree)
   double ranks = 1;
   double steps_per_chunk = 1;  // per rank and channel
   double chunks = 1;           // per channel
@@ -581,6 +586,44 @@ inline void check_plan_size(const std::string& name, const PlanSize& z) {
   throw UsageError("--algo " + name + buf + advice);
 }
 
+// The trees a tree-set algorithm (forest, blink, hdbtree) cuts into channels, before cutting; the
+// forest is solved here (and cached for the build). Empty for other algorithms.
+inline std::optional<std::vector<plan::TreeSpec>> tree_set_specs(const algo::Registered& reg,
+                                                                 const plan::PlanRequest& req) {
+  if (const auto* pf = std::any_cast<algo::PackedForest>(&reg.details()))
+    return forest::forest_tree_specs(pf->forest(req.overlap), pf->ranks());
+  if (const auto* h = std::any_cast<std::shared_ptr<const algo::HierarchicalTrees>>(&reg.details()))
+    return (*h)->trees;
+  return std::nullopt;
+}
+
+// The size of a tree set's default plan, whose channels and chunks the planner chooses within
+// forest::kDefaultPlanSteps (forest::tree_plan_shape, as the build does); only an explicit
+// --chunks or --slot-bytes can take it over the limit. When that budget, not the chunk model, sets
+// the chunks, `warnings` says so.
+inline PlanSize shaped_plan_size(const std::string& name, const std::vector<plan::TreeSpec>& specs,
+                                 const plan::PlanRequest& req, std::vector<std::string>& warnings) {
+  const forest::TreePlanShape shape = forest::tree_plan_shape(specs, req, forest::kAutoSplit);
+  PlanSize z;
+  z.channels = shape.channels / (req.overlap ? 2 : 1);
+  z.chunks = static_cast<double>(shape.chunks);
+  z.steps_per_chunk = 2;
+  z.ranks = shape.steps / std::max(1.0, z.channels * z.steps_per_chunk * z.chunks);
+  z.chunks_from_option = req.nchunks > 1;
+  z.chunks_from_slots = !z.chunks_from_option && z.steps() > forest::kDefaultPlanSteps;
+  if (shape.limited && shape.cost > 1 + forest::kChunkTimeSlack + 1e-9) {
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "--algo %s: the default plan is kept within %.0f steps: %.0f channels x %.0f "
+                  "chunks, where the chunk model asks for %.0f per channel (more time in "
+                  "pipeline fill); --chunks and --split choose them",
+                  name.c_str(), forest::kDefaultPlanSteps, shape.channels, z.chunks,
+                  static_cast<double>(shape.wanted_chunks));
+    warnings.emplace_back(buf);
+  }
+  return z;
+}
+
 inline Built build(const Options& o, const Setup& s, const std::string& name, double bytes) {
   const algo::AlgorithmSpec spec = find_algo(name);
   if (spec.algorithm.name == "forest" && s.uniform_ranks > kMaxForestCompleteRanks)
@@ -612,8 +655,11 @@ inline Built build(const Options& o, const Setup& s, const std::string& name, do
   int ring_channels = 0;
   if (const auto* e = std::any_cast<std::shared_ptr<const algo::EmbeddedRings>>(&reg.details()))
     for (const auto& ring : (*e)->rings) ring_channels += ring.size() > 2 ? 2 : 1;
-  const PlanSize size = estimate_plan_size(
-      o, spec.algorithm.name, static_cast<int>(b.rank_node.size()), req, ring_channels);
+  PlanSize size = estimate_plan_size(o, spec.algorithm.name, static_cast<int>(b.rank_node.size()),
+                                     req, ring_channels);
+  if (o.split < 0)
+    if (const auto specs = tree_set_specs(reg, req))
+      size = shaped_plan_size(name, *specs, req, b.warnings);
   check_plan_size(name, size);
   b.estimated_steps = size.steps();
   b.plan = reg.build(req);
@@ -794,8 +840,9 @@ inline std::string algo_help() {
   h += "--overlap plans the overlapped schedule (default phased); a name's -overlap or -phased\n"
        "  overrides it for that algorithm.\n"
        "--split N: forest, blink and hdbtree cut their trees into about N channels of equal\n"
-       "  share, so that fair link sharing gives each tree its planned rate (default 64; 0: one\n"
-       "  per tree).\n"
+       "  share, so that fair link sharing gives each tree its planned rate (0: one per tree).\n"
+       "  By default the planner chooses the channels, and the chunks unless --chunks is given,\n"
+       "  within 65536 steps (a warning says when that costs predicted time).\n"
        "Formats: docs/formats.md. Simulator: docs/simulator.md.\n";
   return h;
 }
@@ -831,6 +878,7 @@ inline int run_plan(const std::vector<std::string>& args, std::ostream& out, std
     if (o.algos.size() != 1) throw UsageError("--algo: `plan` takes one algorithm");
     const Setup s = load_setup(o);
     const Built b = build(o, s, o.algos[0], o.bytes.at(0));
+    for (const auto& w : b.warnings) err << "ccoll plan: warning: " << w << "\n";
     const auto rep = plan::verify(b.plan);
     if (!rep.ok) throw std::runtime_error("the plan fails verification: " + rep.error);
     const Prediction p = predict(o, s, b, o.bytes.at(0));
@@ -867,6 +915,7 @@ inline int run_simulate(const std::vector<std::string>& args, std::ostream& out,
       for (std::size_t i = 0; i < o.bytes.size(); ++i) {
         const bool last = &algo == &o.algos.back() && i + 1 == o.bytes.size();
         const Built b = build(o, s, algo, o.bytes[i]);
+        for (const auto& w : b.warnings) err << "ccoll simulate: warning: " << w << "\n";
         const Prediction p = predict(o, s, b, o.bytes[i], last && !o.trace.empty());
         if (o.csv) {
           out << csv_row(s, b, p);

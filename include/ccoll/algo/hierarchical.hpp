@@ -295,7 +295,7 @@ Registered registered(const AlgorithmRequest& req, const char* name) {
   const int split = req.split;
   const std::string n = name;
   auto build = [h, active, split, n](const plan::PlanRequest& r) {
-    plan::Plan p = plan::build_trees(r, forest::equal_rate_trees(h->trees, split), active);
+    plan::Plan p = forest::tree_set_plan(r, h->trees, active, split);
     p.algorithm = n + (r.overlap ? "-overlap" : "");
     return p;
   };

@@ -35,7 +35,9 @@ namespace ccoll::algo {
 struct PackedForestOptions {
   forest::ForestOptions solver{};  // its `schedule` is the one used without overlap
   forest::ForestSchedule overlap_schedule = forest::ForestSchedule::concurrent;
-  int split = 0;  // cut trees into about this many equal-rate channels (forest::equal_rate_trees)
+  // Cut trees into about this many equal-rate channels (forest::equal_rate_trees; 0: one per
+  // tree; forest::kAutoSplit: the channels and chunks forest::tree_plan_shape chooses).
+  int split = 0;
 };
 
 class PackedForest {

@@ -95,7 +95,13 @@ struct PhysicalTopology {
     return node_count() - 1;
   }
 
-  // Adds a->b (and b->a when duplex) with `bandwidth_GBps` per direction per lane.
+  // Adds a->b (and b->a when duplex) with `bandwidth_GBps` per direction per lane. A link in a
+  // direction the pair is already linked in joins the existing link as more lanes (parallel
+  // cables, a file that lists a doubled NVLink twice, a GPU's NVLinks to several NVSwitch chips
+  // modelled as one switch node): the lanes add up, the per-lane bandwidth becomes the mean
+  // weighted by lanes so that the capacity is the sum, the latency is the larger one and the type
+  // the first one given. Every consumer (routes, forest, relays, simulator, DOT, the writers) so
+  // sees one link per ordered pair, of the summed capacity.
   void add_link(int a, int b, double bandwidth_GBps, int count = 1, double latency_us = 0,
                 std::string type = {}, bool duplex = true) {
     check_node(a, "link endpoint");
@@ -111,8 +117,8 @@ struct PhysicalTopology {
     if (latency_us < 0 || !std::isfinite(latency_us))
       throw TopologyError("link " + nodes[idx(a)].id + "-" + nodes[idx(b)].id +
                           ": latency_us must be >= 0, got " + std::to_string(latency_us));
-    links.push_back(Link{a, b, bandwidth_GBps, count, latency_us, type});
-    if (duplex) links.push_back(Link{b, a, bandwidth_GBps, count, latency_us, std::move(type)});
+    join_link(Link{a, b, bandwidth_GBps, count, latency_us, type});
+    if (duplex) join_link(Link{b, a, bandwidth_GBps, count, latency_us, std::move(type)});
   }
   void add_link(std::string_view a, std::string_view b, double bandwidth_GBps, int count = 1,
                 double latency_us = 0, std::string type = {}, bool duplex = true) {
@@ -179,11 +185,20 @@ struct PhysicalTopology {
     active = std::move(a);
   }
 
-  // Index of the first link from->to, or -1.
+  // Index of the first link from->to, or -1. Constant time: an index over the links is kept as
+  // they are added, and rebuilt when the list was shortened or an entry no longer matches.
   int link_between(int from, int to) const {
-    for (int i = 0; i < static_cast<int>(links.size()); ++i)
-      if (links[idx(i)].from == from && links[idx(i)].to == to) return i;
-    return -1;
+    if (links_indexed_ > links.size()) link_index_.clear(), links_indexed_ = 0;
+    for (; links_indexed_ < links.size(); ++links_indexed_)
+      link_index_.try_emplace(pair_key(links[links_indexed_].from, links[links_indexed_].to),
+                              links_indexed_);
+    const auto it = link_index_.find(pair_key(from, to));
+    if (it == link_index_.end()) return -1;
+    if (it->second < links.size() && links[it->second].from == from && links[it->second].to == to)
+      return static_cast<int>(it->second);
+    link_index_.clear();  // stale: rebuild
+    links_indexed_ = 0;
+    return link_between(from, to);
   }
   // Total capacity from->to over all direct links (0 when not adjacent).
   double direct_capacity_GBps(int from, int to) const {
@@ -241,6 +256,29 @@ struct PhysicalTopology {
  private:
   mutable std::unordered_map<std::string, std::size_t> index_;
   mutable std::size_t indexed_ = 0;
+  mutable std::unordered_map<std::uint64_t, std::size_t> link_index_;  // (from, to) -> link
+  mutable std::size_t links_indexed_ = 0;
+
+  static std::uint64_t pair_key(int from, int to) {
+    return (std::uint64_t{static_cast<std::uint32_t>(from)} << 32) |
+           std::uint64_t{static_cast<std::uint32_t>(to)};
+  }
+
+  // Appends `l`, or merges it into the link already joining its pair in its direction.
+  void join_link(Link l) {
+    const int i = link_between(l.from, l.to);
+    if (i < 0) {
+      links.push_back(std::move(l));
+      return;
+    }
+    Link& e = links[idx(i)];
+    const double capacity = e.capacity_GBps() + l.capacity_GBps();
+    if (e.bandwidth_GBps != l.bandwidth_GBps)
+      e.bandwidth_GBps = capacity / static_cast<double>(e.count + l.count);
+    e.count += l.count;
+    e.latency_us = std::max(e.latency_us, l.latency_us);
+    if (e.type.empty()) e.type = std::move(l.type);
+  }
 
   void check_node(int n, const char* what) const {
     if (n < 0 || n >= node_count())

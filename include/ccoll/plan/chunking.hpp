@@ -76,8 +76,9 @@ inline std::uint64_t min_chunks_for_slots(std::uint64_t elems, std::uint64_t pie
 }
 
 // The chunk count a builder uses for `elems` elements of one channel: req.nchunks if given,
-// otherwise the model optimum for a pipeline of `fill_steps` and `steps_per_chunk`; then at least
-// min_chunks_for_slots and at most one chunk per element of a piece (no empty chunks).
+// otherwise the model optimum for a pipeline of `fill_steps` and `steps_per_chunk`, at most
+// req.max_chunks when set; then at least min_chunks_for_slots and at most one chunk per element of
+// a piece (no empty chunks).
 inline std::uint64_t resolve_chunks(const PlanRequest& req, std::uint64_t elems,
                                     std::uint64_t pieces, double fill_steps,
                                     double steps_per_chunk) {
@@ -88,6 +89,7 @@ inline std::uint64_t resolve_chunks(const PlanRequest& req, std::uint64_t elems,
                         : pipeline_optimal_chunks(
                               req.alpha_s, req.beta_s_per_byte, fill_steps, steps_per_chunk,
                               static_cast<double>(elems) * static_cast<double>(req.elem_size));
+  if (req.nchunks == 0 && req.max_chunks != 0) k = std::min<std::uint64_t>(k, req.max_chunks);
   const std::uint64_t most =
       std::max<std::uint64_t>(1, (elems + pieces - 1) / std::max<std::uint64_t>(1, pieces));
   k = std::min(k, most);

@@ -172,6 +172,7 @@ struct PlanRequest {
   std::size_t elem_size = 4;
   std::uint32_t nchannels = 1;
   std::uint32_t nchunks = 0;            // chunks per channel; 0: the cost model's optimum
+  std::uint32_t max_chunks = 0;         // with nchunks 0: at most this many (0: no cap)
   bool overlap = true;                  // tree: overlap reduce and broadcast ([C-Cube]'s C1)
   std::uint64_t slot_bytes = 1u << 20;  // capacity of one slot
   std::uint32_t nslots = 4;             // FIFO depth
