@@ -52,41 +52,50 @@ TEST_CASE("the dgx1v forest (248 blocks) fits an H200 by taking fewer threads, o
   CHECK(f.threads == 512);
 }
 
-TEST_CASE("default channels fill the SMs: one block per SM, capped") {
+TEST_CASE("default channels fill the SMs with as many blocks as they hold, capped") {
   const auto two = occupancy(2);
   FitRequest r;
   r.sms = 132;
   r.occupancy = two;
-  r.blocks_per_channel = 8;  // P = 8 ring: 16 channels, 128 blocks on 132 SMs
+  r.blocks_per_channel = 8;  // P = 8 ring on an H200: 33 channels, two blocks on every SM
   LaunchFit f = fit_launch(r);
   CHECK(f.ok);
-  CHECK(f.channels == 16);
-  CHECK(f.blocks == 128);
+  CHECK(f.channels == 33);
+  CHECK(f.blocks == 264);
   CHECK(f.threads == 512);
-  CHECK(f.blocks >= 128);  // at least 97% of the SMs hold a block
+  CHECK(f.blocks == f.capacity());
   CHECK(f.describe() ==
-        "16 channels x 8 blocks = 128 blocks of 512 threads (132 SMs x 2 resident)");
-  // More channels than the old default of 2 wherever the GPU has the SMs for them.
-  for (std::uint32_t p : {2u, 3u, 4u, 5u, 8u, 16u}) {
+        "33 channels x 8 blocks = 264 blocks of 512 threads (132 SMs x 2 resident)");
+  // More channels than a fixed default of 2 wherever the GPU has the SMs for them, and every SM
+  // busy: one more channel would not fit (or the cap holds).
+  for (std::uint32_t p : {2u, 3u, 4u, 5u, 7u, 8u, 16u}) {
     r.blocks_per_channel = p;
     f = fit_launch(r);
     CAPTURE(p);
     CHECK(f.ok);
-    CHECK(f.channels >= 2);
-    CHECK(f.blocks <= 132);
-    // One more channel would exceed one block per SM, or the cap.
-    CHECK((f.blocks + p > 132 || f.channels == kMaxDefaultChannels));
+    CHECK(f.channels >= 16);
+    CHECK(f.blocks <= f.capacity());
+    CHECK(f.blocks >= 128);  // at least one block per SM bar a few
+    CHECK((f.blocks + p > f.capacity() || f.channels == kMaxDefaultChannels));
   }
-  r.blocks_per_channel = 2;  // 66 channels would fill the SMs; the cap is 64
+  r.blocks_per_channel = 2;  // 132 channels would fit; the cap is 64
   CHECK(fit_launch(r).channels == kMaxDefaultChannels);
-  r.max_channels = 8;
+  r.max_channels = 8;  // a cap from the FIFO memory
   CHECK(fit_launch(r).channels == 8);
-  // An H100 SXM (132 SMs) and PCIe (114 SMs) at P = 16.
   r.max_channels = kMaxDefaultChannels;
+  // P = 16 on an H100 SXM or H200 (132 SMs) and an H100 PCIe (114 SMs).
   r.blocks_per_channel = 16;
-  CHECK(fit_launch(r).channels == 8);
+  CHECK(fit_launch(r).channels == 16);
   r.sms = 114;
-  CHECK(fit_launch(r).channels == 7);
+  CHECK(fit_launch(r).channels == 14);
+  // A kernel of 72 registers holds one 512-thread block per SM: half the channels.
+  const auto one = occupancy(1);
+  r.occupancy = one;
+  r.sms = 132;
+  r.blocks_per_channel = 8;
+  f = fit_launch(r);
+  CHECK(f.channels == 16);
+  CHECK(f.threads == 512);
 }
 
 TEST_CASE("more ranks than SMs: one channel at fewer threads, or refused") {

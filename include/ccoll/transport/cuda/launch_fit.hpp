@@ -4,9 +4,10 @@
 // The blocks of a CUDA executor wait for each other through FIFO counters, so a block left
 // unscheduled would hang the rest: a launch must fit (blocks needed <= SMs x blocks per SM at its
 // thread count). The executors choose what the user left open (Config::nchannels = 0, threads = 0):
-//   - channels: one block per SM, at most max_channels: enough blocks to keep every SM's share of
-//     HBM or NVLink busy at large counts ([C-Cube] emulates low bandwidth with fewer threads; more
-//     blocks is the converse), without two blocks of one call sharing an SM;
+//   - channels: as many as the SMs hold at the default threads (two blocks of 512 threads per SM
+//     for kernels within their launch bounds), at most max_channels: enough blocks to keep HBM or
+//     NVLink busy at large counts, since each thread keeps only one or two 16-byte packs in flight
+//     (runtime/interpreter.hpp, kPackUnroll), with every SM holding as many blocks as the others;
 //   - threads: the most, up to kDefaultThreads, at which the blocks fit (a forest's plan has a
 //     channel per tree, whatever Config::nchannels says, so its blocks may need fewer threads).
 // What the user asked for is kept; a request that does not fit is refused, as is a plan that does
@@ -63,7 +64,7 @@ struct LaunchFit {
     return static_cast<std::uint64_t>(std::max(0, sms)) *
            static_cast<std::uint64_t>(std::max(0, blocks_per_sm));
   }
-  // "16 channels x 8 blocks = 128 blocks of 512 threads (132 SMs x 2 resident)".
+  // "33 channels x 8 blocks = 264 blocks of 512 threads (132 SMs x 2 resident)".
   std::string describe() const {
     return std::to_string(channels) + " channels x " +
            std::to_string(channels == 0 ? 0 : blocks / channels) +
@@ -101,7 +102,6 @@ inline LaunchFit fit_launch(const FitRequest& r) {
   LaunchFit fit;
   fit.sms = r.sms;
   const std::uint64_t per_channel = std::max<std::uint32_t>(1, r.blocks_per_channel);
-  const std::uint64_t sms = static_cast<std::uint64_t>(std::max(0, r.sms));
   auto per_sm = [&r](unsigned threads) {
     for (const Occupancy& o : r.occupancy)
       if (o.threads == threads) return std::max(0, o.blocks_per_sm);
@@ -116,11 +116,10 @@ inline LaunchFit fit_launch(const FitRequest& r) {
       fit.blocks = per_channel * r.channels;
       return fit.blocks <= capacity;
     }
-    // One block per SM, within what fits and the cap.
+    // As many as fit, within the cap.
     const std::uint64_t most = capacity / per_channel;
-    std::uint64_t ch = std::max<std::uint64_t>(1, sms / per_channel);
-    ch = std::min(
-        {ch, most, static_cast<std::uint64_t>(std::max<std::uint32_t>(1, r.max_channels))});
+    const std::uint64_t ch =
+        std::min(most, static_cast<std::uint64_t>(std::max<std::uint32_t>(1, r.max_channels)));
     fit.channels = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, ch));
     fit.blocks = per_channel * fit.channels;
     return most >= 1;
