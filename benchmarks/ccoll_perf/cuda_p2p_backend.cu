@@ -132,7 +132,10 @@ class P2PCollective final : public DeviceCollective {
     std::string where;
     for (const auto& k : ranks_) where += (where.empty() ? "" : ",") + std::to_string(k.device);
     return std::to_string(exec_.nranks()) + " ranks on devices " + where + ", " +
-           std::to_string(exec_.threads()) + " threads per block";
+           std::to_string(exec_.config().nchannels) + " channels, " +
+           (ws_.spec().threads != 0 ? std::to_string(ws_.spec().threads)
+                                    : std::string("fitted (see # launch)")) +
+           " threads per block";
   }
 
  private:
@@ -176,6 +179,7 @@ class P2PCollective final : public DeviceCollective {
     for (int r = 0; r < p; ++r) exec_.synchronize(r, ranks_[static_cast<std::size_t>(r)].stream);
     DeviceTimed t;
     for (const auto& k : ranks_) t.time_s = std::max(t.time_s, elapsed_s(k.start, k.stop) / iters);
+    t.launch = device_launch(exec_.launch_fit(0));
     check(cudaSetDevice(ws_.device()), "cudaSetDevice");
     if (check_results) {
       std::vector<const void*> outputs;

@@ -34,9 +34,8 @@ class VirtualRanksCollective final : public DeviceCollective {
                          const std::string& policy, const std::vector<bool>& active)
       : ws_(ws),
         policy_(policy),
-        exec_(CudaVirtualRanks::resolve(config), std::move(source), policy,
-              ccoll::transport::cuda::LaunchOptions{
-                  ws.device(), ws.spec().threads == 0 ? 512u : ws.spec().threads, ws.stream()}) {
+        exec_(CudaVirtualRanks::resolve(config, launch_options(ws)), std::move(source), policy,
+              launch_options(ws)) {
     for (int r = 0; r < ws.spec().nranks; ++r)
       if (active.empty() ||
           (static_cast<std::size_t>(r) < active.size() && active[static_cast<std::size_t>(r)]))
@@ -67,11 +66,19 @@ class VirtualRanksCollective final : public DeviceCollective {
   std::string name() const override { return policy_; }
   std::string description() const override {
     return std::to_string(exec_.nranks()) + " virtual ranks on device " +
-           std::to_string(exec_.device()) + ", " + std::to_string(exec_.threads()) +
+           std::to_string(exec_.device()) + ", " + std::to_string(exec_.config().nchannels) +
+           " channels, " +
+           (ws_.spec().threads != 0 ? std::to_string(ws_.spec().threads)
+                                    : std::string("fitted (see # launch)")) +
            " threads per block";
   }
 
  private:
+  // -T 0 (the default): the executor fits channels and threads to the GPU.
+  static ccoll::transport::cuda::LaunchOptions launch_options(const Workspace& ws) {
+    return ccoll::transport::cuda::LaunchOptions{ws.device(), ws.spec().threads, ws.stream()};
+  }
+
   template <class T, ccoll::ReduceOp Op>
   DeviceTimed timed(std::uint64_t count, int warmup, int iters, bool check_results) {
     const auto& sends = ws_.sends();
@@ -85,6 +92,7 @@ class VirtualRanksCollective final : public DeviceCollective {
     exec_.synchronize(stream);  // throws the failure of any call, naming rank, channel and step
     DeviceTimed t;
     t.time_s = elapsed_s(start_, stop_) / iters;
+    t.launch = device_launch(exec_.launch_fit());
     if (check_results) {
       std::vector<const void*> outputs;
       for (const int r : active_) outputs.push_back(recvs[static_cast<std::size_t>(r)]);

@@ -20,9 +20,22 @@
 
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
+#include "ccoll/transport/cuda/launch_fit.hpp"
 #include "device_backend.hpp"
 
 namespace ccoll_perf::cuda {
+
+// A ccoll executor's launch as the report gives it.
+inline DeviceLaunch device_launch(const ccoll::transport::cuda::LaunchFit& f) {
+  DeviceLaunch d;
+  d.channels = f.channels;
+  d.blocks = f.blocks;
+  d.threads = f.threads;
+  d.sms = f.sms;
+  d.blocks_per_sm = f.blocks_per_sm;
+  d.text = f.describe();
+  return d;
+}
 
 // Every rank's send and receive buffers on `device`, sized for the largest message.
 class Workspace {

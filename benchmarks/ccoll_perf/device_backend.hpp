@@ -39,10 +39,22 @@ struct GpuCalibration {
   double cooperative_launch_us = 0;  // the same with cudaLaunchCooperativeKernel (ccoll's launch)
 };
 
+// How a ccoll kernel was launched (cuda::LaunchFit): its channels, thread blocks and threads per
+// block, and the blocks the device holds at once (SMs x blocks per SM at those threads).
+struct DeviceLaunch {
+  unsigned channels = 0;
+  unsigned long long blocks = 0;
+  unsigned threads = 0;
+  int sms = 0;
+  int blocks_per_sm = 0;
+  std::string text;  // "33 channels x 8 blocks = 264 blocks of 512 threads (132 SMs x 2 resident)"
+};
+
 // One timed block of calls.
 struct DeviceTimed {
   double time_s = 0;  // seconds per call (the slowest device's, where there are several)
   long wrong = -1;    // wrong elements of the last call over the contributing ranks; -1: unchecked
+  std::optional<DeviceLaunch> launch;  // ccoll's transports: the block's launch (rank 0's)
 };
 
 // One allreduce implementation over every rank of this process, on device buffers.

@@ -12,6 +12,7 @@ namespace {
 struct Best {
   double time_s = 0;
   long wrong = -1;
+  std::optional<DeviceLaunch> launch;
 };
 
 Row make_device_row(const SweepSpec& spec, const std::string& transport, const std::string& algo,
@@ -24,7 +25,8 @@ Row make_device_row(const SweepSpec& spec, const std::string& transport, const s
 
 void run_device_sweep(const SweepSpec& spec, DeviceCollective* ours, DeviceCollective* peer,
                       double copy_GBps, const std::function<void(const Row&)>& on_row,
-                      const std::function<void(const Row&)>& on_peer_row) {
+                      const std::function<void(const Row&)>& on_peer_row,
+                      const std::function<void(const std::string&)>& on_launch) {
   const int rounds = std::max(1, spec.rounds);
   for (const std::uint64_t size : spec.sizes) {
     const std::uint64_t count = elements_for(size, spec.dtype);
@@ -42,6 +44,7 @@ void run_device_sweep(const SweepSpec& spec, DeviceCollective* ours, DeviceColle
         const DeviceTimed t = ours->time_block(count, spec.warmup, spec.iters, check);
         if (r == 0 || t.time_s < best.time_s) best.time_s = t.time_s;
         if (last) best.wrong = t.wrong;
+        if (t.launch) best.launch = t.launch;
       }
     }
     std::optional<Row> peer_row;
@@ -55,6 +58,14 @@ void run_device_sweep(const SweepSpec& spec, DeviceCollective* ours, DeviceColle
       on_peer_row(*peer_row);
     }
     Row row = make_device_row(spec, spec.transport, spec.algo, ours->nranks(), count, best);
+    if (best.launch) {
+      row.launch_channels = best.launch->channels;
+      row.launch_blocks = best.launch->blocks;
+      row.launch_threads = best.launch->threads;
+      row.launch_sms = best.launch->sms;
+      row.launch_blocks_per_sm = best.launch->blocks_per_sm;
+      if (on_launch) on_launch(best.launch->text);
+    }
     if (peer_row) {
       row.peer_busbw_GBps = peer_row->busbw_GBps;
       row.peer_algbw_GBps = peer_row->algbw_GBps;

@@ -21,10 +21,12 @@ namespace ccoll_perf {
 // Every size of `spec` on `ours` (null: the peer alone, whose rows then go to on_row) and, when
 // given, `peer` in alternating blocks: our rows to on_row carry the peer's algbw (the ratio of
 // times; the peer may run another rank count), the peer's rows go to on_peer_row. copy_GBps > 0:
-// each of our rows gets its plan's bound.
+// each of our rows gets its plan's bound. on_launch (may be empty) hears how each of our rows'
+// calls were launched (DeviceLaunch::text), before the row.
 void run_device_sweep(const SweepSpec& spec, DeviceCollective* ours, DeviceCollective* peer,
                       double copy_GBps, const std::function<void(const Row&)>& on_row,
-                      const std::function<void(const Row&)>& on_peer_row);
+                      const std::function<void(const Row&)>& on_peer_row,
+                      const std::function<void(const std::string&)>& on_launch = {});
 
 // The plans of `algo` with its schedule (what ccoll::Allreduce<T, algo::Registered, S> builds),
 // and the plan cache's name for them on transport `transport`.

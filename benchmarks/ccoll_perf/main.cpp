@@ -598,7 +598,14 @@ int run_device(Report& report) {
       printer.section(title);
       SweepSpec spec = make_spec(o, sizes, transport_name, algo.name);
       spec.active = active;
-      run_device_sweep(spec, coll.get(), peer.get(), copy_GBps, emit, record);
+      // The launch (channels, blocks, threads) before the first row and wherever it changes.
+      std::string launch;
+      auto on_launch = [&launch](const std::string& text) {
+        if (text == launch) return;
+        launch = text;
+        std::printf("# launch: %s\n", text.c_str());
+      };
+      run_device_sweep(spec, coll.get(), peer.get(), copy_GBps, emit, record, on_launch);
       printer.end_section();
     }
   } catch (const std::exception& e) {

@@ -901,6 +901,13 @@ struct Row {
   // GPU, ccoll: P virtual ranks on one GPU): the ratio then compares algbw, i.e. the peer's time
   // over ours for the same message, since busbw's 2(P-1)/P would weigh the two differently.
   double peer_algbw_GBps = 0;
+  // A GPU transport's launch (0 blocks: none): channels x blocks of `launch_threads` threads, on a
+  // device that holds launch_sms x launch_blocks_per_sm of them at once.
+  unsigned launch_channels = 0;
+  unsigned long long launch_blocks = 0;
+  unsigned launch_threads = 0;
+  int launch_sms = 0;
+  int launch_blocks_per_sm = 0;
 };
 
 // Our figure over the peer's (0: no peer): algbw when peer_algbw_GBps is set, else busbw.
@@ -1128,6 +1135,12 @@ inline nlohmann::ordered_json to_json_value(const Report& rep) {
       row["peer_wrong"] = r.peer_wrong;
     }
     if (!r.paired_with.empty()) row["paired_with"] = r.paired_with;
+    if (r.launch_blocks > 0)
+      row["launch"] = {{"channels", r.launch_channels},
+                       {"blocks", r.launch_blocks},
+                       {"threads", r.launch_threads},
+                       {"sms", r.launch_sms},
+                       {"blocks_per_sm", r.launch_blocks_per_sm}};
     j["results"].push_back(std::move(row));
   }
   return j;

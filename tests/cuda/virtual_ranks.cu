@@ -282,6 +282,47 @@ TEST_CASE("virtual ranks: a plan too large to be resident is refused, not hung")
   }
 }
 
+TEST_CASE("virtual ranks: default channels and threads fill the GPU, and a wide plan still fits") {
+  int sms = 0;
+  REQUIRE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  // Default channels: as many as the SMs hold at 512 threads (two blocks per SM within the
+  // kernel's launch bounds); then explicit channels beyond one block per SM: 248 blocks on 8
+  // ranks, the dgx1v forest's shape, which fits H100s and H200s at 512 threads.
+  for (std::uint32_t asked : {0u, 31u}) {
+    CAPTURE(asked);
+    Config c = make_config(8, asked);
+    c = CudaVirtualRanks::resolve(c);
+    CudaVirtualRanks::Executor ex(c, registered("ring", 8), "gpu-test");
+    const std::size_t n = 1 << 16;
+    std::vector<float*> buf(8);
+    for (auto& ptr : buf) {
+      REQUIRE_CUDA(cudaMalloc(&ptr, n * sizeof(float)));
+      const std::vector<float> ones(n, 1.0f);
+      REQUIRE_CUDA(cudaMemcpy(ptr, ones.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    std::vector<const void*> s(buf.begin(), buf.end());
+    std::vector<void*> rv(buf.begin(), buf.end());
+    ex.run_all<float, ReduceOp::sum>(s, rv, n, nullptr);
+    ex.synchronize(nullptr);
+    std::vector<float> out(n);
+    REQUIRE_CUDA(cudaMemcpy(out.data(), buf[7], n * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK(out.front() == 8.0f);
+    CHECK(out.back() == 8.0f);
+    const auto& fit = ex.launch_fit();
+    MESSAGE(fit.describe());
+    CHECK(fit.ok);
+    CHECK(fit.blocks == 8ull * ex.config().nchannels);
+    CHECK(fit.blocks <= fit.capacity());
+    CHECK(fit.sms == sms);
+    if (asked == 0) {
+      CHECK(fit.threads == 512);
+      CHECK(fit.blocks_per_sm >= 2);           // the launch bounds: at most 64 registers per thread
+      CHECK(fit.blocks + 8 > fit.capacity());  // one more channel would not fit
+    }
+    for (auto* ptr : buf) REQUIRE_CUDA(cudaFree(ptr));
+  }
+}
+
 TEST_CASE("virtual ranks: a missing peer times out with rank, channel and step; abort() stops") {
   Config c = make_config(4, 1);
   c.verify_plans = false;

@@ -22,6 +22,15 @@
 #define CCOLL_DEVICE_PASS 0
 #endif
 
+// A function compiled as a call on the GPU (its own register allocation: what the caller keeps
+// live is saved around the call instead of squeezing the function's loops), inlined as usual on
+// the host.
+#if CCOLL_DEVICE_PASS
+#define CCOLL_DEVICE_NOINLINE __noinline__
+#else
+#define CCOLL_DEVICE_NOINLINE
+#endif
+
 // libcu++ (cuda::atomic_ref) serves host and device when the CUDA toolkit's CCCL is on the include
 // path; otherwise host code falls back to std::atomic_ref (C++20).
 #if defined(__has_include)

@@ -289,7 +289,19 @@ struct alignas(16) Pack {
 };
 static_assert(sizeof(Pack<std::uint8_t>) == 16 && sizeof(Pack<double>) == 16);
 
-inline constexpr std::uint32_t kPackUnroll = 4;
+// Packs in flight per member. The GPU kernels run within 64 registers per thread (their launch
+// bounds, transport/cuda/launch_fit.hpp: two blocks of 512 threads per SM), and what the step loop
+// keeps live around the element loop leaves it about 20 of them: two packs with their
+// accumulators where an accumulator takes one 32-bit register per four bytes of pack (f32, f64,
+// i32, i64), one where every element takes a register of its own (f16, bf16, u8). More spills
+// registers to local memory (`nvcc -Xptxas -v`, scripts/kernel_resources).
+inline constexpr std::uint32_t kPackUnroll = 2;
+template <class T, class Acc>
+inline constexpr std::uint32_t kPackUnrollFor = [] {
+  constexpr std::uint32_t acc_regs = Pack<T>::kElems * ((sizeof(Acc) + 3) / 4);
+  constexpr std::uint32_t u = 20 / (acc_regs + 4);
+  return u < 1 ? 1 : u > kPackUnroll ? kPackUnroll : u;
+}();
 
 // How a step's n elements split into a scalar head (up to the first 16-byte boundary), whole
 // packs, and a scalar tail. The pack path needs every pointer of the step at the same offset from
@@ -368,12 +380,14 @@ CCOLL_HD CCOLL_FORCEINLINE void fold_packs(T* const* dsts, std::uint32_t ndst, c
   }
 }
 
-// Elements [lo, hi) one at a time, member i taking lo + i, lo + i + stride, ...
+// Elements [lo, hi) one at a time, member i taking lo + i, lo + i + stride, ... A call on the GPU:
+// the scalar head and tail are short, and inlined at each of their dozen sites they would spill
+// the registers of the pack loops around them.
 template <class T, ReduceOp Op, bool Fin, class Acc, std::uint32_t NS, std::uint32_t ND,
           class Group>
-CCOLL_HD CCOLL_FORCEINLINE void fold_scalars(const Group& g, T* const* dsts, std::uint32_t ndst,
-                                             const T* const* srcs, std::uint32_t nsrc,
-                                             std::uint64_t lo, std::uint64_t hi, int nactive) {
+CCOLL_HD CCOLL_DEVICE_NOINLINE void fold_scalars(const Group& g, T* const* dsts, std::uint32_t ndst,
+                                                 const T* const* srcs, std::uint32_t nsrc,
+                                                 std::uint64_t lo, std::uint64_t hi, int nactive) {
   const std::uint32_t ns = NS > 0 ? NS : nsrc;
   const std::uint32_t nd = ND > 0 ? ND : ndst;
   for (std::uint64_t i = lo + g.first(); i < hi; i += g.stride()) {
@@ -400,8 +414,9 @@ CCOLL_HD void block_pass(const Group& g, T* const* dsts, std::uint32_t ndst, con
     for (std::uint32_t k = 0; k < nd; ++k) pdsts[k] = dsts[k] + split.head;
     const std::uint64_t stride = g.stride();
     std::uint64_t p = g.first();
-    for (; p + (kPackUnroll - 1) * stride < split.packs; p += kPackUnroll * stride)
-      fold_packs<T, Op, Fin, Acc, NS, ND, kPackUnroll>(pdsts, nd, psrcs, ns, p, stride, nactive);
+    constexpr std::uint32_t kU = kPackUnrollFor<T, Acc>;
+    for (; p + (kU - 1) * stride < split.packs; p += kU * stride)
+      fold_packs<T, Op, Fin, Acc, NS, ND, kU>(pdsts, nd, psrcs, ns, p, stride, nactive);
     for (; p < split.packs; p += stride)
       fold_packs<T, Op, Fin, Acc, NS, ND, 1>(pdsts, nd, psrcs, ns, p, stride, nactive);
   }

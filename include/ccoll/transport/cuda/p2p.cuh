@@ -32,10 +32,13 @@
 // Residency: blocks of different ranks wait for each other, so they must run at the same time.
 // With one rank per GPU that holds whenever one rank's blocks fit its GPU. Ranks that share a GPU
 // in threads mode need all their blocks resident at once: (ranks on the device) x (channels) <=
-// (SMs) x (resident blocks per SM at LaunchOptions::threads), checked at every launch (refused
-// with Unsupported otherwise), and streams that do not serialise each other (the legacy default
-// stream is refused when a device is shared). Ranks that are processes sharing a GPU are
-// time-sliced by the driver (without MPS): correct, but each wait may last a time slice.
+// (SMs) x (resident blocks per SM at the launch's threads), checked at every launch, and streams
+// that do not serialise each other (the legacy default stream is refused when a device is shared).
+// Ranks that are processes sharing a GPU are time-sliced by the driver (without MPS): correct, but
+// each wait may last a time slice. What the user leaves open is chosen so that the blocks fit
+// (launch_fit.hpp): by default as many channels as the SMs hold for the ranks that share the
+// busiest device (at most kMaxDefaultP2PChannels), and per launch the most threads per block, up to
+// 512, at which they fit; a request that does not fit is refused with Unsupported.
 //
 // Agreement: every block first checks that its peers make the same call (count, element type,
 // op: call_record.hpp, through the job's control page); a mismatch fails every rank with
@@ -92,6 +95,7 @@
 #include "ccoll/transport/concept.hpp"
 #include "ccoll/transport/cuda/check.cuh"
 #include "ccoll/transport/cuda/control_page.cuh"
+#include "ccoll/transport/cuda/device_fit.cuh"
 #include "ccoll/transport/cuda/device_memory.cuh"
 #include "ccoll/transport/cuda/fd_passing.hpp"
 #include "ccoll/transport/cuda/ipc_memory.cuh"
@@ -113,7 +117,9 @@ struct P2POptions {
   std::vector<int> devices;
   // processes: this rank's device; -1: the current device.
   int device = -1;
-  unsigned threads = 512;  // per block (a multiple of 32, at most 1024)
+  // Per block: a multiple of 32, at most 1024; 0: per launch, the most up to 512 at which the
+  // blocks of the ranks on the device fit (cuda::fit_launch).
+  unsigned threads = 0;
   // processes: share memory through cuMem descriptors where the driver allows it (false: always
   // legacy CUDA IPC).
   bool prefer_cumem = true;
@@ -160,6 +166,29 @@ struct P2PFifoLayout {
   }
 };
 
+// The default channels' cap for ranks on GPUs of their own: NCCL's most channels per GPU. Each
+// channel is one block per rank, and NVLink saturates with far fewer blocks than HBM.
+inline constexpr std::uint32_t kMaxDefaultP2PChannels = 32;
+
+// The ranks that share the busiest device, and that device (threads mode; -1: unknown).
+inline int busiest_device(const P2POptions& options, int nranks, int* sharing) {
+  *sharing = 1;
+  int count = 0;
+  if (options.mode == P2POptions::Mode::processes) return options.device;
+  if (options.devices.empty() && cudaGetDeviceCount(&count) != cudaSuccess) return -1;
+  std::map<int, int> per_device;
+  int best = -1;
+  for (int r = 0; r < nranks; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    const int d = i < options.devices.size() ? options.devices[i] : count > 0 ? r % count : 0;
+    if (++per_device[d] > *sharing || best < 0) {
+      *sharing = per_device[d];
+      best = d;
+    }
+  }
+  return best;
+}
+
 }  // namespace cuda
 
 struct CudaP2P {
@@ -175,7 +204,19 @@ struct CudaP2P {
                                std::to_string(c.nranks));
       c.rank = -1;
     }
-    if (c.nchannels == 0) c.nchannels = 2;
+    // By default as many channels as the SMs of the busiest device hold for its ranks (each
+    // rank's FIFO slots: at most P - 1 incoming connections per channel), within
+    // kMaxDefaultP2PChannels and a sixteenth of the device's memory.
+    if (c.nchannels == 0) {
+      int sharing = 1;
+      const int device = cuda::busiest_device(options, c.nranks, &sharing);
+      const std::uint64_t stride = (c.slot_bytes + runtime::kBlockSlotSlack + 127) / 128 * 128;
+      const std::uint64_t peers = static_cast<std::uint64_t>(std::max(1, c.nranks - 1));
+      c.nchannels =
+          cuda::default_channels(device, static_cast<std::uint32_t>(sharing), options.threads,
+                                 static_cast<std::uint64_t>(sharing) * peers * c.nslots * stride,
+                                 cuda::kMaxDefaultP2PChannels, 2);
+    }
     return c;
   }
 
@@ -186,14 +227,32 @@ struct CudaP2P {
         : config_(resolve(config, options)),
           options_(options),
           plans_(config_, config_.nranks, std::move(source), policy_id) {
-      if (options_.threads == 0 || options_.threads > 1024 || options_.threads % 32 != 0)
-        throw_invalid_argument(-1, "cuda::P2POptions::threads", "a multiple of 32 in 32..1024",
+      if (options_.threads > cuda::kMaxThreadsPerBlock || options_.threads % 32 != 0)
+        throw_invalid_argument(-1, "cuda::P2POptions::threads",
+                               "0 (chosen per launch) or a multiple of 32 in 32..1024",
                                std::to_string(options_.threads));
       slot_stride_ = (config_.slot_bytes + runtime::kBlockSlotSlack + 127) / 128 * 128;
       const auto& keys = plans_.keys();
       nchannels_ = 1;
       for (const auto& k : keys) nchannels_ = std::max(nchannels_, k.channel + 1);
       nchannels_ = std::max(nchannels_, config_.nchannels);
+      {
+        int sharing = 1;
+        const int device = cuda::busiest_device(options_, config_.nranks, &sharing);
+        cuda::DeviceShape shape;
+        if (cuda::query_device_shape(device, &shape)) {
+          const auto occupancy = cuda::bounded_occupancy(options_.threads, shape.max_threads_per_sm,
+                                                         shape.max_blocks_per_sm);
+          cuda::FitRequest r;
+          r.blocks_per_channel = static_cast<std::uint32_t>(sharing);
+          r.channels = nchannels_;
+          r.threads = options_.threads;
+          r.sms = shape.sms;
+          r.occupancy = occupancy;
+          const cuda::LaunchFit fit = cuda::fit_launch(r);
+          if (fit.ok) default_threads_ = fit.threads;
+        }
+      }
       for (int r = 0; r < config_.nranks; ++r)
         layouts_.push_back(cuda::P2PFifoLayout::make(keys, r, slot_stride_, config_.nslots));
       bases_.assign(static_cast<std::size_t>(config_.nranks), nullptr);
@@ -295,7 +354,8 @@ struct CudaP2P {
                         "(cudaStreamNonBlocking)");
       DevicePlan& dp = device_plan(st, count, sizeof(T));
       const auto kernel = cuda::p2p_kernel<T, Op>;
-      check_residency(st, reinterpret_cast<const void*>(kernel), kernel, dp.nblocks);
+      const unsigned threads =
+          fit_threads(st, reinterpret_cast<const void*>(kernel), kernel, dp.nblocks);
       if (st.launched && stream != st.last_stream)
         cuda::check(cudaStreamWaitEvent(stream, st.last_call, 0), "cudaStreamWaitEvent", rank);
       cuda::P2PKernelArgs args;
@@ -304,7 +364,7 @@ struct CudaP2P {
       args.abort = control_.abort_device();
       args.timeout_ns = timeout_ns();
       args.call = make_call(st, count, data_type_of<T>(), Op, send, recv);
-      kernel<<<dp.nblocks, options_.threads, 0, stream>>>(args);
+      kernel<<<dp.nblocks, threads, 0, stream>>>(args);
       cuda::check(cudaGetLastError(),
                   "launching p2p_kernel (" + std::to_string(dp.nblocks) + " blocks)", rank);
       cuda::check(cudaEventRecord(st.last_call, stream), "cudaEventRecord", rank);
@@ -357,7 +417,10 @@ struct CudaP2P {
     int nranks() const { return config_.nranks; }
     std::span<const int> local_ranks() const { return local_; }
     const Config& config() const { return config_; }
-    unsigned threads() const { return options_.threads; }
+    // The threads per block asked for, or (0) chosen for a plan of one block per channel on every
+    // rank: launch_fit(rank) says what rank `rank`'s latest launch was.
+    unsigned threads() const { return options_.threads != 0 ? options_.threads : default_threads_; }
+    const cuda::LaunchFit& launch_fit(int rank) const { return state_of(rank).launch_fit; }
     // The device local rank `rank` runs on.
     int device(int rank) const { return state_of(rank).device; }
     // The stream blocking calls of local rank `rank` use.
@@ -444,13 +507,14 @@ struct CudaP2P {
         throw Error(ErrorCode::InvalidArgument, rank,
                     "rank " + std::to_string(rank) + " shares device " + std::to_string(st.device) +
                         ": its session needs a stream of its own (cudaStreamNonBlocking)");
-      check_residency(st, reinterpret_cast<const void*>(kernel), kernel, nchannels_);
+      const unsigned threads =
+          fit_threads(st, reinterpret_cast<const void*>(kernel), kernel, nchannels_);
       if (st.launched && stream != st.last_stream)
         cuda::check(cudaStreamWaitEvent(stream, st.last_call, 0), "cudaStreamWaitEvent", rank);
       args.agreement = agreement(rank);
       args.abort = control_.abort_device();
       args.timeout_ns = timeout_ns();
-      kernel<<<nchannels_, options_.threads, 0, stream>>>(args);
+      kernel<<<nchannels_, threads, 0, stream>>>(args);
       cuda::check(cudaGetLastError(),
                   "launching p2p_session_kernel (" + std::to_string(nchannels_) + " blocks)", rank);
       cuda::check(cudaEventRecord(st.last_call, stream), "cudaEventRecord", rank);
@@ -498,7 +562,8 @@ struct CudaP2P {
       cuda::DeviceMemory bases;  // nchannels x connections, block c's row is channel c's
       std::unordered_map<std::uint64_t, DevicePlan> plans;
       std::list<std::uint64_t> lru;
-      std::map<const void*, int> resident_per_sm;  // per kernel instantiation
+      std::map<const void*, std::vector<cuda::Occupancy>> occupancy;  // per kernel instantiation
+      cuda::LaunchFit launch_fit;                                     // of the latest launch
     };
 
     const RankState& state_of(int rank) const {
@@ -768,30 +833,33 @@ struct CudaP2P {
       return transport::detail::token_dir(config_.rank) + name;
     }
 
-    // Blocks of all ranks sharing this device must be resident at once (see the header comment).
+    // Blocks of all ranks sharing this device must be resident at once (see the header comment):
+    // the threads per block at which they are, or Unsupported.
     template <class Kernel>
-    void check_residency(RankState& st, const void* key, Kernel kernel, unsigned nblocks) {
-      auto it = st.resident_per_sm.find(key);
-      if (it == st.resident_per_sm.end()) {
-        int per_sm = 0;
-        cuda::check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                        &per_sm, kernel, static_cast<int>(options_.threads), 0),
-                    "cudaOccupancyMaxActiveBlocksPerMultiprocessor", st.rank);
-        it = st.resident_per_sm.emplace(key, per_sm).first;
-      }
+    unsigned fit_threads(RankState& st, const void* key, Kernel kernel, unsigned nblocks) {
+      auto it = st.occupancy.find(key);
+      if (it == st.occupancy.end())
+        it = st.occupancy.emplace(key, cuda::kernel_occupancy(kernel, options_.threads)).first;
       const int sharing = ranks_on_device(st.device);
-      const long long needed = static_cast<long long>(nblocks) * sharing;
-      const long long fits = static_cast<long long>(it->second) * st.sms;
-      if (needed > fits)
+      cuda::FitRequest r;
+      r.blocks_per_channel = static_cast<std::uint32_t>(sharing);
+      r.channels = nblocks;
+      r.threads = options_.threads;
+      r.sms = st.sms;
+      r.occupancy = it->second;
+      const cuda::LaunchFit fit = cuda::fit_launch(r);
+      if (!fit.ok)
         throw Error(ErrorCode::Unsupported, st.rank,
                     "cuda-p2p: " + std::to_string(sharing) + " rank(s) on device " +
-                        std::to_string(st.device) + " need " + std::to_string(needed) +
-                        " thread blocks of " + std::to_string(options_.threads) +
+                        std::to_string(st.device) + " need " + std::to_string(fit.blocks) +
+                        " thread blocks of " + std::to_string(fit.threads) +
                         " threads resident at once (ranks x channels); the device holds " +
-                        std::to_string(fits) + " (" + std::to_string(st.sms) + " SMs x " +
-                        std::to_string(it->second) +
+                        std::to_string(fit.capacity()) + " (" + std::to_string(st.sms) + " SMs x " +
+                        std::to_string(fit.blocks_per_sm) +
                         "): lower Config::nchannels or P2POptions::threads, or put fewer ranks "
                         "on one device");
+      st.launch_fit = fit;
+      return fit.threads;
     }
 
     // Rank st's tables for (count, elem_size) in device memory, built on first use.
@@ -1055,6 +1123,7 @@ struct CudaP2P {
     runtime::PlanCache<sync::ConnectionRef> plans_;
     std::uint64_t slot_stride_ = 0;
     std::uint32_t nchannels_ = 1;
+    unsigned default_threads_ = cuda::kDefaultThreads;
     std::vector<cuda::P2PFifoLayout> layouts_;
     std::vector<std::byte*> bases_;  // per rank: its FIFO memory in this process (or null)
     std::vector<sync::ConnectionRef> refs_;

@@ -24,6 +24,7 @@
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/transport/cuda/block_program.cuh"
 #include "ccoll/transport/cuda/call_record.hpp"
+#include "ccoll/transport/cuda/launch_fit.hpp"
 #include "ccoll/transport/cuda/session_queue.cuh"
 
 namespace ccoll::transport::cuda {
@@ -148,8 +149,11 @@ __device__ inline bool agree_on_call(const P2PPlan& plan, const P2PAgreement& a,
   return agreed;
 }
 
+// Launch bounds: at most 64 registers per thread, so that two blocks of 512 threads fit an SM
+// (launch_fit.hpp; scripts/kernel_resources checks that nothing spills).
 template <class T, ReduceOp Op>
-__global__ void p2p_kernel(const P2PKernelArgs args) {
+__global__ void __launch_bounds__(kMaxThreadsPerBlock, kMinBlocksPerSm)
+    p2p_kernel(const P2PKernelArgs args) {
   if (!agree_on_call(args.plan, args.agreement, blockIdx.x, args.call, args.abort, args.timeout_ns))
     return;
   run_block<T, Op>(args.plan.tables, blockIdx.x, args.call.input, args.call.output, args.abort,
@@ -176,6 +180,9 @@ struct P2PSessionArgs {
 // a block touches only its channel's connections, counters and bases, whatever the plan, so no
 // block waits for another between items (unlike the virtual ranks' session, whose plans share one
 // slot pool). A block past the item's plan has nothing to do in it but to arrive.
+// No launch bounds: held to 64 registers, its loop over the queue spills 100 to 200 bytes, and
+// unbounded it takes 88 to 96 without spilling (scripts/kernel_resources). Its launches fit their
+// threads per block to that (launch_fit.hpp).
 template <class T, ReduceOp Op>
 __global__ void p2p_session_kernel(const P2PSessionArgs args) {
   // Raw storage: a __shared__ variable cannot have a constructor.

@@ -13,10 +13,13 @@
 // call records its buffers and the last rank's call launches the kernel and waits for it.
 //
 // Launch: cudaLaunchCooperativeKernel, so either all nranks x nchannels blocks are resident or the
-// launch is refused; the executor checks the occupancy first and throws ccoll::Error(Unsupported)
-// naming the blocks needed and the blocks this GPU holds. Memory: one pool of FIFO slots for the
-// connection set (shared by the plans of all counts: calls of one executor are ordered, see below),
-// and per cached plan its tables, counters and the blocks' message bases.
+// launch is refused. What the user leaves open is chosen so that they are (launch_fit.hpp): by
+// default as many channels as the SMs hold, and per launch the most threads per block, up to 512,
+// at which the plan's blocks fit (a forest's plan has a channel per tree). A request that does not
+// fit throws ccoll::Error(Unsupported) naming the blocks needed and the blocks this GPU holds.
+// Memory: one pool of FIFO slots for the connection set (shared by the plans of all counts: calls
+// of one executor are ordered, see below), and per cached plan its tables, counters and the blocks'
+// message bases.
 //
 // Ordering: calls of one executor must not overlap, since they share the slot pool. Calls on one
 // stream are ordered by the stream; when a call comes on another stream than the previous one, the
@@ -59,6 +62,7 @@
 #include "ccoll/sync/connection.hpp"
 #include "ccoll/transport/concept.hpp"
 #include "ccoll/transport/cuda/check.cuh"
+#include "ccoll/transport/cuda/device_fit.cuh"
 #include "ccoll/transport/cuda/device_memory.cuh"
 #include "ccoll/transport/cuda/virtual_ranks_kernel.cuh"
 
@@ -68,8 +72,10 @@ namespace ccoll::transport {
 // Allreduce<CudaVirtualRanks, L> ar(config, L{}, cuda::LaunchOptions{...})).
 namespace cuda {
 struct LaunchOptions {
-  int device = -1;                // -1: the current device
-  unsigned threads = 512;         // per block (a multiple of 32, at most 1024)
+  int device = -1;  // -1: the current device
+  // Per block: a multiple of 32, at most 1024; 0: per launch, the most up to 512 at which the
+  // plan's blocks fit (cuda::fit_launch).
+  unsigned threads = 0;
   cudaStream_t stream = nullptr;  // the stream of blocking calls (rank(r).run)
 };
 
@@ -98,16 +104,22 @@ struct CudaVirtualRanks {
   static constexpr std::string_view name = "cuda-virtual";
   using connection_type = sync::DeviceConnectionRef;
 
-  static Config resolve(Config c, const cuda::LaunchOptions& = {}) {
+  static Config resolve(Config c, const cuda::LaunchOptions& options = {}) {
     if (c.nranks < 1 || c.nranks > cuda::kMaxVirtualRanks)
       throw_invalid_argument(
           -1, "Config::nranks",
           "1.." + std::to_string(cuda::kMaxVirtualRanks) + " (the virtual ranks on this GPU)",
           std::to_string(c.nranks));
     c.rank = -1;
-    // One channel per rank pair of SMs by default: enough blocks to keep HBM busy at large sizes
-    // without starving any block of a slot.
-    if (c.nchannels == 0) c.nchannels = 2;
+    // By default as many channels as the SMs hold (cuda::fit_launch), within a sixteenth of the
+    // device's memory for the FIFO slots of at most P(P-1) connections per channel.
+    if (c.nchannels == 0) {
+      const std::uint64_t p = static_cast<std::uint64_t>(c.nranks);
+      const std::uint64_t stride = (c.slot_bytes + runtime::kBlockSlotSlack + 127) / 128 * 128;
+      c.nchannels = cuda::default_channels(options.device, static_cast<std::uint32_t>(c.nranks),
+                                           options.threads, p * (p - 1) * c.nslots * stride,
+                                           cuda::kMaxDefaultChannels, 2);
+    }
     return c;
   }
 
@@ -122,8 +134,9 @@ struct CudaVirtualRanks {
           local_(static_cast<std::size_t>(config.nranks)),
           pending_(static_cast<std::size_t>(config.nranks)) {
       std::iota(local_.begin(), local_.end(), 0);
-      if (options_.threads == 0 || options_.threads > 1024 || options_.threads % 32 != 0)
-        throw_invalid_argument(-1, "cuda::LaunchOptions::threads", "a multiple of 32 in 32..1024",
+      if (options_.threads > cuda::kMaxThreadsPerBlock || options_.threads % 32 != 0)
+        throw_invalid_argument(-1, "cuda::LaunchOptions::threads",
+                               "0 (chosen per launch) or a multiple of 32 in 32..1024",
                                std::to_string(options_.threads));
       cuda::check(cudaSetDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")");
       int cooperative = 0;
@@ -135,6 +148,20 @@ struct CudaVirtualRanks {
                         " does not support cooperative launches, which virtual ranks need");
       cuda::check(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, device_),
                   "cudaDeviceGetAttribute(MultiProcessorCount)");
+      // What a plan of nranks x nchannels blocks gets, against the kernels' launch bounds; each
+      // launch fits its own plan to its kernel's occupancy (launch_fit_).
+      cuda::DeviceShape shape;
+      if (cuda::query_device_shape(device_, &shape)) {
+        const auto occupancy = cuda::bounded_occupancy(options_.threads, shape.max_threads_per_sm,
+                                                       shape.max_blocks_per_sm);
+        cuda::FitRequest r;
+        r.blocks_per_channel = static_cast<std::uint32_t>(config_.nranks);
+        r.channels = std::max<std::uint32_t>(1, config_.nchannels);
+        r.threads = options_.threads;
+        r.sms = sms_;
+        r.occupancy = occupancy;
+        launch_fit_ = cuda::fit_launch(r);
+      }
       // One slot pool for the connection set: every plan's connection maps onto it.
       slot_stride_ = (config_.slot_bytes + runtime::kBlockSlotSlack + 127) / 128 * 128;
       const std::size_t nkeys = plans_.keys().size();
@@ -194,7 +221,7 @@ struct CudaVirtualRanks {
       args.tables = dp.tables;
       args.timeout_ns = timeout_ns();
       args.abort = abort_device_word();
-      launch(cuda::virtual_ranks_kernel<T, Op>, dp.nblocks, args, stream);
+      launch(cuda::virtual_ranks_kernel<T, Op>, dp.nblocks, args, stream, dp.tables.nchannels);
       ++dp.calls;
     }
 
@@ -254,7 +281,10 @@ struct CudaVirtualRanks {
     std::span<const int> local_ranks() const { return local_; }
     const Config& config() const { return config_; }
     int device() const { return device_; }
-    unsigned threads() const { return options_.threads; }
+    // The threads per block of the latest launch (before any: of a plan of nranks x nchannels
+    // blocks), and what that launch was: channels, blocks, and the blocks the device holds.
+    unsigned threads() const { return launch_fit_.threads; }
+    const cuda::LaunchFit& launch_fit() const { return launch_fit_; }
     plan::Plan plan(std::size_t count, std::size_t elem_size) {
       return plans_.prepared(count, elem_size)->plan;
     }
@@ -357,37 +387,43 @@ struct CudaVirtualRanks {
       return reinterpret_cast<std::uint32_t*>(status_.device());
     }
 
-    // Launches on `stream` after the previous call (which may be on another stream).
+    // Launches on `stream` after the previous call (which may be on another stream), with the
+    // threads per block at which its nblocks blocks (nchannels channels; 0: unknown) fit.
     template <class Kernel, class Args>
-    void launch(Kernel kernel, unsigned nblocks, Args& args, cudaStream_t stream) {
+    void launch(Kernel kernel, unsigned nblocks, Args& args, cudaStream_t stream,
+                std::uint32_t nchannels = 0) {
       cuda::check(cudaSetDevice(device_), "cudaSetDevice");
       if (launched_ && stream != last_stream_)
         cuda::check(cudaStreamWaitEvent(stream, last_call_, 0), "cudaStreamWaitEvent");
       const void* key = reinterpret_cast<const void*>(kernel);
-      auto it = resident_per_sm_.find(key);
-      if (it == resident_per_sm_.end()) {
-        int per_sm = 0;
-        cuda::check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-                        &per_sm, kernel, static_cast<int>(options_.threads), 0),
-                    "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-        it = resident_per_sm_.emplace(key, per_sm).first;
-      }
-      const long long fits = static_cast<long long>(it->second) * sms_;
-      if (fits < static_cast<long long>(nblocks))
+      auto it = occupancy_.find(key);
+      if (it == occupancy_.end())
+        it = occupancy_.emplace(key, cuda::kernel_occupancy(kernel, options_.threads)).first;
+      const std::uint32_t nch = nchannels != 0 && nblocks % nchannels == 0 ? nchannels : 1;
+      cuda::FitRequest r;
+      r.blocks_per_channel = nblocks / nch;
+      r.channels = nch;
+      r.threads = options_.threads;
+      r.sms = sms_;
+      r.occupancy = it->second;
+      const cuda::LaunchFit fit = cuda::fit_launch(r);
+      if (!fit.ok)
         throw Error(ErrorCode::Unsupported, -1,
-                    "the plan needs " + std::to_string(nblocks) + " thread blocks of " +
-                        std::to_string(options_.threads) +
+                    "the plan needs " + std::to_string(fit.blocks) + " thread blocks of " +
+                        std::to_string(fit.threads) +
                         " threads resident at once (plan ranks x channels); device " +
-                        std::to_string(device_) + " holds " + std::to_string(fits) + " (" +
-                        std::to_string(sms_) + " SMs x " + std::to_string(it->second) +
+                        std::to_string(device_) + " holds " + std::to_string(fit.capacity()) +
+                        " (" + std::to_string(sms_) + " SMs x " +
+                        std::to_string(fit.blocks_per_sm) +
                         "): lower Config::nchannels or LaunchOptions::threads");
       void* params[] = {&args};
-      cuda::check(cudaLaunchCooperativeKernel(key, dim3(nblocks), dim3(options_.threads), params, 0,
-                                              stream),
-                  "cudaLaunchCooperativeKernel(" + std::to_string(nblocks) + " blocks)");
+      cuda::check(
+          cudaLaunchCooperativeKernel(key, dim3(nblocks), dim3(fit.threads), params, 0, stream),
+          "cudaLaunchCooperativeKernel(" + std::to_string(nblocks) + " blocks)");
       cuda::check(cudaEventRecord(last_call_, stream), "cudaEventRecord");
       last_stream_ = stream;
       launched_ = true;
+      launch_fit_ = fit;
     }
 
     // The plan for (count, elem_size) in device memory, built on first use.
@@ -599,7 +635,8 @@ struct CudaVirtualRanks {
     cuda::MappedHostMemory status_;  // the abort word
     std::unordered_map<std::uint64_t, DevicePlan> device_plans_;
     std::list<std::uint64_t> lru_;
-    std::map<const void*, int> resident_per_sm_;  // per kernel instantiation
+    std::map<const void*, std::vector<cuda::Occupancy>> occupancy_;  // per kernel instantiation
+    cuda::LaunchFit launch_fit_;
     cudaEvent_t last_call_ = nullptr;
     cudaStream_t upload_stream_ = nullptr;
     cudaStream_t last_stream_ = nullptr;

@@ -14,6 +14,7 @@
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/transport/cuda/block_program.cuh"
+#include "ccoll/transport/cuda/launch_fit.hpp"
 
 namespace ccoll::transport::cuda {
 
@@ -35,8 +36,11 @@ struct KernelArgs {
   CallBuffers buffers;
 };
 
+// Launch bounds: at most 64 registers per thread, so that two blocks of 512 threads fit an SM
+// (launch_fit.hpp; scripts/kernel_resources checks that nothing spills).
 template <class T, ReduceOp Op>
-__global__ void virtual_ranks_kernel(const KernelArgs args) {
+__global__ void __launch_bounds__(kMaxThreadsPerBlock, kMinBlocksPerSm)
+    virtual_ranks_kernel(const KernelArgs args) {
   const std::int32_t rank = args.tables.programs[blockIdx.x].rank;
   run_block<T, Op>(args.tables, blockIdx.x, args.buffers.input[rank], args.buffers.output[rank],
                    args.abort, args.timeout_ns);
@@ -77,6 +81,9 @@ struct SessionArgs {
 // plans share the slot pool); calls of one plan follow each other through its FIFOs alone, so
 // blocks of different channels may be on different items. Items complete in order: the last block
 // to finish item j publishes it only after item j-1 was published.
+// No launch bounds: held to 64 registers, its loop over the queue spills 100 to 200 bytes, and
+// unbounded it takes 88 to 96 without spilling (scripts/kernel_resources). Its launches fit their
+// threads per block to that (launch_fit.hpp).
 template <class T, ReduceOp Op>
 __global__ void session_kernel(const SessionArgs args) {
   const DeviceScopeBlockGroup group;

@@ -1,0 +1,86 @@
+// ccoll/transport/cuda/device_fit.cuh: launch_fit.hpp's choice on a real device: the device's
+// shape, the default channels of an executor, and a kernel's occupancy at each thread count.
+//
+// The default channels are chosen before any kernel is known, against the occupancy that the
+// kernels' launch bounds guarantee (bounded_occupancy); every launch then fits its threads to the
+// kernel's real occupancy (cudaOccupancyMaxActiveBlocksPerMultiprocessor).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ccoll/core/error.hpp"
+#include "ccoll/transport/cuda/check.cuh"
+#include "ccoll/transport/cuda/launch_fit.hpp"
+
+namespace ccoll::transport::cuda {
+
+// What the fit needs of a device.
+struct DeviceShape {
+  int sms = 0;
+  int max_threads_per_sm = 0;
+  int max_blocks_per_sm = 0;
+  std::uint64_t memory = 0;  // bytes
+};
+
+// False when the device cannot be queried (no GPU, or a bad index).
+inline bool query_device_shape(int device, DeviceShape* shape) {
+  if (device < 0 && cudaGetDevice(&device) != cudaSuccess) return false;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return false;
+  shape->sms = prop.multiProcessorCount;
+  shape->max_threads_per_sm = prop.maxThreadsPerMultiProcessor;
+  shape->max_blocks_per_sm = prop.maxBlocksPerMultiProcessor;
+  shape->memory = prop.totalGlobalMem;
+  return true;
+}
+
+// The default channels for `blocks_per_channel` blocks per channel on `device` (-1: the current
+// one) at `threads` per block (0: the default), each channel taking at most `bytes_per_channel`
+// of FIFO memory: within the cap, and within a sixteenth of the device's memory for the FIFOs.
+// `fallback` when the device cannot be queried (the executor then reports why).
+inline std::uint32_t default_channels(int device, std::uint32_t blocks_per_channel,
+                                      unsigned threads, std::uint64_t bytes_per_channel,
+                                      std::uint32_t cap, std::uint32_t fallback) {
+  DeviceShape d;
+  if (!query_device_shape(device, &d)) return fallback;
+  const std::vector<Occupancy> occupancy =
+      bounded_occupancy(threads, d.max_threads_per_sm, d.max_blocks_per_sm);
+  FitRequest r;
+  r.blocks_per_channel = blocks_per_channel;
+  r.threads = threads;
+  r.sms = d.sms;
+  r.occupancy = occupancy;
+  const std::uint64_t by_memory = d.memory / 16 / std::max<std::uint64_t>(1, bytes_per_channel);
+  r.max_channels = static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>(by_memory, 1, std::max<std::uint32_t>(1, cap)));
+  const LaunchFit f = fit_launch(r);
+  return f.ok ? f.channels : 1;  // nothing fits: one channel, refused at launch with the figures
+}
+
+// Blocks per SM of `kernel` at the requested threads, or at every default choice.
+template <class Kernel>
+std::vector<Occupancy> kernel_occupancy(Kernel kernel, unsigned requested_threads) {
+  std::vector<Occupancy> v;
+  auto add = [&](unsigned t) {
+    int per_sm = 0;
+    // A kernel whose launch bounds allow fewer threads answers with an error: it holds none.
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(t), 0) !=
+        cudaSuccess) {
+      cudaGetLastError();
+      per_sm = 0;
+    }
+    v.push_back({t, per_sm});
+  };
+  if (requested_threads != 0)
+    add(requested_threads);
+  else
+    for (unsigned t : kThreadChoices) add(t);
+  return v;
+}
+
+}  // namespace ccoll::transport::cuda
