@@ -3,17 +3,21 @@
 // parser; the rest, split at newlines and NUL bytes, is the argument vector. The documented
 // failures are the tools' usage errors (std::invalid_argument subclasses naming the flag) and
 // ccoll::Error; any other exception, a crash or a sanitizer report is a finding. Parsing touches
-// no file: paths are checked and opened later, by the commands.
+// no file: paths are checked and opened later, by the commands. ccoll_perf's parser reads its
+// transport table from ccoll_perf's own code (CCOLL_PERF_CORE where the build links it; without
+// it, inputs for that parser go to the others).
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "benchmarks/ccoll_perf/perf_cli.hpp"
 #include "ccoll/core/error.hpp"
 #include "tools/ccoll/schedule_args.hpp"
 #include "tools/ccoll/topology_args.hpp"
+#if CCOLL_PERF_CORE
+#include "benchmarks/ccoll_perf/perf_options.hpp"
+#endif
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0 || size > 4096) return 0;
@@ -38,7 +42,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         (void)ccoll::cli::parse_schedule_options(args);
         break;
       default:
+#if CCOLL_PERF_CORE
         (void)ccoll_perf::parse_args(args);
+#else
+        (void)ccoll::cli::parse_options(args);
+#endif
         break;
     }
   } catch (const std::invalid_argument& e) {  // the usage errors of all four parsers

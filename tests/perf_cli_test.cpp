@@ -1,12 +1,17 @@
-// Tests of ccoll_perf's command line, algorithm choice (the library's registry), size sweep,
-// output formats and input/check data (benchmarks/ccoll_perf/perf_cli.hpp, perf_data.hpp). Where
-// the build links ccoll_perf's own code (benchmarks/CMakeLists.txt defines CCOLL_PERF_CORE), one
-// test also runs the forest on dgx1v through the benchmark's threads path and checks the results.
+// Tests of ccoll_perf's command line, transports, algorithm choice (the library's registry), size
+// sweep, output formats and input/check data (benchmarks/ccoll_perf/perf_options.hpp,
+// perf_prepare.hpp, perf_report.hpp, transport_registry.hpp, perf_data.hpp), and of runs through
+// the benchmark's threads path (the forest on dgx1v among them) with their results checked. The
+// build links ccoll_perf's own code, the transport table among it (benchmarks/CMakeLists.txt
+// defines CCOLL_PERF_CORE); without it (no benchmarks) there is nothing to test.
 #include <doctest/doctest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#if __has_include(<nlohmann/json.hpp>)  // perf_cli.hpp needs it (JSON output, --topology)
+#if CCOLL_PERF_CORE
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -14,23 +19,21 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "../benchmarks/ccoll_perf/perf_cli.hpp"
-#include "../benchmarks/ccoll_perf/perf_data.hpp"
-
-#if CCOLL_PERF_CORE
-#include <sys/wait.h>
-
-#include <chrono>
-
 #include "../benchmarks/ccoll_perf/controls.hpp"
 #include "../benchmarks/ccoll_perf/device_sweep.hpp"
+#include "../benchmarks/ccoll_perf/perf_data.hpp"
+#include "../benchmarks/ccoll_perf/perf_options.hpp"
+#include "../benchmarks/ccoll_perf/perf_prepare.hpp"
+#include "../benchmarks/ccoll_perf/perf_report.hpp"
 #include "../benchmarks/ccoll_perf/runner.hpp"
-#endif
+#include "../benchmarks/ccoll_perf/transport_registry.hpp"
 
 using namespace ccoll_perf;
 
@@ -68,7 +71,7 @@ TEST_CASE("defaults follow all_reduce_perf: 8 B..64 MiB by 2, 20 iterations, che
   CHECK(o.warmup == 5);
   CHECK(o.check);
   CHECK(o.nranks == 4);
-  CHECK(o.transport == Transport::threads);
+  CHECK(o.transport == "threads");
   CHECK(o.dtype == ccoll::DataType::f32);
   CHECK(o.op == ccoll::ReduceOp::sum);
   CHECK(o.algos == std::vector<std::string>{"ring", "dbtree", "tree", "tree-overlap", "direct"});
@@ -121,7 +124,7 @@ TEST_CASE("every flag, short and long") {
   CHECK(o.algos[1] == "ring");
   CHECK(o.dtype == ccoll::DataType::bf16);
   CHECK(o.op == ccoll::ReduceOp::max);
-  CHECK(o.transport == Transport::shm);
+  CHECK(o.transport == "shm");
   CHECK(o.json_path == "out.json");
   CHECK(o.csv_path == "out.csv");
   CHECK_FALSE(o.membw);
@@ -319,14 +322,14 @@ TEST_CASE(
   auto message = [](const std::vector<std::string>& args) { return usage_message(args); };
   if (kHaveCuda) {
     const Options o = parse({"--transport", "cuda-virtual", "-t", "8"});
-    CHECK(o.transport == Transport::cuda_virtual);
+    CHECK(o.transport == "cuda-virtual");
     CHECK(is_device(o.transport));
     CHECK(o.nranks == 8);
-    CHECK(parse({"--transport=cuda-virtual"}).transport == Transport::cuda_virtual);
+    CHECK(parse({"--transport=cuda-virtual"}).transport == "cuda-virtual");
     // The registry decides at run time: no backend registered is a usage error, not a crash.
     const std::string missing = [] {
       try {
-        require_device_transport(Transport::cuda_virtual, nullptr);
+        require_device_transport("cuda-virtual", nullptr);
       } catch (const UsageError& e) {
         return std::string(e.what());
       }
@@ -335,7 +338,7 @@ TEST_CASE(
     CHECK(missing.find("--transport cuda-virtual: not available in this build") !=
           std::string::npos);
     const DeviceTransportEntry entry{"cuda-virtual", nullptr};
-    CHECK(&require_device_transport(Transport::cuda_virtual, &entry) == &entry);
+    CHECK(&require_device_transport("cuda-virtual", &entry) == &entry);
   } else {
     CHECK(message({"--transport", "cuda-virtual"}).find("built without CUDA") != std::string::npos);
   }
@@ -348,12 +351,68 @@ TEST_CASE(
     CHECK(p2p.find("--transport cuda-p2p: not available in this build") != std::string::npos);
   } else {
     CHECK(p2p == "no error");
-    CHECK_THROWS_AS(require_device_transport(Transport::cuda_p2p, nullptr), UsageError);
+    CHECK_THROWS_AS(require_device_transport("cuda-p2p", nullptr), UsageError);
   }
-  CHECK(to_string(Transport::cuda_virtual) == "cuda-virtual");
-  CHECK(to_string(Transport::cuda_p2p) == "cuda-p2p");
-  CHECK_FALSE(is_device(Transport::shm));
+  CHECK(is_device("cuda-virtual"));
+  CHECK(is_device("cuda-p2p"));
+  CHECK_FALSE(is_device("shm"));
   CHECK(message({"--transport", "gpu"}).find("cuda-virtual") != std::string::npos);
+}
+
+TEST_CASE("the transport table: --transport's names, --help and the errors come from it") {
+  std::vector<std::string_view> names;
+  for (const TransportEntry& t : transports()) {
+    const std::string name(t.name);
+    CAPTURE(name);
+    CHECK(std::find(names.begin(), names.end(), t.name) == names.end());  // each name once
+    names.push_back(t.name);
+    CHECK(find_transport(name) == &t);
+    CHECK(&transport_entry(name) == &t);
+    CHECK_FALSE(t.help.empty());
+    CHECK(transport_help().find(name + " (" + std::string(t.help) + ")") != std::string::npos);
+    CHECK(usage_message({"--transport", "tcp"}).find(name) != std::string::npos);
+    // A host transport makes ccoll's Allreduce itself; a GPU one runs through a device backend.
+    CHECK((t.make == nullptr) == (t.ranks == RankPlacement::device));
+    CHECK((t.describe == nullptr) == (t.ranks == RankPlacement::device));
+    CHECK(is_device(name) == (t.ranks == RankPlacement::device));
+    if (t.unavailable.empty()) {
+      CHECK(parse({"--transport", name}).transport == name);
+    } else {
+      CHECK(usage_message({"--transport", name}) ==
+            "--transport " + name + ": " + std::string(t.unavailable));
+    }
+  }
+  CHECK(usage_message({"--transport", "tcp"}) ==
+        "--transport: expected threads, shm, mpi, mpi-hybrid, cuda-virtual or cuda-p2p, got 'tcp'");
+  CHECK(find_transport("tcp") == nullptr);
+  CHECK_FALSE(is_device("tcp"));
+  CHECK_THROWS_AS(transport_entry("tcp"), std::invalid_argument);
+  CHECK(find_transport("shm")->windows);
+  CHECK_FALSE(find_transport("threads")->windows);
+  CHECK(find_transport("threads")->describe() == "HostThreads");
+  CHECK(find_transport("shm")->describe() == "SharedMemory");
+  // --help's paragraph is the table's accounts, host transports first, wrapped like the others.
+  CHECK(transport_help().rfind("threads (P threads in this process), shm (", 0) == 0);
+  const std::string help = usage_text();
+  const std::string lead = "      --transport T       ";
+  const auto begin = help.find(lead);
+  const auto end = help.find("      --peer P ");
+  REQUIRE(begin != std::string::npos);
+  REQUIRE(end != std::string::npos);
+  std::string flat;
+  std::istringstream lines(help.substr(begin, end - begin));
+  for (std::string line; std::getline(lines, line);) {
+    CHECK(line.size() <= 94);
+    REQUIRE(line.size() > lead.size());
+    flat += (flat.empty() ? "" : " ") + line.substr(lead.size());
+  }
+  CHECK(flat == transport_help() + ", default threads");
+  // A GPU transport's ranks have no rank view on the host.
+  const Prepared p = prepare_algorithms(parse({"-a", "ring", "-t", "2"}));
+  CHECK_THROWS_WITH_AS(make_collective("cuda-virtual", p.algos[0], ccoll::Config{}),
+                       "--transport cuda-virtual: runs through a device transport "
+                       "(device_backend.hpp)",
+                       std::invalid_argument);
 }
 
 TEST_CASE("--peer nccl: only beside a GPU transport, only where built with NCCL") {
@@ -407,7 +466,7 @@ TEST_CASE("a GPU table: the plan's HBM bound and its %, the peer's algbw and the
   // CSV and JSON: the ratio of algbw, said so, and the bound time.
   CHECK(csv_row(r).find(",0.5,") != std::string::npos);
   Report rep;
-  rep.options.transport = Transport::cuda_virtual;
+  rep.options.transport = "cuda-virtual";
   rep.gpu = GpuCalibration{"test GPU", 256u << 20, 20, 2000, 2500, 2600, 2.5, 3.5};
   rep.rows.push_back(r);
   const auto j = nlohmann::json::parse(to_json(rep));
@@ -723,7 +782,6 @@ TEST_CASE("-a auto --tuning FILE: the table's algorithms by size; bad files are 
   std::filesystem::remove(bad);
 }
 
-#if CCOLL_PERF_CORE
 TEST_CASE("--timeout reaches ccoll::Config; the largest value runs a sweep without overflow") {
   CHECK(make_config(parse({}), -1, 2, "").timeout == ccoll::Config{}.timeout);
   const Options o = parse({"-a", "ring", "-t", "2", "-b", "1K", "-e", "1K", "-n", "2", "-w", "1",
@@ -732,7 +790,7 @@ TEST_CASE("--timeout reaches ccoll::Config; the largest value runs a sweep witho
   CHECK(cfg.timeout == std::chrono::milliseconds(2147483647));
   // An overflowed deadline would lie in the past and fail every wait at once.
   const Prepared p = prepare_algorithms(o);
-  auto coll = make_collective(Transport::threads, p.algos[0], cfg);
+  auto coll = make_collective("threads", p.algos[0], cfg);
   SweepSpec spec;
   spec.transport = "threads";
   spec.algo = "ring";
@@ -764,7 +822,7 @@ namespace {
 // (Allreduce<HostThreads, algo::Registered, S>, one rank view per thread), the plan's active ranks
 // and run_threads_sweep, with ccoll_perf's own inputs and check. Returns the rows.
 std::vector<Row> threads_rows(const Options& o, const Prepared& p, const PreparedAlgorithm& algo) {
-  auto coll = make_collective(Transport::threads, algo, make_config(o, -1, p.nranks, ""));
+  auto coll = make_collective("threads", algo, make_config(o, -1, p.nranks, ""));
   CHECK(coll->name().find("threads/" + algo.spec.algorithm.name + "/") == 0);
   SweepSpec spec;
   spec.transport = "threads";
@@ -812,7 +870,7 @@ TEST_CASE("ccoll_perf's threads path runs the forest on dgx1v with no wrong elem
     }
   }
   // A rank that is not one of this process's is refused by the library's rank(r).
-  auto coll = make_collective(Transport::threads, p.algos[0], make_config(o, -1, p.nranks, ""));
+  auto coll = make_collective("threads", p.algos[0], make_config(o, -1, p.nranks, ""));
   CHECK_THROWS(coll->rank(8));
 }
 
@@ -942,5 +1000,3 @@ TEST_CASE("a GPU sweep alternates peer and ccoll blocks, keeps the best of each,
   CHECK(rows[0].bound_time_us == 0.0);
 }
 #endif  // CCOLL_PERF_CORE
-
-#endif  // nlohmann-json

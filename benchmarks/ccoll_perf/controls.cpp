@@ -261,6 +261,22 @@ std::unique_ptr<RankCollective> make_mpi_allreduce() {
   return std::make_unique<MpiAllreduce>();
 }
 
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(text, &len);
+  std::string v(text, static_cast<std::size_t>(len));
+  v = v.substr(0, v.find_first_of("\n,"));
+  // MPICH's is "MPICH Version:<tab>4.0.2": runs of blanks become one space.
+  std::string out;
+  for (const char c : v) {
+    const bool blank = c == ' ' || c == '\t';
+    if (blank && (out.empty() || out.back() == ' ')) continue;
+    out += blank ? ' ' : c;
+  }
+  return out;
+}
+
 #endif
 
 }  // namespace ccoll_perf

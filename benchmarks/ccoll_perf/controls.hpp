@@ -6,6 +6,7 @@
 #include <barrier>
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runner.hpp"
@@ -95,6 +96,9 @@ class MpiControl final : public Control {
 // MPI_Allreduce as a RankCollective (the peer). Half and bfloat16 have no MPI type: throws.
 std::unique_ptr<RankCollective> make_mpi_allreduce();
 bool mpi_supports(ccoll::DataType d);
+
+// The MPI library's name and version (the first line of MPI_Get_library_version), for the header.
+std::string mpi_library_version();
 #endif
 
 // Spin, then yield, then sleep: the wait policy of the process barriers.

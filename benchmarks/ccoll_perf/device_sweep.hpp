@@ -13,7 +13,8 @@
 
 #include "ccoll/plan/plan.hpp"
 #include "device_backend.hpp"
-#include "perf_cli.hpp"
+#include "perf_prepare.hpp"
+#include "perf_report.hpp"
 #include "runner.hpp"
 
 namespace ccoll_perf {

@@ -4,7 +4,9 @@
 
 #include <cstddef>
 
-#include "perf_cli.hpp"
+#include <string>
+
+#include "perf_report.hpp"
 
 namespace ccoll_perf {
 

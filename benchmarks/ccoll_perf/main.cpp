@@ -7,15 +7,15 @@
 //
 // The algorithms come from the library's registry (ccoll/algo/registry.hpp), each made into an
 // algo::Registered and run as Allreduce<Transport, algo::Registered, Schedule>
-// (ccoll_collectives.cpp). threads: P threads of this process share one Allreduce<HostThreads,
+// (allreduce_collective.hpp); the transports are a table (transport_registry.hpp) whose entries
+// say where the ranks run. threads: P threads of this process share one Allreduce<HostThreads,
 // ...>. shm: P processes, each with its own Allreduce<SharedMemory, ...>; ccoll_perf forks them
-// itself, or takes them from
-// mpirun (rank and size from the MPI world), which is also how --peer mpi runs the MPI library's
-// MPI_Allreduce, and --peer gloo Gloo's allreduce (gloo_peer.hpp), on the same processes, buffers
-// and sizes for the ratio. cuda-virtual: every rank on one GPU through a registered device
-// transport (device_backend.hpp; built only with CUDA), with --peer nccl NCCL's allreduce on the
-// same buffers. docs/benchmark.md explains the columns, the memory-bandwidth bound and the HBM
-// bound of a plan on a GPU.
+// itself, or takes them from mpirun (rank and size from the MPI world), which is also how --peer
+// mpi runs the MPI library's MPI_Allreduce, and --peer gloo Gloo's allreduce (gloo_peer.hpp), on
+// the same processes, buffers and sizes for the ratio. cuda-virtual: every rank on one GPU through
+// a registered device transport (device_backend.hpp; built only with CUDA), with --peer nccl
+// NCCL's allreduce on the same buffers. docs/benchmark.md explains the columns, the
+// memory-bandwidth bound and the HBM bound of a plan on a GPU.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,8 +36,11 @@
 #include "device_sweep.hpp"
 #include "gloo_peer.hpp"
 #include "machine.hpp"
-#include "perf_cli.hpp"
+#include "perf_options.hpp"
+#include "perf_prepare.hpp"
+#include "perf_report.hpp"
 #include "runner.hpp"
+#include "transport_registry.hpp"
 
 #include <ccoll/transport/session.hpp>
 
@@ -239,8 +242,10 @@ std::string section_title(const std::string& transport, const std::string& algo,
 int run_threads(Report& report, const Prepared& prepared) {
   const Options& o = report.options;
   const int nranks = o.nranks;
+  const TransportEntry& transport = transport_entry(o.transport);
   Printer printer(report, Peer::none);
-  printer.header(std::to_string(nranks) + " threads in one process (HostThreads)", &prepared);
+  printer.header(std::to_string(nranks) + " threads in one process (" + transport.describe() + ")",
+                 &prepared);
   measure_membw(report, nranks);
   printer.membw(nranks);
   const auto sizes = size_sweep(o.min_bytes, o.max_bytes, o.step_factor);
@@ -248,12 +253,12 @@ int run_threads(Report& report, const Prepared& prepared) {
   for (const PreparedAlgorithm& algo : prepared.algos) {
     std::unique_ptr<Collective> coll;
     try {
-      coll = make_collective(Transport::threads, algo, make_config(o, -1, nranks, ""));
+      coll = make_collective(o.transport, algo, make_config(o, -1, nranks, ""));
     } catch (const std::exception& e) {
       die(0, e.what());
     }
-    printer.section(section_title("threads", algo.name, nranks));
-    SweepSpec spec = make_spec(o, sizes, "threads", algo.name);
+    printer.section(section_title(o.transport, algo.name, nranks));
+    SweepSpec spec = make_spec(o, sizes, o.transport, algo.name);
     spec.active = active_ranks(algo.logical, nranks, algo.spec.overlap);
     run_threads_sweep(
         spec, *coll, nranks, [&](const Row& r) { printer.row(r); },
@@ -326,7 +331,7 @@ void shm_rank_body(Report& report, const Prepared& prepared, Control& control,
     run_sweep(make_spec(o, sizes, peer.transport, peer.algo), *peer.coll, control, buffers, emit);
     if (printer) printer->end_section();
   }
-  const std::string transport(to_string(o.transport));
+  const std::string& transport = o.transport;
   for (const PreparedAlgorithm& algo : prepared.algos) {
     const std::string& name = algo.name;
     if (printer) {
@@ -366,7 +371,8 @@ int run_shm_forked(Report& report, const Prepared& prepared) {
   const Options& o = report.options;
   const int nranks = o.nranks;
   Printer printer(report, Peer::none);
-  printer.header(std::to_string(nranks) + " processes forked by ccoll_perf (SharedMemory)",
+  printer.header(std::to_string(nranks) + " processes forked by ccoll_perf (" +
+                     transport_entry(o.transport).describe() + ")",
                  &prepared);
   measure_membw(report, nranks);  // before fork: no threads may exist at fork time
   printer.membw(nranks);
@@ -420,35 +426,6 @@ int run_shm_forked(Report& report, const Prepared& prepared) {
 }
 
 #if CCOLL_HAVE_MPI
-// The MPI library's name and version (first line), for the header.
-std::string mpi_library_version() {
-  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int len = 0;
-  MPI_Get_library_version(text, &len);
-  std::string v(text, static_cast<std::size_t>(len));
-  v = v.substr(0, v.find_first_of("\n,"));
-  // MPICH's is "MPICH Version:<tab>4.0.2": runs of blanks become one space.
-  std::string out;
-  for (const char c : v) {
-    const bool blank = c == ' ' || c == '\t';
-    if (blank && (out.empty() || out.back() == ' ')) continue;
-    out += blank ? ' ' : c;
-  }
-  return out;
-}
-
-std::string transport_description(Transport t) {
-  switch (t) {
-    case Transport::mpi:
-      return "Mpi: point-to-point messages of " + mpi_library_version();
-    case Transport::mpi_hybrid:
-      return "MpiHybrid: shared memory inside a host, messages of " + mpi_library_version() +
-             " between hosts";
-    default:
-      return "SharedMemory";
-  }
-}
-
 // The header's account of the peer: which library, which version, which algorithm.
 std::string peer_description(const Options& o) {
   switch (o.peer) {
@@ -479,7 +456,7 @@ int run_under_mpirun(Report& report) {
   }
   o.nranks = nranks;
   o.nranks_given = true;
-  if (o.transport == Transport::threads) {
+  if (transport_entry(o.transport).ranks == RankPlacement::threads) {
     die(rank,
         "under mpirun ccoll_perf needs --transport shm or mpi (each MPI process is one rank)");
   }
@@ -508,7 +485,7 @@ int run_under_mpirun(Report& report) {
   if (rank == 0) {
     printer = std::make_unique<Printer>(report, o.peer);
     printer->header(std::to_string(nranks) + " processes started by mpirun (" +
-                        transport_description(o.transport) + peer_description(o) + ")",
+                        transport_entry(o.transport).describe() + peer_description(o) + ")",
                     &prepared);
     if (measured) {
       std::printf("# measured host links (ping-pong between hosts' first ranks; %d hosts):\n",
@@ -550,7 +527,7 @@ int run_device(Report& report) {
   const DeviceTransportEntry* entry = nullptr;
   Prepared prepared;
   try {
-    entry = &require_device_transport(o.transport, find_device_transport(to_string(o.transport)));
+    entry = &require_device_transport(o.transport, find_device_transport(o.transport));
     prepared = prepare_algorithms(o);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "ccoll_perf: %s\n", e.what());
@@ -558,7 +535,7 @@ int run_device(Report& report) {
   }
   o.nranks = prepared.nranks;
   const int nranks = o.nranks;
-  const std::string transport_name(to_string(o.transport));
+  const std::string& transport_name = o.transport;
   const auto sizes = size_sweep(o.min_bytes, o.max_bytes, o.step_factor);
   Printer printer(report, o.peer, true);
   try {
@@ -647,12 +624,13 @@ int main_impl(int argc, char** argv) {
   report.command = command_line(argv_all);
   report.machine = read_machine_info();
 
-  if (is_device(o.transport)) {
+  const TransportEntry& transport = transport_entry(o.transport);
+  if (transport.ranks == RankPlacement::device) {
     if (launched_by_mpirun()) {
       std::fprintf(stderr,
                    "ccoll_perf: --transport %s runs every rank in this process: run it without "
                    "mpirun\n",
-                   std::string(to_string(o.transport)).c_str());
+                   o.transport.c_str());
       return 2;
     }
     return run_device(report);
@@ -673,7 +651,7 @@ int main_impl(int argc, char** argv) {
                  "it under mpirun\n");
     return 2;
   }
-  if (o.transport == Transport::mpi || o.transport == Transport::mpi_hybrid) {
+  if (transport.ranks == RankPlacement::mpirun) {
     std::fprintf(stderr,
                  "ccoll_perf: --transport mpi runs one rank per MPI process: run\n"
                  "  mpirun --allow-run-as-root --oversubscribe -np 4 %s --transport mpi\n",
@@ -697,7 +675,7 @@ int main_impl(int argc, char** argv) {
     return 2;
   }
   report.options.nranks = prepared.nranks;
-  if (o.transport == Transport::threads) return run_threads(report, prepared);
+  if (transport.ranks == RankPlacement::threads) return run_threads(report, prepared);
   return run_shm_forked(report, prepared);
 }
 

@@ -16,8 +16,12 @@
 #include <string>
 #include <vector>
 
+#include <string_view>
+
 #include "ccoll/core/config.hpp"
-#include "perf_cli.hpp"
+#include "perf_options.hpp"
+#include "perf_prepare.hpp"
+#include "perf_report.hpp"
 
 namespace ccoll_perf {
 
@@ -109,8 +113,8 @@ void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
 // Largest element count of the sweep.
 std::uint64_t max_count(const std::vector<std::uint64_t>& sizes, ccoll::DataType d);
 
-// ccoll's Allreduce behind the runner (ccoll_collectives.cpp): one
-// ccoll::Allreduce<T, algo::Registered, S> for any transport T, with S the spec's schedule
+// ccoll's Allreduce behind the runner (allreduce_collective.hpp): one
+// ccoll::Allreduce<T, algo::Registered, S> for any host transport T, with S the spec's schedule
 // (Pipelined<Overlap::ReduceBroadcast> or Phased). Threads share one object (rank(r) for each
 // thread); a shm process has its own (rank(its rank)).
 class Collective {
@@ -130,7 +134,10 @@ class Collective {
 // 0 keeps the library's default).
 ccoll::Config make_config(const Options& knobs, int rank, int nranks, const std::string& session);
 
-std::unique_ptr<Collective> make_collective(Transport transport, const PreparedAlgorithm& algo,
+// ccoll's Allreduce for `algo` on the host transport named `transport`, made by its entry in the
+// transport table (transport_registry.hpp); a GPU transport's name is std::invalid_argument.
+std::unique_ptr<Collective> make_collective(std::string_view transport,
+                                            const PreparedAlgorithm& algo,
                                             const ccoll::Config& config);
 
 // One algorithm's sweep on `nranks` threads of this process, each with its own buffers and

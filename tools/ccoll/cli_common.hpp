@@ -1,6 +1,7 @@
-// tools/ccoll/cli_common.hpp: what every `ccoll` sub-command shares: the usage error (exit status
-// 2), number and list arguments, --help detection, reading a whole file, and the mapping from
-// exceptions to exit statuses with the command's name in front of the message.
+// tools/ccoll/cli_common.hpp: what every `ccoll` sub-command shares: number and list arguments,
+// --help detection, reading a whole file, and the mapping from exceptions to exit statuses with
+// the command's name in front of the message. The usage error (exit status 2) and the size and
+// algorithm parsers are ccoll_perf's too (tools/support/cli_args.hpp).
 #pragma once
 
 #include <cerrno>
@@ -15,12 +16,9 @@
 #include <string>
 #include <vector>
 
-namespace ccoll::cli {
+#include "../support/cli_args.hpp"  // UsageError, sizes, algorithm names (shared with ccoll_perf)
 
-// A bad command line: exit status 2. Anything else that fails is exit status 1.
-struct UsageError : std::invalid_argument {
-  using std::invalid_argument::invalid_argument;
-};
+namespace ccoll::cli {
 
 // A finite number, all of `s`; the error names the flag.
 inline double parse_number(const std::string& flag, const std::string& s) {

@@ -90,29 +90,15 @@ inline constexpr double kMaxPlanSteps = 4194304.0;  // 2^22
 inline double parse_bytes(const std::string& s, const std::string& flag = "--bytes", double min = 1,
                           double max = kMaxBytes) {
   if (s.empty()) throw UsageError(flag + ": empty size");
-  double mult = 1;
-  std::string num = s;
-  const char last = static_cast<char>(std::toupper(static_cast<unsigned char>(s.back())));
-  if (last == 'K' || last == 'M' || last == 'G') {
-    mult = last == 'K' ? 1024.0 : last == 'M' ? 1048576.0 : 1073741824.0;
-    num.pop_back();
-  }
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(num, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != num.size() || !(v > 0) || !std::isfinite(v))
+  const std::optional<double> v = parse_scaled_size(s);
+  if (!v || !(*v > 0))
     throw UsageError(flag + ": expected a positive size like 1048576, 64M or 1.33e9, got \"" + s +
                      "\"");
-  v *= mult;
   char range[128];
   std::snprintf(range, sizeof range, "from %.0f to %.0f bytes", min, max);
-  if (v < min || v > max)
+  if (*v < min || *v > max)
     throw UsageError(flag + ": expected a size " + range + ", got \"" + s + "\"");
-  return v;
+  return *v;
 }
 
 // An integer option in [lo, hi]; the error names the flag and the range.
@@ -137,12 +123,10 @@ inline double parse_bounded(const std::string& flag, const std::string& s, doubl
 
 // An --algo name: a registered algorithm (algo/registry.hpp), optionally with -overlap or -phased.
 inline algo::AlgorithmSpec find_algo(const std::string& name) {
-  try {
-    return algo::find_algorithm(name);
-  } catch (const Error&) {
-    throw UsageError("--algo: unknown algorithm \"" + name + "\" (expected one of " +
-                     algo::algorithm_names() + ", optionally with -overlap or -phased)");
-  }
+  return find_algorithm(name, [&](const std::string& names) {
+    return "--algo: unknown algorithm \"" + name + "\" (expected one of " + names +
+           ", optionally with -overlap or -phased)";
+  });
 }
 
 inline Options parse_options(const std::vector<std::string>& args) {

@@ -2,7 +2,7 @@
 //
 // Kept apart from fit.hpp because it needs nlohmann-json. ccoll_perf writes
 // {"results": [{"transport", "algo", "nranks", "size" (bytes), "time_us", ...}, ...]}
-// (benchmarks/ccoll_perf/perf_cli.hpp); rows can be filtered by algorithm and rank count.
+// (benchmarks/ccoll_perf/perf_report.hpp); rows can be filtered by algorithm and rank count.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,0 +1,217 @@
+// ccoll_perf/perf_prepare.hpp: what a ccoll_perf run is made of, from its options
+// (perf_options.hpp): the physical topology, the algorithms made from the library's registry on
+// it (or on abstract ranks) and their rank count, the GPU transport's backend, the sizes swept,
+// and the output files checked before anything runs.
+//
+// Every mistake found here is a usage error naming the flag, raised before a rank starts: a
+// topology that does not load, an algorithm that cannot be planned on it, rank counts that
+// disagree, a GPU transport without a backend in this build.
+#pragma once
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ccoll/algo/registry.hpp"
+#include "ccoll/algo/tuning_table_json.hpp"
+#include "ccoll/core/dtype.hpp"
+#include "ccoll/physical/graph.hpp"
+#include "ccoll/physical/load.hpp"
+#include "device_backend.hpp"
+#include "perf_options.hpp"
+#include "transport_registry.hpp"
+
+namespace ccoll_perf {
+
+// The registered device backend of GPU transport `name` (device_backend.hpp), or a usage error:
+// `found` is what find_device_transport(name) returned.
+inline const DeviceTransportEntry& require_device_transport(std::string_view name,
+                                                            const DeviceTransportEntry* found) {
+  check_transport_built(transport_entry(name));
+  if (found == nullptr) {
+    throw UsageError("--transport " + std::string(name) +
+                     ": not available in this build (ccoll_perf has no backend for it: a file "
+                     "registering it beside benchmarks/ccoll_perf/cuda_virtual_backend.cu would "
+                     "add one)");
+  }
+  return *found;
+}
+
+// One algorithm of a run, made: its name (the algo column), its registry entry and schedule, and
+// the logical topology that ccoll::Allreduce<Transport, algo::Registered, Schedule> is built on.
+struct PreparedAlgorithm {
+  std::string name;
+  ccoll::algo::AlgorithmSpec spec;
+  ccoll::algo::Registered logical;
+};
+
+// -a auto with --tuning FILE: the BySize policy on that table, as a registered algorithm.
+inline ccoll::algo::Registered tuned_by_size(const std::string& path,
+                                             const ccoll::algo::AlgorithmRequest& req) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("--tuning: cannot read '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  const ccoll::algo::BySize policy(ccoll::algo::tuning_table_from_json(text.str()));
+  std::vector<int> nodes = ccoll::algo::active_rank_nodes(req);
+  const int n = req.topology == nullptr ? 0 : static_cast<int>(nodes.size());
+  ccoll::algo::Registered logical(
+      policy.name, [policy](const ccoll::plan::PlanRequest& r) { return policy.build(r); }, n,
+      std::move(nodes), policy);
+  // Relays where the graph needs them, as make_algorithm adds them to the registry's entries.
+  return req.topology == nullptr ? logical : ccoll::algo::with_relays(logical, *req.topology);
+}
+
+// The ranks of `logical`'s plans that contribute and receive on `nranks` ranks: every one on
+// abstract ranks; on a graph, all but the relays (read from a plan built for `overlap`, the
+// schedule the run uses, so a forest is solved once).
+inline std::vector<bool> active_ranks(const ccoll::algo::Registered& logical, int nranks,
+                                      bool overlap) {
+  if (logical.nranks() == 0) return {};
+  ccoll::plan::PlanRequest req;
+  req.nranks = nranks;
+  req.count = static_cast<std::uint64_t>(nranks) * 64;
+  req.overlap = overlap;
+  return logical.build(req).active;
+}
+
+// What a run needs beyond its options: the physical topology (--topology), the algorithms made on
+// it (or on nranks abstract ranks) and the rank count.
+struct Prepared {
+  std::shared_ptr<const ccoll::physical::PhysicalTopology> topology;  // null: abstract ranks
+  int nranks = 0;
+  std::vector<PreparedAlgorithm> algos;
+};
+
+// Loads --topology and makes every -a algorithm. The rank count is -t's (or mpirun's), else the
+// one the algorithms were planned for (a forest's: the graph's GPUs and relays), else 4. A given
+// count that disagrees with an algorithm's is a usage error naming both (`ranks_from` names where
+// the given count came from); so are algorithms planned for different counts. Planning itself
+// (a forest's solve) happens on the first call of each schedule, not here.
+// `measured`: the topology to plan on instead of loading --topology (ccoll_perf measures it under
+// mpirun with --topology measure).
+inline Prepared prepare_algorithms(
+    const Options& o, const std::string& ranks_from = "-t/--nranks",
+    std::shared_ptr<const ccoll::physical::PhysicalTopology> measured = nullptr) {
+  Prepared p;
+  if (measured) {
+    p.topology = std::move(measured);
+  } else if (!o.topology.empty()) {
+    try {
+      p.topology = std::make_shared<const ccoll::physical::PhysicalTopology>(
+          ccoll::physical::load(o.topology));
+    } catch (const std::exception& e) {
+      throw UsageError("--topology: " + std::string(e.what()));
+    }
+  }
+  const std::string on = p.topology ? " on topology '" + p.topology->name + "'" : "";
+  int fixed = 0;
+  std::string fixed_by;
+  for (const auto& name : o.algos) {
+    const ccoll::algo::AlgorithmSpec spec = find_algorithm(name);
+    const ccoll::algo::AlgorithmRequest req{p.topology.get(), o.nranks, o.split};
+    std::optional<ccoll::algo::Registered> logical;
+    try {
+      if (spec.algorithm.name == "auto" && !o.tuning_path.empty())
+        logical.emplace(tuned_by_size(o.tuning_path, req));
+      else
+        logical.emplace(ccoll::algo::make_algorithm(spec.algorithm, req));
+    } catch (const std::exception& e) {
+      std::string msg = "-a/--algo ";
+      msg.append(name).append(on).append(": ").append(e.what());
+      throw UsageError(msg);
+    }
+    if (const int n = logical->nranks(); n > 0) {
+      if (o.nranks_given && n != o.nranks) {
+        std::string msg = ranks_from;
+        msg.append(" ")
+            .append(std::to_string(o.nranks))
+            .append(" disagrees with algorithm '")
+            .append(name)
+            .append("', planned for ")
+            .append(std::to_string(n))
+            .append(" ranks")
+            .append(on);
+        if (ranks_from == "-t/--nranks")
+          msg.append(" (leave -t out: the topology sets the rank count)");
+        else
+          msg.append(" (start ").append(std::to_string(n)).append(")");
+        throw UsageError(msg);
+      }
+      if (fixed != 0 && n != fixed) {
+        std::string msg = "-a/--algo: '";
+        msg.append(fixed_by)
+            .append("' was planned for ")
+            .append(std::to_string(fixed))
+            .append(" ranks")
+            .append(on)
+            .append(", '")
+            .append(name)
+            .append("' for ")
+            .append(std::to_string(n))
+            .append(" (run them separately)");
+        throw UsageError(msg);
+      }
+      fixed = n;
+      fixed_by = name;
+    }
+    p.algos.push_back(PreparedAlgorithm{name, spec, std::move(*logical)});
+  }
+  p.nranks = fixed > 0 ? fixed : o.nranks;
+  return p;
+}
+
+// Checks that an output file (--json, --csv) can be written, before the run rather than after it:
+// throws std::runtime_error naming the flag (main: exit status 1, as when the write fails). An
+// existing file is opened for appending and left as it is; a new one is created and removed.
+inline void check_output_path(std::string_view flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string what = std::string(flag) + ": cannot write '" + path + "'";
+  if (fs::is_directory(path, ec)) throw std::runtime_error(what + ": it is a directory");
+  const bool existed = fs::exists(path, ec);
+  errno = 0;
+  {
+    std::ofstream f(path, std::ios::app);
+    if (!f) {
+      const int e = errno;
+      throw std::runtime_error(what + (e ? std::string(": ") + std::strerror(e) : std::string()));
+    }
+  }
+  if (!existed) fs::remove(path, ec);
+}
+
+// Message sizes min, min*f, min*f^2 ... <= max (each rounded down to whole bytes), as nccl-tests.
+inline std::vector<std::uint64_t> size_sweep(std::uint64_t min_bytes, std::uint64_t max_bytes,
+                                             double factor) {
+  std::vector<std::uint64_t> sizes;
+  if (min_bytes == 0) min_bytes = 1;
+  if (factor <= 1.0) {
+    sizes.push_back(min_bytes);
+    return sizes;
+  }
+  double s = static_cast<double>(min_bytes);
+  while (s <= static_cast<double>(max_bytes) * (1 + 1e-12)) {
+    const auto bytes = static_cast<std::uint64_t>(s);
+    if (sizes.empty() || bytes != sizes.back()) sizes.push_back(bytes);
+    s *= factor;
+  }
+  return sizes;
+}
+
+// Elements for a message of `bytes`: whole elements only (nccl-tests rounds the same way).
+inline std::uint64_t elements_for(std::uint64_t bytes, ccoll::DataType d) {
+  return bytes / ccoll::size_of(d);
+}
+
+}  // namespace ccoll_perf
