@@ -18,9 +18,10 @@
 //   - DeviceMemory and MappedHostMemory are allocated only when an executor is built, and freed
 //     only when it is destroyed, after its kernels (every rank's, in a job) have completed;
 //     sessions take their queues from memory the executor allocated then (SessionQueueMemory);
-//   - everything allocated or freed while calls may run is StreamMemory: cudaMallocAsync on the
-//     executor's own stream, cudaFreeAsync on the device's release stream, ordered behind the
-//     executor's last call by an event, so that neither waits for other work;
+//   - everything allocated or freed while calls may run is StreamMemory: allocated from ccoll's
+//     stream-ordered pool on the executor's own stream, freed with cudaFreeAsync on the device's
+//     release stream, ordered behind the executor's last call by an event, so that neither waits
+//     for other work (stream_order());
 //   - copies and zeroing are cudaMemcpyAsync / cudaMemsetAsync on the executor's own non-blocking
 //     stream, waited for with cudaStreamSynchronize of that stream alone.
 // What remains is the caller's: build and destroy an executor while no session of another
@@ -68,29 +69,68 @@ class DeviceMemory {
   std::size_t bytes_ = 0;
 };
 
-// The device's stream for stream-ordered frees: non-blocking, created once per device and never
-// destroyed, so a free queued on it outlives whichever executor queued it.
-inline cudaStream_t release_stream(int device) {
+// What stream-ordered memory of one device needs: a pool of ccoll's own and a stream for frees.
+//   - The pool may not add stream dependencies of its own when it reuses a block
+//     (cudaMemPoolReuseAllowInternalDependencies off): a block freed behind one rank's kernel,
+//     reused by an allocation on another rank's upload stream, would make that upload, and the
+//     host waiting for it, wait for the first rank's kernel, which may be waiting for this very
+//     upload's call. Blocks whose free has completed are still reused.
+//   - The release stream is non-blocking, and neither it nor the pool is ever destroyed, so a free
+//     queued on it outlives whichever executor queued it.
+// Created on first use; executors call it when they are built, so that later calls only look it
+// up.
+struct StreamOrder {
+  cudaMemPool_t pool = nullptr;
+  cudaStream_t release = nullptr;
+};
+inline StreamOrder stream_order(int device) {
   static std::mutex mutex;
-  static std::vector<cudaStream_t> streams;
+  static std::vector<StreamOrder> per_device;
   std::lock_guard<std::mutex> lock(mutex);
   if (device < 0) device = current_device();
-  if (streams.size() <= static_cast<std::size_t>(device))
-    streams.resize(static_cast<std::size_t>(device) + 1, nullptr);
-  cudaStream_t& s = streams[static_cast<std::size_t>(device)];
-  if (s == nullptr) {
-    int current = 0;
-    check(cudaGetDevice(&current), "cudaGetDevice");
-    check(cudaSetDevice(device), "cudaSetDevice");
-    const cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-    cudaSetDevice(current);
-    check(e, "cudaStreamCreate(release)");
-  }
-  return s;
+  if (per_device.size() <= static_cast<std::size_t>(device))
+    per_device.resize(static_cast<std::size_t>(device) + 1);
+  StreamOrder& o = per_device[static_cast<std::size_t>(device)];
+  if (o.pool != nullptr) return o;
+  int current = 0;
+  check(cudaGetDevice(&current), "cudaGetDevice");
+  check(cudaSetDevice(device), "cudaSetDevice");
+  StreamOrder made;
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  cudaError_t e = cudaMemPoolCreate(&made.pool, &props);
+  int off = 0;
+  if (e == cudaSuccess)
+    e = cudaMemPoolSetAttribute(made.pool, cudaMemPoolReuseAllowInternalDependencies, &off);
+  // Plan and layer tables are small: kept rather than returned to the driver at every
+  // synchronisation.
+  std::uint64_t keep = std::uint64_t{64} << 20;
+  if (e == cudaSuccess)
+    e = cudaMemPoolSetAttribute(made.pool, cudaMemPoolAttrReleaseThreshold, &keep);
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&made.release, cudaStreamNonBlocking);
+  cudaSetDevice(current);
+  check(e, "the stream-ordered memory pool of device " + std::to_string(device));
+  o = made;
+  return o;
+}
+inline cudaStream_t release_stream(int device) {
+  return stream_order(device).release;
 }
 
-// Device memory allocated in stream order (cudaMallocAsync) on `stream`, a stream of `device`:
-// usable by work on that stream at once, by other streams once the owner has synchronised it.
+// Stream-ordered allocation from ccoll's pool of `device` on `stream` (a stream of that device).
+inline void* allocate_in_stream_order(std::size_t bytes, cudaStream_t stream, int device,
+                                      int rank = -1) {
+  void* p = nullptr;
+  check(cudaMallocFromPoolAsync(&p, bytes == 0 ? 1 : bytes, stream_order(device).pool, stream),
+        "cudaMallocFromPoolAsync(" + std::to_string(bytes) + " bytes)", rank);
+  return p;
+}
+
+// Device memory allocated in stream order (ccoll's pool, stream_order()) on `stream`, a stream of
+// `device`: usable by work on that stream at once, by other streams once the owner has
+// synchronised it.
 // Freed with cudaFreeAsync on the device's release stream, after the event given to
 // release_after() (the owner's last use), if any: neither the allocation nor the free waits for
 // the device.
@@ -99,11 +139,14 @@ class StreamMemory {
   StreamMemory() = default;
   StreamMemory(std::size_t bytes, cudaStream_t stream, int device)
       : bytes_(bytes), device_(device) {
-    check(cudaMallocAsync(&ptr_, bytes == 0 ? 1 : bytes, stream),
-          "cudaMallocAsync(" + std::to_string(bytes) + " bytes)");
+    ptr_ = allocate_in_stream_order(bytes, stream, device);
   }
   ~StreamMemory() {
-    if (ptr_ != nullptr) cudaFreeAsync(ptr_, release_stream(device_));
+    if (ptr_ == nullptr) return;
+    try {
+      cudaFreeAsync(ptr_, release_stream(device_));
+    } catch (...) {  // no pool for the device (it was made when the memory was): nothing to free
+    }
   }
   StreamMemory(StreamMemory&& o) noexcept
       : ptr_(std::exchange(o.ptr_, nullptr)),

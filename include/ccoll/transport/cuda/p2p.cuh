@@ -586,6 +586,7 @@ struct CudaP2P {
                   rank);
       cuda::check(cudaEventCreateWithFlags(&s->last_call, cudaEventDisableTiming),
                   "cudaEventCreate", rank);
+      (void)cuda::stream_order(device);  // the pool and release stream, before any kernel
       const std::size_t nbases = std::size_t{nchannels_} * std::max<std::size_t>(1, refs_count());
       s->bases = cuda::DeviceMemory(nbases * sizeof(std::uint64_t));
       zero(*s, s->bases.get(), s->bases.size(), "bases");
@@ -925,8 +926,7 @@ struct CudaP2P {
       put(at_advances, advances);
       put(at_peers, peers);
       put(at_peer_begin, peer_begin);
-      cuda::check(cudaMallocAsync(&dp.memory, host.size(), st.upload), "cudaMallocAsync(plan)",
-                  st.rank);
+      dp.memory = cuda::allocate_in_stream_order(host.size(), st.upload, st.device, st.rank);
       auto* d = static_cast<std::byte*>(dp.memory);
       cuda::P2PPlanTables& t = dp.plan.tables;
       t.programs = reinterpret_cast<const cuda::BlockProgram*>(d + at_programs);

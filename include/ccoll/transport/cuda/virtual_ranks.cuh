@@ -152,6 +152,7 @@ struct CudaVirtualRanks {
       status_ = cuda::MappedHostMemory(sizeof(std::uint32_t));
       // Allocated now, before any kernel: opening or closing a session later allocates nothing.
       session_memory_ = cuda::SessionQueueMemory<cuda::WorkItem>(-1);
+      (void)cuda::stream_order(device_);  // the plan tables' pool, before any kernel
       cuda::check(cudaEventCreateWithFlags(&last_call_, cudaEventDisableTiming), "cudaEventCreate");
       cuda::check(cudaStreamCreateWithFlags(&upload_stream_, cudaStreamNonBlocking),
                   "cudaStreamCreate");
