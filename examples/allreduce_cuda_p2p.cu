@@ -35,28 +35,41 @@ int main(int argc, char** argv) {
                                                                       options);
     auto& ex = ar.executor();
 
-    // One thread per rank: its buffer on its device holds rank + 1; three calls, each waited for.
+    // Every rank's buffer on its device holds rank + 1, allocated and filled before any rank
+    // calls: once one rank's kernel runs it waits for the others' calls, and cudaMalloc, cudaFree
+    // or a synchronous cudaMemcpy in another rank's thread may wait for that kernel to end.
+    std::vector<float*> buf(static_cast<std::size_t>(nranks), nullptr);
+    for (int r = 0; r < nranks; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      cudaSetDevice(ex.device(r));
+      cudaMalloc(&buf[i], count * sizeof(float));
+      const std::vector<float> v(count, static_cast<float>(r + 1));
+      cudaMemcpyAsync(buf[i], v.data(), count * sizeof(float), cudaMemcpyHostToDevice,
+                      ex.stream(r));
+      cudaStreamSynchronize(ex.stream(r));
+    }
+    // One thread per rank: a call, waited for, and its first element read on the rank's stream.
     std::vector<float> first(static_cast<std::size_t>(nranks), 0.0f);
     std::vector<std::thread> threads;
     for (int r = 0; r < nranks; ++r)
       threads.emplace_back([&, r] {
+        const auto i = static_cast<std::size_t>(r);
         try {
           cudaSetDevice(ex.device(r));
-          float* buf = nullptr;
-          cudaMalloc(&buf, count * sizeof(float));
-          const std::vector<float> v(count, static_cast<float>(r + 1));
-          cudaMemcpy(buf, v.data(), count * sizeof(float), cudaMemcpyHostToDevice);
-          cudaDeviceSynchronize();
-          ex.run<float, ccoll::ReduceOp::avg>(r, buf, buf, count, ex.stream(r));
+          ex.run<float, ccoll::ReduceOp::avg>(r, buf[i], buf[i], count, ex.stream(r));
           ex.synchronize(r, ex.stream(r));
-          cudaMemcpy(&first[static_cast<std::size_t>(r)], buf, sizeof(float),
-                     cudaMemcpyDeviceToHost);
-          cudaFree(buf);
+          cudaMemcpyAsync(&first[i], buf[i], sizeof(float), cudaMemcpyDeviceToHost, ex.stream(r));
+          cudaStreamSynchronize(ex.stream(r));
         } catch (const ccoll::Error& e) {
           std::fprintf(stderr, "rank %d: %s\n", r, e.what());
         }
       });
     for (auto& t : threads) t.join();
+    // Every rank's kernels have completed: nothing waits for this thread any more.
+    for (int r = 0; r < nranks; ++r) {
+      cudaSetDevice(ex.device(r));
+      cudaFree(buf[static_cast<std::size_t>(r)]);
+    }
     for (int r = 0; r < nranks; ++r)
       std::printf("%s rank %d (device %d): element 0 = %g (expected %g)\n", ar.name().c_str(), r,
                   ex.device(r), first[static_cast<std::size_t>(r)], (nranks + 1) / 2.0);

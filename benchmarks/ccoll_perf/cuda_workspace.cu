@@ -71,6 +71,9 @@ void Workspace::release() {
   stream_ = nullptr;
 }
 
+// Setup, before any executor of the run has a kernel (cudaMalloc may wait for the device). The
+// contents go on a stream of the buffer's device, waited for: a synchronous cudaMemcpy from
+// pageable memory may return before its data lands, and kernels on other streams read it.
 void* Workspace::allocate_filled(int rank, bool input) {
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
@@ -78,13 +81,21 @@ void* Workspace::allocate_filled(int rank, bool input) {
   void* p = nullptr;
   check(cudaMalloc(&p, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes)");
   owned_.emplace_back(device, p);
+  cudaStream_t s = stream_;
+  if (device != device_)
+    check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  std::vector<std::byte> host;
+  cudaError_t e = cudaSuccess;
   if (input) {
-    std::vector<std::byte> host(bytes);
+    host.resize(bytes);
     fill_input(host.data(), spec_.max_count, spec_.dtype, spec_.op, rank);
-    check(cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy(inputs)");
+    e = cudaMemcpyAsync(p, host.data(), bytes, cudaMemcpyHostToDevice, s);
   } else {
-    check(cudaMemset(p, kPoison, bytes), "cudaMemset(outputs)");
+    e = cudaMemsetAsync(p, kPoison, bytes, s);
   }
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  if (s != stream_) cudaStreamDestroy(s);
+  check(e, input ? "cudaMemcpyAsync(inputs)" : "cudaMemsetAsync(outputs)");
   return p;
 }
 
@@ -122,7 +133,11 @@ long Workspace::count_wrong(const std::vector<const void*>& outputs, std::uint64
   std::vector<std::byte> got(count * ccoll::size_of(spec_.dtype));
   long wrong = 0;
   for (const void* out : outputs) {
-    check(cudaMemcpy(got.data(), out, got.size(), cudaMemcpyDeviceToHost), "cudaMemcpy(outputs)");
+    // On the workspace's stream, waited for: never the legacy stream, and never a wait for the
+    // whole device (unified addressing: `out` may be on another device).
+    check(cudaMemcpyAsync(got.data(), out, got.size(), cudaMemcpyDefault, stream_),
+          "cudaMemcpyAsync(outputs)");
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(outputs)");
     wrong += ccoll_perf::count_wrong(got.data(), want.data(), count, spec_.dtype, spec_.op);
   }
   return wrong;

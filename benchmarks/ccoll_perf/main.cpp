@@ -683,5 +683,8 @@ int main_impl(int argc, char** argv) {
 }  // namespace ccoll_perf
 
 int main(int argc, char** argv) {
+  // Line-buffered even into a file or pipe: a run stopped by a time limit keeps every row it
+  // printed.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   return ccoll_perf::main_impl(argc, argv);
 }

@@ -10,6 +10,8 @@
 //   session rt  enqueue then wait, one call at a time, host clock, median: one isolated call
 //               with no launch.
 // Every output is checked after each figure (ranks hold r + 1, so element i sums to P(P+1)/2).
+// Inputs are written and outputs read on a stream of their own (`io`), never on the stream where
+// the session kernel stays resident: work queued there would wait for the session's end.
 //
 //   build/benchmarks/ccoll_gpu_latency [ranks=8] [channels=1] [calls=200] [max_bytes=65536]
 #include <cuda_runtime.h>
@@ -55,24 +57,26 @@ struct Buffers {
 };
 
 // Ranks hold r + 1 in place; every element of every rank must equal P(P+1)/2 after one call. The
-// inputs are reset before each figure, and one call is run on them before it is checked.
-void fill(const Buffers& b, std::size_t count, cudaStream_t stream) {
+// inputs are reset before each figure, and one call is run on them before it is checked. `io`: a
+// stream no kernel of the executor runs on, waited for alone.
+void fill(const Buffers& b, std::size_t count, cudaStream_t io) {
   for (std::size_t r = 0; r < b.device.size(); ++r) {
     const std::vector<float> v(count, static_cast<float>(r + 1));
-    check(cudaMemcpyAsync(b.device[r], v.data(), count * sizeof(float), cudaMemcpyHostToDevice,
-                          stream),
+    check(cudaMemcpyAsync(b.device[r], v.data(), count * sizeof(float), cudaMemcpyHostToDevice, io),
           "cudaMemcpyAsync");
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    check(cudaStreamSynchronize(io), "cudaStreamSynchronize(io)");
   }
 }
 
-long count_wrong(const Buffers& b, std::size_t count) {
+long count_wrong(const Buffers& b, std::size_t count, cudaStream_t io) {
   const auto p = static_cast<float>(b.device.size());
   const float expected = p * (p + 1) / 2;
   long wrong = 0;
   std::vector<float> host(count);
   for (float* d : b.device) {
-    check(cudaMemcpy(host.data(), d, count * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    check(cudaMemcpyAsync(host.data(), d, count * sizeof(float), cudaMemcpyDeviceToHost, io),
+          "cudaMemcpyAsync");
+    check(cudaStreamSynchronize(io), "cudaStreamSynchronize(io)");
     for (const float x : host) wrong += x != expected ? 1 : 0;
   }
   return wrong;
@@ -85,15 +89,15 @@ struct Row {
 
 template <class Algo>
 Row measure(const ccoll::Config& config, const Buffers& b, std::size_t count, int calls,
-            cudaStream_t stream) {
+            cudaStream_t stream, cudaStream_t io) {
   Row row{};
   ccoll::Allreduce<CudaVirtualRanks, Algo> ar(config);
   auto& ex = ar.executor();
   const auto one_call = [&] {
-    fill(b, count, stream);
+    fill(b, count, io);
     ex.template run_all<float, ccoll::ReduceOp::sum>(b.sends, b.recvs, count, stream);
     ex.synchronize(stream);
-    row.wrong += count_wrong(b, count);
+    row.wrong += count_wrong(b, count, io);
   };
   // Warm-up: module load, plan upload.
   for (int i = 0; i < 20; ++i)
@@ -143,9 +147,9 @@ Row measure(const ccoll::Config& config, const Buffers& b, std::size_t count, in
     }
     row.session_rt_us = median(each);
     // The session's own result: reset, one call, check.
-    fill(b, count, stream);
+    fill(b, count, io);
     session.wait(session.enqueue(b.sends, b.recvs, count));
-    row.wrong += count_wrong(b, count);
+    row.wrong += count_wrong(b, count, io);
     session.close();
   }
   return row;
@@ -154,6 +158,7 @@ Row measure(const ccoll::Config& config, const Buffers& b, std::size_t count, in
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a run stopped by a time limit keeps its rows
   const int ranks = argc > 1 ? std::atoi(argv[1]) : 8;
   const int channels = argc > 2 ? std::atoi(argv[2]) : 1;
   const int calls = argc > 3 ? std::atoi(argv[3]) : 200;
@@ -170,8 +175,9 @@ int main(int argc, char** argv) {
   std::printf("%-12s %10s %12s %14s %12s %14s %7s\n", "algo", "bytes", "launch_us",
               "launch+sync_us", "session_us", "session_rt_us", "#wrong");
 
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr, io = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaStreamCreateWithFlags(&io, cudaStreamNonBlocking), "cudaStreamCreate");
   Buffers b;
   for (int r = 0; r < ranks; ++r) {
     float* p = nullptr;
@@ -187,17 +193,19 @@ int main(int argc, char** argv) {
   using Measure = std::function<Row(std::size_t)>;
   const std::vector<std::pair<std::string, Measure>> algos = {
       {"oneshot",
-       [&](std::size_t n) { return measure<ccoll::algo::OneShot>(config, b, n, calls, stream); }},
+       [&](std::size_t n) {
+         return measure<ccoll::algo::OneShot>(config, b, n, calls, stream, io);
+       }},
       {"recdoubling",
        [&](std::size_t n) {
-         return measure<ccoll::algo::RecursiveDoubling>(config, b, n, calls, stream);
+         return measure<ccoll::algo::RecursiveDoubling>(config, b, n, calls, stream, io);
        }},
       {"dbtree",
        [&](std::size_t n) {
-         return measure<ccoll::algo::DoubleBinaryTree>(config, b, n, calls, stream);
+         return measure<ccoll::algo::DoubleBinaryTree>(config, b, n, calls, stream, io);
        }},
       {"ring",
-       [&](std::size_t n) { return measure<ccoll::algo::Ring>(config, b, n, calls, stream); }},
+       [&](std::size_t n) { return measure<ccoll::algo::Ring>(config, b, n, calls, stream, io); }},
   };
   int status = 0;
   try {
@@ -214,7 +222,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ccoll_gpu_latency: %s\n", e.what());
     status = 1;
   }
+  // Every executor, and with it every session, is gone: nothing waits for this thread.
   for (float* p : b.device) cudaFree(p);
+  cudaStreamDestroy(io);
   cudaStreamDestroy(stream);
   return status;
 }

@@ -136,6 +136,7 @@ void measure(const char* name, int messages) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a run stopped by a time limit keeps its rows
   const int messages = argc > 1 ? std::atoi(argv[1]) : 20000;
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {

@@ -31,6 +31,7 @@
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/sync/connection.hpp"
 #include "ccoll/transport/cuda/block_group.cuh"
+#include "ccoll/transport/cuda/failure_record.hpp"
 
 namespace ccoll::transport::cuda {
 
@@ -63,14 +64,6 @@ struct BlockProgram {
 struct BaseAdvance {
   std::uint32_t connection = 0;
   std::uint32_t messages = 0;
-};
-
-// Where a block stopped; result Ok: it did not fail.
-struct BlockFailure {
-  runtime::StepFailure step;
-  std::int32_t rank = -1;
-  std::uint32_t channel = 0;
-  std::uint64_t when_ns = 0;  // %globaltimer when it gave up
 };
 
 // A plan's tables, as every block of a call sees them (device memory, except `failures`, which an

@@ -19,6 +19,8 @@
 // Plain __host__ __device__ code over plain memory: the fast suite tests it on the host.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -26,6 +28,7 @@
 #include "ccoll/core/op.hpp"
 #include "ccoll/core/platform.hpp"
 #include "ccoll/sync/atomic.hpp"
+#include "ccoll/sync/backoff.hpp"
 
 namespace ccoll::transport::cuda {
 
@@ -100,6 +103,66 @@ CCOLL_HD inline CallCheck check_peer_call(const CallRecord* peer_ring, std::uint
   return a == m ? CallCheck::same : CallCheck::differs;
 }
 
+// How one block's agreement on a call ended.
+enum class Agreement : std::uint8_t {
+  agreed,   // every peer made the same call (or its record was already overwritten)
+  differs,  // `peer` made this call with other arguments (`theirs`)
+  timeout,  // `peer` did not publish this call within the timeout
+  aborted,  // the abort word was raised while waiting for `peer`
+};
+struct AgreementOutcome {
+  Agreement result = Agreement::agreed;
+  std::int32_t peer = -1;
+  CallArguments theirs;
+};
+
+// The block leader's agreement on call `call` of (rank, channel): publishes its arguments, then
+// compares them with the record of the same call of each of `peers` (the ranks its program
+// exchanges messages with in this call), polling a peer that has not published yet with the
+// abort word every 16 polls (every poll once the backoff sleeps) and a deadline of `timeout_ns`
+// (0: none) from now. `records`: every (rank, channel)'s ring, rank-major, `nchannels` per rank.
+CCOLL_HD inline AgreementOutcome agree_on_call_records(
+    CallRecord* records, std::uint32_t nchannels, std::int32_t rank, std::uint32_t channel,
+    const std::int32_t* peers, std::uint32_t npeers, std::uint64_t call, const CallArguments& args,
+    std::uint32_t* abort, std::uint64_t timeout_ns) {
+  auto ring = [&](std::int32_t r) {
+    return records + (static_cast<std::uint64_t>(r) * nchannels + channel) * kCallRecordRing;
+  };
+  publish_call(ring(rank), call, args);
+  const std::uint64_t now = sync::now_ns();
+  const std::uint64_t deadline = timeout_ns == 0     ? 0
+                                 : timeout_ns > ~now ? ~std::uint64_t{0}
+                                                     : now + timeout_ns;
+  AgreementOutcome out;
+  for (std::uint32_t i = 0; i < npeers; ++i) {
+    const std::int32_t q = peers[i];
+    sync::Backoff backoff;
+    for (std::uint32_t polls = 0;; ++polls) {
+      const CallCheck r = check_peer_call(ring(q), call, args, &out.theirs);
+      if (r == CallCheck::same || r == CallCheck::overwritten) break;
+      out.peer = q;
+      if (r == CallCheck::differs) {
+        out.result = Agreement::differs;
+        return out;
+      }
+      if (backoff.past_spinning() || (polls & 15u) == 15u) {
+        if (sync::AtomicWord<std::uint32_t>(abort).load_relaxed() != 0) {
+          out.result = Agreement::aborted;
+          return out;
+        }
+        if (deadline != 0 && sync::now_ns() >= deadline) {
+          out.result = Agreement::timeout;
+          return out;
+        }
+      }
+      backoff.pause();
+    }
+  }
+  out.peer = -1;
+  out.theirs = CallArguments{};
+  return out;
+}
+
 // What a block that found a mismatch leaves for the host (one per (rank, channel)).
 struct CallMismatch {
   std::uint64_t seq = 0;  // call number + 1 (0: none)
@@ -107,6 +170,19 @@ struct CallMismatch {
   std::int32_t peer = -1;
   CallArguments mine, theirs;
 };
+
+// The mismatch that explains the others, from every block's record (seq 0: none): the lowest
+// call, then the lowest pair of ranks, so that every rank names the same one. Null: none.
+inline const CallMismatch* first_mismatch(const CallMismatch* found, std::size_t n) {
+  const CallMismatch* m = nullptr;
+  for (std::size_t i = 0; i < n; ++i) {
+    const CallMismatch& x = found[i];
+    if (x.seq != 0 && (m == nullptr || x.seq < m->seq ||
+                       (x.seq == m->seq && std::min(x.rank, x.peer) < std::min(m->rank, m->peer))))
+      m = &x;
+  }
+  return m;
+}
 
 // "rank 1's call 3 (count 100, f32, sum) differs from rank 0's (count 200, f32, sum)", with the
 // lower rank first so that every rank reports the same text.

@@ -130,22 +130,24 @@ inline void cumem_allow(const DriverApi& api, CUdeviceptr ptr, std::size_t bytes
 
 }  // namespace detail
 
-// Device memory of `device` that peers can import; zeroed. Chooses cuMem with a descriptor where
-// the driver allows it (prefer_cumem), legacy IPC otherwise. The device must be current.
+// Device memory of `device` that peers can import; zeroed on `stream` (a non-blocking stream of
+// the device), which is waited for, and nothing else: the zeros are there before the peers see
+// the memory. Chooses cuMem with a descriptor where the driver allows it (prefer_cumem), legacy
+// IPC otherwise. The device must be current. Built before any kernel of its executor, destroyed
+// after them (device_memory.cuh).
 class ExportedMemory {
  public:
   ExportedMemory() = default;
-  ExportedMemory(int device, std::size_t bytes, bool prefer_cumem, int rank) {
+  ExportedMemory(int device, std::size_t bytes, bool prefer_cumem, cudaStream_t stream, int rank) {
     const DriverApi& api = DriverApi::get();
-    if (prefer_cumem && api.complete() && try_cumem(api, device, bytes, rank)) {
-      check(cudaMemset(ptr_, 0, desc_.bytes), "cudaMemset(exported memory)", rank);
-      return;
+    if (!(prefer_cumem && api.complete() && try_cumem(api, device, bytes, rank))) {
+      desc_.kind = IpcKind::legacy;
+      desc_.bytes = bytes;
+      check(cudaMalloc(&ptr_, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes)", rank);
+      check(cudaIpcGetMemHandle(&desc_.legacy, ptr_), "cudaIpcGetMemHandle", rank);
     }
-    desc_.kind = IpcKind::legacy;
-    desc_.bytes = bytes;
-    check(cudaMalloc(&ptr_, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes)", rank);
-    check(cudaIpcGetMemHandle(&desc_.legacy, ptr_), "cudaIpcGetMemHandle", rank);
-    check(cudaMemset(ptr_, 0, bytes), "cudaMemset(exported memory)", rank);
+    check(cudaMemsetAsync(ptr_, 0, desc_.bytes, stream), "cudaMemsetAsync(exported memory)", rank);
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(exported memory)", rank);
   }
   ~ExportedMemory() { reset(); }
   ExportedMemory(ExportedMemory&& o) noexcept { *this = std::move(o); }

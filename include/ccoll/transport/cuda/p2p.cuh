@@ -304,10 +304,12 @@ struct CudaP2P {
                        config_.rank, names.c_str());
         }
       }
+      // Every kernel that used them has completed: stream-ordered frees, which wait for nothing.
       for (auto& s : states_) {
         if (s == nullptr) continue;
         cudaSetDevice(s->device);
-        for (auto& [key, dp] : s->plans) cudaFree(dp.memory);
+        for (auto& [key, dp] : s->plans) cudaFreeAsync(dp.memory, s->upload);
+        cudaStreamSynchronize(s->upload);
         cudaEventDestroy(s->last_call);
         cudaStreamDestroy(s->stream);
         cudaStreamDestroy(s->upload);
@@ -437,8 +439,10 @@ struct CudaP2P {
     // wait_layer_ready with them and the call base of the call it waits for, next_call_base()
     // taken just before that call is enqueued. Valid while the plan stays cached (at most
     // Config::max_cached_plans counts per rank) and the executor lives.
+    // The table's memory is freed in stream order when this is destroyed: destroy it after the
+    // consumer kernels that read it.
     struct DeviceLayerReadiness {
-      cuda::DeviceMemory memory;      // owns the table
+      cuda::StreamMemory memory;      // owns the table
       runtime::LayerTableView table;  // device pointers
       const std::uint64_t* progress = nullptr;
     };
@@ -449,10 +453,14 @@ struct CudaP2P {
       const DevicePlan& dp = device_plan(st, count, elem_size);
       const runtime::LayerChunkTable table(dp.prepared->plan, rank, layer_end);
       DeviceLayerReadiness r;
-      r.memory = cuda::DeviceMemory(std::max<std::size_t>(1, table.flat().size_bytes()));
-      cuda::check(cudaMemcpy(r.memory.get(), table.flat().data(), table.flat().size_bytes(),
-                             cudaMemcpyHostToDevice),
-                  "cudaMemcpy(layer table)", rank);
+      // On the rank's upload stream, waited for: no synchronous copy, which another rank's kernel
+      // waiting for this thread could delay forever (device_memory.cuh).
+      r.memory = cuda::StreamMemory(std::max<std::size_t>(1, table.flat().size_bytes()), st.upload,
+                                    st.device);
+      cuda::check(cudaMemcpyAsync(r.memory.get(), table.flat().data(), table.flat().size_bytes(),
+                                  cudaMemcpyHostToDevice, st.upload),
+                  "cudaMemcpyAsync(layer table)", rank);
+      cuda::check(cudaStreamSynchronize(st.upload), "cudaStreamSynchronize(upload)", rank);
       r.table = runtime::LayerTableView{reinterpret_cast<const std::uint32_t*>(r.memory.get()),
                                         table.nlayers(), table.nchannels()};
       // This rank's row of the plan's progress words (the tables index them rank-major).
@@ -523,6 +531,10 @@ struct CudaP2P {
       st.session_open = true;
     }
     void session_closed(int rank) { state(rank).session_open = false; }
+    // The memory of rank `rank`'s session queue, allocated with the executor.
+    const cuda::SessionQueueMemory<cuda::P2PWorkItem>& session_memory(int rank) {
+      return state(rank).session;
+    }
     void check_failures(int rank) { throw_if_failed(state(rank)); }
     // The blocks of rank `rank`'s session kernel: one per channel of the communicator.
     unsigned session_blocks() const { return nchannels_; }
@@ -552,7 +564,7 @@ struct CudaP2P {
       int device = 0;
       int sms = 0;
       cudaStream_t stream = nullptr;  // blocking calls
-      cudaStream_t upload = nullptr;  // plan uploads and frees
+      cudaStream_t upload = nullptr;  // plan uploads
       cudaEvent_t last_call = nullptr;
       cudaStream_t last_stream = nullptr;
       bool launched = false;
@@ -560,6 +572,7 @@ struct CudaP2P {
       std::uint64_t calls = 0;   // every call of the rank, launched or in a session
       cuda::DeviceMemory fifo;   // threads: the slots and counters peers write
       cuda::DeviceMemory bases;  // nchannels x connections, block c's row is channel c's
+      cuda::SessionQueueMemory<cuda::P2PWorkItem> session;  // the rank's session queue
       std::unordered_map<std::uint64_t, DevicePlan> plans;
       std::list<std::uint64_t> lru;
       std::map<const void*, std::vector<cuda::Occupancy>> occupancy;  // per kernel instantiation
@@ -638,10 +651,19 @@ struct CudaP2P {
                   rank);
       cuda::check(cudaEventCreateWithFlags(&s->last_call, cudaEventDisableTiming),
                   "cudaEventCreate", rank);
+      (void)cuda::stream_order(device);  // the pool and release stream, before any kernel
       const std::size_t nbases = std::size_t{nchannels_} * std::max<std::size_t>(1, refs_count());
       s->bases = cuda::DeviceMemory(nbases * sizeof(std::uint64_t));
-      cuda::check(cudaMemset(s->bases.get(), 0, s->bases.size()), "cudaMemset(bases)", rank);
+      zero(*s, s->bases.get(), s->bases.size(), "bases");
+      s->session = cuda::SessionQueueMemory<cuda::P2PWorkItem>(rank);
       return s;
+    }
+    // Zeroes device memory of the rank on its upload stream, waited for (not cudaMemset: it would
+    // run on the legacy stream, and a ccoll kernel may be resident on the device).
+    static void zero(RankState& st, void* at, std::size_t bytes, const char* what) {
+      cuda::check(cudaMemsetAsync(at, 0, bytes, st.upload),
+                  std::string("cudaMemsetAsync(") + what + ")", st.rank);
+      cuda::check(cudaStreamSynchronize(st.upload), "cudaStreamSynchronize(upload)", st.rank);
     }
     std::size_t refs_count() const { return plans_.keys().size(); }
 
@@ -684,15 +706,12 @@ struct CudaP2P {
         cuda::check(cudaSetDevice(d), "cudaSetDevice(" + std::to_string(d) + ")", r);
         auto s = make_state(r, d);
         s->fifo = cuda::DeviceMemory(layouts_[static_cast<std::size_t>(r)].total);
-        cuda::check(cudaMemset(s->fifo.get(), 0, s->fifo.size()), "cudaMemset(FIFO memory)", r);
+        // Zero before any rank's kernel can post to the counters: every rank's memory is built
+        // and waited for here, before the constructor returns.
+        zero(*s, s->fifo.get(), s->fifo.size(), "FIFO memory");
         bases_[static_cast<std::size_t>(r)] = s->fifo.get();
         states_.push_back(std::move(s));
         local_.push_back(r);
-      }
-      // The counters are zero on every device before any rank's kernel can post to them.
-      for (const auto& [d, n] : per_device_) {
-        cuda::check(cudaSetDevice(d), "cudaSetDevice", -1);
-        cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", -1);
       }
     }
 
@@ -736,9 +755,9 @@ struct CudaP2P {
       cuda::check(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")", me);
       per_device_[device] = 1;
       auto s = make_state(me, device);
+      // Zeroed (and waited for) before the rendezvous shares it.
       exported_ = cuda::ExportedMemory(device, layouts_[static_cast<std::size_t>(me)].total,
-                                       options_.prefer_cumem, me);
-      cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", me);  // zeroed before shared
+                                       options_.prefer_cumem, s->upload, me);
       bases_[static_cast<std::size_t>(me)] = exported_.get();
       const cuda::ControlLayout control_layout =
           cuda::ControlLayout::make(config_.nranks, nchannels_);
@@ -879,12 +898,14 @@ struct CudaP2P {
                         " uses more distinct counts than Config::max_cached_plans (" +
                         std::to_string(cap) + ")");
       if (st.plans.size() >= cap) {
-        // The evicted plan may be in use by a queued kernel: free it behind that kernel.
+        // The evicted plan may be in use by a queued kernel: freed behind that kernel, on the
+        // device's release stream, so that the next upload's wait is not behind it too.
         DevicePlan& old = st.plans.at(st.lru.back());
+        const cudaStream_t release = cuda::release_stream(st.device);
         if (st.launched)
-          cuda::check(cudaStreamWaitEvent(st.upload, st.last_call, 0), "cudaStreamWaitEvent",
+          cuda::check(cudaStreamWaitEvent(release, st.last_call, 0), "cudaStreamWaitEvent",
                       st.rank);
-        cuda::check(cudaFreeAsync(old.memory, st.upload), "cudaFreeAsync", st.rank);
+        cuda::check(cudaFreeAsync(old.memory, release), "cudaFreeAsync", st.rank);
         st.plans.erase(st.lru.back());
         st.lru.pop_back();
       }
@@ -973,8 +994,7 @@ struct CudaP2P {
       put(at_advances, advances);
       put(at_peers, peers);
       put(at_peer_begin, peer_begin);
-      cuda::check(cudaMallocAsync(&dp.memory, host.size(), st.upload), "cudaMallocAsync(plan)",
-                  st.rank);
+      dp.memory = cuda::allocate_in_stream_order(host.size(), st.upload, st.device, st.rank);
       auto* d = static_cast<std::byte*>(dp.memory);
       cuda::P2PPlanTables& t = dp.plan.tables;
       t.programs = reinterpret_cast<const cuda::BlockProgram*>(d + at_programs);
@@ -1044,13 +1064,7 @@ struct CudaP2P {
       {
         std::vector<cuda::CallMismatch> found(static_cast<std::size_t>(l.nranks) * l.nchannels);
         std::memcpy(found.data(), control_.mismatches_host(), found.size() * sizeof(found[0]));
-        const cuda::CallMismatch* m = nullptr;
-        for (const auto& x : found)
-          if (x.seq != 0 &&
-              (m == nullptr || x.seq < m->seq ||
-               (x.seq == m->seq && std::min(x.rank, x.peer) < std::min(m->rank, m->peer))))
-            m = &x;
-        if (m != nullptr) {
+        if (const cuda::CallMismatch* m = cuda::first_mismatch(found.data(), found.size())) {
           code = ErrorCode::Mismatch;
           who = std::max(m->rank, m->peer);
           text = cuda::describe_mismatch(*m);
@@ -1059,47 +1073,22 @@ struct CudaP2P {
       }
       std::vector<cuda::BlockFailure> board(static_cast<std::size_t>(l.nranks) * l.nchannels);
       std::memcpy(board.data(), control_.failures_host(), board.size() * sizeof(board[0]));
-      auto failed = [&](int rank, std::uint32_t channel) {
-        if (rank < 0 || rank >= l.nranks || channel >= l.nchannels) return false;
-        return board[static_cast<std::size_t>(rank) * l.nchannels + channel].step.result !=
-               sync::WaitResult::Ok;
-      };
-      const cuda::BlockFailure* root = nullptr;
-      const cuda::BlockFailure* first = nullptr;
-      std::size_t stopped = 0;
-      for (const auto& b : board) {
-        if (b.step.result == sync::WaitResult::Ok) continue;
-        ++stopped;
-        const bool timeout = b.step.result == sync::WaitResult::Timeout;
-        if (timeout && (first == nullptr || b.when_ns < first->when_ns)) first = &b;
-        if (failed(b.step.peer, b.channel)) continue;
-        const bool root_timeout = root != nullptr && root->step.result == sync::WaitResult::Timeout;
-        if (root == nullptr || (timeout && !root_timeout) ||
-            (timeout == root_timeout && b.when_ns < root->when_ns))
-          root = &b;
-      }
-      if (first == nullptr) {
+      const cuda::RootCause root = cuda::find_root_cause(board.data(), board.size(), false);
+      if (root.cause == nullptr) {
         // No timeout: the word was raised by the host. (A block that timed out writes its record
         // before the word, so its record would be here.)
         code = ErrorCode::Aborted;
         who = -1;
-        text = "cuda-p2p: aborted by abort() on the host; " + std::to_string(stopped) +
+        text = "cuda-p2p: aborted by abort() on the host; " + std::to_string(root.stopped) +
                " blocks stopped";
         return true;
       }
-      const cuda::BlockFailure* cause = root != nullptr ? root : first;
+      const cuda::BlockFailure* cause = root.cause;
       code = ErrorCode::Timeout;
       who = cause->rank;
       std::ostringstream os;
-      os << "cuda-p2p: rank " << cause->rank << ", channel " << cause->channel;
-      if (cause->step.step == cuda::kAgreementStep)
-        os << ", before its first step: waiting for rank " << cause->step.peer
-           << " to start the same call";
-      else
-        os << ", step " << cause->step.step << ": waiting for "
-           << (cause->step.waiting_for_slot ? "a free slot at rank " : "a message from rank ")
-           << cause->step.peer;
-      os << (cause->step.result == sync::WaitResult::Timeout ? " past Config::timeout ("
+      os << "cuda-p2p: " << cuda::describe_stop(*cause)
+         << (cause->step.result == sync::WaitResult::Timeout ? " past Config::timeout ("
                                                              : " when another block timed out (")
          << config_.timeout.count() << " ms)";
       const int peer = cause->step.peer;
@@ -1113,9 +1102,9 @@ struct CudaP2P {
         if (!cuda::exited_peers(control_.pids_host(), one).empty())
           os << "; " << cuda::describe_exited(control_.pids_host(), one);
       }
-      os << "; " << stopped << " blocks stopped";
+      os << "; " << root.stopped << " blocks stopped";
       text = os.str();
-      return root != nullptr;
+      return root.conclusive;
     }
 
     Config config_;

@@ -31,9 +31,6 @@ namespace ccoll::transport::cuda {
 
 using P2PPlanTables = BasicPlanTables<sync::Scope::system>;
 
-// The step a BlockFailure names when the block stopped before its program, in the agreement.
-inline constexpr std::uint32_t kAgreementStep = ~std::uint32_t{0};
-
 // One rank's plan in device memory: its tables and, per block, the peers its program exchanges
 // messages with (peers[peer_begin[b] .. peer_begin[b + 1]]).
 struct P2PPlan {
@@ -96,54 +93,26 @@ __device__ inline bool agree_on_call(const P2PPlan& plan, const P2PAgreement& a,
   if (a.records == nullptr) return true;
   __shared__ bool agreed;
   if (threadIdx.x == 0) {
-    agreed = true;
     const BlockProgram program = plan.tables.programs[block];
-    auto ring = [&](std::int32_t rank) {
-      return a.records +
-             (static_cast<std::uint64_t>(rank) * a.nchannels + program.channel) * kCallRecordRing;
-    };
-    publish_call(ring(program.rank), call.number, call.args);
-    const std::uint64_t now = sync::now_ns();
-    const std::uint64_t deadline = timeout_ns == 0     ? 0
-                                   : timeout_ns > ~now ? ~std::uint64_t{0}
-                                                       : now + timeout_ns;
-    const std::uint32_t end = plan.peer_begin[block + 1];
-    for (std::uint32_t i = plan.peer_begin[block]; agreed && i < end; ++i) {
-      const std::int32_t q = plan.peers[i];
-      sync::Backoff backoff;
-      for (std::uint32_t polls = 0;; ++polls) {
-        CallArguments theirs;
-        const CallCheck r = check_peer_call(ring(q), call.number, call.args, &theirs);
-        if (r == CallCheck::same || r == CallCheck::overwritten) break;
-        if (r == CallCheck::differs) {
-          CallMismatch m;
-          m.seq = call.number + 1;
-          m.rank = program.rank;
-          m.peer = q;
-          m.mine = call.args;
-          m.theirs = theirs;
-          a.mismatches[program.channel] = m;
-          detail::fail_agreement(plan.tables, block, program, sync::WaitResult::Aborted, q, abort);
-          agreed = false;
-          break;
-        }
-        if (backoff.past_spinning() || (polls & 15u) == 15u) {
-          if (sync::AtomicWord<std::uint32_t>(abort).load_relaxed() != 0) {
-            detail::fail_agreement(plan.tables, block, program, sync::WaitResult::Aborted, q,
-                                   abort);
-            agreed = false;
-            break;
-          }
-          if (deadline != 0 && sync::now_ns() >= deadline) {
-            detail::fail_agreement(plan.tables, block, program, sync::WaitResult::Timeout, q,
-                                   abort);
-            agreed = false;
-            break;
-          }
-        }
-        backoff.pause();
-      }
+    const std::uint32_t begin = plan.peer_begin[block];
+    const AgreementOutcome o = agree_on_call_records(
+        a.records, a.nchannels, program.rank, program.channel, plan.peers + begin,
+        plan.peer_begin[block + 1] - begin, call.number, call.args, abort, timeout_ns);
+    agreed = o.result == Agreement::agreed;
+    if (o.result == Agreement::differs) {
+      CallMismatch m;
+      m.seq = call.number + 1;
+      m.rank = program.rank;
+      m.peer = o.peer;
+      m.mine = call.args;
+      m.theirs = o.theirs;
+      a.mismatches[program.channel] = m;
     }
+    if (!agreed)
+      detail::fail_agreement(
+          plan.tables, block, program,
+          o.result == Agreement::timeout ? sync::WaitResult::Timeout : sync::WaitResult::Aborted,
+          o.peer, abort);
   }
   __syncthreads();
   return agreed;

@@ -39,9 +39,10 @@ namespace ccoll::transport::cuda {
 template <class T, ReduceOp Op>
 class P2PSession {
  public:
-  // `stream`: a stream of the rank's device (one of its own when ranks share a device).
+  // `stream`: a stream of the rank's device (one of its own when ranks share a device); `depth`:
+  // 1..kMaxSessionDepth.
   P2PSession(CudaP2P::Executor& executor, int rank, cudaStream_t stream, std::uint32_t depth = 16)
-      : ex_(executor), rank_(rank), queue_(checked(executor, rank, depth), stream, rank) {
+      : ex_(executor), rank_(rank), queue_(checked(executor, rank), depth, stream) {
     P2PSessionArgs args;
     args.queue = queue_.view();
     ex_.launch_session(rank_, p2p_session_kernel<T, Op>, args, stream);
@@ -90,12 +91,11 @@ class P2PSession {
   int rank() const { return rank_; }
 
  private:
-  // Refused before the queue is allocated: freeing it again would wait for the whole device,
-  // where a session kernel of this rank may be resident.
-  static std::uint32_t checked(CudaP2P::Executor& ex, int rank, std::uint32_t depth) {
-    if (depth == 0) throw_invalid_argument(rank, "depth", ">= 1", "0");
+  // The rank's queue memory, which the executor allocated with itself (session_queue.cuh), once
+  // no session of the rank is open.
+  static const SessionQueueMemory<P2PWorkItem>& checked(CudaP2P::Executor& ex, int rank) {
     ex.check_session_allowed(rank);
-    return depth;
+    return ex.session_memory(rank);
   }
   auto failures() {
     return [this] { ex_.check_failures(rank_); };

@@ -53,7 +53,7 @@ class Session {
  public:
   Session(CudaVirtualRanks::Executor& executor, cudaStream_t stream, std::uint32_t depth = 16,
           unsigned nblocks = 0)
-      : ex_(executor), queue_(checked(executor, depth), stream) {
+      : ex_(executor), queue_(checked(executor), depth, stream) {
     const std::uint32_t nch = ex_.config().nchannels == 0 ? 1 : ex_.config().nchannels;
     nblocks_ = nblocks != 0 ? nblocks : static_cast<unsigned>(ex_.nranks()) * nch;
     const SessionQueueView<WorkItem> q = queue_.view();
@@ -112,9 +112,10 @@ class Session {
   std::uint64_t posted() const { return queue_.posted(); }
 
  private:
-  static std::uint32_t checked(CudaVirtualRanks::Executor& ex, std::uint32_t depth) {
+  // The executor's queue memory, allocated with it (session_queue.cuh), once no session is open.
+  static const SessionQueueMemory<WorkItem>& checked(CudaVirtualRanks::Executor& ex) {
     ex.check_session_allowed();
-    return depth;
+    return ex.session_memory();
   }
   auto failures() {
     return [this] { ex_.check_failures(); };

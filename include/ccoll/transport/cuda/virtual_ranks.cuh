@@ -64,6 +64,7 @@
 #include "ccoll/transport/cuda/check.cuh"
 #include "ccoll/transport/cuda/device_fit.cuh"
 #include "ccoll/transport/cuda/device_memory.cuh"
+#include "ccoll/transport/cuda/session_queue.cuh"
 #include "ccoll/transport/cuda/virtual_ranks_kernel.cuh"
 
 namespace ccoll::transport {
@@ -176,13 +177,18 @@ struct CudaVirtualRanks {
       }
       plans_.set_connections(std::move(refs));
       status_ = cuda::MappedHostMemory(sizeof(std::uint32_t));
+      // Allocated now, before any kernel: opening or closing a session later allocates nothing.
+      session_memory_ = cuda::SessionQueueMemory<cuda::WorkItem>(-1);
+      (void)cuda::stream_order(device_);  // the plan tables' pool, before any kernel
       cuda::check(cudaEventCreateWithFlags(&last_call_, cudaEventDisableTiming), "cudaEventCreate");
       cuda::check(cudaStreamCreateWithFlags(&upload_stream_, cudaStreamNonBlocking),
                   "cudaStreamCreate");
     }
     ~Executor() {
       // Kernels still running use this executor's memory.
+      cudaSetDevice(device_);
       if (launched_) cudaEventSynchronize(last_call_);
+      device_plans_.clear();  // stream-ordered frees, while the device is current
       cudaEventDestroy(last_call_);
       cudaStreamDestroy(upload_stream_);
     }
@@ -298,9 +304,11 @@ struct CudaVirtualRanks {
     // (the next forward pass, on another stream) calls runtime::layer_ready / wait_layer_ready
     // with them and the call base of the call it waits for: next_call_base() taken just before
     // that call is enqueued.
+    // The table's memory is freed in stream order when this is destroyed: destroy it after the
+    // consumer kernels that read it.
     struct DeviceLayerReadiness {
-      cuda::DeviceMemory memory;                              // owns the table
-      std::shared_ptr<const cuda::DeviceMemory> plan_memory;  // the progress words stay valid
+      cuda::StreamMemory memory;                              // owns the table
+      std::shared_ptr<const cuda::StreamMemory> plan_memory;  // the progress words stay valid
       runtime::LayerTableView table;                          // device pointers
       const std::uint64_t* progress = nullptr;
     };
@@ -309,7 +317,8 @@ struct CudaVirtualRanks {
       const DevicePlan& dp = device_plan(count, elem_size);
       const runtime::LayerChunkTable table(dp.prepared->plan, rank, layer_end);
       DeviceLayerReadiness r;
-      r.memory = cuda::DeviceMemory(std::max<std::size_t>(1, table.flat().size_bytes()));
+      r.memory = cuda::StreamMemory(std::max<std::size_t>(1, table.flat().size_bytes()),
+                                    upload_stream_, device_);
       upload_bytes(r.memory.get(), table.flat().data(), table.flat().size_bytes());
       r.plan_memory = dp.memory;
       r.table = runtime::LayerTableView{reinterpret_cast<const std::uint32_t*>(r.memory.get()),
@@ -354,6 +363,10 @@ struct CudaVirtualRanks {
       session_open_ = true;
     }
     void session_closed() { session_open_ = false; }
+    // The memory of the session's queue, allocated with the executor.
+    const cuda::SessionQueueMemory<cuda::WorkItem>& session_memory() const {
+      return session_memory_;
+    }
     std::uint32_t* abort_word_on_device() const { return abort_device_word(); }
     std::uint64_t timeout_ns() const {
       const auto ms = static_cast<std::uint64_t>(config_.timeout.count());
@@ -372,7 +385,7 @@ struct CudaVirtualRanks {
     // A cached plan in device memory: its tables, its counters and the blocks' message bases.
     struct DevicePlan {
       std::shared_ptr<const runtime::PreparedPlan<sync::DeviceConnectionRef>> prepared;
-      std::shared_ptr<cuda::DeviceMemory> memory;
+      std::shared_ptr<cuda::StreamMemory> memory;
       cuda::PlanTables tables;                          // pointers into memory
       const cuda::PlanTables* device_tables = nullptr;  // the same, in device memory
       unsigned nblocks = 0;
@@ -448,8 +461,8 @@ struct CudaVirtualRanks {
                     "(" +
                         std::to_string(cap) + ")");
       if (device_plans_.size() >= cap) {
-        // The evicted plan's memory may be in use by a queued kernel.
-        if (launched_) cuda::check(cudaEventSynchronize(last_call_), "cudaEventSynchronize");
+        // The evicted plan's memory may be in use by a queued kernel: freed behind it.
+        if (launched_) device_plans_.at(lru_.back()).memory->release_after(last_call_);
         device_plans_.erase(lru_.back());
         lru_.pop_back();
       }
@@ -512,7 +525,8 @@ struct CudaVirtualRanks {
       const std::size_t at_tables = section(sizeof(cuda::PlanTables));
       const std::size_t at_progress = section(dp.nblocks * sizeof(std::uint64_t));
       const std::size_t at_calls = section(dp.nblocks * sizeof(std::uint64_t));
-      dp.memory = std::make_shared<cuda::DeviceMemory>(total);
+      cuda::check(cudaSetDevice(device_), "cudaSetDevice");
+      dp.memory = std::make_shared<cuda::StreamMemory>(total, upload_stream_, device_);
       std::byte* d = dp.memory->get();
       std::vector<sync::DeviceConnectionRef> refs = pp->connections;
       auto* counters = reinterpret_cast<sync::ConnectionCounters*>(d + at_counters);
@@ -633,6 +647,7 @@ struct CudaVirtualRanks {
     std::uint64_t slot_stride_ = 0;
     cuda::DeviceMemory pool_;
     cuda::MappedHostMemory status_;  // the abort word
+    cuda::SessionQueueMemory<cuda::WorkItem> session_memory_;
     std::unordered_map<std::uint64_t, DevicePlan> device_plans_;
     std::list<std::uint64_t> lru_;
     std::map<const void*, std::vector<cuda::Occupancy>> occupancy_;  // per kernel instantiation

@@ -1,0 +1,94 @@
+// ccoll/transport/cuda/failure_record.hpp: where a GPU block stopped, and which stopped block is
+// the root cause of a failed job.
+//
+// A block that gives up (Config::timeout on the GPU clock, or the abort word) writes a BlockFailure
+// and then raises the abort word, and every other block stops at its next poll with a failure of
+// its own. So one missing peer leaves many records: its neighbours time out waiting for it, and
+// their neighbours wait for them. The root cause is a block that waited for a peer with no failure
+// of its own: that peer never came (or is stuck outside the plan). Timeouts come before aborts,
+// then the earliest.
+//
+// Plain host code over the records the blocks wrote: the fast suite tests it
+// (tests/cuda_protocol_test.cpp), and both CUDA executors name their failures with it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ccoll/runtime/interpreter.hpp"
+#include "ccoll/sync/counter.hpp"
+
+namespace ccoll::transport::cuda {
+
+// Where a block stopped; result Ok: it did not fail.
+struct BlockFailure {
+  runtime::StepFailure step;
+  std::int32_t rank = -1;
+  std::uint32_t channel = 0;
+  std::uint64_t when_ns = 0;  // %globaltimer when it gave up
+};
+
+// The step a BlockFailure names when the block stopped before its program, agreeing with its
+// peers on the call (call_record.hpp).
+inline constexpr std::uint32_t kAgreementStep = ~std::uint32_t{0};
+
+struct RootCause {
+  // The block to name; null: no block timed out (the host's abort() raised the word).
+  const BlockFailure* cause = nullptr;
+  // True when a block waiting for a peer without a failure of its own was found, or no block
+  // timed out at all. False: every waited-for peer failed too (its record may not have landed
+  // yet; `cause` is then the earliest timeout).
+  bool conclusive = false;
+  std::size_t stopped = 0;  // blocks that failed
+};
+
+// The root cause among `n` records (any order; entries with result Ok are ignored). A block's peer
+// is the block of the same channel of rank step.peer. timeouts_only: only blocks that timed out
+// can be the cause (an abort is then never a cause of its own).
+inline RootCause find_root_cause(const BlockFailure* records, std::size_t n, bool timeouts_only) {
+  auto failed = [&](std::int32_t rank, std::uint32_t channel) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (records[i].step.result != sync::WaitResult::Ok && records[i].rank == rank &&
+          records[i].channel == channel)
+        return true;
+    return false;
+  };
+  RootCause out;
+  const BlockFailure* first = nullptr;  // the earliest timeout
+  const BlockFailure* root = nullptr;
+  for (std::size_t i = 0; i < n; ++i) {
+    const BlockFailure& b = records[i];
+    if (b.step.result == sync::WaitResult::Ok) continue;
+    ++out.stopped;
+    const bool timeout = b.step.result == sync::WaitResult::Timeout;
+    if (timeout && (first == nullptr || b.when_ns < first->when_ns)) first = &b;
+    if (!timeout && timeouts_only) continue;
+    if (failed(b.step.peer, b.channel)) continue;
+    const bool root_timeout = root != nullptr && root->step.result == sync::WaitResult::Timeout;
+    if (root == nullptr || (timeout && !root_timeout) ||
+        (timeout == root_timeout && b.when_ns < root->when_ns))
+      root = &b;
+  }
+  if (first == nullptr) {
+    out.conclusive = true;
+    return out;
+  }
+  out.cause = root != nullptr ? root : first;
+  out.conclusive = root != nullptr;
+  return out;
+}
+
+// "rank 0, channel 1, step 3: waiting for a message from rank 2" (or "before its first step:
+// waiting for rank 2 to start the same call").
+inline std::string describe_stop(const BlockFailure& f) {
+  std::string s = "rank " + std::to_string(f.rank) + ", channel " + std::to_string(f.channel);
+  if (f.step.step == kAgreementStep)
+    return s + ", before its first step: waiting for rank " + std::to_string(f.step.peer) +
+           " to start the same call";
+  return s + ", step " + std::to_string(f.step.step) + ": waiting for " +
+         (f.step.waiting_for_slot ? "a free slot at rank " : "a message from rank ") +
+         std::to_string(f.step.peer);
+}
+
+}  // namespace ccoll::transport::cuda

@@ -1,0 +1,448 @@
+// The host-device protocols of the CUDA transports that are not the step interpreter, run on host
+// threads over the same memory a kernel and its host share (no GPU): a persistent session's work
+// queue (transport/cuda/session_protocol.hpp: items, `posted`, completion in order, wrap-around,
+// abort), the ranks' agreement on each call (transport/cuda/call_record.hpp), and the choice of a
+// failed job's root cause (transport/cuda/failure_record.hpp). Threads stand for the kernel's
+// blocks: each runs the leader's code of a block.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ccoll/transport/cuda/call_record.hpp"
+#include "ccoll/transport/cuda/failure_record.hpp"
+#include "ccoll/transport/cuda/session_protocol.hpp"
+
+using namespace ccoll;
+using namespace ccoll::transport::cuda;
+using namespace std::chrono_literals;
+
+namespace {
+
+// One work item: its position in the sequence (so a block can tell a stale slot) and a value.
+struct TestItem {
+  std::uint64_t seq = 0;
+  std::int64_t value = 0;  // < 0: the stop item
+};
+
+// The memory of one queue, as the host and the "device" share it.
+struct QueueMemory {
+  explicit QueueMemory(std::uint32_t depth)
+      : items(depth), arrivals(depth + 1, 0), control(std::make_unique<SessionQueueControl>()) {}
+  SessionQueueView<TestItem> view(std::uint32_t depth) {
+    SessionQueueView<TestItem> v;
+    v.items = items.data();
+    v.depth = depth;
+    v.control = control.get();
+    v.arrivals = arrivals.data();
+    v.completed = arrivals.data() + depth;
+    return v;
+  }
+  std::vector<TestItem> items;
+  std::vector<std::uint64_t> arrivals;  // depth arrival words, then the device's `completed`
+  std::unique_ptr<SessionQueueControl> control;
+};
+
+// A session kernel of `nblocks` blocks on host threads: each block waits for item j, checks that
+// its slot holds item j, writes its output and arrives; a stop item or the abort word ends it.
+// out[j * nblocks + b] = item j's value * (b + 1).
+struct SimulatedSessionKernel {
+  SimulatedSessionKernel(SessionQueueView<TestItem> q, unsigned nblocks, std::uint32_t* abort,
+                         std::vector<std::int64_t>* out)
+      : q_(q), nblocks_(nblocks), abort_(abort), out_(out) {
+    blocks_.reserve(nblocks);
+    for (unsigned b = 0; b < nblocks; ++b) blocks_.emplace_back([this, b] { run(b); });
+  }
+  ~SimulatedSessionKernel() { join(); }
+  void join() {
+    for (auto& t : blocks_)
+      if (t.joinable()) t.join();
+  }
+  std::atomic<int> stale{0};  // items read that were not the expected one
+  std::atomic<int> out_of_order{0};
+  std::atomic<int> aborted{0};  // blocks that ended on the abort word
+
+ private:
+  void run(unsigned b) {
+    std::uint64_t last_completed_seen = 0;
+    for (std::uint64_t j = 0;; ++j) {
+      if (!session_wait_posted(q_, j, abort_)) {
+        ++aborted;
+        return;
+      }
+      const TestItem item = q_.items[j % q_.depth];
+      if (item.seq != j) ++stale;
+      if (item.value < 0) return;
+      // Blocks of different speeds: some items keep one block longer, so that blocks are on
+      // different items and the last to arrive may wait for the previous item's completion.
+      if ((j + b) % 7 == 0)
+        for (int i = 0; i < 20; ++i) std::this_thread::yield();
+      (*out_)[j * nblocks_ + b] = item.value * static_cast<std::int64_t>(b + 1);
+      if (!session_item_done(q_, j, nblocks_, abort_)) {
+        ++aborted;
+        return;
+      }
+      const std::uint64_t c =
+          sync::AtomicWord<std::uint64_t>(&q_.control->completed).load_acquire();
+      if (c < last_completed_seen) ++out_of_order;
+      last_completed_seen = c;
+    }
+  }
+  SessionQueueView<TestItem> q_;
+  unsigned nblocks_;
+  std::uint32_t* abort_;
+  std::vector<std::int64_t>* out_;
+  std::vector<std::thread> blocks_;
+};
+
+// Waits on the host for `ticket` (bounded: a broken protocol fails the test instead of hanging).
+bool wait_for(const SessionRing<TestItem>& ring, std::uint64_t ticket) {
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!ring.has_completed(ticket)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+CallArguments args(std::uint64_t count, DataType dtype = DataType::f32,
+                   ReduceOp op = ReduceOp::sum) {
+  CallArguments a;
+  a.count = count;
+  a.dtype = dtype;
+  a.op = op;
+  return a;
+}
+
+BlockFailure failure(std::int32_t rank, std::uint32_t channel, sync::WaitResult result,
+                     std::int32_t peer, std::uint64_t when, std::uint32_t step = 0) {
+  BlockFailure f;
+  f.rank = rank;
+  f.channel = channel;
+  f.step.result = result;
+  f.step.peer = peer;
+  f.step.step = step;
+  f.when_ns = when;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("session ring: slots, back-pressure tickets, the stop item") {
+  QueueMemory m(3);
+  m.control->posted = 99;  // a previous session's words: a new ring starts from zero
+  m.control->completed = 99;
+  SessionRing<TestItem> ring(m.items.data(), m.control.get(), 3);
+  CHECK(m.control->posted == 0);
+  CHECK(ring.completed() == 0);
+  CHECK(ring.ticket_freeing_next() == 0);
+  for (std::uint64_t t = 1; t <= 3; ++t) {
+    CHECK(&ring.next_slot() == &m.items[(t - 1) % 3]);
+    CHECK(ring.post() == t);
+    CHECK(m.control->posted == t);
+  }
+  // The fourth item reuses the first slot: ticket 1 must have completed.
+  CHECK(ring.ticket_freeing_next() == 1);
+  CHECK(&ring.next_slot() == &m.items[0]);
+  CHECK_FALSE(ring.has_completed(1));
+  m.control->completed = 1;
+  CHECK(ring.has_completed(1));
+  CHECK_FALSE(ring.has_completed(2));
+  ring.post();
+  CHECK(ring.ticket_freeing_next() == 2);
+  // The stop item is published after every item, but is no ticket.
+  TestItem stop;
+  stop.seq = 4;
+  stop.value = -1;
+  ring.post_stop(stop);
+  CHECK(m.control->posted == 5);
+  CHECK(ring.posted() == 4);
+  CHECK(m.items[4 % 3].value == -1);
+}
+
+TEST_CASE("session queue: items complete in order through many wrap-arounds") {
+  for (std::uint32_t depth : {1u, 3u, 16u})
+    for (unsigned nblocks : {1u, 3u}) {
+      CAPTURE(depth);
+      CAPTURE(nblocks);
+      const std::uint64_t n = 40;  // 40 wrap-arounds at depth 1, 2.5 at depth 16
+      QueueMemory m(depth);
+      std::uint32_t abort = 0;
+      std::vector<std::int64_t> out(n * nblocks, 0);
+      SessionRing<TestItem> ring(m.items.data(), m.control.get(), depth);
+      SimulatedSessionKernel kernel(m.view(depth), nblocks, &abort, &out);
+      std::uint64_t outstanding_max = 0;
+      bool timely = true;
+      for (std::uint64_t j = 0; j < n && timely; ++j) {
+        const std::uint64_t freeing = ring.ticket_freeing_next();
+        if (freeing != 0) timely = wait_for(ring, freeing);
+        outstanding_max = std::max(outstanding_max, ring.posted() - ring.completed());
+        TestItem& slot = ring.next_slot();
+        slot.seq = j;
+        slot.value = static_cast<std::int64_t>(j) + 1;
+        CHECK(ring.post() == j + 1);
+        // A completed ticket means every block's output of that item is there.
+        const std::uint64_t done = ring.completed();
+        for (std::uint64_t k = 0; k < done; ++k)
+          for (unsigned b = 0; b < nblocks; ++b)
+            if (out[k * nblocks + b] != static_cast<std::int64_t>(k + 1) * (b + 1)) timely = false;
+      }
+      REQUIRE(timely);
+      CHECK(outstanding_max < depth);
+      CHECK(wait_for(ring, n));
+      if (ring.ticket_freeing_next() != 0) CHECK(wait_for(ring, ring.ticket_freeing_next()));
+      TestItem stop;
+      stop.seq = n;
+      stop.value = -1;
+      ring.post_stop(stop);
+      kernel.join();
+      CHECK(ring.completed() == n);
+      CHECK(kernel.stale == 0);
+      CHECK(kernel.out_of_order == 0);
+      CHECK(kernel.aborted == 0);
+      std::size_t wrong = 0;
+      for (std::uint64_t j = 0; j < n; ++j)
+        for (unsigned b = 0; b < nblocks; ++b)
+          if (out[j * nblocks + b] != static_cast<std::int64_t>(j + 1) * (b + 1)) ++wrong;
+      CHECK(wrong == 0);
+      // Every arrival word is free again for the next session.
+      for (std::uint32_t i = 0; i < depth; ++i) CHECK(m.arrivals[i] == 0);
+      CHECK(m.arrivals[depth] == n);
+    }
+}
+
+TEST_CASE("session queue: the abort word ends blocks waiting for an item") {
+  QueueMemory m(4);
+  std::uint32_t abort = 0;
+  std::vector<std::int64_t> out(64, 0);
+  SessionRing<TestItem> ring(m.items.data(), m.control.get(), 4);
+  SimulatedSessionKernel kernel(m.view(4), 3, &abort, &out);
+  TestItem& slot = ring.next_slot();
+  slot.seq = 0;
+  slot.value = 5;
+  ring.post();
+  REQUIRE(wait_for(ring, 1));
+  // Idle blocks wait without a deadline; the word ends them.
+  std::this_thread::sleep_for(5ms);
+  sync::AtomicWord<std::uint32_t>(&abort).store_release(1u);
+  kernel.join();
+  CHECK(kernel.aborted == 3);
+  CHECK(ring.completed() == 1);
+  CHECK(out[0] == 5);
+  CHECK(out[2] == 15);
+}
+
+TEST_CASE("session queue: an item after one cut short never completes; the abort word ends it") {
+  QueueMemory m(4);
+  auto q = m.view(4);
+  std::uint32_t abort = 0;
+  SessionRing<TestItem> ring(m.items.data(), m.control.get(), 4);
+  for (std::uint64_t j = 0; j < 2; ++j) {
+    ring.next_slot() = TestItem{j, 1};
+    ring.post();
+  }
+  // Two blocks. Block 0 finishes items 0 and 1; block 1 failed in item 0 (no arrival) but reaches
+  // item 1's arrival (as a block of another channel may): it is item 1's last, and item 0 never
+  // completes, so it waits for it until the word.
+  CHECK(session_item_done(q, 0, 2, &abort));
+  CHECK(session_item_done(q, 1, 2, &abort));
+  std::atomic<int> result{-1};
+  std::thread last([&] { result = session_item_done(q, 1, 2, &abort) ? 1 : 0; });
+  std::this_thread::sleep_for(20ms);
+  CHECK(result == -1);  // still waiting for item 0
+  sync::AtomicWord<std::uint32_t>(&abort).store_release(1u);
+  last.join();
+  CHECK(result == 0);
+  CHECK(ring.completed() == 0);
+}
+
+TEST_CASE("session queue: an item's last block publishes it only after the item before it") {
+  QueueMemory m(4);
+  auto q = m.view(4);
+  std::uint32_t abort = 0;
+  SessionRing<TestItem> ring(m.items.data(), m.control.get(), 4);
+  for (std::uint64_t j = 0; j < 2; ++j) {
+    ring.next_slot() = TestItem{j, 1};
+    ring.post();
+  }
+  // Item 1's last arrival comes before item 0's: it waits, and publishes 2 only once 1 is.
+  CHECK(session_item_done(q, 0, 2, &abort));
+  CHECK(session_item_done(q, 1, 2, &abort));
+  std::atomic<int> result{-1};
+  std::thread last_of_1([&] { result = session_item_done(q, 1, 2, &abort) ? 1 : 0; });
+  std::this_thread::sleep_for(20ms);
+  CHECK(result == -1);
+  CHECK(ring.completed() == 0);
+  CHECK(session_item_done(q, 0, 2, &abort));  // item 0's last arrival
+  last_of_1.join();
+  CHECK(result == 1);
+  CHECK(ring.completed() == 2);
+  CHECK(m.arrivals[0] == 0);
+  CHECK(m.arrivals[1] == 0);
+}
+
+TEST_CASE("agreement: ranks on threads agree call by call; a late peer is waited for") {
+  // Three ranks on a ring, one channel: each block agrees with its two neighbours. A rank runs at
+  // most 8 calls ahead of its neighbours (the FIFO between them bounds it on the GPU), so no record
+  // it reads is overwritten.
+  const int p = 3;
+  const std::uint64_t calls = 120;  // the ring of records wraps almost four times
+  std::vector<CallRecord> records(static_cast<std::size_t>(p) * kCallRecordRing);
+  std::uint32_t abort = 0;
+  std::vector<std::atomic<std::uint64_t>> done(p);
+  std::vector<int> disagreed(p, 0);
+  std::vector<std::thread> ranks;
+  ranks.reserve(p);
+  for (int r = 0; r < p; ++r)
+    ranks.emplace_back([&, r] {
+      const std::int32_t peers[] = {(r + p - 1) % p, (r + 1) % p};
+      for (std::uint64_t call = 0; call < calls; ++call) {
+        for (const std::int32_t q : peers)
+          while (done[static_cast<std::size_t>(q)].load() + 8 < call) std::this_thread::yield();
+        if (r == 2 && call % 40 == 0) std::this_thread::sleep_for(2ms);  // a late rank
+        const AgreementOutcome o = agree_on_call_records(
+            records.data(), 1, r, 0, peers, 2, call, args(1000 + call % 7), &abort, 10'000'000'000);
+        if (o.result != Agreement::agreed) ++disagreed[static_cast<std::size_t>(r)];
+        done[static_cast<std::size_t>(r)].store(call + 1);
+      }
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < p; ++r) CHECK(disagreed[static_cast<std::size_t>(r)] == 0);
+}
+
+TEST_CASE("agreement: a peer with other arguments, a peer that never calls, the abort word") {
+  std::vector<CallRecord> records(static_cast<std::size_t>(3) * 2 * kCallRecordRing);
+  std::uint32_t abort = 0;
+  auto ring = [&](int rank, std::uint32_t channel) {
+    return records.data() + (static_cast<std::size_t>(rank) * 2 + channel) * kCallRecordRing;
+  };
+  const std::int32_t peers01[] = {1};
+  // Rank 1, channel 1, published call 0 with another count, on another thread, after a while.
+  std::thread other([&] {
+    std::this_thread::sleep_for(5ms);
+    publish_call(ring(1, 1), 0, args(4000));
+  });
+  AgreementOutcome o = agree_on_call_records(records.data(), 2, 0, 1, peers01, 1, 0, args(4096),
+                                             &abort, 10'000'000'000);
+  other.join();
+  CHECK(o.result == Agreement::differs);
+  CHECK(o.peer == 1);
+  CHECK(o.theirs == args(4000));
+  // Rank 0's own record of the call is published for its peers.
+  CallArguments mine;
+  CHECK(check_peer_call(ring(0, 1), 0, args(4096), &mine) == CallCheck::same);
+  // Channel 0 of rank 1 never calls: a timeout naming it, after the timeout and not long after.
+  const auto t0 = std::chrono::steady_clock::now();
+  o = agree_on_call_records(records.data(), 2, 0, 0, peers01, 1, 0, args(4096), &abort, 30'000'000);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(o.result == Agreement::timeout);
+  CHECK(o.peer == 1);
+  CHECK(ms >= 29.0);
+  CHECK(ms < 2000.0);
+  // The abort word ends a wait without a deadline.
+  std::thread raise([&] {
+    std::this_thread::sleep_for(5ms);
+    sync::AtomicWord<std::uint32_t>(&abort).store_release(1u);
+  });
+  const std::int32_t peers2[] = {2};
+  o = agree_on_call_records(records.data(), 2, 0, 0, peers2, 1, 1, args(4096), &abort, 0);
+  raise.join();
+  CHECK(o.result == Agreement::aborted);
+  CHECK(o.peer == 2);
+  // No peers: nothing to wait for.
+  o = agree_on_call_records(records.data(), 2, 2, 0, nullptr, 0, 0, args(1), &abort, 1);
+  CHECK(o.result == Agreement::agreed);
+}
+
+TEST_CASE("agreement: the mismatch every rank reports is the lowest call, then the lowest pair") {
+  std::vector<CallMismatch> found(6);
+  CHECK(first_mismatch(found.data(), found.size()) == nullptr);
+  found[4].seq = 8;
+  found[4].rank = 2;
+  found[4].peer = 1;
+  found[1].seq = 8;
+  found[1].rank = 0;
+  found[1].peer = 1;
+  found[5].seq = 9;
+  found[5].rank = 0;
+  found[5].peer = 2;
+  const CallMismatch* m = first_mismatch(found.data(), found.size());
+  REQUIRE(m != nullptr);
+  CHECK(m == &found[1]);
+  found[3].seq = 3;
+  found[3].rank = 1;
+  found[3].peer = 2;
+  CHECK(first_mismatch(found.data(), found.size()) == &found[3]);
+}
+
+TEST_CASE("failure root cause: the block that waited for a peer with no failure of its own") {
+  using sync::WaitResult;
+  // Ring of 3, rank 1 missing: rank 2 waits for rank 1 (no record: the cause), rank 0 waits for
+  // rank 2 and timed out first. Records in any order, with unused (Ok) entries between.
+  std::vector<BlockFailure> board(6);
+  board[0] = failure(0, 0, WaitResult::Timeout, 2, 100, 1);
+  board[4] = failure(2, 0, WaitResult::Timeout, 1, 200, 3);
+  board[5] = failure(0, 1, WaitResult::Aborted, 1, 150, 1);
+  RootCause root = find_root_cause(board.data(), board.size(), false);
+  REQUIRE(root.cause != nullptr);
+  CHECK(root.cause == &board[4]);
+  CHECK(root.conclusive);
+  CHECK(root.stopped == 3);
+  CHECK(describe_stop(*root.cause) ==
+        "rank 2, channel 0, step 3: waiting for a message from rank 1");
+
+  // A peer's failure on another channel does not explain this channel's wait.
+  board[2] = failure(1, 1, WaitResult::Aborted, 0, 300);
+  root = find_root_cause(board.data(), board.size(), false);
+  CHECK(root.cause == &board[4]);
+  // Once rank 1 channel 0 has failed too, every waited-for peer failed: the earliest timeout,
+  // inconclusive (a record may not have landed yet).
+  board[1] = failure(1, 0, WaitResult::Aborted, 0, 250);
+  root = find_root_cause(board.data(), board.size(), false);
+  CHECK(root.cause == &board[0]);
+  CHECK_FALSE(root.conclusive);
+  CHECK(root.stopped == 5);
+}
+
+TEST_CASE("failure root cause: timeouts before aborts; only aborts: the host's abort()") {
+  using sync::WaitResult;
+  std::vector<BlockFailure> board;
+  // Only aborts: no cause, conclusive (the host raised the word).
+  board.push_back(failure(0, 0, WaitResult::Aborted, 1, 10));
+  board.push_back(failure(1, 0, WaitResult::Aborted, 0, 11));
+  RootCause root = find_root_cause(board.data(), board.size(), false);
+  CHECK(root.cause == nullptr);
+  CHECK(root.conclusive);
+  CHECK(root.stopped == 2);
+  // An aborted block waiting for a healthy peer, and a later timeout waiting for a healthy peer:
+  // the timeout is the cause.
+  board.clear();
+  board.push_back(failure(0, 0, WaitResult::Aborted, 3, 10));
+  board.push_back(failure(1, 0, WaitResult::Timeout, 2, 50, kAgreementStep));
+  root = find_root_cause(board.data(), board.size(), false);
+  CHECK(root.cause == &board[1]);
+  CHECK(describe_stop(*root.cause) ==
+        "rank 1, channel 0, before its first step: waiting for rank 2 to start the same call");
+  // The timeout waits for a failed peer: without timeouts_only, the aborted block with a healthy
+  // peer is the cause; with it, the earliest timeout (inconclusive).
+  board.push_back(failure(2, 0, WaitResult::Aborted, 1, 60));
+  root = find_root_cause(board.data(), board.size(), false);
+  CHECK(root.cause == &board[0]);
+  CHECK(root.conclusive);
+  root = find_root_cause(board.data(), board.size(), true);
+  CHECK(root.cause == &board[1]);
+  CHECK_FALSE(root.conclusive);
+  // Among timeouts with healthy peers, the earliest; a slot wait says so.
+  board.push_back(failure(3, 0, WaitResult::Timeout, 4, 40, 2));
+  board.back().step.waiting_for_slot = true;
+  root = find_root_cause(board.data(), board.size(), true);
+  CHECK(root.cause == &board[3]);
+  CHECK(describe_stop(*root.cause) ==
+        "rank 3, channel 0, step 2: waiting for a free slot at rank 4");
+}
