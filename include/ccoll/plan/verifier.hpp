@@ -153,8 +153,10 @@ class PlanVerifier {
                        r == plan_.root);
   }
   static std::string span_text(const BufferSpan& s) {
-    return s.begin == s.end ? std::string("(none)")
-                            : "[" + std::to_string(s.begin) + "," + std::to_string(s.end) + ")";
+    if (s.begin == s.end) return "(none)";
+    std::ostringstream os;  // (not operator+: g++ 12 warns falsely about it, -Wrestrict)
+    os << '[' << s.begin << ',' << s.end << ')';
+    return os.str();
   }
 
   const Step& step_at(std::size_t prog, std::size_t i) const {
