@@ -36,8 +36,7 @@ inline Plan build_ring_all_gather(const PlanRequest& req) {
   const Rank p = req.nranks;
   const auto up = static_cast<std::uint64_t>(p);
   for (std::uint32_t c = 0; c < nchannels; ++c) {
-    const std::uint64_t part_n =
-        even_split_begin(b, nchannels, c + 1) - even_split_begin(b, nchannels, c);
+    const std::uint64_t part_n = detail::part_elems(b, nchannels, c);
     if (part_n == 0) continue;
     if (p == 1) {
       const auto bc = detail::block_chunk(b, 0, nchannels, c, 1, 0);
@@ -76,14 +75,9 @@ inline Plan build_direct_all_gather(const PlanRequest& req) {
   const Rank p = req.nranks;
   const auto up = static_cast<std::uint64_t>(p);
   for (std::uint32_t c = 0; c < nchannels; ++c) {
-    const std::uint64_t part_n =
-        even_split_begin(b, nchannels, c + 1) - even_split_begin(b, nchannels, c);
+    const std::uint64_t part_n = detail::part_elems(b, nchannels, c);
     if (part_n == 0) continue;
-    const std::uint64_t slot_elems = req.slot_bytes / req.elem_size;
-    const std::uint64_t k =
-        p == 1 ? 1
-               : std::max(std::min<std::uint64_t>(std::max<std::uint32_t>(1, req.nchunks), part_n),
-                          min_chunks_for_slots(part_n, 1, slot_elems));
+    const std::uint64_t k = p == 1 ? 1 : detail::one_hop_chunks(req, part_n);
     for (Rank q = 0; q < p; ++q) {
       const auto uq = static_cast<std::uint64_t>(q);
       for (std::uint64_t chunk = 0; chunk < k; ++chunk) {

@@ -66,6 +66,18 @@ inline std::vector<std::vector<Rank>> default_rings(Rank nranks, std::uint32_t n
   return rings;
 }
 
+// Elements of channel c's part of a block of b.
+inline std::uint64_t part_elems(std::uint64_t b, std::uint32_t nchannels, std::uint32_t c) {
+  return even_split_begin(b, nchannels, c + 1) - even_split_begin(b, nchannels, c);
+}
+
+// Chunks of a one-hop plan's part of n elements: req.nchunks if set (never empty chunks), at
+// least enough that a chunk fits a slot.
+inline std::uint64_t one_hop_chunks(const PlanRequest& req, std::uint64_t n) {
+  return std::max(std::min<std::uint64_t>(std::max<std::uint32_t>(1, req.nchunks), n),
+                  min_chunks_for_slots(n, 1, req.slot_bytes / req.elem_size));
+}
+
 // Chunk k of K of channel c's part of block j: [offset, offset + count).
 struct BlockChunk {
   std::uint64_t offset = 0;
@@ -93,8 +105,7 @@ inline Plan build_ring_reduce_scatter(const PlanRequest& req) {
   const Rank p = req.nranks;
   const auto up = static_cast<std::uint64_t>(p);
   for (std::uint32_t c = 0; c < nchannels; ++c) {
-    const std::uint64_t part_n =
-        even_split_begin(b, nchannels, c + 1) - even_split_begin(b, nchannels, c);
+    const std::uint64_t part_n = detail::part_elems(b, nchannels, c);
     if (part_n == 0) continue;
     if (p == 1) {
       const auto bc = detail::block_chunk(b, 0, nchannels, c, 1, 0);
@@ -138,18 +149,14 @@ inline Plan build_direct_reduce_scatter(const PlanRequest& req) {
   const std::uint64_t lookahead =
       std::max<std::uint32_t>(1, std::min<std::uint32_t>(req.nslots, 2));
   for (std::uint32_t c = 0; c < nchannels; ++c) {
-    const std::uint64_t part_n =
-        even_split_begin(b, nchannels, c + 1) - even_split_begin(b, nchannels, c);
+    const std::uint64_t part_n = detail::part_elems(b, nchannels, c);
     if (part_n == 0) continue;
     if (p == 1) {
       const auto bc = detail::block_chunk(b, 0, nchannels, c, 1, 0);
       builder.add(c, 0, bc.offset, bc.count, Source::Input, {}, {}, true, true);
       continue;
     }
-    const std::uint64_t slot_elems = req.slot_bytes / req.elem_size;
-    const std::uint64_t k =
-        std::max(std::min<std::uint64_t>(std::max<std::uint32_t>(1, req.nchunks), part_n),
-                 min_chunks_for_slots(part_n, 1, slot_elems));
+    const std::uint64_t k = detail::one_hop_chunks(req, part_n);
     for (Rank q = 0; q < p; ++q) {
       const auto uq = static_cast<std::uint64_t>(q);
       auto stage = [&](std::uint64_t chunk) {

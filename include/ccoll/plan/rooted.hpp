@@ -30,6 +30,7 @@
 #include "ccoll/plan/chunking.hpp"
 #include "ccoll/plan/collective.hpp"
 #include "ccoll/plan/plan.hpp"
+#include "ccoll/plan/reduce_scatter.hpp"
 
 namespace ccoll::plan {
 
@@ -54,7 +55,6 @@ inline Plan build_rooted(const PlanRequest& req, Collective coll, bool chain) {
   const Rank p = req.nranks;
   const auto up = static_cast<std::uint64_t>(p);
   const auto root = static_cast<std::uint64_t>(req.root);
-  const std::uint64_t slot_elems = req.slot_bytes / req.elem_size;
   for (std::uint32_t c = 0; c < nchannels; ++c) {
     const std::uint64_t lo = even_split_begin(req.count, nchannels, c);
     const std::uint64_t n = even_split_begin(req.count, nchannels, c + 1) - lo;
@@ -64,9 +64,7 @@ inline Plan build_rooted(const PlanRequest& req, Collective coll, bool chain) {
       continue;
     }
     const std::uint64_t k =
-        chain ? resolve_chunks(req, n, 1, static_cast<double>(p - 2), 1.0)
-              : std::max(std::min<std::uint64_t>(std::max<std::uint32_t>(1, req.nchunks), n),
-                         min_chunks_for_slots(n, 1, slot_elems));
+        chain ? resolve_chunks(req, n, 1, static_cast<double>(p - 2), 1.0) : one_hop_chunks(req, n);
     // order[0] .. order[P-1]: the chain in the direction data flows.
     std::vector<Rank> order(up);
     for (std::uint64_t i = 0; i < up; ++i) {
