@@ -38,6 +38,7 @@
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/schedule/pipelined.hpp"
 #include "ccoll/transport/concept.hpp"
+#include "ccoll/transport/resolve.hpp"
 
 namespace ccoll {
 
@@ -140,30 +141,9 @@ class Allreduce {
   }
 
  private:
-  // The transport's bootstrap (with the transport's own arguments, if its resolve takes them).
   template <class... A>
-  static Config resolve_transport(const Config& config, const A&... args) {
-    if constexpr (requires { T::resolve(config, args...); })
-      return T::resolve(config, args...);
-    else
-      return T::resolve(config);
-  }
-  template <class... A>
-  static Config resolve(Config config, const L& topology, const A&... args) {
-    if constexpr (algo::FixedRankTopology<L>) {
-      const int needed = static_cast<int>(topology.nranks());  // 0: any
-      if (needed <= 0) return resolve_transport(config, args...);
-      if (config.nranks == 0) config.nranks = needed;
-      config = resolve_transport(config, args...);
-      if (config.nranks != needed)
-        throw_invalid_argument(config.rank, "Config::nranks",
-                               std::to_string(needed) + " (the ranks topology '" +
-                                   std::string(topology.name) + "' was planned for)",
-                               std::to_string(config.nranks));
-      return config;
-    } else {
-      return resolve_transport(config, args...);
-    }
+  static Config resolve(const Config& config, const L& topology, const A&... args) {
+    return transport::resolve_for<T>(config, topology, args...);
   }
   plan::Plan build(const plan::PlanRequest& request) const {
     plan::PlanRequest req = request;

@@ -1,4 +1,4 @@
-// ccoll/ccoll.hpp: everything a user of the allreduce API needs, in one include.
+// ccoll/ccoll.hpp: everything a user of the collectives API needs, in one include.
 //
 // The public allreduce (Allreduce, Config), the host transports, the stateless logical topologies,
 // the schedules, and the core vocabulary (DataType, ReduceOp, Error). Stateful topologies
@@ -12,6 +12,7 @@
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/algo/tree.hpp"
 #include "ccoll/allreduce.hpp"
+#include "ccoll/collective.hpp"
 #include "ccoll/core/config.hpp"
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/error.hpp"

@@ -6,6 +6,12 @@
 // name are static (Ring, Tree, ...) or an object constructed from a physical topology and options
 // (algo/packed_forest.hpp, algo/registered.hpp's Registered). A policy whose plans need a fixed
 // number of ranks (a forest's ranks are the machines' GPUs and its relays) says so with nranks().
+//
+// PlanRequest::collective names the collective to plan. A policy builds the plans of the
+// collectives it knows and, for the others, whatever it builds (its allreduce): the plan cache
+// (runtime/plan_cache.hpp) compares Plan::collective with the request and refuses the policy
+// (ErrorCode::Unsupported) when they differ, so no executor runs one collective's plan for
+// another's call.
 #pragma once
 
 #include <concepts>

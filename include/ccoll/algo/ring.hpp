@@ -1,5 +1,8 @@
 // ccoll/algo/ring.hpp: the ring logical topology policy (ranks 0..P-1, req.nchannels rings,
-// odd channels reversed); see plan/ring.hpp for the schedule it builds.
+// odd channels reversed); see plan/ring.hpp for the schedule it builds. For the other collectives
+// (req.collective) it builds their ring forms: plan/reduce_scatter.hpp's and plan/all_gather.hpp's
+// rings, and plan/rooted.hpp's chains from the root for broadcast and reduce (NCCL's ring
+// broadcast and reduce are such chains).
 //
 // Registered on a physical graph ("ring" with a topology), the rings are embedded in it instead
 // (algo/embedding.hpp): Hamiltonian cycles of routes chosen by bottleneck bandwidth, so that the
@@ -14,13 +17,30 @@
 #include "ccoll/algo/concepts.hpp"
 #include "ccoll/algo/embedding.hpp"
 #include "ccoll/algo/registered.hpp"
+#include "ccoll/plan/all_gather.hpp"
+#include "ccoll/plan/reduce_scatter.hpp"
 #include "ccoll/plan/ring.hpp"
+#include "ccoll/plan/rooted.hpp"
 
 namespace ccoll::algo {
 
 struct Ring {
   static constexpr std::string_view name = "ring";
-  static plan::Plan build(const plan::PlanRequest& req) { return plan::build_ring(req); }
+  static plan::Plan build(const plan::PlanRequest& req) {
+    switch (req.collective) {
+      case plan::Collective::reduce_scatter:
+        return plan::build_ring_reduce_scatter(req);
+      case plan::Collective::all_gather:
+        return plan::build_ring_all_gather(req);
+      case plan::Collective::broadcast:
+        return plan::build_chain_broadcast(req);
+      case plan::Collective::reduce:
+        return plan::build_chain_reduce(req);
+      case plan::Collective::allreduce:
+        break;
+    }
+    return plan::build_ring(req);
+  }
 };
 
 static_assert(LogicalTopology<Ring>);

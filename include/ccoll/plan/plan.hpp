@@ -178,7 +178,10 @@ struct PlanRequest {
   std::uint32_t nslots = 4;             // FIFO depth
   double alpha_s = 5e-6;                // per-message latency for the chunk-count model
   double beta_s_per_byte = 1.0 / 10e9;  // inverse link bandwidth for the chunk-count model
-  Rank root = 0;                        // broadcast and reduce
+  // Which collective to plan (plan/collective.hpp) and, for broadcast and reduce, its root. A
+  // logical topology that has no plan of the collective builds none (algo/concepts.hpp).
+  Collective collective = Collective::allreduce;
+  Rank root = 0;
 };
 
 }  // namespace ccoll::plan

@@ -165,10 +165,10 @@ class AreaControlPlane {
   // What check_peers() reads of a call descriptor that its rank may be rewriting.
   struct CallSummary {
     std::uint64_t seq, count;
-    std::uint32_t dtype, op, status, in_band;
+    std::uint32_t dtype, op, status, in_band, shape;
     bool operator==(const CallSummary&) const = default;
     bool same_call(const CallSummary& o) const {
-      return count == o.count && dtype == o.dtype && op == o.op;
+      return count == o.count && dtype == o.dtype && op == o.op && shape == o.shape;
     }
   };
 
@@ -202,6 +202,7 @@ class AreaControlPlane {
     sync::AtomicWord<std::uint32_t>(&mine.status)
         .store_relaxed(args.ok() ? 0u : 1u + static_cast<std::uint32_t>(args.error));
     sync::AtomicWord<std::uint32_t>(&mine.in_band).store_relaxed(in_band ? 1u : 0u);
+    sync::AtomicWord<std::uint32_t>(&mine.shape).store_relaxed(encode_shape(args.shape));
     mine.root_choice = rank == 0 ? args.root_choice : 0u;
     mine.placement = args.placement;
     if (!args.ok() || mine.reason[0] != 0) {
@@ -247,6 +248,7 @@ class AreaControlPlane {
     c.op = sync::AtomicWord<std::uint32_t>(&d.op).load_acquire();
     c.status = sync::AtomicWord<std::uint32_t>(&d.status).load_acquire();
     c.in_band = sync::AtomicWord<std::uint32_t>(&d.in_band).load_acquire();
+    c.shape = sync::AtomicWord<std::uint32_t>(&d.shape).load_acquire();
     return c;
   }
 

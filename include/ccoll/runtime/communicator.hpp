@@ -1,7 +1,10 @@
 // ccoll/runtime/communicator.hpp: one collective call, composed from the runtime's parts and a
 // transport's control plane and connections.
 //
-// One call on rank r (every transport whose ranks run the interpreter on host threads):
+// One call on rank r (every transport whose ranks run the interpreter on host threads) of the
+// communicator's collective (runtime/plan_cache.hpp: allreduce, or the one its plan source builds;
+// CallShape names it and its root, and the rank's buffers are mapped onto the plan's index space
+// by runtime/call_layout()):
 //   1. local argument checks (runtime/call_args.hpp); rank 0 also decides how this call writes
 //      its slots (runtime/slot_store_tuner.hpp);
 //   2. agreement through the transport's control plane (runtime/control_plane.hpp): every rank
@@ -139,16 +142,23 @@ class Communicator {
                           plane_.abort_word(), wait_policy_);
   }
 
-  // One collective call by `rank` (its state must be used by one thread only).
+  // The collective this communicator runs (every call's CallShape names it).
+  plan::Collective collective() const { return plans_.collective(); }
+
+  // One collective call by `rank` (its state must be used by one thread only). `count` counts as
+  // the collective does (call_layout()).
   void run(rank_state& st, int rank, const void* send, void* recv, std::size_t count,
-           DataType dtype, ReduceOp op) {
-    run(st, rank, send, recv, count, dtype, op, WindowPlacement{}, [](const StepOptions&) {});
+           DataType dtype, ReduceOp op, const CallShape& shape = CallShape{}) {
+    run(
+        st, rank, send, recv, count, dtype, op, WindowPlacement{}, [](const StepOptions&) {},
+        shape);
   }
-  // The same, for buffers at `placement` in a registered window: direct(options) runs the call
-  // when every rank's buffers lie at the same offsets of that window.
+  // The same, for buffers at `placement` in a registered window: direct(options) runs an
+  // allreduce when every rank's buffers lie at the same offsets of that window.
   template <class Direct>
   void run(rank_state& st, int rank, const void* send, void* recv, std::size_t count,
-           DataType dtype, ReduceOp op, const WindowPlacement& placement, Direct&& direct) {
+           DataType dtype, ReduceOp op, const WindowPlacement& placement, Direct&& direct,
+           const CallShape& shape = CallShape{}) {
     StepOptions o;
     // A long timeout starts from the coarse clock: at most a tick early, and the fine clock's read
     // is a noticeable share of a small call (sync/backoff.hpp).
@@ -159,16 +169,26 @@ class Communicator {
     if (plane_.aborted()) throw plane_.stopped_error(here, st.seq + 1);
 
     // 1. Local checks; rank 0 chooses how every rank writes its slots in this call.
-    CallArgs args = check_call_arguments(send, recv, count, dtype, op);
-    const std::uint64_t bytes = static_cast<std::uint64_t>(count) * size_of(dtype);
+    const bool allreduce = shape.collective == plan::Collective::allreduce;
+    if (shape.collective != plans_.collective())
+      throw Error(ErrorCode::InvalidArgument, rank,
+                  "a " + std::string(plan::collective_name(shape.collective)) +
+                      " call on a communicator of " +
+                      std::string(plan::collective_name(plans_.collective())) + " plans");
+    CallArgs args = check_call_arguments(send, recv, count, dtype, op, shape,
+                                         rank < nranks_ ? rank : -1, plans_.active());
+    const CallLayout layout = call_layout(shape, count, rank, plans_.active());
+    const std::uint64_t bytes = layout.plan_count * size_of(dtype);
     const bool may_stream = config_.stream_slot_bytes != 0 && bytes >= config_.stream_slot_bytes;
     SlotStoreTuner* tuner = nullptr;
     bool in_band = false;
+    // The other collectives agree before their steps: a broadcast or reduce does not bring every
+    // rank's messages to every rank, so their trailers cannot stand for the arguments.
     if constexpr (InBandControlPlane<P>)
-      in_band = !may_stream && config_.in_band_agreement_bytes != 0 &&
+      in_band = allreduce && !may_stream && config_.in_band_agreement_bytes != 0 &&
                 bytes <= config_.in_band_agreement_bytes;
     // Small calls agree in band, after their steps, so they stage whatever their buffers.
-    const bool windowed = placement.window != 0 && !in_band;
+    const bool windowed = allreduce && placement.window != 0 && !in_band;
     if (windowed) args.placement = placement;
     if (rank == 0) {
       const bool eligible = args.ok() && may_stream;
@@ -193,22 +213,24 @@ class Communicator {
                                      SlotStoreTuner::Streamed;
 
     // 3. The plan.
-    if (st.last_plan == nullptr || st.last_count != count || st.last_elem_size != size_of(dtype)) {
+    if (st.last_plan == nullptr || st.last_count != layout.plan_count ||
+        st.last_elem_size != size_of(dtype) || st.last_root != shape.root) {
       try {
-        st.last_plan = plans_.prepared(count, size_of(dtype));
+        st.last_plan = plans_.prepared(layout.plan_count, size_of(dtype), shape.root);
       } catch (const Error& e) {
         plane_.raise(e.code(), here);
         throw;
       }
-      st.last_count = count;
+      st.last_count = layout.plan_count;
       st.last_elem_size = size_of(dtype);
+      st.last_root = shape.root;
     }
     const PreparedPlan<C>* pp = st.last_plan.get();
     const plan::Plan& p = pp->plan;
     o.ll_signature = protocol::LowLatency::signature(count, static_cast<std::uint32_t>(dtype),
                                                      static_cast<std::uint32_t>(op));
     o.stream_output = config_.stream_output_bytes != 0 && bytes >= config_.stream_output_bytes;
-    const bool direct_call = agreed.symmetric && pp->nactive == nranks_;
+    const bool direct_call = windowed && agreed.symmetric && pp->nactive == nranks_;
     // A tuner's times are of one kind of call only (a windowed call that stages is not timed).
     if (windowed != direct_call) tuner = nullptr;
     if (direct_call) {
@@ -238,8 +260,9 @@ class Communicator {
       dispatch_data_type(dtype, [&](auto t) {
         using T = decltype(t);
         dispatch_reduce_op(op, [&](auto tag) {
-          run_steps<T, decltype(tag)::value>(plane_, st, *pp, rank, static_cast<const T*>(send),
-                                             static_cast<T*>(recv), o, wait_policy_);
+          run_steps<T, decltype(tag)::value>(
+              plane_, st, *pp, rank, index_base<const T>(send, layout.input.begin),
+              index_base<T>(recv, layout.output.begin), o, wait_policy_);
         });
       });
     } catch (const Error& e) {
@@ -265,6 +288,15 @@ class Communicator {
   }
 
  private:
+  // The address of index 0 of the plan's space for a user buffer that holds indices from `begin`
+  // (plan/collective.hpp): the interpreter addresses every buffer by plan index. Only the indices
+  // of the buffer itself are ever accessed (the verifier's span check).
+  template <class T, class V>
+  static T* index_base(V* buffer, std::uint64_t begin) {
+    if (buffer == nullptr || begin == 0) return static_cast<T*>(buffer);
+    return reinterpret_cast<T*>(reinterpret_cast<std::uintptr_t>(buffer) - begin * sizeof(T));
+  }
+
   // Records a timed call in its bucket's tuner, scaled to the bucket's smallest size so that calls
   // of different sizes in one bucket compare as per-byte times.
   static void record(SlotStoreTuner& tuner, std::uint32_t mode, std::uint64_t bytes,

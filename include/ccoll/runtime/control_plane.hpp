@@ -67,9 +67,10 @@ concept ControlPlane = requires(P& p, const P& cp, const CallArgs& args, std::ui
 };
 
 // The verdict on one call from every rank's published arguments (d(q) for q in [0, nranks), each
-// with count, dtype, op, status (0: fine, else 1 + ErrorCode) and reason): every rank computes it
-// from the same data, so all reach the same one. `in_band`: the verdict comes after the steps
-// (InBandControlPlane), so buffers may have been written and the communicator is aborted.
+// with count, dtype, op, shape (encode_shape), status (0: fine, else 1 + ErrorCode) and reason):
+// every rank computes it from the same data, so all reach the same one. `in_band`: the verdict
+// comes after the steps (InBandControlPlane), so buffers may have been written and the communicator
+// is aborted.
 template <class DescriptorOf>
 Agreement common_verdict(DescriptorOf&& d, int nranks, std::uint64_t seq, bool in_band = false) {
   const char* const consequence =
@@ -85,9 +86,14 @@ Agreement common_verdict(DescriptorOf&& d, int nranks, std::uint64_t seq, bool i
   }
   for (int q = 1; q < nranks && a.verdict.empty(); ++q) {
     // Checked before a stream is built: this runs on every call, and agreement is the rule.
-    if (d(q).count == d(0).count && d(q).dtype == d(0).dtype && d(q).op == d(0).op) continue;
+    if (d(q).count == d(0).count && d(q).dtype == d(0).dtype && d(q).op == d(0).op &&
+        d(q).shape == d(0).shape)
+      continue;
     std::ostringstream os;
-    if (d(q).count != d(0).count) {
+    if (d(q).shape != d(0).shape) {
+      os << "collective differs: rank 0 calls " << describe_shape(d(0).shape) << ", rank " << q
+         << " " << describe_shape(d(q).shape);
+    } else if (d(q).count != d(0).count) {
       os << "count differs: rank 0 has " << d(0).count << ", rank " << q << " has " << d(q).count;
     } else if (d(q).dtype != d(0).dtype) {
       os << "datatype differs: rank 0 has " << to_string(static_cast<DataType>(d(0).dtype))

@@ -1,5 +1,9 @@
 // ccoll/runtime/plan_cache.hpp: plans built, verified and mapped onto a transport's connections,
-// once per (count, element size).
+// once per (count, element size, root).
+//
+// A communicator serves one collective: the one its plan source builds (Plan::collective of the
+// reference plans; docs/collectives.md). Broadcast and reduce plans differ by root, so their
+// connection set is the union over every active root's reference plan.
 //
 // A communicator's connections are fixed when it is created: processes cannot grow shared memory
 // or re-wire peers in agreement cheaply. The set is the union of the connections of reference
@@ -39,6 +43,7 @@
 
 #include "ccoll/core/config.hpp"
 #include "ccoll/core/error.hpp"
+#include "ccoll/plan/collective.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/plan/verifier.hpp"
 #include "ccoll/protocol/protocol.hpp"
@@ -108,21 +113,30 @@ class PlanCache {
     fp.mix(protocol::configured_policy_id(config, policy_id));
     for (std::size_t elem : {std::size_t{4}, std::size_t{1}}) {
       const std::uint64_t nch = std::max<std::uint32_t>(1, config.nchannels);
-      const plan::Plan p = build(static_cast<std::uint64_t>(nranks) * nch * 4096, elem);
-      if (p.nranks != nranks)
+      const std::uint64_t count = static_cast<std::uint64_t>(nranks) * nch * 4096;
+      const plan::Plan first = build(count, elem, 0);
+      if (first.nranks != nranks)
         throw Error(ErrorCode::InvalidArgument, -1,
-                    "the logical topology '" + p.algorithm + "' plans for " +
-                        std::to_string(p.nranks) + " ranks; the communicator has " +
+                    "the logical topology '" + first.algorithm + "' plans for " +
+                        std::to_string(first.nranks) + " ranks; the communicator has " +
                         std::to_string(nranks));
-      for (const auto& c : p.connections) keys_.push_back(ConnectionKey{c.channel, c.from, c.to});
-      for (const auto& ch : p.channels)
-        for (const auto& prog : ch.programs)
-          for (const auto& s : prog.steps) {
-            fp.mix(s.offset);
-            fp.mix(s.count);
-            fp.mix((std::uint64_t{s.recv_count} << 32) | s.send_count);
-            fp.mix((std::uint64_t{s.src_position} << 8) | static_cast<std::uint64_t>(s.src));
-          }
+      collective_ = first.collective;
+      active_ = first.active;
+      fp.mix(static_cast<std::uint64_t>(collective_));
+      const int roots = plan::has_root(collective_) ? nranks : 1;
+      for (int root = 0; root < roots; ++root) {
+        if (!first.active[static_cast<std::size_t>(root)]) continue;
+        const plan::Plan p = root == 0 ? first : build(count, elem, root);
+        for (const auto& c : p.connections) keys_.push_back(ConnectionKey{c.channel, c.from, c.to});
+        for (const auto& ch : p.channels)
+          for (const auto& prog : ch.programs)
+            for (const auto& s : prog.steps) {
+              fp.mix(s.offset);
+              fp.mix(s.count);
+              fp.mix((std::uint64_t{s.recv_count} << 32) | s.send_count);
+              fp.mix((std::uint64_t{s.src_position} << 8) | static_cast<std::uint64_t>(s.src));
+            }
+      }
     }
     std::sort(keys_.begin(), keys_.end());
     keys_.erase(std::unique(keys_.begin(), keys_.end()), keys_.end());
@@ -134,13 +148,20 @@ class PlanCache {
 
   const std::vector<ConnectionKey>& keys() const { return keys_; }
   std::uint64_t fingerprint() const { return fingerprint_; }
+  // The collective every plan of this cache computes, and which ranks contribute and receive
+  // (the others relay).
+  plan::Collective collective() const { return collective_; }
+  const std::vector<bool>& active() const { return active_; }
   // The transport's connection object for every key, in key order.
   void set_connections(std::vector<C> connections) { connections_ = std::move(connections); }
 
-  // The plan for (count, elem_size), built, verified and mapped on first use. Thread-safe.
-  std::shared_ptr<const PreparedPlan<C>> prepared(std::uint64_t count, std::size_t elem_size) {
+  // The plan for (count, elem_size, root), built, verified and mapped on first use. Thread-safe.
+  // `root` matters only to broadcast and reduce.
+  std::shared_ptr<const PreparedPlan<C>> prepared(std::uint64_t count, std::size_t elem_size,
+                                                  int root = 0) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const std::uint64_t key = count * 16 + elem_size;  // elem_size <= 8
+    if (!plan::has_root(collective_)) root = 0;
+    const Key key{count, elem_size, root};
     auto it = plans_.find(key);
     if (it != plans_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second.lru);
@@ -148,13 +169,19 @@ class PlanCache {
     }
     check_size(count, elem_size);
     auto prepared = std::make_shared<PreparedPlan<C>>();
-    prepared->plan = build(count, elem_size);
+    prepared->plan = build(count, elem_size, root);
     const plan::Plan& p = prepared->plan;
     if (p.nranks != nranks_ || p.count != count)
       throw Error(ErrorCode::InvalidPlan, -1,
                   "the topology built a plan for " + std::to_string(p.nranks) + " ranks and " +
                       std::to_string(p.count) + " elements; expected " + std::to_string(nranks_) +
                       " and " + std::to_string(count));
+    if (p.collective != collective_ || (plan::has_root(collective_) && p.root != root))
+      throw Error(ErrorCode::InvalidPlan, -1,
+                  "the topology built a " + std::string(plan::collective_name(p.collective)) +
+                      " plan (root " + std::to_string(p.root) + "); expected " +
+                      std::string(plan::collective_name(collective_)) + " (root " +
+                      std::to_string(root) + ")");
     if (config_.verify_plans) plan::verify_or_throw(p);
     if (!check_step_shapes(p))
       throw Error(ErrorCode::Unsupported, -1,
@@ -206,9 +233,21 @@ class PlanCache {
   }
 
  private:
+  struct Key {
+    std::uint64_t count = 0;
+    std::size_t elem_size = 0;
+    int root = 0;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const {
+      return std::hash<std::uint64_t>{}(k.count * 16 + k.elem_size) ^
+             (static_cast<std::size_t>(k.root) * 0x9e3779b97f4a7c15ull);
+    }
+  };
   struct Entry {
     std::shared_ptr<const PreparedPlan<C>> plan;
-    std::list<std::uint64_t>::iterator lru;
+    std::list<Key>::iterator lru;
   };
 
   // Refuses counts whose messages could not be counted, or planned, in bounded memory.
@@ -226,8 +265,9 @@ class PlanCache {
                       " per channel; raise slot_bytes or nchannels, or split the call");
   }
 
-  plan::Plan build(std::uint64_t count, std::size_t elem_size) const {
+  plan::Plan build(std::uint64_t count, std::size_t elem_size, int root) const {
     plan::PlanRequest req;
+    req.root = root;
     req.nranks = nranks_;
     req.count = count;
     req.elem_size = elem_size;
@@ -247,8 +287,10 @@ class PlanCache {
   std::uint64_t fingerprint_ = 0;
   std::vector<C> connections_;
   mutable std::mutex mutex_;
-  std::unordered_map<std::uint64_t, Entry> plans_;
-  std::list<std::uint64_t> lru_;  // keys, most recently used first
+  plan::Collective collective_ = plan::Collective::allreduce;
+  std::vector<bool> active_;
+  std::unordered_map<Key, Entry, KeyHash> plans_;
+  std::list<Key> lru_;  // keys, most recently used first
 };
 
 }  // namespace ccoll::runtime

@@ -46,6 +46,7 @@ struct alignas(128) RankState {
   std::shared_ptr<const PreparedPlan<C>> last_plan;  // the last lookup (no lock to reuse it)
   std::uint64_t last_count = 0;
   std::size_t last_elem_size = 0;
+  int last_root = 0;
   // Rank 0 only: how to write slots (Config::tune_slot_stores), per power of two of the call's
   // bytes (slot_store_bucket). The choice follows where a message's lines live, which the size's
   // magnitude decides; a fixed table keeps calls of new sizes from allocating, as the gradient

@@ -54,8 +54,9 @@ struct alignas(128) CallDescriptor {
   std::uint32_t status = 0;       // 0: arguments fine; otherwise 1 + ErrorCode
   std::uint32_t root_choice = 0;  // rank 0 only: CallArgs::root_choice
   std::uint32_t in_band = 0;      // 1: the rank checks this call after its steps, not before
+  std::uint32_t shape = 0;        // encode_shape(CallArgs::shape)
   WindowPlacement placement;      // CallArgs::placement
-  char reason[80] = {};           // the local error's text (truncated)
+  char reason[160] = {};          // the local error's text (truncated)
 };
 
 // What one rank publishes to the others: its calls' arguments and its liveness.

@@ -68,8 +68,8 @@ struct HostThreads {
     Executor(const Executor&) = delete;
     Executor& operator=(const Executor&) = delete;
 
-    void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype,
-             ReduceOp op) {
+    void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+             const runtime::CallShape& shape = {}) {
       if (rank < 0 || rank >= comm_.nranks())
         throw_invalid_argument(rank, "rank", "0.." + std::to_string(comm_.nranks() - 1),
                                std::to_string(rank));
@@ -89,7 +89,7 @@ struct HostThreads {
         std::atomic<bool>& flag;
         ~Release() { flag.store(false, std::memory_order_release); }
       } release{busy};
-      comm_.run(states_[static_cast<std::size_t>(rank)], rank, send, recv, count, dtype, op);
+      comm_.run(states_[static_cast<std::size_t>(rank)], rank, send, recv, count, dtype, op, shape);
     }
     int nranks() const { return comm_.nranks(); }
     std::span<const int> local_ranks() const { return local_; }

@@ -201,14 +201,17 @@ struct SharedMemory {
     Executor(const Executor&) = delete;
     Executor& operator=(const Executor&) = delete;
 
-    void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype,
-             ReduceOp op) {
+    // `shape`: the collective and root of a call of a communicator built for another
+    // collective than allreduce (ccoll/collectives.hpp); those calls stage their messages
+    // wherever their buffers are.
+    void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+             const runtime::CallShape& shape = {}) {
       if (rank != config_.rank)
         throw_invalid_argument(config_.rank, "rank",
                                "this process's rank " + std::to_string(config_.rank),
                                std::to_string(rank));
-      if (windows_.empty()) {
-        comm_.run(state_, config_.rank, send, recv, count, dtype, op);
+      if (windows_.empty() || shape.collective != plan::Collective::allreduce) {
+        comm_.run(state_, config_.rank, send, recv, count, dtype, op, shape);
         return;
       }
       const runtime::WindowPlacement at = placement(send, recv, count * size_of(dtype));

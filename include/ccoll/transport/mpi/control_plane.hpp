@@ -45,7 +45,8 @@ struct CallDescriptor {
   std::uint32_t op = 0;
   std::uint32_t status = 0;  // 0: arguments fine; otherwise 1 + ErrorCode
   std::uint32_t root_choice = 0;
-  char reason[96] = {};
+  std::uint32_t shape = 0;  // runtime::encode_shape(CallArgs::shape)
+  char reason[92] = {};
 };
 
 // The tag abort records travel on (the control communicator carries nothing else point to point).
@@ -69,6 +70,7 @@ class ControlPlane {
     mine.op = static_cast<std::uint32_t>(args.op);
     mine.status = args.ok() ? 0u : 1u + static_cast<std::uint32_t>(args.error);
     mine.root_choice = args.root_choice;
+    mine.shape = runtime::encode_shape(args.shape);
     std::memcpy(mine.reason, args.reason.data(),
                 std::min(args.reason.size(), sizeof mine.reason - 1));
     MPI_Request request = MPI_REQUEST_NULL;

@@ -92,7 +92,8 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op) {
+  void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+           const runtime::CallShape& shape = {}) {
     if (rank != rank_)
       throw_invalid_argument(rank, "rank", "this process's rank " + std::to_string(rank_),
                              std::to_string(rank));
@@ -104,7 +105,7 @@ class Executor {
       std::atomic<bool>& flag;
       ~Release() { flag.store(false, std::memory_order_release); }
     } release{busy_};
-    comm_.run(state_, rank, send, recv, count, dtype, op);
+    comm_.run(state_, rank, send, recv, count, dtype, op, shape);
   }
   int nranks() const { return comm_.nranks(); }
   std::span<const int> local_ranks() const { return {local_.data(), local_.size()}; }

@@ -1,0 +1,311 @@
+// Tests of ccoll::ReduceScatter, AllGather, Broadcast and Reduce (ccoll/collective.hpp) on the
+// host-threads transport: every collective with ring and direct plans over P = 1..10 and 13,
+// counts around the chunking, every dtype and op, in place and out of place, every root; guard
+// elements around every buffer; the error paths (bad root, partial overlap, mismatched roots or
+// counts across ranks, a topology without the collective's plans).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ccoll/algo/direct.hpp"
+#include "ccoll/algo/ring.hpp"
+#include "ccoll/algo/tree.hpp"
+#include "ccoll/ccoll.hpp"
+#include "collective_reference.hpp"
+
+using namespace ccoll;
+using ccoll::testing::check_collective_call;
+
+namespace {
+
+// Runs fn(rank) on P threads; returns each rank's outcome ("" fine, else what went wrong).
+std::vector<std::string> on_threads(int p, const std::function<std::string(int)>& fn) {
+  std::vector<std::string> out(static_cast<std::size_t>(p));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < p; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        out[static_cast<std::size_t>(r)] = fn(r);
+      } catch (const std::exception& e) {
+        out[static_cast<std::size_t>(r)] = std::string("threw: ") + e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+Config small_config(int p) {
+  Config c;
+  c.nranks = p;
+  c.slot_bytes = 256;  // many chunks per call, and a FIFO that fills
+  c.nslots = 2;
+  c.nchannels = 2;
+  c.timeout = std::chrono::milliseconds(20000);
+  return c;
+}
+
+// One call through the collective's own signature.
+template <class Coll>
+void call_one(typename Coll::Rank h, const void* s, void* r, std::uint64_t n, DataType d,
+              ReduceOp op, int root) {
+  constexpr plan::Collective C = Coll::collective;
+  if constexpr (C == plan::Collective::reduce_scatter)
+    h.run(s, r, n, d, op);
+  else if constexpr (C == plan::Collective::all_gather)
+    h.run(s, r, n, d);
+  else if constexpr (C == plan::Collective::broadcast)
+    h.run(s, r, n, d, root);
+  else
+    h.run(s, r, n, d, op, root);
+}
+
+// Every rank runs the same list of cases on `coll`; returns the first wrong one per rank.
+template <class Coll>
+void check_every_case(Coll& coll, int p, const std::vector<std::uint64_t>& counts,
+                      bool every_dtype) {
+  constexpr plan::Collective C = Coll::collective;
+  const bool reduction = plan::reduces(C);
+  std::vector<int> roots{0};
+  if (plan::has_root(C))
+    for (int r : {p - 1, p / 2})
+      if (r != 0 && (roots.size() < 2 || roots.back() != r)) roots.push_back(r);
+  const auto outcome = on_threads(p, [&](int rank) -> std::string {
+    for (DataType d : kAllDataTypes) {
+      if (!every_dtype && d != DataType::f32 && d != DataType::bf16) continue;
+      for (ReduceOp op : kAllReduceOps) {
+        if (!reduction && op != ReduceOp::sum) continue;
+        if (!is_supported(d, op)) continue;
+        for (bool in_place : {false, true})
+          for (int root : roots)
+            for (std::uint64_t n : counts) {
+              std::string wrong;
+              dispatch_data_type(d, [&](auto t) {
+                using T = decltype(t);
+                dispatch_reduce_op(op, [&](auto o) {
+                  wrong = check_collective_call<T, decltype(o)::value>(
+                      C, p, rank, n, in_place, root, [&](const void* s, void* r) {
+                        call_one<Coll>(coll.rank(rank), s, r, n, d, op, root);
+                      });
+                });
+              });
+              if (!wrong.empty()) return wrong;
+            }
+      }
+    }
+    return "";
+  });
+  for (int r = 0; r < p; ++r) {
+    INFO(coll.name() << " P=" << p << " rank " << r);
+    CHECK(outcome[static_cast<std::size_t>(r)] == "");
+  }
+}
+
+template <template <class, class, class> class Coll, class L>
+void check_sizes(const std::vector<int>& ps, const std::vector<std::uint64_t>& counts,
+                 bool every_dtype) {
+  using Overlapped = schedule::Pipelined<schedule::Overlap::ReduceBroadcast>;
+  for (int p : ps) {
+    Coll<transport::HostThreads, L, Overlapped> coll(small_config(p));
+    check_every_case(coll, p, counts, every_dtype);
+  }
+}
+
+const std::vector<int> kRanks{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13};
+// 1 element; odd counts; counts around a 256-byte slot (64 f32) per channel and rank.
+const std::vector<std::uint64_t> kCounts{1, 3, 63, 64, 65, 131, 1000};
+
+}  // namespace
+
+TEST_CASE("reduce_scatter: ring and direct, P = 1..10 and 13, every dtype and op, in place") {
+  check_sizes<ReduceScatter, algo::Ring>({1, 2, 3, 4}, kCounts, true);
+  check_sizes<ReduceScatter, algo::Ring>(kRanks, {1, 65, 1000}, false);
+  check_sizes<ReduceScatter, algo::Direct>(kRanks, {1, 65, 1000}, false);
+  check_sizes<ReduceScatter, algo::Direct>({3}, kCounts, true);
+}
+
+TEST_CASE("all_gather: ring and direct, P = 1..10 and 13, every dtype, in place") {
+  check_sizes<AllGather, algo::Ring>({1, 2, 3, 4}, kCounts, true);
+  check_sizes<AllGather, algo::Ring>(kRanks, {1, 65, 1000}, false);
+  check_sizes<AllGather, algo::Direct>(kRanks, {1, 65, 1000}, false);
+  check_sizes<AllGather, algo::Direct>({3}, kCounts, true);
+}
+
+TEST_CASE("broadcast: chain and direct, P = 1..10 and 13, roots 0, P/2 and P-1, in place") {
+  check_sizes<Broadcast, algo::Ring>({1, 2, 3, 4}, kCounts, true);
+  check_sizes<Broadcast, algo::Ring>(kRanks, {1, 65, 1000}, false);
+  check_sizes<Broadcast, algo::Direct>(kRanks, {1, 65, 1000}, false);
+  check_sizes<Broadcast, algo::Direct>({3}, kCounts, true);
+}
+
+TEST_CASE("reduce: chain and direct, P = 1..10 and 13, every dtype and op, roots, in place") {
+  check_sizes<Reduce, algo::Ring>({1, 2, 3, 4}, kCounts, true);
+  check_sizes<Reduce, algo::Ring>(kRanks, {1, 65, 1000}, false);
+  check_sizes<Reduce, algo::Direct>(kRanks, {1, 65, 1000}, false);
+  check_sizes<Reduce, algo::Direct>({3}, kCounts, true);
+}
+
+TEST_CASE("collectives: FIFO depths 2 and 5, one channel and four") {
+  for (std::uint32_t nslots : {2u, 5u})
+    for (std::uint32_t nchannels : {1u, 4u}) {
+      Config c = small_config(5);
+      c.nslots = nslots;
+      c.nchannels = nchannels;
+      ReduceScatter<transport::HostThreads, algo::Ring> rs(c);
+      check_every_case(rs, 5, {1, 200}, false);
+      AllGather<transport::HostThreads, algo::Ring> ag(c);
+      check_every_case(ag, 5, {1, 200}, false);
+      Broadcast<transport::HostThreads, algo::Ring> bc(c);
+      check_every_case(bc, 5, {1, 200}, false);
+      Reduce<transport::HostThreads, algo::Direct> rd(c);
+      check_every_case(rd, 5, {1, 200}, false);
+    }
+}
+
+TEST_CASE("collectives: bad arguments throw on every rank and write no buffer") {
+  const int p = 4;
+  SUBCASE("a root out of range on one rank") {
+    Broadcast<transport::HostThreads, algo::Ring> bc(small_config(p));
+    std::vector<std::vector<float>> out(p, std::vector<float>(10, -1.0f));
+    std::vector<float> in(10, 5.0f);
+    const auto outcome = on_threads(p, [&](int r) -> std::string {
+      try {
+        bc.rank(r).run(in.data(), out[static_cast<std::size_t>(r)].data(), 10, DataType::f32,
+                       r == 2 ? 7 : 0);
+      } catch (const Error& e) {
+        return std::string(to_string(e.code())) + ": " + e.what();
+      }
+      return "no error";
+    });
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
+      CHECK(outcome[static_cast<std::size_t>(r)].find("root") != std::string::npos);
+      CHECK(out[static_cast<std::size_t>(r)] == std::vector<float>(10, -1.0f));
+    }
+  }
+  SUBCASE("roots that differ across ranks") {
+    Reduce<transport::HostThreads, algo::Direct> rd(small_config(p));
+    std::vector<std::vector<float>> out(p, std::vector<float>(10, -1.0f));
+    std::vector<float> in(10, 5.0f);
+    const auto outcome = on_threads(p, [&](int r) -> std::string {
+      try {
+        rd.rank(r).run(in.data(), out[static_cast<std::size_t>(r)].data(), 10, DataType::f32,
+                       ReduceOp::sum, r == 3 ? 1 : 0);
+      } catch (const Error& e) {
+        return e.code() == ErrorCode::Mismatch ? std::string(e.what()) : "wrong code";
+      }
+      return "no error";
+    });
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
+      CHECK(outcome[static_cast<std::size_t>(r)].find("root") != std::string::npos);
+      CHECK(out[static_cast<std::size_t>(r)] == std::vector<float>(10, -1.0f));
+    }
+  }
+  SUBCASE("reduce-scatter: output overlapping the input other than in place") {
+    ReduceScatter<transport::HostThreads, algo::Ring> rs(small_config(p));
+    std::vector<std::vector<float>> buf(p, std::vector<float>(4 * 8 + 8, 1.0f));
+    const auto outcome = on_threads(p, [&](int r) -> std::string {
+      float* b = buf[static_cast<std::size_t>(r)].data();
+      try {
+        // In place would be b + r * 8; b + r * 8 + 1 overlaps the input partially.
+        rs.rank(r).run(b, b + r * 8 + (r == 1 ? 1 : 0), 8, DataType::f32, ReduceOp::sum);
+      } catch (const Error& e) {
+        return std::string(to_string(e.code())) + ": " + e.what();
+      }
+      return "no error";
+    });
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
+      CHECK(outcome[static_cast<std::size_t>(r)].find("overlap") != std::string::npos);
+      CHECK(buf[static_cast<std::size_t>(r)] == std::vector<float>(4 * 8 + 8, 1.0f));
+    }
+  }
+  SUBCASE("all-gather: counts that differ across ranks") {
+    AllGather<transport::HostThreads, algo::Ring> ag(small_config(p));
+    std::vector<std::vector<float>> out(p, std::vector<float>(4 * 9, -1.0f));
+    std::vector<float> in(9, 5.0f);
+    const auto outcome = on_threads(p, [&](int r) -> std::string {
+      try {
+        ag.rank(r).run(in.data(), out[static_cast<std::size_t>(r)].data(), r == 0 ? 9 : 8,
+                       DataType::f32);
+      } catch (const Error& e) {
+        return e.code() == ErrorCode::Mismatch ? std::string(e.what()) : "wrong code";
+      }
+      return "no error";
+    });
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
+      CHECK(outcome[static_cast<std::size_t>(r)].find("count differs") != std::string::npos);
+      CHECK(out[static_cast<std::size_t>(r)] == std::vector<float>(4 * 9, -1.0f));
+    }
+  }
+  SUBCASE("broadcast: a null receive buffer") {
+    Broadcast<transport::HostThreads, algo::Direct> bc(small_config(p));
+    std::vector<float> in(10, 5.0f);
+    const auto outcome = on_threads(p, [&](int r) -> std::string {
+      std::vector<float> out(10, -1.0f);
+      try {
+        bc.rank(r).run(in.data(), r == 2 ? nullptr : out.data(), 10, DataType::f32, 0);
+      } catch (const Error& e) {
+        return std::string(e.what());
+      }
+      return "no error";
+    });
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
+      CHECK(outcome[static_cast<std::size_t>(r)].find("recvbuff") != std::string::npos);
+    }
+  }
+  SUBCASE("the communicator still works after a refused call") {
+    Broadcast<transport::HostThreads, algo::Ring> bc(small_config(p));
+    std::vector<float> in(10, 5.0f);
+    on_threads(p, [&](int r) -> std::string {
+      std::vector<float> out(10);
+      try {
+        bc.rank(r).run(in.data(), out.data(), 10, DataType::f32, -1);
+      } catch (const Error&) {
+      }
+      return "";
+    });
+    const auto outcome = on_threads(p, [&](int r) -> std::string {
+      return check_collective_call<float, ReduceOp::sum>(
+          plan::Collective::broadcast, p, r, 10, false, 1,
+          [&](const void* s, void* o) { bc.rank(r).run(s, o, 10, DataType::f32, 1); });
+    });
+    for (int r = 0; r < p; ++r) CHECK(outcome[static_cast<std::size_t>(r)] == "");
+  }
+}
+
+TEST_CASE("collectives: a topology without the collective's plans is refused when built") {
+  try {
+    Broadcast<transport::HostThreads, algo::Tree> bc(small_config(4));
+    FAIL("constructed");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Unsupported);
+    CHECK(std::string(e.what()).find("plans no broadcast") != std::string::npos);
+  }
+}
+
+TEST_CASE("collectives: calls alternate roots and counts; each (count, root) plan is cached") {
+  const int p = 6;
+  Reduce<transport::HostThreads, algo::Ring> rd(small_config(p));
+  const auto outcome = on_threads(p, [&](int rank) -> std::string {
+    for (int rep = 0; rep < 3; ++rep)
+      for (int root = 0; root < p; ++root)
+        for (std::uint64_t n : {5u, 77u}) {
+          const std::string wrong = check_collective_call<double, ReduceOp::max>(
+              plan::Collective::reduce, p, rank, n, rep == 1, root, [&](const void* s, void* o) {
+                rd.rank(rank).run(s, o, n, DataType::f64, ReduceOp::max, root);
+              });
+          if (!wrong.empty()) return wrong;
+        }
+    return "";
+  });
+  for (int r = 0; r < p; ++r) CHECK(outcome[static_cast<std::size_t>(r)] == "");
+}
