@@ -119,4 +119,55 @@ std::string check_collective_call(plan::Collective c, int p, int rank, std::uint
   return "";
 }
 
+// One call through the collective's own signature (ccoll/collective.hpp).
+template <class Coll>
+void call_collective(typename Coll::Rank h, const void* s, void* r, std::uint64_t n, DataType d,
+                     ReduceOp op, int root) {
+  constexpr plan::Collective C = Coll::collective;
+  if constexpr (C == plan::Collective::reduce_scatter)
+    h.run(s, r, n, d, op);
+  else if constexpr (C == plan::Collective::all_gather)
+    h.run(s, r, n, d);
+  else if constexpr (C == plan::Collective::broadcast)
+    h.run(s, r, n, d, root);
+  else
+    h.run(s, r, n, d, op, root);
+}
+
+// Rank `h`'s part of a list of cases that every rank of `coll` runs in the same order: every
+// dtype (or f32 and bf16), every op the collective takes, in place and not, roots 0, P-1 and P/2,
+// every count. Returns "" or the first wrong case.
+template <class Coll>
+std::string check_collective_cases(Coll& coll, typename Coll::Rank h, int p,
+                                   const std::vector<std::uint64_t>& counts, bool every_dtype) {
+  (void)coll;
+  constexpr plan::Collective C = Coll::collective;
+  std::vector<int> roots{0};
+  if (plan::has_root(C))
+    for (int r : {p - 1, p / 2})
+      if (r != 0 && roots.back() != r) roots.push_back(r);
+  for (DataType d : kAllDataTypes) {
+    if (!every_dtype && d != DataType::f32 && d != DataType::bf16) continue;
+    for (ReduceOp op : kAllReduceOps) {
+      if ((!plan::reduces(C) && op != ReduceOp::sum) || !is_supported(d, op)) continue;
+      for (bool in_place : {false, true})
+        for (int root : roots)
+          for (std::uint64_t n : counts) {
+            std::string wrong;
+            dispatch_data_type(d, [&](auto t) {
+              using T = decltype(t);
+              dispatch_reduce_op(op, [&](auto o) {
+                wrong = check_collective_call<T, decltype(o)::value>(
+                    C, p, h.id(), n, in_place, root, [&](const void* s, void* r) {
+                      call_collective<Coll>(h, s, r, n, d, op, root);
+                    });
+              });
+            });
+            if (!wrong.empty()) return wrong;
+          }
+    }
+  }
+  return "";
+}
+
 }  // namespace ccoll::testing

@@ -50,55 +50,12 @@ Config small_config(int p) {
   return c;
 }
 
-// One call through the collective's own signature.
-template <class Coll>
-void call_one(typename Coll::Rank h, const void* s, void* r, std::uint64_t n, DataType d,
-              ReduceOp op, int root) {
-  constexpr plan::Collective C = Coll::collective;
-  if constexpr (C == plan::Collective::reduce_scatter)
-    h.run(s, r, n, d, op);
-  else if constexpr (C == plan::Collective::all_gather)
-    h.run(s, r, n, d);
-  else if constexpr (C == plan::Collective::broadcast)
-    h.run(s, r, n, d, root);
-  else
-    h.run(s, r, n, d, op, root);
-}
-
-// Every rank runs the same list of cases on `coll`; returns the first wrong one per rank.
+// Every rank runs the same list of cases on `coll`.
 template <class Coll>
 void check_every_case(Coll& coll, int p, const std::vector<std::uint64_t>& counts,
                       bool every_dtype) {
-  constexpr plan::Collective C = Coll::collective;
-  const bool reduction = plan::reduces(C);
-  std::vector<int> roots{0};
-  if (plan::has_root(C))
-    for (int r : {p - 1, p / 2})
-      if (r != 0 && (roots.size() < 2 || roots.back() != r)) roots.push_back(r);
-  const auto outcome = on_threads(p, [&](int rank) -> std::string {
-    for (DataType d : kAllDataTypes) {
-      if (!every_dtype && d != DataType::f32 && d != DataType::bf16) continue;
-      for (ReduceOp op : kAllReduceOps) {
-        if (!reduction && op != ReduceOp::sum) continue;
-        if (!is_supported(d, op)) continue;
-        for (bool in_place : {false, true})
-          for (int root : roots)
-            for (std::uint64_t n : counts) {
-              std::string wrong;
-              dispatch_data_type(d, [&](auto t) {
-                using T = decltype(t);
-                dispatch_reduce_op(op, [&](auto o) {
-                  wrong = check_collective_call<T, decltype(o)::value>(
-                      C, p, rank, n, in_place, root, [&](const void* s, void* r) {
-                        call_one<Coll>(coll.rank(rank), s, r, n, d, op, root);
-                      });
-                });
-              });
-              if (!wrong.empty()) return wrong;
-            }
-      }
-    }
-    return "";
+  const auto outcome = on_threads(p, [&](int rank) {
+    return ccoll::testing::check_collective_cases(coll, coll.rank(rank), p, counts, every_dtype);
   });
   for (int r = 0; r < p; ++r) {
     INFO(coll.name() << " P=" << p << " rank " << r);

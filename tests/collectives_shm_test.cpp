@@ -1,0 +1,92 @@
+// Tests of ccoll::ReduceScatter, AllGather, Broadcast and Reduce on the shared-memory transport:
+// P = 2..4 processes fork()ed by the test; every collective with ring and direct plans, every
+// dtype and op, in place and out of place, every root, guard elements around every buffer; buffers
+// in a registered window (staged, like any others); a bad root on one process.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ccoll/algo/direct.hpp"
+#include "ccoll/algo/ring.hpp"
+#include "ccoll/ccoll.hpp"
+#include "collective_reference.hpp"
+#include "process_ranks.hpp"
+
+using namespace ccoll;
+using namespace std::chrono_literals;
+using process_ranks::on_processes;
+using process_ranks::require_all_ok;
+
+namespace {
+
+Config shm_config(int p, int r, const std::string& session) {
+  Config c;
+  c.nranks = p;
+  c.rank = r;
+  c.session = session;
+  c.slot_bytes = 512;
+  c.nslots = 2;
+  c.nchannels = 2;
+  c.timeout = 10s;
+  return c;
+}
+
+template <template <class, class, class> class Coll, class L>
+void check_processes(const char* tag, const std::vector<std::uint64_t>& counts) {
+  using Overlapped = schedule::Pipelined<schedule::Overlap::ReduceBroadcast>;
+  for (int p = 2; p <= 4; ++p) {
+    const std::string session = process_ranks::unique_session(std::string("coll-") + tag);
+    auto out = on_processes(p, [&](int r) {
+      Coll<transport::SharedMemory, L, Overlapped> coll(shm_config(p, r, session));
+      return ccoll::testing::check_collective_cases(coll, coll.rank(r), p, counts, p != 3);
+    });
+    INFO(tag << " P=" << p);
+    require_all_ok(out);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("shm reduce_scatter: ring and direct, P = 2..4, every dtype and op, in place") {
+  check_processes<ReduceScatter, algo::Ring>("rs-ring", {1, 3, 131, 1000});
+  check_processes<ReduceScatter, algo::Direct>("rs-direct", {1, 131});
+}
+
+TEST_CASE("shm all_gather: ring and direct, P = 2..4, every dtype, in place") {
+  check_processes<AllGather, algo::Ring>("ag-ring", {1, 3, 131, 1000});
+  check_processes<AllGather, algo::Direct>("ag-direct", {1, 131});
+}
+
+TEST_CASE("shm broadcast: chain and direct, P = 2..4, every root, in place") {
+  check_processes<Broadcast, algo::Ring>("bc-chain", {1, 3, 131, 1000});
+  check_processes<Broadcast, algo::Direct>("bc-direct", {1, 131});
+}
+
+TEST_CASE("shm reduce: chain and direct, P = 2..4, every dtype and op, every root, in place") {
+  check_processes<Reduce, algo::Ring>("rd-chain", {1, 3, 131, 1000});
+  check_processes<Reduce, algo::Direct>("rd-direct", {1, 131});
+}
+
+TEST_CASE("shm collectives: a bad root on one process is refused on every process") {
+  const int p = 3;
+  const std::string session = process_ranks::unique_session("coll-badroot");
+  auto out = on_processes(p, [&](int r) -> std::string {
+    Reduce<transport::SharedMemory, algo::Ring> rd(shm_config(p, r, session));
+    std::vector<float> in(16, 1.0f), res(16, -1.0f);
+    try {
+      rd.run(in.data(), res.data(), 16, DataType::f32, ReduceOp::sum, r == 1 ? 5 : 0);
+    } catch (const Error& e) {
+      if (std::string(e.what()).find("root") == std::string::npos) return e.what();
+      if (res != std::vector<float>(16, -1.0f)) return "the output was written";
+      // The communicator goes on: a good call after the refused one.
+      return ccoll::testing::check_collective_call<float, ReduceOp::sum>(
+          plan::Collective::reduce, p, r, 16, false, 2,
+          [&](const void* s, void* o) { rd.run(s, o, 16, DataType::f32, ReduceOp::sum, 2); });
+    }
+    return "no error";
+  });
+  require_all_ok(out);
+}
