@@ -13,12 +13,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <mutex>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -822,9 +826,11 @@ namespace {
 // (Allreduce<HostThreads, algo::Registered, S>, one rank view per thread), the plan's active ranks
 // and run_threads_sweep, with ccoll_perf's own inputs and check. Returns the rows.
 std::vector<Row> threads_rows(const Options& o, const Prepared& p, const PreparedAlgorithm& algo) {
-  auto coll = make_collective("threads", algo, make_config(o, -1, p.nranks, ""));
+  auto coll = make_collective("threads", algo, make_config(o, -1, p.nranks, ""),
+                              CollectiveCall{o.collective, o.root});
   CHECK(coll->name().find("threads/" + algo.spec.algorithm.name + "/") == 0);
   SweepSpec spec;
+  spec.call = CollectiveCall{o.collective, o.root};
   spec.transport = "threads";
   spec.algo = algo.name;
   spec.sizes = size_sweep(o.min_bytes, o.max_bytes, o.step_factor);
@@ -998,5 +1004,120 @@ TEST_CASE("a GPU sweep alternates peer and ccoll blocks, keeps the best of each,
   REQUIRE(rows.size() == 1);
   CHECK(rows[0].algo == "ncclAllReduce");
   CHECK(rows[0].bound_time_us == 0.0);
+}
+
+TEST_CASE("-C: the collectives beside allreduce, their default algorithms and usage errors") {
+  using C = ccoll::plan::Collective;
+  CHECK(parse({}).collective == C::allreduce);
+  CHECK(parse({"-C", "reduce_scatter"}).collective == C::reduce_scatter);
+  CHECK(parse({"--collective", "all-gather"}).collective == C::all_gather);
+  CHECK(parse({"-C", "allgather"}).collective == C::all_gather);
+  const Options b = parse({"-C", "broadcast", "--root", "3"});
+  CHECK(b.collective == C::broadcast);
+  CHECK(b.root == 3);
+  CHECK(b.algos == std::vector<std::string>{"ring", "direct"});
+  CHECK(parse({"-C", "reduce", "-a", "direct"}).algos == std::vector<std::string>{"direct"});
+  auto fails = [](const std::vector<std::string>& args, const std::string& says) {
+    try {
+      parse(args);
+      return std::string("accepted");
+    } catch (const UsageError& e) {
+      return std::string(e.what()).find(says) != std::string::npos ? std::string("")
+                                                                   : std::string(e.what());
+    }
+  };
+  CHECK(fails({"-C", "gather"}, "-C: expected allreduce") == "");
+  CHECK(fails({"-C", "broadcast", "-a", "dbtree"}, "has ring and direct plans") == "");
+  CHECK(fails({"--root", "1"}, "--root: only with -C broadcast or reduce") == "");
+  CHECK(fails({"-C", "reduce", "--root", "4", "-t", "4"}, "expected a rank below -t 4") == "");
+  CHECK(fails({"-C", "all_gather", "--transport", "shm", "--window", "1"}, "--window") == "");
+  CHECK(fails({"-C", "reduce_scatter", "--topology", "dgx1v"}, "--topology") == "");
+  CHECK(usage_text().find("-C, --collective") != std::string::npos);
+}
+
+TEST_CASE("busbw factors of the collectives are nccl-tests'") {
+  using C = ccoll::plan::Collective;
+  CHECK(bus_factor(C::allreduce, 4) == doctest::Approx(1.5));
+  CHECK(bus_factor(C::reduce_scatter, 4) == doctest::Approx(0.75));
+  CHECK(bus_factor(C::all_gather, 8) == doctest::Approx(0.875));
+  CHECK(bus_factor(C::broadcast, 4) == doctest::Approx(1.0));
+  CHECK(bus_factor(C::reduce, 3) == doctest::Approx(1.0));
+  CHECK(bus_factor(C::reduce, 1) == 0.0);
+  const Row r = make_row("t", "a", 4, 4000, 1000, ccoll::DataType::f32, ccoll::ReduceOp::sum, 1e-6,
+                         0, C::reduce_scatter);
+  CHECK(r.algbw_GBps == doctest::Approx(4.0));
+  CHECK(r.busbw_GBps == doctest::Approx(3.0));
+}
+
+TEST_CASE("-C on the threads path: every collective, ring and direct, roots, no wrong element") {
+  for (const char* c : {"reduce_scatter", "all_gather", "broadcast", "reduce"})
+    for (const char* root : {"0", "2"}) {
+      if (std::string(root) != "0" && std::string(c).find('_') != std::string::npos) continue;
+      std::vector<std::string> args{"-C", c,    "-t", "3",  "-b", "12", "-e", "1M", "-f",
+                                    "9",  "-n", "2",  "-w", "1",  "-m", "0",  "-o", "max"};
+      if (std::string(root) != "0") args.insert(args.end(), {"--root", root});
+      const Options o = parse(args);
+      const Prepared p = prepare_algorithms(o);
+      for (const PreparedAlgorithm& algo : p.algos) {
+        CAPTURE(c);
+        CAPTURE(root);
+        CAPTURE(algo.name);
+        for (const Row& r : threads_rows(o, p, algo)) {
+          CAPTURE(r.bytes);
+          CHECK(r.collective == *parse_collective(c));
+          CHECK(r.count % 3 == 0);  // whole blocks for the blocked collectives, by chance others
+          CHECK(r.wrong == 0);
+        }
+      }
+    }
+}
+
+namespace {
+// An all-gather that puts every block one rank late: the check must count it.
+class LateAllGather final : public Collective {
+  class View final : public RankCollective {
+   public:
+    View(int rank, int nranks) : rank_(rank), nranks_(nranks) {}
+    void run(const void* send, void* recv, std::size_t count, ccoll::DataType d,
+             ccoll::ReduceOp) override {
+      const std::size_t block = count / static_cast<std::size_t>(nranks_) * ccoll::size_of(d);
+      for (int k = 0; k < nranks_; ++k)
+        std::memcpy(static_cast<std::byte*>(recv) + block * static_cast<std::size_t>(k), send,
+                    block);  // its own block everywhere
+      (void)rank_;
+    }
+
+   private:
+    int rank_, nranks_;
+  };
+
+ public:
+  std::unique_ptr<RankCollective> rank(int r) override { return std::make_unique<View>(r, 3); }
+  std::string name() const override { return "late"; }
+  std::span<std::byte> allocate_window(std::size_t) override { return {}; }
+};
+}  // namespace
+
+TEST_CASE("-C all_gather: a result with wrong blocks is counted as wrong") {
+  SweepSpec spec;
+  spec.transport = "threads";
+  spec.algo = "late";
+  spec.sizes = {1200};
+  spec.iters = 1;
+  spec.warmup = 0;
+  spec.call.collective = ccoll::plan::Collective::all_gather;
+  LateAllGather coll;
+  std::vector<Row> rows;
+  std::mutex m;
+  run_threads_sweep(
+      spec, coll, 3,
+      [&](const Row& r) {
+        std::lock_guard<std::mutex> lock(m);
+        rows.push_back(r);
+      },
+      [](int, const std::string&) { std::abort(); });
+  REQUIRE(rows.size() == 1);
+  // Every rank holds 2 foreign blocks of 100 elements wrong (where the inputs differ).
+  CHECK(rows[0].wrong > 0);
 }
 #endif  // CCOLL_PERF_CORE

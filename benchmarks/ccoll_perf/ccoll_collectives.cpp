@@ -33,14 +33,15 @@ ccoll::Config make_config(const Options& knobs, int rank, int nranks, const std:
 
 std::unique_ptr<Collective> make_collective(std::string_view transport,
                                             const PreparedAlgorithm& algo,
-                                            const ccoll::Config& config) {
+                                            const ccoll::Config& config,
+                                            const CollectiveCall& call) {
   const TransportEntry& t = transport_entry(transport);
   if (t.make == nullptr) {
     // Every rank of a GPU transport is in one process: device_backend.hpp, not a rank view.
     throw std::invalid_argument("--transport " + std::string(t.name) +
                                 ": runs through a device transport (device_backend.hpp)");
   }
-  return t.make(algo, config);
+  return t.make(algo, config, call);
 }
 
 }  // namespace ccoll_perf

@@ -228,27 +228,61 @@ MPI_Op mpi_op(ccoll::ReduceOp op) {
 }
 
 // avg = MPI_SUM, then a local division by P inside the timed call (MPI has no average).
-class MpiAllreduce final : public RankCollective {
+class MpiPeer final : public RankCollective {
  public:
-  MpiAllreduce() { MPI_Comm_size(MPI_COMM_WORLD, &nranks_); }
+  explicit MpiPeer(const CollectiveCall& call) : call_(call) {
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks_);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  }
   void run(const void* send, void* recv, std::size_t count, ccoll::DataType d,
            ccoll::ReduceOp op) override {
-    MPI_Allreduce(send, recv, static_cast<int>(count), mpi_type(d), mpi_op(op), MPI_COMM_WORLD);
+    using C = ccoll::plan::Collective;
+    const int n = static_cast<int>(count);
+    const int block = static_cast<int>(count / static_cast<std::size_t>(nranks_));
+    std::size_t finalized = count;  // elements of recv to divide for avg
+    switch (call_.collective) {
+      case C::allreduce:
+        MPI_Allreduce(send, recv, n, mpi_type(d), mpi_op(op), MPI_COMM_WORLD);
+        break;
+      case C::reduce_scatter:
+        MPI_Reduce_scatter_block(send, recv, block, mpi_type(d), mpi_op(op), MPI_COMM_WORLD);
+        finalized = static_cast<std::size_t>(block);
+        break;
+      case C::all_gather:
+        MPI_Allgather(send, block, mpi_type(d), recv, block, mpi_type(d), MPI_COMM_WORLD);
+        return;
+      case C::broadcast:
+        // In place, as MPI_Bcast is: the root sends from its input (result() says so).
+        MPI_Bcast(rank_ == call_.root ? const_cast<void*>(send) : recv, n, mpi_type(d), call_.root,
+                  MPI_COMM_WORLD);
+        return;
+      case C::reduce:
+        MPI_Reduce(send, recv, n, mpi_type(d), mpi_op(op), call_.root, MPI_COMM_WORLD);
+        if (rank_ != call_.root) return;
+        break;
+    }
     if (op != ccoll::ReduceOp::avg) return;
+    const std::size_t count_out = finalized;
     ccoll::dispatch_data_type(d, [&](auto t) {
       using T = decltype(t);
       if constexpr (std::is_same_v<T, ccoll::Half> || std::is_same_v<T, ccoll::BFloat16>) {
         throw std::invalid_argument("--peer mpi: no 16-bit float types");
       } else {
         T* out = static_cast<T*>(recv);
-        for (std::size_t i = 0; i < count; ++i)
+        for (std::size_t i = 0; i < count_out; ++i)
           out[i] = ccoll::finalize<ccoll::ReduceOp::avg>(out[i], nranks_);
       }
     });
   }
+  const void* result(const void* send, void* recv) const override {
+    return call_.collective == ccoll::plan::Collective::broadcast && rank_ == call_.root ? send
+                                                                                         : recv;
+  }
 
  private:
+  CollectiveCall call_;
   int nranks_ = 1;
+  int rank_ = 0;
 };
 
 }  // namespace
@@ -257,8 +291,24 @@ bool mpi_supports(ccoll::DataType d) {
   return d != ccoll::DataType::f16 && d != ccoll::DataType::bf16;
 }
 
-std::unique_ptr<RankCollective> make_mpi_allreduce() {
-  return std::make_unique<MpiAllreduce>();
+std::unique_ptr<RankCollective> make_mpi_peer(const CollectiveCall& call) {
+  return std::make_unique<MpiPeer>(call);
+}
+
+std::string mpi_function_name(ccoll::plan::Collective c) {
+  switch (c) {
+    case ccoll::plan::Collective::reduce_scatter:
+      return "MPI_Reduce_scatter_block";
+    case ccoll::plan::Collective::all_gather:
+      return "MPI_Allgather";
+    case ccoll::plan::Collective::broadcast:
+      return "MPI_Bcast";
+    case ccoll::plan::Collective::reduce:
+      return "MPI_Reduce";
+    case ccoll::plan::Collective::allreduce:
+      break;
+  }
+  return "MPI_Allreduce";
 }
 
 std::string mpi_library_version() {

@@ -93,8 +93,11 @@ class MpiControl final : public Control {
   int nranks_ = 1;
 };
 
-// MPI_Allreduce as a RankCollective (the peer). Half and bfloat16 have no MPI type: throws.
-std::unique_ptr<RankCollective> make_mpi_allreduce();
+// The peer, as a RankCollective: the MPI library's call for the collective (MPI_Allreduce,
+// MPI_Reduce_scatter_block, MPI_Allgather, MPI_Bcast or MPI_Reduce; avg: the sum, then divided
+// by P where the result lands). Half and bfloat16 have no MPI type: run() throws.
+std::unique_ptr<RankCollective> make_mpi_peer(const CollectiveCall& call);
+std::string mpi_function_name(ccoll::plan::Collective c);
 bool mpi_supports(ccoll::DataType d);
 
 // The MPI library's name and version (the first line of MPI_Get_library_version), for the header.

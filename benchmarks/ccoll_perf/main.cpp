@@ -82,7 +82,10 @@ class Printer {
   void header(const std::string& transport_line, const Prepared* prepared = nullptr) {
     const auto& m = report_.machine;
     const auto& o = report_.options;
-    std::printf("# ccoll_perf %d.%d: allreduce\n", ccoll::kVersionMajor, ccoll::kVersionMinor);
+    std::string what(ccoll::plan::collective_name(o.collective));
+    if (ccoll::plan::has_root(o.collective)) what += ", root " + std::to_string(o.root);
+    std::printf("# ccoll_perf %d.%d: %s\n", ccoll::kVersionMajor, ccoll::kVersionMinor,
+                what.c_str());
     std::printf("# command: %s\n", report_.command.c_str());
     std::printf("# date: %s  host: %s\n", m.date_utc.c_str(), m.hostname.c_str());
     std::printf("# cpu: %s, %d cores; load average at start: %s\n", m.cpu_model.c_str(), m.cores,
@@ -191,7 +194,8 @@ class Printer {
     return device_ ? report_.gpu.has_value() : report_.bound_membw_GBps > 0;
   }
   void add_bound(Row& r) const {
-    if (report_.bound_membw_GBps > 0) {
+    // The bound is allreduce's (docs/benchmark.md); the other collectives have none here yet.
+    if (report_.bound_membw_GBps > 0 && r.collective == ccoll::plan::Collective::allreduce) {
       r.bound_busbw_GBps = memory_bound_busbw(report_.bound_membw_GBps * 1e9, r.nranks) / 1e9;
     }
   }
@@ -230,12 +234,14 @@ SweepSpec make_spec(const Options& o, const std::vector<std::uint64_t>& sizes,
   s.warmup = o.warmup;
   s.check = o.check;
   s.rounds = o.rounds;
+  s.call = CollectiveCall{o.collective, o.root};
   return s;
 }
 
-std::string section_title(const std::string& transport, const std::string& algo, int nranks) {
-  return "allreduce " + algo + ", transport " + transport + ", " + std::to_string(nranks) +
-         " ranks";
+std::string section_title(ccoll::plan::Collective c, const std::string& transport,
+                          const std::string& algo, int nranks) {
+  return std::string(ccoll::plan::collective_name(c)) + " " + algo + ", transport " + transport +
+         ", " + std::to_string(nranks) + " ranks";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -253,11 +259,12 @@ int run_threads(Report& report, const Prepared& prepared) {
   for (const PreparedAlgorithm& algo : prepared.algos) {
     std::unique_ptr<Collective> coll;
     try {
-      coll = make_collective(o.transport, algo, make_config(o, -1, nranks, ""));
+      coll = make_collective(o.transport, algo, make_config(o, -1, nranks, ""),
+                             CollectiveCall{o.collective, o.root});
     } catch (const std::exception& e) {
       die(0, e.what());
     }
-    printer.section(section_title(o.transport, algo.name, nranks));
+    printer.section(section_title(o.collective, o.transport, algo.name, nranks));
     SweepSpec spec = make_spec(o, sizes, o.transport, algo.name);
     spec.active = active_ranks(algo.logical, nranks, algo.spec.overlap);
     run_threads_sweep(
@@ -280,9 +287,9 @@ PeerRun make_peer(const Options& o) {
   PeerRun p;
 #if CCOLL_HAVE_MPI
   if (o.peer == Peer::mpi) {
-    p.coll = make_mpi_allreduce();
+    p.coll = make_mpi_peer(CollectiveCall{o.collective, o.root});
     p.transport = "mpi";
-    p.algo = "MPI_Allreduce";
+    p.algo = mpi_function_name(o.collective);
   }
 #endif
 #if CCOLL_HAVE_GLOO
@@ -326,7 +333,8 @@ void shm_rank_body(Report& report, const Prepared& prepared, Control& control,
   }
   if (peer.coll && o.algos.empty()) {  // -a none: the peer alone, as its own table
     if (printer) {
-      printer->section(section_title(peer.transport, peer.algo + " (the peer library)", nranks));
+      printer->section(
+          section_title(o.collective, peer.transport, peer.algo + " (the peer library)", nranks));
     }
     run_sweep(make_spec(o, sizes, peer.transport, peer.algo), *peer.coll, control, buffers, emit);
     if (printer) printer->end_section();
@@ -335,7 +343,7 @@ void shm_rank_body(Report& report, const Prepared& prepared, Control& control,
   for (const PreparedAlgorithm& algo : prepared.algos) {
     const std::string& name = algo.name;
     if (printer) {
-      std::string title = section_title(transport, name, nranks);
+      std::string title = section_title(o.collective, transport, name, nranks);
       if (peer.coll) {
         title += "; " + peer.algo + " timed in alternating blocks with it (best of " +
                  std::to_string(o.rounds) + " each)";
@@ -345,7 +353,8 @@ void shm_rank_body(Report& report, const Prepared& prepared, Control& control,
     control.barrier();
     std::string session = session_prefix;
     session.append(".").append(name);
-    auto coll = make_collective(o.transport, algo, make_config(o, rank, nranks, session));
+    auto coll = make_collective(o.transport, algo, make_config(o, rank, nranks, session),
+                                CollectiveCall{o.collective, o.root});
     auto view = coll->rank(rank);
     SweepSpec spec = make_spec(o, sizes, transport, name);
     spec.active = active_ranks(algo.logical, nranks, algo.spec.overlap);
@@ -433,7 +442,7 @@ std::string peer_description(const Options& o) {
     case Peer::nccl:  // a GPU peer: never under mpirun (run_device)
       break;
     case Peer::mpi:
-      return "; peer: " + mpi_library_version() + "'s MPI_Allreduce";
+      return "; peer: " + mpi_library_version() + "'s " + mpi_function_name(o.collective);
     case Peer::gloo:
 #if CCOLL_HAVE_GLOO
       return "; peer: " + gloo_description() + " on interface " + o.gloo_iface;
@@ -567,7 +576,7 @@ int run_device(Report& report) {
       const std::vector<bool> active = active_ranks(algo.logical, nranks, algo.spec.overlap);
       auto coll = transport->ccoll(make_config(o, -1, nranks, ""), plan_source(algo),
                                    policy_id(transport_name, algo), active);
-      std::string title = section_title(transport_name, algo.name, nranks);
+      std::string title = section_title(o.collective, transport_name, algo.name, nranks);
       if (peer) {
         title += "; " + peer->name() + " timed in alternating blocks with it (best of " +
                  std::to_string(o.rounds) + " each)";

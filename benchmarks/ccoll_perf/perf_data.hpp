@@ -95,6 +95,20 @@ long count_wrong(const T* got, const T* expected, std::uint64_t count, ccoll::Re
   return wrong;
 }
 
+// Elements of `got` that differ from the input that element i came from: input element
+// source(i).second of rank source(i).first (all-gather's blocks, broadcast's root). Exact: data
+// that is only moved keeps its bits.
+template <class T, class Source>
+long count_wrong_moved(const T* got, std::uint64_t count, ccoll::ReduceOp op, Source&& source) {
+  long wrong = 0;
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const auto [rank, index] = source(i);
+    wrong +=
+        to_double(got[i]) == to_double(from_integer<T>(input_integer(op, rank, index))) ? 0 : 1;
+  }
+  return wrong;
+}
+
 // Type-erased entry points (one dtype/op switch each).
 inline void fill_input(void* data, std::uint64_t count, ccoll::DataType d, ccoll::ReduceOp op,
                        int rank) {
@@ -119,6 +133,15 @@ inline void fill_expected(void* expected, std::uint64_t count, ccoll::DataType d
   std::vector<int> all(static_cast<std::size_t>(nranks));
   for (int r = 0; r < nranks; ++r) all[static_cast<std::size_t>(r)] = r;
   fill_expected(expected, count, d, op, all);
+}
+
+template <class Source>
+long count_wrong_moved(const void* got, std::uint64_t count, ccoll::DataType d, ccoll::ReduceOp op,
+                       Source&& source) {
+  return ccoll::dispatch_data_type(d, [&](auto t) {
+    using T = decltype(t);
+    return count_wrong_moved(static_cast<const T*>(got), count, op, source);
+  });
 }
 
 inline long count_wrong(const void* got, const void* expected, std::uint64_t count,

@@ -29,6 +29,7 @@
 #include "ccoll/algo/registry.hpp"
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
+#include "ccoll/plan/collective.hpp"
 #include "cli_args.hpp"
 #include "transport_registry.hpp"
 
@@ -64,6 +65,27 @@ using ccoll::cli::UsageError;
 // "64", "8K", "16M", "1G", "2KB", "4MiB" (binary multiples, as nccl-tests).
 using ccoll::cli::parse_size;
 
+// The algorithms that plan the collectives beside allreduce (ccoll/collective.hpp), the default
+// -a for them.
+inline const std::vector<std::string>& collective_algorithms() {
+  static const std::vector<std::string> names{"ring", "direct"};
+  return names;
+}
+
+// -C NAME: allreduce, reduce_scatter, all_gather, broadcast or reduce (also with '-' for '_',
+// and nccl-tests' allgather / reducescatter).
+inline std::optional<ccoll::plan::Collective> parse_collective(std::string_view name) {
+  std::string n(name);
+  for (char& ch : n)
+    if (ch == '-') ch = '_';
+  using C = ccoll::plan::Collective;
+  for (C c : {C::allreduce, C::reduce_scatter, C::all_gather, C::broadcast, C::reduce})
+    if (n == ccoll::plan::collective_name(c)) return c;
+  if (n == "reducescatter") return C::reduce_scatter;
+  if (n == "allgather") return C::all_gather;
+  return std::nullopt;
+}
+
 struct Options {
   std::uint64_t min_bytes = 8;
   std::uint64_t max_bytes = 64ull << 20;
@@ -77,8 +99,11 @@ struct Options {
   // Registry names (ccoll::algo::find_algorithm), canonical (AlgorithmSpec::name()), in order.
   std::vector<std::string> algos = default_algorithms();
   bool list_algos = false;  // -a list: print the registry and exit
-  std::string topology;     // --topology FILE|PRESET (physical::load); empty: abstract ranks
-  int split = 0;            // --split N: AlgorithmRequest::split
+  // -C: the collective every algorithm runs; --root: broadcast's and reduce's root.
+  ccoll::plan::Collective collective = ccoll::plan::Collective::allreduce;
+  int root = 0;
+  std::string topology;  // --topology FILE|PRESET (physical::load); empty: abstract ranks
+  int split = 0;         // --split N: AlgorithmRequest::split
   ccoll::DataType dtype = ccoll::DataType::f32;
   ccoll::ReduceOp op = ccoll::ReduceOp::sum;
   std::string transport = "threads";  // a name in the transport table (transport_registry.hpp)
@@ -229,6 +254,13 @@ inline std::string usage_text() {
   -r, --rounds R          timed blocks of -n calls per size, the best is reported; with --peer
                           the blocks alternate with the peer's, default 1
   -c, --check 0|1         check the results (#wrong column), default 1
+  -C, --collective C      allreduce, reduce_scatter, all_gather, broadcast or reduce (sizes are
+                          the whole buffer, as nccl-tests': reduce-scatter's input, all-gather's
+                          output; busbw factors 2(P-1)/P, (P-1)/P, (P-1)/P, 1, 1); the others
+                          run on --transport threads, shm, mpi and mpi-hybrid with -a ring
+                          (rings and chains) and direct (the default), --peer mpi; default
+                          allreduce
+      --root R            broadcast and reduce: the root rank, default 0
   -t, --nranks P          ranks (threads or processes), default 4, or with --topology the ranks
                           the algorithms were planned for; under mpirun: the world size
   -a, --algo LIST         comma list of the registry's algorithms (-a list prints them), each
@@ -378,6 +410,17 @@ inline Options parse_args(const std::vector<std::string>& args) {
       o.warmup = static_cast<int>(detail::parse_long(flag, next(), 0, 1000000));
     } else if (is("-r", "--rounds")) {
       o.rounds = static_cast<int>(detail::parse_long(flag, next(), 1, 1000));
+    } else if (is("-C", "--collective")) {
+      const std::string v = next();
+      const auto c = parse_collective(v);
+      if (!c)
+        throw detail::bad_value(flag,
+                                "expected allreduce, reduce_scatter, all_gather, broadcast or "
+                                "reduce",
+                                v);
+      o.collective = *c;
+    } else if (flag == "--root") {
+      o.root = static_cast<int>(detail::parse_long(flag, next(), 0, 1023));
     } else if (is("-c", "--check")) {
       o.check = detail::parse_long(flag, next(), 0, 1) != 0;
     } else if (is("-m", "--membw")) {
@@ -512,7 +555,29 @@ inline Options parse_args(const std::vector<std::string>& args) {
     }
   }
   if (o.help || o.list_algos) return o;
+  const bool allreduce = o.collective == ccoll::plan::Collective::allreduce;
+  if (!allreduce && !algo_list) o.algos = collective_algorithms();
   if (algo_list) o.algos = parse_algos(*algo_list, !o.topology.empty());
+  if (!allreduce) {
+    const std::string c(ccoll::plan::collective_name(o.collective));
+    for (const std::string& a : o.algos) {
+      const std::string base = a.substr(0, a.find('-'));
+      if (base != "ring" && base != "direct")
+        throw UsageError("-C " + c + ": -a " + a + " plans allreduce only; " + c +
+                         " has ring and direct plans (-a ring,direct)");
+    }
+    if (is_device(o.transport))
+      throw UsageError("-C " + c + ": not on --transport " + o.transport +
+                       " yet (threads, shm, mpi and mpi-hybrid run it)");
+    if (o.peer != Peer::none && o.peer != Peer::mpi)
+      throw UsageError("-C " + c + ": --peer " + std::string(to_string(o.peer)) +
+                       " runs allreduce only; the peer of the other collectives is mpi");
+    if (o.window) throw UsageError("-C " + c + ": --window runs allreduce only (the others stage)");
+    if (!o.topology.empty()) throw UsageError("-C " + c + ": --topology plans allreduce only");
+    if (!o.tuning_path.empty()) throw UsageError("-C " + c + ": --tuning is allreduce's table");
+  }
+  if (!ccoll::plan::has_root(o.collective) && o.root != 0)
+    throw UsageError("--root: only with -C broadcast or reduce");
   // Every rank holds a send and a receive buffer of -e bytes (and a reference to check against):
   // a size beyond a quarter of the machine's memory cannot run, so it is refused before anything
   // is allocated rather than ending in the kernel's OOM killer.
@@ -537,6 +602,9 @@ inline Options parse_args(const std::vector<std::string>& args) {
     throw UsageError("--peer " + std::string(to_string(o.peer)) + ": not with --transport " +
                      o.transport + " (on a GPU the peer is nccl)");
   }
+  if (ccoll::plan::has_root(o.collective) && o.root >= o.nranks && o.nranks_given)
+    throw UsageError("--root " + std::to_string(o.root) + ": expected a rank below -t " +
+                     std::to_string(o.nranks));
   if (o.window && !transport_entry(o.transport).windows) {
     throw UsageError(
         "--window 1: only with --transport shm (the transport with registered "

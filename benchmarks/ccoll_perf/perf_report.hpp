@@ -43,6 +43,17 @@ inline double bus_factor(int nranks) {
   return nranks <= 1 ? 0.0 : 2.0 * (nranks - 1) / static_cast<double>(nranks);
 }
 
+// The other collectives' factors (the same page): reduce-scatter and all-gather (P-1)/P of the
+// whole buffer, broadcast and reduce 1.
+inline double bus_factor(ccoll::plan::Collective c, int nranks) {
+  using C = ccoll::plan::Collective;
+  if (nranks <= 1) return 0.0;
+  if (c == C::reduce_scatter || c == C::all_gather)
+    return (nranks - 1) / static_cast<double>(nranks);
+  if (c == C::broadcast || c == C::reduce) return 1.0;
+  return bus_factor(nranks);
+}
+
 // Upper bound on busbw from the memory bandwidth B (bytes/s, STREAM convention: bytes read plus
 // bytes written) of a shared-memory host: every rank must read its N-byte input and write its
 // N-byte output at least once, so t >= 2PN / B, algbw <= B / 2P and busbw <= B (P-1) / P^2.
@@ -63,6 +74,7 @@ inline double device_bound_time_s(const ccoll::plan::Plan& p, std::size_t elem_s
 
 // One line of results.
 struct Row {
+  ccoll::plan::Collective collective = ccoll::plan::Collective::allreduce;
   std::string transport;  // threads, shm, mpi
   std::string algo;       // ring, dbtree, tree, tree-overlap, MPI_Allreduce
   int nranks = 0;
@@ -110,8 +122,10 @@ inline void set_device_bound(Row& r, double bound_time_s) {
 // Fills algbw/busbw from bytes, time and nranks.
 inline Row make_row(std::string transport, std::string algo, int nranks, std::uint64_t bytes,
                     std::uint64_t count, ccoll::DataType d, ccoll::ReduceOp op, double time_s,
-                    long wrong) {
+                    long wrong,
+                    ccoll::plan::Collective collective = ccoll::plan::Collective::allreduce) {
   Row r;
+  r.collective = collective;
   r.transport = std::move(transport);
   r.algo = std::move(algo);
   r.nranks = nranks;
@@ -121,7 +135,7 @@ inline Row make_row(std::string transport, std::string algo, int nranks, std::ui
   r.op = op;
   r.time_us = time_s * 1e6;
   r.algbw_GBps = time_s > 0 ? static_cast<double>(bytes) / time_s / 1e9 : 0.0;
-  r.busbw_GBps = r.algbw_GBps * bus_factor(nranks);
+  r.busbw_GBps = r.algbw_GBps * bus_factor(collective, nranks);
   r.wrong = wrong;
   return r;
 }
@@ -269,6 +283,8 @@ inline nlohmann::ordered_json to_json_value(const Report& rep) {
   }
   json& opts = j["options"];
   opts["transport"] = o.transport;
+  opts["collective"] = std::string(ccoll::plan::collective_name(o.collective));
+  if (ccoll::plan::has_root(o.collective)) opts["root"] = o.root;
   opts["iters"] = o.iters;
   opts["warmup"] = o.warmup;
   opts["rounds"] = o.rounds;
@@ -293,7 +309,8 @@ inline nlohmann::ordered_json to_json_value(const Report& rep) {
   opts["split"] = o.split;
   j["results"] = json::array();
   for (const Row& r : rep.rows) {
-    json row = {{"transport", r.transport},
+    json row = {{"collective", std::string(ccoll::plan::collective_name(r.collective))},
+                {"transport", r.transport},
                 {"algo", r.algo},
                 {"nranks", r.nranks},
                 {"size", r.bytes},

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -10,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "controls.hpp"
 #include "perf_data.hpp"
@@ -113,6 +115,37 @@ struct Timed {
   long wrong = -1;
 };
 
+// Elements of this rank's result that are wrong, for the sweep's collective (count: the whole
+// buffer, a multiple of P where the collective has blocks).
+long count_wrong_result(const SweepSpec& spec, const RankCollective& coll, const RankBuffers& b,
+                        std::uint64_t count, int rank, int nranks) {
+  using C = ccoll::plan::Collective;
+  const void* got = coll.result(b.send(), b.recv());
+  const void* expected = b.expected();  // the allreduce of every rank's input (prefix)
+  const std::uint64_t block = count / static_cast<std::uint64_t>(nranks);
+  const int root = spec.call.root;
+  switch (spec.call.collective) {
+    case C::allreduce:
+      return expected ? count_wrong(got, expected, count, spec.dtype, spec.op) : 0;
+    case C::reduce_scatter:
+      return count_wrong(got,
+                         static_cast<const std::byte*>(expected) +
+                             block * static_cast<std::uint64_t>(rank) * ccoll::size_of(spec.dtype),
+                         block, spec.dtype, spec.op);
+    case C::reduce:
+      return rank == root ? count_wrong(got, expected, count, spec.dtype, spec.op) : 0;
+    case C::all_gather:
+      return count_wrong_moved(got, count, spec.dtype, spec.op, [block](std::uint64_t i) {
+        return std::pair<int, std::uint64_t>{static_cast<int>(i / block), i % block};
+      });
+    case C::broadcast:
+      return count_wrong_moved(got, count, spec.dtype, spec.op, [root](std::uint64_t i) {
+        return std::pair<int, std::uint64_t>{root, i};
+      });
+  }
+  return 0;
+}
+
 // One block: poison, warmup, barrier, n timed calls, max over ranks, optional check.
 Timed time_block(const SweepSpec& spec, RankCollective& coll, Control& control,
                  const RankBuffers& buffers, std::uint64_t count, bool check) {
@@ -131,9 +164,12 @@ Timed time_block(const SweepSpec& spec, RankCollective& coll, Control& control,
   Timed t;
   t.time_s = control.max(std::chrono::duration<double>(t1 - t0).count() / spec.iters);
   if (check) {
-    const void* expected = buffers.expected();
+    const bool checks = buffers.expected() != nullptr ||
+                        spec.call.collective == ccoll::plan::Collective::all_gather ||
+                        spec.call.collective == ccoll::plan::Collective::broadcast;
     t.wrong = control.sum(
-        expected ? count_wrong(buffers.recv(), expected, count, spec.dtype, spec.op) : 0);
+        checks ? count_wrong_result(spec, coll, buffers, count, control.rank(), control.nranks())
+               : 0);
   }
   return t;
 }
@@ -146,7 +182,11 @@ void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
   const std::size_t elem = ccoll::size_of(spec.dtype);
   const int rounds = std::max(1, spec.rounds);
   for (const std::uint64_t size : spec.sizes) {
-    const std::uint64_t count = elements_for(size, spec.dtype);
+    std::uint64_t count = elements_for(size, spec.dtype);
+    // Reduce-scatter and all-gather: a whole number of blocks (nccl-tests rounds down too).
+    if (ccoll::plan::has_blocks(spec.call.collective))
+      count = count / static_cast<std::uint64_t>(control.nranks()) *
+              static_cast<std::uint64_t>(control.nranks());
     if (count == 0) continue;
     // Each round times the peer, then ours, back to back; the best round of each is kept, so
     // that a burst of load from other jobs hits both or is discarded from both.
@@ -168,10 +208,11 @@ void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
             ? control.nranks()
             : static_cast<int>(std::count(spec.active.begin(), spec.active.end(), true));
     Row row = make_row(spec.transport, spec.algo, nactive, count * elem, count, spec.dtype, spec.op,
-                       best.time_s, best.wrong);
+                       best.time_s, best.wrong, spec.call.collective);
     if (peer != nullptr) {
-      Row peer_row = make_row(peer->transport, peer->algo, control.nranks(), count * elem, count,
-                              spec.dtype, spec.op, peer_best.time_s, peer_best.wrong);
+      Row peer_row =
+          make_row(peer->transport, peer->algo, control.nranks(), count * elem, count, spec.dtype,
+                   spec.op, peer_best.time_s, peer_best.wrong, spec.call.collective);
       peer_row.paired_with = spec.algo;
       row.peer_busbw_GBps = peer_row.busbw_GBps;
       row.peer_wrong = peer_row.wrong;

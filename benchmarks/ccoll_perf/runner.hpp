@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "ccoll/core/config.hpp"
+#include "ccoll/plan/collective.hpp"
 #include "perf_options.hpp"
 #include "perf_prepare.hpp"
 #include "perf_report.hpp"
@@ -35,12 +36,27 @@ class Control {
   virtual long sum(long v) = 0;
 };
 
-// One rank's view of an allreduce implementation.
+// Which collective a run times (-C) and its root (--root).
+struct CollectiveCall {
+  ccoll::plan::Collective collective = ccoll::plan::Collective::allreduce;
+  int root = 0;
+};
+
+// One rank's view of a collective's implementation. `count` is the sweep's element count: the
+// whole buffer, as nccl-tests counts it (reduce-scatter's input and all-gather's output hold
+// count elements, a multiple of P; the implementation passes count / P as NCCL's recvcount or
+// sendcount).
 class RankCollective {
  public:
   virtual ~RankCollective() = default;
   virtual void run(const void* send, void* recv, std::size_t count, ccoll::DataType d,
                    ccoll::ReduceOp op) = 0;
+  // Where this rank's result is after run(): recv, except for implementations that work in place
+  // (MPI_Bcast leaves the root's in its input).
+  virtual const void* result(const void* send, void* recv) const {
+    (void)send;
+    return recv;
+  }
 };
 
 // Buffers of one rank, sized for the largest message, with inputs and the reference result filled
@@ -83,6 +99,7 @@ class RankBuffers {
 struct SweepSpec {
   std::string transport;  // the row's transport column
   std::string algo;       // the row's algo column
+  CollectiveCall call;    // -C, --root
   std::vector<std::uint64_t> sizes;
   ccoll::DataType dtype = ccoll::DataType::f32;
   ccoll::ReduceOp op = ccoll::ReduceOp::sum;
@@ -138,7 +155,8 @@ ccoll::Config make_config(const Options& knobs, int rank, int nranks, const std:
 // transport table (transport_registry.hpp); a GPU transport's name is std::invalid_argument.
 std::unique_ptr<Collective> make_collective(std::string_view transport,
                                             const PreparedAlgorithm& algo,
-                                            const ccoll::Config& config);
+                                            const ccoll::Config& config,
+                                            const CollectiveCall& call = {});
 
 // One algorithm's sweep on `nranks` threads of this process, each with its own buffers and
 // rank view (the threads transport of ccoll_perf). A thread that throws calls on_error(rank,

@@ -21,6 +21,7 @@
 namespace ccoll_perf {
 
 class Collective;          // runner.hpp
+struct CollectiveCall;     // runner.hpp
 struct PreparedAlgorithm;  // perf_prepare.hpp
 
 // Where a transport's ranks run, which decides how ccoll_perf starts them (main.cpp).
@@ -31,9 +32,11 @@ enum class RankPlacement {
   device,     // every rank in this process, on GPUs (a device backend, device_backend.hpp)
 };
 
-// ccoll's Allreduce for `algo` on a host transport (runner.hpp's Collective).
+// ccoll's Allreduce (or the collective `call` names) for `algo` on a host transport (runner.hpp's
+// Collective).
 using CollectiveFactory = std::unique_ptr<Collective> (*)(const PreparedAlgorithm& algo,
-                                                          const ccoll::Config& config);
+                                                          const ccoll::Config& config,
+                                                          const CollectiveCall& call);
 
 struct TransportEntry {
   std::string_view name;  // --transport NAME, the rows' transport column
