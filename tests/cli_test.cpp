@@ -568,3 +568,58 @@ TEST_CASE("default tree-set plans fit the step budget; explicit --split keeps th
   CHECK(c.err.find("lower --chunks") != std::string::npos);
   for (const auto& f : {small, big}) std::filesystem::remove(f);
 }
+
+TEST_CASE("plan and simulate --collective: every collective's ring and direct plans, predicted") {
+  // On a uniform network of P = 8 links of 10 GB/s, a ring moves (P-1)/P of the buffer per link
+  // in either half of an allreduce: reduce-scatter and all-gather each take half of its time, and
+  // their busbw (factor (P-1)/P) equals the allreduce's (2(P-1)/P).
+  auto busbw = [](const std::string& csv, const std::string& algo) {
+    std::istringstream in(csv);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.find("," + algo + ",") != std::string::npos) {
+        std::vector<std::string> f;
+        std::string cell;
+        std::istringstream row(line);
+        while (std::getline(row, cell, ',')) f.push_back(cell);
+        return std::stod(f.at(8));
+      }
+    return -1.0;
+  };
+  const std::vector<std::string> base{"--topology", "uniform:8:10:5", "--algo", "ring", "--bytes",
+                                      "64M",        "--csv"};
+  auto run = [&](const std::string& c) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), {"--collective", c});
+    const Run r = simulate(args);
+    INFO(c << ": " << r.err);
+    REQUIRE(r.rc == 0);
+    return busbw(r.out, "ring");
+  };
+  const double ar = run("allreduce");
+  CHECK(run("reduce_scatter") == doctest::Approx(ar).epsilon(0.02));
+  CHECK(run("all_gather") == doctest::Approx(ar).epsilon(0.02));
+  // A chain moves the whole buffer over each link once: close to the link's 10 GB/s.
+  const double bc = run("broadcast");
+  CHECK(bc > 8.0);
+  CHECK(bc < 10.0);
+  CHECK(run("reduce") == doctest::Approx(bc).epsilon(0.02));
+  // plan: the verifier's proof, for every root.
+  for (const char* root : {"0", "5"}) {
+    const Run p = plan({"--topology", "uniform:6", "--algo", "direct", "--collective", "reduce",
+                        "--root", root, "--bytes", "1M"});
+    INFO(p.err);
+    CHECK(p.rc == 0);
+  }
+  // Errors: an algorithm without the collective's plans, a bad name, a root out of range.
+  const Run tree = plan({"--topology", "uniform:4", "--algo", "tree", "--collective", "broadcast"});
+  CHECK(tree.rc == 2);
+  CHECK(tree.err.find("plans no broadcast") != std::string::npos);
+  const Run bad = plan({"--topology", "uniform:4", "--algo", "ring", "--collective", "gather"});
+  CHECK(bad.rc == 2);
+  CHECK(bad.err.find("--collective: expected") != std::string::npos);
+  const Run far =
+      plan({"--topology", "uniform:4", "--algo", "ring", "--collective", "reduce", "--root", "4"});
+  CHECK(far.rc != 0);
+  CHECK(far.err.find("root") != std::string::npos);
+}

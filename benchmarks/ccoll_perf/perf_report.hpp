@@ -46,12 +46,7 @@ inline double bus_factor(int nranks) {
 // The other collectives' factors (the same page): reduce-scatter and all-gather (P-1)/P of the
 // whole buffer, broadcast and reduce 1.
 inline double bus_factor(ccoll::plan::Collective c, int nranks) {
-  using C = ccoll::plan::Collective;
-  if (nranks <= 1) return 0.0;
-  if (c == C::reduce_scatter || c == C::all_gather)
-    return (nranks - 1) / static_cast<double>(nranks);
-  if (c == C::broadcast || c == C::reduce) return 1.0;
-  return bus_factor(nranks);
+  return ccoll::plan::bus_factor(c, nranks);
 }
 
 // Upper bound on busbw from the memory bandwidth B (bytes/s, STREAM convention: bytes read plus

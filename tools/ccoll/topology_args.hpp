@@ -38,6 +38,7 @@
 #include "ccoll/model/alpha_beta.hpp"
 #include "ccoll/physical/graph.hpp"
 #include "ccoll/plan/chunking.hpp"
+#include "ccoll/plan/collective.hpp"
 #include "ccoll/plan/direct.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/tree.hpp"
@@ -68,6 +69,9 @@ struct Options {
   // forest, blink, hdbtree: cut trees into about this many equal-rate channels; the default lets
   // the planner choose channels and chunks (forest::tree_plan_shape).
   int split = forest::kAutoSplit;
+  // --collective, --root: what the plans compute (plan/collective.hpp).
+  plan::Collective collective = plan::Collective::allreduce;
+  int root = 0;
 };
 
 // Limits on the inputs of `plan` and `simulate` (docs/reliability-tools.md): each bounds the
@@ -145,6 +149,23 @@ inline Options parse_options(const std::vector<std::string>& args) {
       if (o.algos.empty()) throw UsageError("--algo: expected one of " + algo::algorithm_names());
     } else if (a == "--active") {
       o.active = split_list(value(i));
+    } else if (a == "--collective") {
+      const std::string& v = value(i);
+      bool known = false;
+      for (plan::Collective c :
+           {plan::Collective::allreduce, plan::Collective::reduce_scatter,
+            plan::Collective::all_gather, plan::Collective::broadcast, plan::Collective::reduce})
+        if (v == plan::collective_name(c)) {
+          o.collective = c;
+          known = true;
+        }
+      if (!known)
+        throw UsageError(
+            "--collective: expected allreduce, reduce_scatter, all_gather, broadcast or reduce, "
+            "got \"" +
+            v + "\"");
+    } else if (a == "--root") {
+      o.root = static_cast<int>(parse_integer(a, value(i), 0, kMaxGraphRanks - 1));
     } else if (a == "--overlap") {
       o.overlap = true;
     } else if (a == "--bytes") {
@@ -349,6 +370,12 @@ inline plan::PlanRequest make_request(const Options& o, const Setup& s, int nran
   req.elem_size = o.elem_size;
   req.count = static_cast<std::uint64_t>(std::llround(bytes / static_cast<double>(o.elem_size)));
   req.overlap = o.overlap;
+  req.collective = o.collective;
+  req.root = o.root;
+  // Reduce-scatter and all-gather cut the buffer into one block per rank: whole blocks only.
+  if (plan::has_blocks(o.collective))
+    req.count = std::max<std::uint64_t>(1, req.count / static_cast<std::uint64_t>(nranks)) *
+                static_cast<std::uint64_t>(nranks);
   req.nchunks = o.chunks;
   req.nslots = o.nslots;
   req.slot_bytes = o.slot_bytes ? o.slot_bytes : std::uint64_t{1} << 40;
@@ -647,6 +674,10 @@ inline Built build(const Options& o, const Setup& s, const std::string& name, do
   check_plan_size(name, size);
   b.estimated_steps = size.steps();
   b.plan = reg.build(req);
+  if (b.plan.collective != o.collective)
+    throw UsageError("--algo " + name + " plans no " +
+                     std::string(plan::collective_name(o.collective)) +
+                     " (ring: rings and chains; direct: one hop; docs/collectives.md)");
   add_report(b, reg, req);
   return b;
 }
@@ -674,7 +705,7 @@ inline Prediction predict(const Options& o, const Setup& s, const Built& b, doub
   p.time_s = p.sim.time_s;
   if (p.time_s > 0) {
     p.algbw_GBps = p.bytes / p.time_s / 1e9;
-    p.busbw_GBps = p.algbw_GBps * model::allreduce_bus_factor(b.plan.nactive());
+    p.busbw_GBps = p.algbw_GBps * plan::bus_factor(b.plan.collective, b.plan.nactive());
   }
   (void)bytes;
   return p;
@@ -827,6 +858,9 @@ inline std::string algo_help() {
        "  share, so that fair link sharing gives each tree its planned rate (0: one per tree).\n"
        "  By default the planner chooses the channels, and the chunks unless --chunks is given,\n"
        "  within 65536 steps (a warning says when that costs predicted time).\n"
+       "--collective allreduce (default), reduce_scatter, all_gather, broadcast or reduce, with\n"
+       "  --root R for the last two: ring plans rings and chains, direct one hop\n"
+       "  (docs/collectives.md); --bytes is the whole buffer, as nccl-tests counts it.\n"
        "Formats: docs/formats.md. Simulator: docs/simulator.md.\n";
   return h;
 }
@@ -835,6 +869,7 @@ inline const char* kPlanHelp =
     "usage: ccoll plan --topology FILE|PRESET|uniform:P[:GBps[:us]] --algo NAME\n"
     "                  [--active id,id,...] [--overlap] [--bytes N] [--json|--dot]\n"
     "                  [--chunks K] [--slot-bytes N] [--nslots N] [--alpha-us A] [--split N]\n"
+    "                  [--collective C] [--root R]\n"
     "Builds the plan on the physical topology, checks it with the verifier, and prints its trees\n"
     "and the simulator's prediction (JSON with --json, Graphviz with --dot).\n"
     "Presets: dgx1p dgx1v dgx2 dgx-a100 dgx-h100 mi300x pcie4 pcie8 full<N> ring:<N>\n"
@@ -847,6 +882,7 @@ inline const char* kSimulateHelp =
     "                      [--active id,...] [--overlap] [--bytes N[,N...]] [--csv] [--json]\n"
     "                      [--trace FILE] [--links N] [--reduce-GBps R] [--step-overhead-us S]\n"
     "                      [--chunks K] [--slot-bytes N] [--nslots N] [--alpha-us A] [--split N]\n"
+    "                      [--collective C] [--root R]\n"
     "Predicts time, algbw, busbw (nccl-tests convention), gradient turnaround and per-link\n"
     "utilisation with the discrete-event simulator; --trace writes a Chrome trace of the last "
     "run.\n";

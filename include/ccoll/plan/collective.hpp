@@ -63,6 +63,17 @@ inline constexpr bool has_root(Collective c) {
   return c == Collective::broadcast || c == Collective::reduce;
 }
 
+// nccl-tests' bus bandwidth factor (its PERFORMANCE.md): busbw = algbw x factor, with algbw the
+// whole buffer (Plan::count elements) over the time: 2(P-1)/P for allreduce, (P-1)/P for
+// reduce-scatter and all-gather, 1 for broadcast and reduce; 0 for one rank.
+inline constexpr double bus_factor(Collective c, int nactive) {
+  if (nactive <= 1) return 0.0;
+  const double p = static_cast<double>(nactive);
+  if (c == Collective::allreduce) return 2.0 * (p - 1) / p;
+  if (has_blocks(c)) return (p - 1) / p;
+  return 1.0;
+}
+
 // The block size b of a blocked collective over `nactive` ranks (count must be a multiple).
 inline constexpr std::uint64_t block_elems(std::uint64_t count, int nactive) {
   return nactive > 0 ? count / static_cast<std::uint64_t>(nactive) : 0;
