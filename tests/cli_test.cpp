@@ -569,7 +569,7 @@ TEST_CASE("default tree-set plans fit the step budget; explicit --split keeps th
   for (const auto& f : {small, big}) std::filesystem::remove(f);
 }
 
-TEST_CASE("plan and simulate --collective: every collective's ring and direct plans, predicted") {
+TEST_CASE("plan and simulate --collective: every collective's plans verified and predicted") {
   // On a uniform network of P = 8 links of 10 GB/s, a ring moves (P-1)/P of the buffer per link
   // in either half of an allreduce: reduce-scatter and all-gather each take half of its time, and
   // their busbw (factor (P-1)/P) equals the allreduce's (2(P-1)/P).
@@ -612,9 +612,17 @@ TEST_CASE("plan and simulate --collective: every collective's ring and direct pl
     CHECK(p.rc == 0);
   }
   // Errors: an algorithm without the collective's plans, a bad name, a root out of range.
-  const Run tree = plan({"--topology", "uniform:4", "--algo", "tree", "--collective", "broadcast"});
+  const Run tree =
+      plan({"--topology", "uniform:4", "--algo", "tree", "--collective", "all_gather"});
   CHECK(tree.rc == 2);
-  CHECK(tree.err.find("plans no broadcast") != std::string::npos);
+  CHECK(tree.err.find("plans no all_gather") != std::string::npos);
+  // Broadcast and reduce also have tree and double-binary-tree plans.
+  for (const char* algo : {"tree", "dbtree"}) {
+    const Run t = plan(
+        {"--topology", "uniform:7", "--algo", algo, "--collective", "broadcast", "--root", "4"});
+    INFO(t.err);
+    CHECK(t.rc == 0);
+  }
   const Run bad = plan({"--topology", "uniform:4", "--algo", "ring", "--collective", "gather"});
   CHECK(bad.rc == 2);
   CHECK(bad.err.find("--collective: expected") != std::string::npos);

@@ -1,5 +1,6 @@
 // Tests of ccoll::ReduceScatter, AllGather, Broadcast and Reduce (ccoll/collective.hpp) on the
-// host-threads transport: every collective with ring and direct plans over P = 1..10 and 13,
+// host-threads transport: every collective with ring and direct plans (broadcast and reduce also
+// with tree and dbtree) over P = 1..10 and 13,
 // counts around the chunking, every dtype and op, in place and out of place, every root; guard
 // elements around every buffer; the error paths (bad root, partial overlap, mismatched roots or
 // counts across ranks, a topology without the collective's plans).
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "ccoll/algo/direct.hpp"
+#include "ccoll/algo/double_binary_tree.hpp"
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/algo/tree.hpp"
 #include "ccoll/ccoll.hpp"
@@ -93,18 +95,24 @@ TEST_CASE("all_gather: ring and direct, P = 1..10 and 13, every dtype, in place"
   check_sizes<AllGather, algo::Direct>({3}, kCounts, true);
 }
 
-TEST_CASE("broadcast: chain and direct, P = 1..10 and 13, roots 0, P/2 and P-1, in place") {
+TEST_CASE("broadcast: chain, direct, tree, dbtree, P = 1..10 and 13, roots 0, P/2, P-1, in place") {
   check_sizes<Broadcast, algo::Ring>({1, 2, 3, 4}, kCounts, true);
   check_sizes<Broadcast, algo::Ring>(kRanks, {1, 65, 1000}, false);
   check_sizes<Broadcast, algo::Direct>(kRanks, {1, 65, 1000}, false);
   check_sizes<Broadcast, algo::Direct>({3}, kCounts, true);
+  check_sizes<Broadcast, algo::Tree>(kRanks, {1, 65, 1000}, false);
+  check_sizes<Broadcast, algo::DoubleBinaryTree>(kRanks, {1, 65, 1000}, false);
+  check_sizes<Broadcast, algo::DoubleBinaryTree>({4}, kCounts, true);
 }
 
-TEST_CASE("reduce: chain and direct, P = 1..10 and 13, every dtype and op, roots, in place") {
+TEST_CASE("reduce: chain, direct, tree, dbtree, P = 1..10 and 13, every dtype and op, roots") {
   check_sizes<Reduce, algo::Ring>({1, 2, 3, 4}, kCounts, true);
   check_sizes<Reduce, algo::Ring>(kRanks, {1, 65, 1000}, false);
   check_sizes<Reduce, algo::Direct>(kRanks, {1, 65, 1000}, false);
   check_sizes<Reduce, algo::Direct>({3}, kCounts, true);
+  check_sizes<Reduce, algo::Tree>(kRanks, {1, 65, 1000}, false);
+  check_sizes<Reduce, algo::DoubleBinaryTree>(kRanks, {1, 65, 1000}, false);
+  check_sizes<Reduce, algo::Tree>({5}, kCounts, true);
 }
 
 TEST_CASE("collectives: FIFO depths 2 and 5, one channel and four") {
@@ -241,11 +249,11 @@ TEST_CASE("collectives: bad arguments throw on every rank and write no buffer") 
 
 TEST_CASE("collectives: a topology without the collective's plans is refused when built") {
   try {
-    Broadcast<transport::HostThreads, algo::Tree> bc(small_config(4));
+    ReduceScatter<transport::HostThreads, algo::Tree> rs(small_config(4));
     FAIL("constructed");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::Unsupported);
-    CHECK(std::string(e.what()).find("plans no broadcast") != std::string::npos);
+    CHECK(std::string(e.what()).find("plans no reduce_scatter") != std::string::npos);
   }
 }
 

@@ -1015,7 +1015,8 @@ TEST_CASE("-C: the collectives beside allreduce, their default algorithms and us
   const Options b = parse({"-C", "broadcast", "--root", "3"});
   CHECK(b.collective == C::broadcast);
   CHECK(b.root == 3);
-  CHECK(b.algos == std::vector<std::string>{"ring", "direct"});
+  CHECK(b.algos == std::vector<std::string>{"ring", "direct", "tree", "dbtree"});
+  CHECK(parse({"-C", "all_gather"}).algos == std::vector<std::string>{"ring", "direct"});
   CHECK(parse({"-C", "reduce", "-a", "direct"}).algos == std::vector<std::string>{"direct"});
   auto fails = [](const std::vector<std::string>& args, const std::string& says) {
     try {
@@ -1027,7 +1028,8 @@ TEST_CASE("-C: the collectives beside allreduce, their default algorithms and us
     }
   };
   CHECK(fails({"-C", "gather"}, "-C: expected allreduce") == "");
-  CHECK(fails({"-C", "broadcast", "-a", "dbtree"}, "has ring and direct plans") == "");
+  CHECK(fails({"-C", "reduce_scatter", "-a", "dbtree"}, "has ring and direct plans") == "");
+  CHECK(fails({"-C", "broadcast", "-a", "recdoubling"}, "has no broadcast plans") == "");
   CHECK(fails({"--root", "1"}, "--root: only with -C broadcast or reduce") == "");
   CHECK(fails({"-C", "reduce", "--root", "4", "-t", "4"}, "expected a rank below -t 4") == "");
   CHECK(fails({"-C", "all_gather", "--transport", "shm", "--window", "1"}, "--window") == "");

@@ -4,6 +4,7 @@
 // rejects plans that compute the wrong collective, each with a message that says where.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -15,6 +16,7 @@
 #include "ccoll/plan/reduce_scatter.hpp"
 #include "ccoll/plan/ring.hpp"
 #include "ccoll/plan/rooted.hpp"
+#include "ccoll/plan/rooted_trees.hpp"
 #include "ccoll/plan/verifier.hpp"
 
 using namespace ccoll;
@@ -41,6 +43,10 @@ const std::vector<Kind>& kinds() {
       {"direct broadcast", Collective::broadcast, &build_direct_broadcast, false},
       {"chain reduce", Collective::reduce, &build_chain_reduce, false},
       {"direct reduce", Collective::reduce, &build_direct_reduce, false},
+      {"tree broadcast", Collective::broadcast, &build_tree_broadcast, false},
+      {"dbtree broadcast", Collective::broadcast, &build_dbtree_broadcast, false},
+      {"tree reduce", Collective::reduce, &build_tree_reduce, false},
+      {"dbtree reduce", Collective::reduce, &build_dbtree_reduce, false},
   };
   return k;
 }
@@ -134,6 +140,44 @@ TEST_CASE("collective plans move what they must: hops and messages") {
     CHECK(direct.connections.size() == up - 1);
     for (const Connection& c : direct.connections) CHECK(c.to == 0);
   }
+}
+
+TEST_CASE("rooted trees: log-depth, and the double binary tree sends each element once per rank") {
+  // Elements each rank sends in a plan.
+  auto sent = [](const Plan& plan) {
+    std::vector<std::uint64_t> out(static_cast<std::size_t>(plan.nranks), 0);
+    for (const auto& ch : plan.channels)
+      for (std::size_t r = 0; r < ch.programs.size(); ++r)
+        for (const auto& st : ch.programs[r].steps) out[r] += st.count * st.send_count;
+    return out;
+  };
+  for (Rank p : {5, 8, 9, 16})
+    for (Rank root : {Rank{0}, Rank{3}}) {
+      INFO("P=" << p << " root=" << root);
+      const std::uint64_t n = 6000;
+      const PlanRequest req = request(p, n, 2, 2, 1u << 20, root);
+      const Plan db = build_dbtree_broadcast(req);
+      const auto db_sent = sent(db);
+      for (Rank r = 0; r < p; ++r) {
+        INFO("rank " << r);
+        // The root sends each element once (half down each tree); a peer sends the half it
+        // forwards to at most two children in the tree where it is internal, so at most once
+        // per element on average: at most n, where one binary tree asks 2n of internal ranks.
+        CHECK(db_sent[static_cast<std::size_t>(r)] <= n + 2);
+      }
+      const Plan tree = build_tree_broadcast(req);
+      const auto tree_sent = sent(tree);
+      CHECK(*std::max_element(tree_sent.begin(), tree_sent.end()) > n);
+      // The reduce mirrors the broadcast: the same messages in the other direction.
+      const auto db_reduce_sent = sent(build_dbtree_reduce(req));
+      std::uint64_t total_b = 0, total_r = 0;
+      for (Rank r = 0; r < p; ++r) {
+        total_b += db_sent[static_cast<std::size_t>(r)];
+        total_r += db_reduce_sent[static_cast<std::size_t>(r)];
+      }
+      CHECK(total_b == total_r);
+      CHECK(total_b == n * static_cast<std::uint64_t>(p - 1));  // every peer receives it once
+    }
 }
 
 TEST_CASE("the verifier refuses plans that compute another collective") {

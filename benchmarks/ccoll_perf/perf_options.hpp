@@ -67,9 +67,9 @@ using ccoll::cli::parse_size;
 
 // The algorithms that plan the collectives beside allreduce (ccoll/collective.hpp), the default
 // -a for them.
-inline const std::vector<std::string>& collective_algorithms() {
-  static const std::vector<std::string> names{"ring", "direct"};
-  return names;
+inline std::vector<std::string> collective_algorithms(ccoll::plan::Collective c) {
+  if (ccoll::plan::has_root(c)) return {"ring", "direct", "tree", "dbtree"};
+  return {"ring", "direct"};
 }
 
 // -C NAME: allreduce, reduce_scatter, all_gather, broadcast or reduce (also with '-' for '_',
@@ -258,8 +258,8 @@ inline std::string usage_text() {
                           the whole buffer, as nccl-tests': reduce-scatter's input, all-gather's
                           output; busbw factors 2(P-1)/P, (P-1)/P, (P-1)/P, 1, 1); the others
                           run on --transport threads, shm, mpi and mpi-hybrid with -a ring
-                          (rings and chains) and direct (the default), --peer mpi; default
-                          allreduce
+                          (rings and chains), direct, and for broadcast and reduce tree and
+                          dbtree (the default: all of them), --peer mpi; default allreduce
       --root R            broadcast and reduce: the root rank, default 0
   -t, --nranks P          ranks (threads or processes), default 4, or with --topology the ranks
                           the algorithms were planned for; under mpirun: the world size
@@ -556,15 +556,19 @@ inline Options parse_args(const std::vector<std::string>& args) {
   }
   if (o.help || o.list_algos) return o;
   const bool allreduce = o.collective == ccoll::plan::Collective::allreduce;
-  if (!allreduce && !algo_list) o.algos = collective_algorithms();
+  if (!allreduce && !algo_list) o.algos = collective_algorithms(o.collective);
   if (algo_list) o.algos = parse_algos(*algo_list, !o.topology.empty());
   if (!allreduce) {
     const std::string c(ccoll::plan::collective_name(o.collective));
+    const bool rooted = ccoll::plan::has_root(o.collective);
     for (const std::string& a : o.algos) {
       const std::string base = a.substr(0, a.find('-'));
-      if (base != "ring" && base != "direct")
-        throw UsageError("-C " + c + ": -a " + a + " plans allreduce only; " + c +
-                         " has ring and direct plans (-a ring,direct)");
+      const bool planned =
+          base == "ring" || base == "direct" || (rooted && (base == "tree" || base == "dbtree"));
+      if (!planned)
+        throw UsageError(
+            "-C " + c + ": -a " + a + " has no " + c + " plans; " + c + " has " +
+            (rooted ? "ring (chains), direct, tree and dbtree plans" : "ring and direct plans"));
     }
     if (is_device(o.transport))
       throw UsageError("-C " + c + ": not on --transport " + o.transport +

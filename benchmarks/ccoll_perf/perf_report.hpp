@@ -42,12 +42,7 @@ inline std::string format_size(std::uint64_t bytes) {
 inline double bus_factor(int nranks) {
   return nranks <= 1 ? 0.0 : 2.0 * (nranks - 1) / static_cast<double>(nranks);
 }
-
-// The other collectives' factors (the same page): reduce-scatter and all-gather (P-1)/P of the
-// whole buffer, broadcast and reduce 1.
-inline double bus_factor(ccoll::plan::Collective c, int nranks) {
-  return ccoll::plan::bus_factor(c, nranks);
-}
+// The other collectives' factors: ccoll::plan::bus_factor (plan/collective.hpp).
 
 // Upper bound on busbw from the memory bandwidth B (bytes/s, STREAM convention: bytes read plus
 // bytes written) of a shared-memory host: every rank must read its N-byte input and write its
@@ -130,7 +125,7 @@ inline Row make_row(std::string transport, std::string algo, int nranks, std::ui
   r.op = op;
   r.time_us = time_s * 1e6;
   r.algbw_GBps = time_s > 0 ? static_cast<double>(bytes) / time_s / 1e9 : 0.0;
-  r.busbw_GBps = r.algbw_GBps * bus_factor(collective, nranks);
+  r.busbw_GBps = r.algbw_GBps * ccoll::plan::bus_factor(collective, nranks);
   r.wrong = wrong;
   return r;
 }

@@ -18,8 +18,9 @@
 // datatype, op, collective and root must agree) before any buffer is written, as Allreduce's.
 //
 // Each object holds its own executor (connections, shared memory), built for its collective: the
-// logical topology must plan it (algo::Ring: rings and chains; algo::Direct: one hop), or the
-// constructor throws ErrorCode::Unsupported. The transports whose ranks run the host interpreter
+// logical topology must plan it (algo::Ring: rings and chains; algo::Direct: one hop; broadcast and
+// reduce also algo::Tree and algo::DoubleBinaryTree), or the constructor throws
+// ErrorCode::Unsupported. The transports whose ranks run the host interpreter
 // run them: HostThreads, SharedMemory (buffers in a registered window are staged like any other),
 // Mpi and MpiHybrid.
 #pragma once
@@ -161,7 +162,7 @@ requires(C != plan::Collective::allreduce) &&
       throw Error(ErrorCode::Unsupported, -1,
                   "the logical topology '" + std::string(topology_.name) + "' plans no " +
                       std::string(plan::collective_name(C)) +
-                      " (algo::Ring and algo::Direct do; docs/collectives.md)");
+                      " (docs/collectives.md lists the plans of each collective)");
     return p;
   }
 

@@ -677,7 +677,7 @@ inline Built build(const Options& o, const Setup& s, const std::string& name, do
   if (b.plan.collective != o.collective)
     throw UsageError("--algo " + name + " plans no " +
                      std::string(plan::collective_name(o.collective)) +
-                     " (ring: rings and chains; direct: one hop; docs/collectives.md)");
+                     " (docs/collectives.md lists the plans of each collective)");
   add_report(b, reg, req);
   return b;
 }
@@ -859,7 +859,8 @@ inline std::string algo_help() {
        "  By default the planner chooses the channels, and the chunks unless --chunks is given,\n"
        "  within 65536 steps (a warning says when that costs predicted time).\n"
        "--collective allreduce (default), reduce_scatter, all_gather, broadcast or reduce, with\n"
-       "  --root R for the last two: ring plans rings and chains, direct one hop\n"
+       "  --root R for the last two: ring plans rings and chains, direct one hop, tree and\n"
+       "  dbtree broadcast and reduce trees\n"
        "  (docs/collectives.md); --bytes is the whole buffer, as nccl-tests counts it.\n"
        "Formats: docs/formats.md. Simulator: docs/simulator.md.\n";
   return h;

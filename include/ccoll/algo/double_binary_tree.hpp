@@ -1,5 +1,7 @@
 // ccoll/algo/double_binary_tree.hpp: NCCL's double binary tree as a logical topology policy
 // (two complementary trees, each carrying half of the data); see plan/double_binary_tree.hpp.
+// Broadcast and reduce (req.collective): the root's peers in the two trees, each hung under the
+// root (plan/rooted_trees.hpp).
 //
 // Registered on a physical graph ("dbtree" with a topology), the trees' positions follow the first
 // embedded ring (algo/embedding.hpp), as NCCL lays its trees on its ring order, and a tree edge
@@ -15,12 +17,15 @@
 #include "ccoll/algo/embedding.hpp"
 #include "ccoll/algo/registered.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
+#include "ccoll/plan/rooted_trees.hpp"
 
 namespace ccoll::algo {
 
 struct DoubleBinaryTree {
   static constexpr std::string_view name = "dbtree";
   static plan::Plan build(const plan::PlanRequest& req) {
+    if (req.collective == plan::Collective::broadcast) return plan::build_dbtree_broadcast(req);
+    if (req.collective == plan::Collective::reduce) return plan::build_dbtree_reduce(req);
     return plan::build_double_binary_tree(req);
   }
 };

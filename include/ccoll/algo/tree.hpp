@@ -1,19 +1,25 @@
 // ccoll/algo/tree.hpp: the single binary tree logical topology policy (heap layout, one tree
 // per channel); the schedule's req.overlap picks [C-Cube]'s overlapped C1 (Sec. III-C) or the
-// phased baseline. See plan/tree.hpp.
+// phased baseline. See plan/tree.hpp. Broadcast and reduce (req.collective): the binary tree
+// rooted at req.root (plan/rooted_trees.hpp).
 #pragma once
 
 #include <string_view>
 
 #include "ccoll/algo/concepts.hpp"
 #include "ccoll/algo/registered.hpp"
+#include "ccoll/plan/rooted_trees.hpp"
 #include "ccoll/plan/tree.hpp"
 
 namespace ccoll::algo {
 
 struct Tree {
   static constexpr std::string_view name = "tree";
-  static plan::Plan build(const plan::PlanRequest& req) { return plan::build_tree(req); }
+  static plan::Plan build(const plan::PlanRequest& req) {
+    if (req.collective == plan::Collective::broadcast) return plan::build_tree_broadcast(req);
+    if (req.collective == plan::Collective::reduce) return plan::build_tree_reduce(req);
+    return plan::build_tree(req);
+  }
 };
 
 static_assert(LogicalTopology<Tree>);
