@@ -25,45 +25,15 @@
 
 namespace ccoll::plan {
 
+// Ring all-gather: step s of position i writes the block of position i - s (its own at s = 0)
+// and passes it on, P - 1 hops in all.
 inline Plan build_ring_all_gather(const PlanRequest& req) {
-  const std::uint64_t b = detail::checked_block(req, "all-gather");
-  detail::check_ring_slots(req);
-  const auto rings = detail::default_rings(req.nranks, req.nchannels);
-  const auto nchannels = static_cast<std::uint32_t>(rings.size());
-  Plan plan;
-  PlanBuilder builder(plan, "ring", req, nchannels);
-  plan.collective = Collective::all_gather;
-  const Rank p = req.nranks;
-  const auto up = static_cast<std::uint64_t>(p);
-  for (std::uint32_t c = 0; c < nchannels; ++c) {
-    const std::uint64_t part_n = detail::part_elems(b, nchannels, c);
-    if (part_n == 0) continue;
-    if (p == 1) {
-      const auto bc = detail::block_chunk(b, 0, nchannels, c, 1, 0);
-      builder.add(c, 0, bc.offset, bc.count, Source::Input, {}, {}, true, false);
-      continue;
-    }
-    const std::uint64_t k = resolve_chunks(req, part_n, 1, 0.0, static_cast<double>(p - 1));
-    const std::vector<Rank>& ring = rings[c];
-    std::vector<std::uint32_t> to_next(up), from_prev(up);
-    for (std::uint64_t i = 0; i < up; ++i) {
-      to_next[i] = builder.connection(ring[i], ring[(i + 1) % up], c);
-      from_prev[(i + 1) % up] = to_next[i];
-    }
-    for (std::uint64_t chunk = 0; chunk < k; ++chunk)
-      for (std::uint64_t i = 0; i < up; ++i)
-        for (std::uint64_t s = 0; s < up; ++s) {
-          const auto owner = static_cast<std::uint64_t>(ring[(i + up - s) % up]);
-          const auto bc = detail::block_chunk(b, owner, nchannels, c, k, chunk);
-          if (bc.count == 0) continue;
-          std::vector<std::uint32_t> rv, sv;
-          if (s > 0) rv.push_back(from_prev[i]);
-          if (s + 1 < up) sv.push_back(to_next[i]);
-          builder.add(c, ring[i], bc.offset, bc.count, s == 0 ? Source::Input : Source::None, rv,
-                      sv, true, false);
-        }
-  }
-  return builder.finish();
+  return detail::build_blocked_ring(req, Collective::all_gather, "all-gather",
+                                    [](std::uint64_t i, std::uint64_t s, std::uint64_t up) {
+                                      return detail::RingStep{i + up - s,
+                                                              s == 0 ? Source::Input : Source::None,
+                                                              true, false, s + 1 < up};
+                                    });
 }
 
 inline Plan build_direct_all_gather(const PlanRequest& req) {

@@ -5,13 +5,12 @@
 // and in what an output element must contain when the plan ends. With A active ranks, the k-th
 // active rank in rank order (its "block index") owns block k = [k b, (k + 1) b), b = count / A:
 //
-//   collective      input of rank r            output of rank r          output element i holds
-//   allreduce       [0, count)                 [0, count)                every active input,
-//   reduced reduce_scatter  [0, count) (A blocks)      its block                 every active
-//   input, reduced all_gather      its block                  [0, count) (A blocks)     the input
-//   of i's block owner broadcast       [0, count), root only      [0, count)                the
-//   root's input reduce          [0, count)                 [0, count), root only     every active
-//   input, reduced
+//   collective       input of rank r          output of rank r         an output element holds
+//   allreduce        [0, count)               [0, count)               every active input, reduced
+//   reduce_scatter   [0, count), A blocks     its block                every active input, reduced
+//   all_gather       its block                [0, count), A blocks     its block owner's input
+//   broadcast        [0, count), root only    [0, count)               the root's input
+//   reduce           [0, count)               [0, count), root only    every active input, reduced
 //
 // These are NCCL's definitions (ncclReduceScatter: recvcount = count / A per rank, rank k's
 // output is block k of the sum; ncclAllGather: sendcount = count / A; ncclBroadcast and

@@ -93,48 +93,73 @@ inline BlockChunk block_chunk(std::uint64_t b, std::uint64_t j, std::uint32_t nc
 
 }  // namespace detail
 
-// Ring reduce-scatter over req.nchannels rings (even forwards, odd backwards).
-inline Plan build_ring_reduce_scatter(const PlanRequest& req) {
-  const std::uint64_t b = detail::checked_block(req, "reduce-scatter");
-  detail::check_ring_slots(req);
-  const auto rings = detail::default_rings(req.nranks, req.nchannels);
+namespace detail {
+
+// One step of a blocked ring: the ring position whose block it handles and what it does.
+struct RingStep {
+  std::uint64_t owner_position = 0;
+  Source src = Source::None;
+  bool write_output = false;
+  bool final = false;
+  bool sends = false;
+};
+
+// The ring shared by reduce-scatter and all-gather over req.nchannels rings (even forwards, odd
+// backwards): each block is cut into one part per channel and each part into K chunks; for chunk
+// k of channel c the rank at ring position i runs P steps, step s being step_at(i, s) (s > 0
+// receives from the previous position).
+template <class StepAt>
+Plan build_blocked_ring(const PlanRequest& req, Collective coll, const char* what,
+                        StepAt&& step_at) {
+  const std::uint64_t b = checked_block(req, what);
+  check_ring_slots(req);
+  const auto rings = default_rings(req.nranks, req.nchannels);
   const auto nchannels = static_cast<std::uint32_t>(rings.size());
   Plan plan;
   PlanBuilder builder(plan, "ring", req, nchannels);
-  plan.collective = Collective::reduce_scatter;
-  const Rank p = req.nranks;
-  const auto up = static_cast<std::uint64_t>(p);
+  plan.collective = coll;
+  const auto up = static_cast<std::uint64_t>(req.nranks);
   for (std::uint32_t c = 0; c < nchannels; ++c) {
-    const std::uint64_t part_n = detail::part_elems(b, nchannels, c);
+    const std::uint64_t part_n = part_elems(b, nchannels, c);
     if (part_n == 0) continue;
-    if (p == 1) {
-      const auto bc = detail::block_chunk(b, 0, nchannels, c, 1, 0);
-      builder.add(c, 0, bc.offset, bc.count, Source::Input, {}, {}, true, true);
-      continue;
-    }
     // Every rank is busy in every round (as in the allreduce ring): the fewest chunks whose
     // messages fit a slot, unless req.nchunks asks for more.
-    const std::uint64_t k = resolve_chunks(req, part_n, 1, 0.0, static_cast<double>(p - 1));
+    const std::uint64_t k =
+        up == 1 ? 1 : resolve_chunks(req, part_n, 1, 0.0, static_cast<double>(up - 1));
     const std::vector<Rank>& ring = rings[c];
     std::vector<std::uint32_t> to_next(up), from_prev(up);
-    for (std::uint64_t i = 0; i < up; ++i) {
-      to_next[i] = builder.connection(ring[i], ring[(i + 1) % up], c);
-      from_prev[(i + 1) % up] = to_next[i];
-    }
+    if (up > 1)
+      for (std::uint64_t i = 0; i < up; ++i) {
+        to_next[i] = builder.connection(ring[i], ring[(i + 1) % up], c);
+        from_prev[(i + 1) % up] = to_next[i];
+      }
     for (std::uint64_t chunk = 0; chunk < k; ++chunk)
       for (std::uint64_t i = 0; i < up; ++i)
         for (std::uint64_t s = 0; s < up; ++s) {
-          const auto owner = static_cast<std::uint64_t>(ring[(i + 2 * up - 1 - s) % up]);
-          const auto bc = detail::block_chunk(b, owner, nchannels, c, k, chunk);
+          const RingStep st = step_at(i, s, up);
+          const auto owner = static_cast<std::uint64_t>(ring[st.owner_position % up]);
+          const auto bc = block_chunk(b, owner, nchannels, c, k, chunk);
           if (bc.count == 0) continue;
           std::vector<std::uint32_t> rv, sv;
           if (s > 0) rv.push_back(from_prev[i]);
-          const bool completes = s + 1 == up;
-          if (!completes) sv.push_back(to_next[i]);
-          builder.add(c, ring[i], bc.offset, bc.count, Source::Input, rv, sv, completes, completes);
+          if (st.sends) sv.push_back(to_next[i]);
+          builder.add(c, ring[i], bc.offset, bc.count, st.src, rv, sv, st.write_output, st.final);
         }
   }
   return builder.finish();
+}
+
+}  // namespace detail
+
+// Ring reduce-scatter: step s of position i reduces the block of position i - 1 - s into what it
+// received and passes it on; the owner completes it at s = P - 1.
+inline Plan build_ring_reduce_scatter(const PlanRequest& req) {
+  return detail::build_blocked_ring(req, Collective::reduce_scatter, "reduce-scatter",
+                                    [](std::uint64_t i, std::uint64_t s, std::uint64_t up) {
+                                      const bool completes = s + 1 == up;
+                                      return detail::RingStep{i + 2 * up - 1 - s, Source::Input,
+                                                              completes, completes, !completes};
+                                    });
 }
 
 // Direct reduce-scatter: every rank sends its peers their blocks and reduces its own.
