@@ -182,8 +182,9 @@ class Communicator {
     const bool may_stream = config_.stream_slot_bytes != 0 && bytes >= config_.stream_slot_bytes;
     SlotStoreTuner* tuner = nullptr;
     bool in_band = false;
-    // The other collectives agree before their steps: a broadcast or reduce does not bring every
-    // rank's messages to every rank, so their trailers cannot stand for the arguments.
+    // The other collectives agree before their steps, so that a bad or mismatched argument on one
+    // rank never lets another write its buffers (in band, steps run before the comparison). It
+    // costs small calls one round of the control plane (docs/collectives.md).
     if constexpr (InBandControlPlane<P>)
       in_band = allreduce && !may_stream && config_.in_band_agreement_bytes != 0 &&
                 bytes <= config_.in_band_agreement_bytes;
