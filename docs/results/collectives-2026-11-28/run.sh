@@ -18,7 +18,7 @@ mpi() { timeout 900 mpirun -np "$1" --oversubscribe --bind-to none "${@:2}"; }
 for c in reduce_scatter all_gather broadcast reduce; do
   for p in 2 4; do
     mpi "$p" "$new" --transport shm --peer mpi -C "$c" -b 16M -e 64M -f 4 -n 10 -w 3 -r 3 -m 0 \
-      --json "$out/bw-$c-p$p.json" >"$out/bw-$c-p$p.log" 2>&1
+      --json "$out/bw-$c-p$p.json" >"$out/bw-$c-p$p.txt" 2>&1
   done
 done
 
@@ -26,7 +26,7 @@ done
 for c in reduce_scatter all_gather broadcast reduce; do
   for p in 2 3 4; do
     mpi "$p" "$new" --transport shm --peer mpi -C "$c" -b 8 -e 4K -f 8 -n 200 -w 20 -r 3 -m 0 \
-      --json "$out/lat-$c-p$p.json" >"$out/lat-$c-p$p.log" 2>&1
+      --json "$out/lat-$c-p$p.json" >"$out/lat-$c-p$p.txt" 2>&1
   done
 done
 
@@ -36,7 +36,7 @@ for round in 1 2 3; do
     bin=$old; [ "$build" = new ] && bin=$new
     for p in 2 4; do
       mpi "$p" "$bin" --transport shm -a ring -b 16M -e 64M -f 4 -n 10 -w 3 -m 0 \
-        --json "$out/ab-$build-p$p-r$round.json" >"$out/ab-$build-p$p-r$round.log" 2>&1
+        --json "$out/ab-$build-p$p-r$round.json" >"$out/ab-$build-p$p-r$round.txt" 2>&1
     done
   done
 done
