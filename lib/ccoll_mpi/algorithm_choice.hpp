@@ -23,6 +23,15 @@ inline std::string_view choose_auto(int nranks, std::uint64_t bytes, std::uint64
   return nranks == 2 ? "dbtree" : "ring";
 }
 
+// The algorithm auto picks for the other collectives: below min_bytes (the whole buffer) MPI's own,
+// whose small broadcasts and reduces return without waiting for the other ranks where every ccoll
+// call synchronises them (docs/results/collectives.md); from there on rings and chains, at or
+// above Open MPI's bandwidth for every collective there.
+inline std::string_view choose_auto_collective(std::uint64_t bytes, std::uint64_t min_bytes) {
+  if (bytes < min_bytes) return {};
+  return "ring";
+}
+
 // The registered algorithms that plan on abstract ranks: those an MPI communicator can run.
 inline std::string abstract_algorithm_names() {
   std::string s;

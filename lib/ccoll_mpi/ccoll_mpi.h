@@ -1,9 +1,10 @@
 /* ccoll_mpi.h: what libccoll_mpi.so offers besides the MPI functions it interposes.
  *
- * libccoll_mpi.so defines MPI_Allreduce and MPI_Finalize (PMPI interposition, MPI standard
- * Sec. 15.2): loaded before the MPI library (LD_PRELOAD, or linked before it), it serves
- * MPI_Allreduce with ccoll for the predefined types and ops ccoll has and hands every other call to
- * PMPI_Allreduce. docs/mpi.md describes it. A program that wants to know what happened to its calls
+ * libccoll_mpi.so defines MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Reduce_scatter,
+ * MPI_Allgather, MPI_Bcast, MPI_Reduce and MPI_Finalize (PMPI interposition, MPI standard
+ * Sec. 15.2): loaded before the MPI library (LD_PRELOAD, or linked before it), it serves those
+ * collectives with ccoll for the predefined types and ops ccoll has and hands every other call to
+ * the PMPI_ function of the same name. docs/mpi.md describes it. A program that wants to know what happened to its calls
  * looks the counter function up at run time, so that it runs with and without the library:
  *
  *   unsigned long long (*counter)(int) =
@@ -16,9 +17,9 @@
 extern "C" {
 #endif
 
-/* What happened to this process's MPI_Allreduce calls. The CCOLL_MPI_PASS_* counters are the
- * calls handed to PMPI_Allreduce, one counter per reason (the first reason that applies, in this
- * order). */
+/* What happened to this process's calls of one interposed function (ccoll_mpi_counter: of
+ * MPI_Allreduce). The CCOLL_MPI_PASS_* counters are the calls handed to MPI, one counter per
+ * reason (the first reason that applies, in this order). */
 enum ccoll_mpi_counter_id {
   CCOLL_MPI_SERVED = 0,      /* calls served by ccoll */
   CCOLL_MPI_SERVED_BYTES,    /* bytes (count x element size) of the served calls */
@@ -38,11 +39,26 @@ enum ccoll_mpi_counter_id {
   CCOLL_MPI_PASS_SMALL,      /* CCOLL_MPI_ALGO=auto and fewer than CCOLL_MPI_AUTO_MIN_BYTES */
   CCOLL_MPI_PASS_ALGORITHM,  /* the algorithm cannot be planned for this communicator (named on
                                 stderr) */
+  CCOLL_MPI_PASS_ARGUMENTS,  /* arguments ccoll does not take: unequal MPI_Reduce_scatter counts,
+                                MPI_Allgather send and receive types or counts that differ, a root
+                                out of range (MPI reports it) */
   CCOLL_MPI_NCOUNTERS
 };
+/* The interposed collectives, for ccoll_mpi_function_counter. */
+enum ccoll_mpi_function_id {
+  CCOLL_MPI_ALLREDUCE = 0,
+  CCOLL_MPI_REDUCE_SCATTER_BLOCK,
+  CCOLL_MPI_REDUCE_SCATTER,
+  CCOLL_MPI_ALLGATHER,
+  CCOLL_MPI_BCAST,
+  CCOLL_MPI_REDUCE,
+  CCOLL_MPI_NFUNCTIONS
+};
 
-/* This process's value of one counter (0 for an unknown id). Thread-safe. */
+/* This process's value of one counter of MPI_Allreduce (0 for an unknown id). Thread-safe. */
 unsigned long long ccoll_mpi_counter(int id);
+/* The same for any interposed function (0 for an unknown function or id). */
+unsigned long long ccoll_mpi_function_counter(int function, int id);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,20 +26,28 @@ namespace ccoll_mpi {
 
 struct CommState {
   struct Entry {
-    std::string name;                // the algorithm, as the registry spells it with its schedule
-    int slot = 0;                    // its counter (Counters::algorithm_slot)
+    std::string name;  // the algorithm, as the registry spells it with its schedule
+    ccoll::plan::Collective collective = ccoll::plan::Collective::allreduce;
+    // Its counter in each function's Counters (Counters::algorithm_slot; -1: not yet looked up):
+    // MPI_Reduce_scatter and MPI_Reduce_scatter_block share the entry.
+    std::array<int, kNumFunctions> slots = [] {
+      std::array<int, kNumFunctions> s{};
+      s.fill(-1);
+      return s;
+    }();
     std::unique_ptr<Runner> runner;  // null: the algorithm cannot serve this communicator
   };
 
   MPI_Comm comm = MPI_COMM_NULL;
   int size = 0;
-  bool served = false;          // an allreduce was set up on this communicator
+  int rank = 0;                 // this process's rank in it
+  bool served = false;          // a collective was set up on this communicator
   std::optional<Counter> pass;  // set: every call on this communicator goes to MPI, for this reason
   std::vector<Entry> entries;   // one per algorithm used on this communicator (a few at most)
 
-  Entry* find(std::string_view name) {
+  Entry* find(std::string_view name, ccoll::plan::Collective c) {
     for (auto& e : entries)
-      if (e.name == name) return &e;
+      if (e.name == name && e.collective == c) return &e;
     return nullptr;
   }
 };
@@ -63,6 +72,7 @@ class CommStates {
       state->pass = Counter::intercomm;
     } else {
       PMPI_Comm_size(comm, &state->size);
+      PMPI_Comm_rank(comm, &state->rank);
       if (state->size < 2) state->pass = Counter::one_rank;
     }
     CommState* raw = state.get();

@@ -1,5 +1,6 @@
-// ccoll_mpi/counters.hpp: what happened to this process's MPI_Allreduce calls, and the report
-// printed at MPI_Finalize (CCOLL_MPI_REPORT).
+// ccoll_mpi/counters.hpp: what happened to this process's calls of each interposed collective, and
+// the report printed at MPI_Finalize (CCOLL_MPI_REPORT): per function, one line
+// "MPI_<Name> calls N: served by ccoll M (...), passed to MPI K" and its details.
 //
 // One relaxed atomic per counter (ccoll_mpi.h lists them) and one per algorithm served, so that
 // threads of an MPI_THREAD_MULTIPLE program calling on different communicators never serialise
@@ -36,7 +37,22 @@ enum class Counter : int {
   one_rank = CCOLL_MPI_PASS_ONE_RANK,
   small = CCOLL_MPI_PASS_SMALL,
   algorithm = CCOLL_MPI_PASS_ALGORITHM,
+  arguments = CCOLL_MPI_PASS_ARGUMENTS,
 };
+
+// The interposed functions, each with its own counters.
+enum class Function : int {
+  allreduce = CCOLL_MPI_ALLREDUCE,
+  reduce_scatter_block = CCOLL_MPI_REDUCE_SCATTER_BLOCK,
+  reduce_scatter = CCOLL_MPI_REDUCE_SCATTER,
+  allgather = CCOLL_MPI_ALLGATHER,
+  bcast = CCOLL_MPI_BCAST,
+  reduce = CCOLL_MPI_REDUCE,
+};
+inline constexpr int kNumFunctions = CCOLL_MPI_NFUNCTIONS;
+inline constexpr std::array<const char*, kNumFunctions> kFunctionNames = {
+    "MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Reduce_scatter", "MPI_Allgather", "MPI_Bcast",
+    "MPI_Reduce"};
 inline constexpr int kNumCounters = CCOLL_MPI_NCOUNTERS;
 
 // The report's words for each counter.
@@ -57,6 +73,7 @@ inline constexpr std::array<std::string_view, kNumCounters> kCounterNames = {
     "communicator of one process",
     "auto: below CCOLL_MPI_AUTO_MIN_BYTES",
     "algorithm not available for the communicator",
+    "arguments ccoll does not take",
 };
 
 class Counters {
@@ -81,16 +98,22 @@ class Counters {
   }
   void add_served(int slot) { by_algorithm_[slot].fetch_add(1, std::memory_order_relaxed); }
 
+  // Calls made: served plus passed.
+  std::uint64_t calls() const {
+    std::uint64_t n = get(static_cast<int>(Counter::served));
+    for (int i = static_cast<int>(Counter::disabled); i < kNumCounters; ++i) n += get(i);
+    return n;
+  }
+
   // One line per non-zero counter, each prefixed with "[ccoll_mpi] rank R:", grep-friendly.
-  void print(std::FILE* out, int world_rank) const {
-    std::uint64_t passed = 0;
-    for (int i = static_cast<int>(Counter::disabled); i < kNumCounters; ++i) passed += get(i);
+  void print(std::FILE* out, int world_rank, const char* function) const {
     const std::uint64_t served = get(static_cast<int>(Counter::served));
-    const std::uint64_t calls = served + passed;
+    const std::uint64_t calls = this->calls();
+    const std::uint64_t passed = calls - served;
     std::fprintf(out,
-                 "[ccoll_mpi] rank %d: MPI_Allreduce calls %llu: served by ccoll %llu (%llu "
+                 "[ccoll_mpi] rank %d: %s calls %llu: served by ccoll %llu (%llu "
                  "bytes, %llu in place), passed to MPI %llu\n",
-                 world_rank, static_cast<unsigned long long>(calls),
+                 world_rank, function, static_cast<unsigned long long>(calls),
                  static_cast<unsigned long long>(served),
                  static_cast<unsigned long long>(get(static_cast<int>(Counter::served_bytes))),
                  static_cast<unsigned long long>(get(static_cast<int>(Counter::served_in_place))),
@@ -117,9 +140,18 @@ class Counters {
   std::vector<std::string> names_;
 };
 
-inline Counters& counters() {
-  static Counters c;
-  return c;
+inline Counters& counters(Function f = Function::allreduce) {
+  static std::array<Counters, kNumFunctions> c;
+  return c[static_cast<std::size_t>(f)];
+}
+
+// The report: MPI_Allreduce's always, every other function's when it was called.
+inline void print_report(std::FILE* out, int world_rank) {
+  for (int f = 0; f < kNumFunctions; ++f) {
+    const Counters& c = counters(static_cast<Function>(f));
+    if (f == 0 || c.calls() != 0)
+      c.print(out, world_rank, kFunctionNames[static_cast<std::size_t>(f)]);
+  }
 }
 
 }  // namespace ccoll_mpi

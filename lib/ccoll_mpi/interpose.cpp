@@ -1,9 +1,11 @@
-// ccoll_mpi/interpose.cpp: MPI_Allreduce and MPI_Finalize of libccoll_mpi.so (PMPI interposition,
-// MPI standard Sec. 15.2).
+// ccoll_mpi/interpose.cpp: the collectives and MPI_Finalize of libccoll_mpi.so (PMPI
+// interposition, MPI standard Sec. 15.2): MPI_Allreduce, MPI_Reduce_scatter_block,
+// MPI_Reduce_scatter (equal counts), MPI_Allgather, MPI_Bcast and MPI_Reduce.
 //
-// MPI_Allreduce decides, from what every rank of the call has in common, whether ccoll serves the
-// call or PMPI_Allreduce does: the settings, count, datatype, op, the kind and size of the
-// communicator and, for CCOLL_MPI_ALGO=auto, the size. Nothing local (buffers, timing) enters the
+// Each call decides, from what every rank of the call has in common, whether ccoll serves it or
+// the PMPI function of the same name does: the settings, count, datatype, op, root, the kind and
+// size of the communicator and, for CCOLL_MPI_ALGO=auto, the size. MPI's in-place forms map onto
+// NCCL's, which ccoll takes (serve()). Nothing local (buffers, timing) enters the
 // decision, so the ranks of a call never split between ccoll and MPI. A served call that fails has
 // no result to return: the error is printed and the job aborted (MPI_Abort), never passed on as
 // an error code a program may ignore.
@@ -11,8 +13,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -20,6 +25,7 @@
 #include <ccoll/algo/registry.hpp>
 #include <ccoll/core/config.hpp>
 #include <ccoll/core/error.hpp>
+#include <ccoll/plan/collective.hpp>
 
 #include "ccoll_mpi.h"
 #include "comm_state.hpp"
@@ -46,8 +52,7 @@ const Process& process() {
     q.settings = read_settings();
     PMPI_Comm_rank(MPI_COMM_WORLD, &q.world_rank);
     if (!q.settings.error.empty() && q.world_rank == 0)
-      std::fprintf(stderr, "ccoll_mpi: %s; every MPI_Allreduce goes to MPI\n",
-                   q.settings.error.c_str());
+      std::fprintf(stderr, "ccoll_mpi: %s; every call goes to MPI\n", q.settings.error.c_str());
     if (q.settings.algorithm) q.fixed_name = q.settings.algorithm->name();
     if (q.settings.slot_bytes != 0) q.config.slot_bytes = q.settings.slot_bytes;
     if (q.settings.nslots != 0) q.config.nslots = q.settings.nslots;
@@ -64,20 +69,32 @@ CommStates& comm_states() {
 }
 
 std::atomic<bool> g_finalized{false};
-thread_local bool t_in_call = false;  // inside a served call: a nested call goes to MPI
+// Inside a served call, or setting one up: a nested call (the transports' own MPI_Allgather and
+// MPI_Bcast among them) goes to MPI.
+thread_local bool t_in_call = false;
+struct InCall {
+  InCall() { t_in_call = true; }
+  ~InCall() { t_in_call = false; }
+  InCall(const InCall&) = delete;
+  InCall& operator=(const InCall&) = delete;
+};
 
+// One call of an interposed function, as ccoll takes it (NCCL's arguments: count per rank for the
+// blocked collectives) once the MPI arguments are mapped.
 struct Call {
-  const void* send;
+  Function function;
+  ccoll::plan::Collective collective;
+  const void* send;  // MPI_IN_PLACE as given
   void* recv;
   int count;
   MPI_Datatype datatype;
-  MPI_Op op;
+  MPI_Op op;  // MPI_SUM for the functions without an op
   MPI_Comm comm;
+  int root = 0;
 };
 
-int pass(Counter reason, const Call& c) {
-  counters().add(reason);
-  return PMPI_Allreduce(c.send, c.recv, c.count, c.datatype, c.op, c.comm);
+const char* name_of(const Call& c) {
+  return kFunctionNames[static_cast<std::size_t>(c.function)];
 }
 
 [[noreturn]] void fatal(const Call& c, ccoll::DataType d, ccoll::ReduceOp op, const char* stage,
@@ -85,97 +102,183 @@ int pass(Counter reason, const Call& c) {
   int rank = -1;
   PMPI_Comm_rank(c.comm, &rank);
   std::fprintf(stderr,
-               "ccoll_mpi: rank %d of the communicator (world rank %d): MPI_Allreduce(count %d, "
-               "%.*s, %.*s) failed while %s: %s\nccoll_mpi: aborting the job, since the call has "
-               "no correct result to return (CCOLL_MPI_DISABLE=1 hands every call to MPI)\n",
-               rank, process().world_rank, c.count, static_cast<int>(ccoll::to_string(d).size()),
-               ccoll::to_string(d).data(), static_cast<int>(ccoll::to_string(op).size()),
-               ccoll::to_string(op).data(), stage, what);
+               "ccoll_mpi: rank %d of the communicator (world rank %d): %s(count %d, %.*s, %.*s) "
+               "failed while %s: %s\nccoll_mpi: aborting the job, since the call has no correct "
+               "result to return (CCOLL_MPI_DISABLE=1 hands every call to MPI)\n",
+               rank, process().world_rank, name_of(c), c.count,
+               static_cast<int>(ccoll::to_string(d).size()), ccoll::to_string(d).data(),
+               static_cast<int>(ccoll::to_string(op).size()), ccoll::to_string(op).data(), stage,
+               what);
   std::fflush(stderr);
   PMPI_Abort(c.comm, 1);
   std::abort();
 }
 
-// The entry of `name` on this communicator, its allreduce made on first use (collective).
+// The entry of `name` for the call's collective on this communicator, made on first use
+// (collective).
 CommState::Entry& entry(CommState& state, std::string_view name, const Call& c, ccoll::DataType d,
                         ccoll::ReduceOp op) {
-  if (CommState::Entry* e = state.find(name)) return *e;
+  if (CommState::Entry* e = state.find(name, c.collective)) return *e;
   CommState::Entry& e = state.entries.emplace_back();
   e.name = std::string(name);
+  e.collective = c.collective;
   const Process& p = process();
-  e.slot = counters().algorithm_slot(std::string(to_string(p.settings.transport)) + "/" + e.name);
   std::optional<ccoll::algo::Registered> logical;
   const ccoll::algo::AlgorithmSpec spec =
       p.settings.algorithm ? *p.settings.algorithm : ccoll::algo::find_algorithm(name);
   try {
     logical.emplace(plan_algorithm(spec, state.size));
+    if (!plans_collective(*logical, c.collective, state.size))
+      throw ccoll::Error(
+          ccoll::ErrorCode::Unsupported, -1,
+          "it has no " + std::string(ccoll::plan::collective_name(c.collective)) + " plans");
   } catch (const ccoll::Error& err) {  // the same on every rank: the call goes to MPI everywhere
     if (p.world_rank == 0)
       std::fprintf(stderr,
-                   "ccoll_mpi: %s cannot serve a communicator of %d ranks (%s); its calls "
-                   "go to MPI\n",
-                   e.name.c_str(), state.size, err.what());
+                   "ccoll_mpi: %s cannot serve %s on a communicator of %d ranks (%s); those "
+                   "calls go to MPI\n",
+                   e.name.c_str(), name_of(c), state.size, err.what());
     return e;
   } catch (const std::exception& err) {  // perhaps on this rank only: no safe way back to MPI
     fatal(c, d, op, ("planning " + e.name).c_str(), err.what());
   }
   try {
     state.served = true;
-    e.runner =
-        p.settings.transport == Transport::hybrid
-            ? make_runner<ccoll::transport::MpiHybrid>(spec, std::move(*logical), p.config, c.comm)
-            : make_runner<ccoll::transport::Mpi>(spec, std::move(*logical), p.config, c.comm);
+    e.runner = p.settings.transport == Transport::hybrid
+                   ? make_runner<ccoll::transport::MpiHybrid>(spec, std::move(*logical), p.config,
+                                                              c.comm, c.collective)
+                   : make_runner<ccoll::transport::Mpi>(spec, std::move(*logical), p.config, c.comm,
+                                                        c.collective);
   } catch (const std::exception& err) {
     fatal(c, d, op, ("setting up " + e.name + " on the communicator").c_str(), err.what());
   }
   return e;
 }
 
-int allreduce(const Call& c) {
-  if (t_in_call) return pass(Counter::nested, c);
+// Predefined types that only move (no arithmetic): all-gather and broadcast carry them as bytes.
+bool movable_as_bytes(MPI_Datatype t) {
+  for (MPI_Datatype b : {MPI_BYTE,    MPI_CHAR,           MPI_SIGNED_CHAR, MPI_UNSIGNED_CHAR,
+                         MPI_SHORT,   MPI_UNSIGNED_SHORT, MPI_INT,         MPI_UNSIGNED,
+                         MPI_LONG,    MPI_UNSIGNED_LONG,  MPI_LONG_LONG,   MPI_UNSIGNED_LONG_LONG,
+                         MPI_FLOAT,   MPI_DOUBLE,         MPI_LONG_DOUBLE, MPI_WCHAR,
+                         MPI_C_BOOL,  MPI_INT8_T,         MPI_INT16_T,     MPI_INT32_T,
+                         MPI_INT64_T, MPI_UINT8_T,        MPI_UINT16_T,    MPI_UINT32_T,
+                         MPI_UINT64_T})
+    if (t == b) return true;
+  return false;
+}
+
+// Serves the call with ccoll or hands it to MPI (to_mpi(): the PMPI function with the caller's
+// arguments). Every input of the decision is the same on every rank of the call.
+template <class ToMpi>
+int serve(const Call& c, ToMpi&& to_mpi) {
+  Counters& counts = counters(c.function);
+  auto pass = [&](Counter reason) {
+    counts.add(reason);
+    return to_mpi();
+  };
+  if (t_in_call) return pass(Counter::nested);
   int initialized = 0;
   PMPI_Initialized(&initialized);
   if (initialized == 0 || g_finalized.load(std::memory_order_relaxed) || c.comm == MPI_COMM_NULL)
-    return pass(Counter::state, c);
+    return pass(Counter::state);
   const Process& p = process();
-  if (p.settings.disabled) return pass(Counter::disabled, c);
-  if (!p.settings.error.empty()) return pass(Counter::settings, c);
-  if (c.count <= 0) return pass(Counter::count, c);
-  const auto d = to_ccoll(c.datatype);
-  if (!d) return pass(Counter::datatype, c);
-  const OpMapping op = to_ccoll(c.op);
-  if (op.kind == OpKind::user) return pass(Counter::user_op, c);
-  if (op.kind == OpKind::predefined) return pass(Counter::op, c);
-  if (!ccoll::is_supported(*d, op.op)) return pass(Counter::pair, c);
+  if (p.settings.disabled) return pass(Counter::disabled);
+  if (!p.settings.error.empty()) return pass(Counter::settings);
+  if (c.count <= 0) return pass(Counter::count);
+  const bool reduction = ccoll::plan::reduces(c.collective);
+  auto d = to_ccoll(c.datatype);
+  std::size_t scale = 1;  // elements of d per MPI element
+  if (!d && !reduction && movable_as_bytes(c.datatype)) {
+    int size = 0;
+    PMPI_Type_size(c.datatype, &size);
+    if (size > 0) {
+      d = ccoll::DataType::u8;
+      scale = static_cast<std::size_t>(size);
+    }
+  }
+  if (!d) return pass(Counter::datatype);
+  ccoll::ReduceOp op = ccoll::ReduceOp::sum;
+  if (reduction) {
+    const OpMapping m = to_ccoll(c.op);
+    if (m.kind == OpKind::user) return pass(Counter::user_op);
+    if (m.kind == OpKind::predefined) return pass(Counter::op);
+    if (!ccoll::is_supported(*d, m.op)) return pass(Counter::pair);
+    op = m.op;
+  }
   CommState& state = comm_states().get(c.comm);
-  if (state.pass) return pass(*state.pass, c);
+  if (state.pass) return pass(*state.pass);
+  if (ccoll::plan::has_root(c.collective) && (c.root < 0 || c.root >= state.size))
+    return pass(Counter::arguments);
 
-  const auto count = static_cast<std::size_t>(c.count);
-  const std::uint64_t bytes = count * ccoll::size_of(*d);
+  const std::size_t count = static_cast<std::size_t>(c.count) * scale;
+  const std::size_t es = ccoll::size_of(*d);
+  // The whole buffer, as nccl-tests counts a collective's size.
+  const std::uint64_t bytes =
+      count * es *
+      (ccoll::plan::has_blocks(c.collective) ? static_cast<std::size_t>(state.size) : 1);
   std::string_view name;
   if (!p.fixed_name.empty()) {
     name = p.fixed_name;
   } else {
-    name = choose_auto(state.size, bytes, p.settings.auto_min_bytes);
-    if (name.empty()) return pass(Counter::small, c);
+    name = c.collective == ccoll::plan::Collective::allreduce
+               ? choose_auto(state.size, bytes, p.settings.auto_min_bytes)
+               : choose_auto_collective(bytes, p.settings.auto_min_bytes);
+    if (name.empty()) return pass(Counter::small);
   }
-  CommState::Entry& e = entry(state, name, c, *d, op.op);
-  if (!e.runner) return pass(Counter::algorithm, c);
+  const InCall nested;
+  CommState::Entry& e = entry(state, name, c, *d, op);
+  if (!e.runner) return pass(Counter::algorithm);
 
+  // MPI's in-place forms as ccoll's (NCCL's).
   const bool in_place = c.send == MPI_IN_PLACE;
-  t_in_call = true;
-  try {
-    e.runner->run(in_place ? c.recv : c.send, c.recv, count, *d, op.op);
-  } catch (const std::exception& err) {
-    fatal(c, *d, op.op, ("running " + e.name).c_str(), err.what());
-  } catch (...) {
-    fatal(c, *d, op.op, ("running " + e.name).c_str(), "an unknown exception");
+  const auto at = [&](void* base, int rank) {
+    return static_cast<std::byte*>(base) + static_cast<std::size_t>(rank) * count * es;
+  };
+  const void* send = c.send;
+  void* recv = c.recv;
+  switch (c.collective) {
+    case ccoll::plan::Collective::allreduce:
+      if (in_place) send = recv;
+      break;
+    case ccoll::plan::Collective::reduce_scatter:
+      // MPI: the input fills recvbuf and the result goes to its start; ccoll reduces in place
+      // into the rank's block, moved to the start afterwards.
+      if (in_place) {
+        send = recv;
+        recv = at(c.recv, state.rank);
+      }
+      break;
+    case ccoll::plan::Collective::all_gather:
+      if (in_place) send = at(c.recv, state.rank);
+      break;
+    case ccoll::plan::Collective::broadcast:
+      send = recv;  // MPI_Bcast has one buffer: the root's input, everyone's output
+      break;
+    case ccoll::plan::Collective::reduce:
+      if (state.rank != c.root)
+        recv = nullptr;  // insignificant on the other ranks
+      else if (in_place)
+        send = recv;
+      break;
   }
-  t_in_call = false;
-  counters().add(Counter::served);
-  counters().add(Counter::served_bytes, bytes);
-  if (in_place) counters().add(Counter::served_in_place);
-  counters().add_served(e.slot);
+  try {
+    e.runner->run(send, recv, count, *d, op, c.root);
+  } catch (const std::exception& err) {
+    fatal(c, *d, op, ("running " + e.name).c_str(), err.what());
+  } catch (...) {
+    fatal(c, *d, op, ("running " + e.name).c_str(), "an unknown exception");
+  }
+  if (c.collective == ccoll::plan::Collective::reduce_scatter && in_place && state.rank != 0)
+    std::memmove(c.recv, recv, count * es);
+  counts.add(Counter::served);
+  counts.add(Counter::served_bytes, bytes);
+  if (in_place) counts.add(Counter::served_in_place);
+  int& slot = e.slots[static_cast<std::size_t>(c.function)];
+  if (slot < 0)
+    slot =
+        counts.algorithm_slot(std::string(to_string(process().settings.transport)) + "/" + e.name);
+  counts.add_served(slot);
   return MPI_SUCCESS;
 }
 
@@ -184,7 +287,20 @@ void finalize() {
   g_finalized.store(true, std::memory_order_relaxed);
   const Process& p = process();
   if (p.settings.report == Report::all || (p.settings.report == Report::rank0 && p.world_rank == 0))
-    counters().print(stderr, p.world_rank);
+    print_report(stderr, p.world_rank);
+}
+
+// The interposed functions' bodies: a failure outside a call's own handlers (bad_alloc and the
+// like) aborts the job.
+template <class Body>
+int guarded(const char* function, MPI_Comm comm, Body&& body) {
+  try {
+    return body();
+  } catch (const std::exception& err) {
+    std::fprintf(stderr, "ccoll_mpi: %s: %s; aborting the job\n", function, err.what());
+  }
+  PMPI_Abort(comm, 1);
+  return MPI_ERR_INTERN;
 }
 
 }  // namespace
@@ -192,15 +308,89 @@ void finalize() {
 
 extern "C" {
 
+using ccoll::plan::Collective;
+using ccoll_mpi::Function;
+
 CCOLL_MPI_EXPORT int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count,
                                    MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  try {
-    return ccoll_mpi::allreduce({sendbuf, recvbuf, count, datatype, op, comm});
-  } catch (const std::exception& err) {  // bad_alloc and the like, outside a call's own handlers
-    std::fprintf(stderr, "ccoll_mpi: MPI_Allreduce: %s; aborting the job\n", err.what());
-  }
-  PMPI_Abort(comm, 1);
-  return MPI_ERR_INTERN;
+  return ccoll_mpi::guarded("MPI_Allreduce", comm, [&] {
+    return ccoll_mpi::serve(
+        {Function::allreduce, Collective::allreduce, sendbuf, recvbuf, count, datatype, op, comm},
+        [&] { return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); });
+  });
+}
+
+CCOLL_MPI_EXPORT int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
+                                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return ccoll_mpi::guarded("MPI_Reduce_scatter_block", comm, [&] {
+    return ccoll_mpi::serve(
+        {Function::reduce_scatter_block, Collective::reduce_scatter, sendbuf, recvbuf, recvcount,
+         datatype, op, comm},
+        [&] { return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm); });
+  });
+}
+
+// Equal counts are MPI_Reduce_scatter_block; unequal ones go to MPI (CCOLL_MPI_PASS_ARGUMENTS).
+CCOLL_MPI_EXPORT int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
+                                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return ccoll_mpi::guarded("MPI_Reduce_scatter", comm, [&] {
+    auto to_mpi = [&] {
+      return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
+    };
+    // The counts of an intracommunicator's ranks; serve() passes every other case on.
+    int initialized = 0, finalized = 0, inter = 0, size = 0;
+    PMPI_Initialized(&initialized);
+    PMPI_Finalized(&finalized);
+    if (initialized != 0 && finalized == 0 && comm != MPI_COMM_NULL) {
+      PMPI_Comm_test_inter(comm, &inter);
+      if (inter == 0) PMPI_Comm_size(comm, &size);
+    }
+    if (recvcounts != nullptr)
+      for (int r = 1; r < size; ++r)
+        if (recvcounts[r] != recvcounts[0]) {
+          ccoll_mpi::counters(Function::reduce_scatter).add(ccoll_mpi::Counter::arguments);
+          return to_mpi();
+        }
+    return ccoll_mpi::serve({Function::reduce_scatter, Collective::reduce_scatter, sendbuf, recvbuf,
+                             recvcounts != nullptr ? recvcounts[0] : 0, datatype, op, comm},
+                            to_mpi);
+  });
+}
+
+// The same count and type on both sides (or MPI_IN_PLACE); anything else goes to MPI.
+CCOLL_MPI_EXPORT int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                                   void* recvbuf, int recvcount, MPI_Datatype recvtype,
+                                   MPI_Comm comm) {
+  return ccoll_mpi::guarded("MPI_Allgather", comm, [&] {
+    auto to_mpi = [&] {
+      return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    };
+    if (sendbuf != MPI_IN_PLACE && (sendcount != recvcount || sendtype != recvtype)) {
+      ccoll_mpi::counters(Function::allgather).add(ccoll_mpi::Counter::arguments);
+      return to_mpi();
+    }
+    return ccoll_mpi::serve({Function::allgather, Collective::all_gather, sendbuf, recvbuf,
+                             recvcount, recvtype, MPI_SUM, comm},
+                            to_mpi);
+  });
+}
+
+CCOLL_MPI_EXPORT int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root,
+                               MPI_Comm comm) {
+  return ccoll_mpi::guarded("MPI_Bcast", comm, [&] {
+    return ccoll_mpi::serve({Function::bcast, Collective::broadcast, buffer, buffer, count,
+                             datatype, MPI_SUM, comm, root},
+                            [&] { return PMPI_Bcast(buffer, count, datatype, root, comm); });
+  });
+}
+
+CCOLL_MPI_EXPORT int MPI_Reduce(const void* sendbuf, void* recvbuf, int count,
+                                MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
+  return ccoll_mpi::guarded("MPI_Reduce", comm, [&] {
+    return ccoll_mpi::serve(
+        {Function::reduce, Collective::reduce, sendbuf, recvbuf, count, datatype, op, comm, root},
+        [&] { return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm); });
+  });
 }
 
 CCOLL_MPI_EXPORT int MPI_Finalize(void) {
@@ -220,6 +410,11 @@ CCOLL_MPI_EXPORT int MPI_Finalize(void) {
 
 CCOLL_MPI_EXPORT unsigned long long ccoll_mpi_counter(int id) {
   return ccoll_mpi::counters().get(id);
+}
+
+CCOLL_MPI_EXPORT unsigned long long ccoll_mpi_function_counter(int function, int id) {
+  if (function < 0 || function >= ccoll_mpi::kNumFunctions) return 0;
+  return ccoll_mpi::counters(static_cast<Function>(function)).get(id);
 }
 
 }  // extern "C"

@@ -1,5 +1,7 @@
-// ccoll_mpi/runner.hpp: one ccoll allreduce over an MPI communicator, behind a virtual call so that
-// a communicator can hold allreduces of different schedules and transports side by side.
+// ccoll_mpi/runner.hpp: one ccoll collective over an MPI communicator (an allreduce, or a
+// reduce-scatter, all-gather, broadcast or reduce: ccoll/collective.hpp), behind a virtual call so
+// that a communicator can hold collectives of different kinds, schedules and transports side by
+// side.
 //
 // The logical topology is a registry entry made for the communicator's size (algo/registry.hpp);
 // the schedule follows the name's suffix as in ccoll_perf: overlapped reduce/broadcast
@@ -9,11 +11,13 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <utility>
 
 #include <ccoll/algo/registry.hpp>
 #include <ccoll/allreduce.hpp>
+#include <ccoll/collective.hpp>
 #include <ccoll/core/config.hpp>
 #include <ccoll/schedule/pipelined.hpp>
 #include <ccoll/transport/mpi.hpp>
@@ -27,8 +31,10 @@ class Runner {
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;
   virtual ~Runner() = default;
+  // NCCL's arguments: count per rank for reduce-scatter and all-gather; `root` for broadcast
+  // and reduce.
   virtual void run(const void* send, void* recv, std::size_t count, ccoll::DataType d,
-                   ccoll::ReduceOp op) = 0;
+                   ccoll::ReduceOp op, int root) = 0;
 };
 
 // T: an MPI transport, constructed on a communicator (transport/mpi.hpp); S: the schedule.
@@ -37,13 +43,37 @@ class MpiRunner final : public Runner {
  public:
   MpiRunner(const ccoll::Config& config, ccoll::algo::Registered logical, MPI_Comm comm)
       : ar_(config, std::move(logical), comm) {}
-  void run(const void* send, void* recv, std::size_t count, ccoll::DataType d,
-           ccoll::ReduceOp op) override {
+  void run(const void* send, void* recv, std::size_t count, ccoll::DataType d, ccoll::ReduceOp op,
+           int) override {
     ar_.run(send, recv, count, d, op);
   }
 
  private:
   ccoll::Allreduce<T, ccoll::algo::Registered, S> ar_;
+};
+
+// T: an MPI transport; C: the collective.
+template <class T, ccoll::plan::Collective C>
+class CollectiveRunner final : public Runner {
+  using Overlapped = ccoll::schedule::Pipelined<ccoll::schedule::Overlap::ReduceBroadcast>;
+
+ public:
+  CollectiveRunner(const ccoll::Config& config, ccoll::algo::Registered logical, MPI_Comm comm)
+      : coll_(config, std::move(logical), comm) {}
+  void run(const void* send, void* recv, std::size_t count, ccoll::DataType d, ccoll::ReduceOp op,
+           int root) override {
+    if constexpr (C == ccoll::plan::Collective::reduce_scatter)
+      coll_.run(send, recv, count, d, op);
+    else if constexpr (C == ccoll::plan::Collective::all_gather)
+      coll_.run(send, recv, count, d);
+    else if constexpr (C == ccoll::plan::Collective::broadcast)
+      coll_.run(send, recv, count, d, root);
+    else
+      coll_.run(send, recv, count, d, op, root);
+  }
+
+ private:
+  ccoll::Collective<C, T, ccoll::algo::Registered, Overlapped> coll_;
 };
 
 // The plans of `spec` for nranks ranks. Local and the same on every rank; throws ccoll::Error when
@@ -53,12 +83,40 @@ inline ccoll::algo::Registered plan_algorithm(const ccoll::algo::AlgorithmSpec& 
                                      ccoll::algo::AlgorithmRequest{nullptr, nranks, 0});
 }
 
-// The allreduce of `logical` over comm: collective over comm (the transport duplicates it).
+// Whether `logical` plans collective `c` for nranks ranks (local, the same on every rank).
+inline bool plans_collective(const ccoll::algo::Registered& logical, ccoll::plan::Collective c,
+                             int nranks) {
+  ccoll::plan::PlanRequest req;
+  req.nranks = nranks;
+  req.count = static_cast<std::uint64_t>(nranks);
+  req.collective = c;
+  try {
+    return logical.build(req).collective == c;
+  } catch (const ccoll::Error&) {
+    return false;
+  }
+}
+
+// The collective `c` of `logical` over comm: collective over comm (the transport duplicates it).
 template <class T>
 std::unique_ptr<Runner> make_runner(const ccoll::algo::AlgorithmSpec& spec,
                                     ccoll::algo::Registered logical, const ccoll::Config& config,
-                                    MPI_Comm comm) {
+                                    MPI_Comm comm, ccoll::plan::Collective c) {
   using Overlapped = ccoll::schedule::Pipelined<ccoll::schedule::Overlap::ReduceBroadcast>;
+  using C = ccoll::plan::Collective;
+  switch (c) {
+    case C::reduce_scatter:
+      return std::make_unique<CollectiveRunner<T, C::reduce_scatter>>(config, std::move(logical),
+                                                                      comm);
+    case C::all_gather:
+      return std::make_unique<CollectiveRunner<T, C::all_gather>>(config, std::move(logical), comm);
+    case C::broadcast:
+      return std::make_unique<CollectiveRunner<T, C::broadcast>>(config, std::move(logical), comm);
+    case C::reduce:
+      return std::make_unique<CollectiveRunner<T, C::reduce>>(config, std::move(logical), comm);
+    case C::allreduce:
+      break;
+  }
   if (spec.overlap)
     return std::make_unique<MpiRunner<T, Overlapped>>(config, std::move(logical), comm);
   return std::make_unique<MpiRunner<T, ccoll::schedule::Phased>>(config, std::move(logical), comm);

@@ -8,8 +8,9 @@
 # with LD_PRELOAD on the ranks only (not on mpiexec itself); "-" loads nothing (a program linked
 # with the library, or the run without it). NAME=VALUE pairs are set on every rank, except
 # CCOLL_MPI_HOST=rank%K: each rank names host (rank mod K), so that mpi-hybrid sees K emulated
-# hosts and mixes shared-memory and message links. Every rank reports (CCOLL_MPI_REPORT=all), and
-# each rank's report line must agree with EXPECT.
+# hosts and mixes shared-memory and message links. REPORT=MPI_<Name> (not set on the ranks) says
+# which function's report line to check (default MPI_Allreduce). Every rank reports
+# (CCOLL_MPI_REPORT=all), and each rank's report line must agree with EXPECT.
 set -euo pipefail
 if [[ $# -lt 5 ]]; then
   sed -n '2,10p' "$0" >&2
@@ -30,8 +31,11 @@ fi
 setenv CCOLL_MPI_REPORT all
 [[ $lib != - ]] && setenv LD_PRELOAD "$lib"
 wrapper=()
+function=MPI_Allreduce
 for kv in "$@"; do
-  if [[ $kv =~ ^CCOLL_MPI_HOST=rank%([0-9]+)$ ]]; then
+  if [[ $kv =~ ^REPORT=(MPI_[A-Za-z_]+)$ ]]; then
+    function=${BASH_REMATCH[1]}
+  elif [[ $kv =~ ^CCOLL_MPI_HOST=rank%([0-9]+)$ ]]; then
     k=${BASH_REMATCH[1]}
     # shellcheck disable=SC2016  # expanded by the rank's shell
     wrapper=(sh -c 'r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; CCOLL_MPI_HOST=host$((r % '"$k"')) exec "$0" "$@"')
@@ -56,7 +60,7 @@ fail() {
   exit 1
 }
 # "[ccoll_mpi] rank R: MPI_Allreduce calls N: served by ccoll S (...), passed to MPI M"
-summary=$(grep -E '^\[ccoll_mpi\] rank [0-9]+: MPI_Allreduce calls' "$log" || true)
+summary=$(grep -E "^\[ccoll_mpi\] rank [0-9]+: $function calls" "$log" || true)
 lines=$(printf '%s' "$summary" | grep -c . || true)
 if [[ $expect == absent ]]; then
   [[ $lines == 0 ]] || fail "a report without the library"
