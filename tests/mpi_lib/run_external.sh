@@ -3,6 +3,7 @@
 #
 #   run_external.sh --lib build/lib/libccoll_mpi.so [--mpich DIR] [--osu DIR] [--work DIR]
 #                   [--np "2 3 4"] [--algos "auto ring ring@mpi"] [--mpiexec PATH]
+#                   [--functions allreduce|collectives]
 #
 #   --mpich DIR  the test/mpi folder of an MPICH source tree: the MPI_Allreduce tests of coll/
 #                (allred*.c and the other tests that check MPI_Allreduce results) are built with
@@ -12,6 +13,10 @@
 #                out of tree and run with validation (-c) for MPI_FLOAT and MPI_INT, out of place
 #                and in place (-l)
 #   --work DIR   where to build and keep logs (default /tmp/ccoll-mpi-external)
+#   --functions  allreduce (default): the tests above; collectives: MPICH's tests of
+#                MPI_Reduce_scatter(_block), MPI_Allgather, MPI_Bcast and MPI_Reduce and OSU's
+#                osu_reduce_scatter, osu_reduce_scatter_block, osu_allgather, osu_bcast and
+#                osu_reduce with validation; the report lines of those five functions are summed
 #
 # Each program runs at every NP without the library, then with it under every mode of --algos: a
 # CCOLL_MPI_ALGO value, optionally with @TRANSPORT for CCOLL_MPI_TRANSPORT (ring@mpi). A run passes when it exits 0 and says so (MPICH: "No Errors"; OSU: every size "Pass").
@@ -22,7 +27,7 @@
 # Neither suite's sources are part of this repository; docs/mpi.md says where they come from.
 set -uo pipefail
 
-lib="" mpich="" osu="" work=/tmp/ccoll-mpi-external nps="2 3 4" algos="auto ring ring@mpi"
+lib="" mpich="" osu="" work=/tmp/ccoll-mpi-external nps="2 3 4" algos="auto ring ring@mpi" functions=allreduce
 mpiexec=$(command -v mpiexec || true)
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -33,7 +38,8 @@ while [[ $# -gt 0 ]]; do
     --np) nps=$2; shift 2 ;;
     --algos) algos=$2; shift 2 ;;
     --mpiexec) mpiexec=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --functions) functions=$2; shift 2 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "run_external: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -78,10 +84,18 @@ CONF
     done
     ar rcs libmtest.a mtest.o mtest_common.o mtest_single.o dtpools*.o
   ) || { echo "run_external: building MPICH's test utilities failed" >&2; exit 1; }
-  # name|arguments: coll/testlist.in's MPI_Allreduce entries and the tests that check its results
-  for t in "allred|-count=10" "allred|-count=100" "allred2|" "allred3|" "allred4|" "allred5|" \
-    "allred6|" "allredmany|" "allred_float|" "allred_derived|" "coll12|" "coll13|" "longuser|" \
-    "op_coll|"; do
+  # name|arguments: coll/testlist.in's MPI_Allreduce entries and the tests that check its results,
+  # or those of the other collectives
+  if [[ $functions == collectives ]]; then
+    tests=("allgather2|" "allgather3|" "bcasttest|" "bcastzerotype|" "coll7|" "coll8|" "coll9|"
+      "coll10|" "red3|" "red4|" "red_scat_block|" "red_scat_block2|" "redscat2|" "redscatblk3|"
+      "reduce|" "opsum|" "opprod|" "opmax|" "opmin|")
+  else
+    tests=("allred|-count=10" "allred|-count=100" "allred2|" "allred3|" "allred4|" "allred5|"
+      "allred6|" "allredmany|" "allred_float|" "allred_derived|" "coll12|" "coll13|" "longuser|"
+      "op_coll|")
+  fi
+  for t in "${tests[@]}"; do
     name=${t%%|*}
     src=$mpich/coll/$name.c
     extra=()
@@ -93,17 +107,26 @@ CONF
     fi
   done
 fi
-osu_bin=""
+osu_programs=(osu_allreduce)
+[[ $functions == collectives ]] &&
+  osu_programs=(osu_reduce_scatter osu_reduce_scatter_block osu_allgather osu_bcast osu_reduce)
+osu_dir=""
 if [[ -n $osu ]]; then
   b=$work/osu
   mkdir -p "$b"
-  if [[ ! -x $b/c/mpi/collective/blocking/osu_allreduce ]]; then
-    (cd "$b" && "$osu/configure" CC=mpicc CXX=mpicxx >configure.log 2>&1 &&
-      make -C c/mpi/collective/blocking osu_allreduce >make.log 2>&1) ||
-      { echo "run_external: building osu_allreduce failed (see $b/*.log)" >&2; exit 1; }
-  fi
-  osu_bin=$b/c/mpi/collective/blocking/osu_allreduce
+  [[ -f $b/Makefile ]] || (cd "$b" && "$osu/configure" CC=mpicc CXX=mpicxx >configure.log 2>&1) ||
+    { echo "run_external: configuring OSU failed (see $b/configure.log)" >&2; exit 1; }
+  for prog in "${osu_programs[@]}"; do
+    [[ -x $b/c/mpi/collective/blocking/$prog ]] ||
+      make -C "$b/c/mpi/collective/blocking" "$prog" >>"$b/make.log" 2>&1 ||
+      { echo "run_external: building $prog failed (see $b/make.log)" >&2; exit 1; }
+  done
+  osu_dir=$b/c/mpi/collective/blocking
 fi
+# The report lines summed: MPI_Allreduce's, or the other five functions'.
+report_functions="MPI_Allreduce"
+[[ $functions == collectives ]] &&
+  report_functions="MPI_Reduce_scatter_block|MPI_Reduce_scatter|MPI_Allgather|MPI_Bcast|MPI_Reduce"
 
 # ---- run -------------------------------------------------------------------------------------
 declare -A pass total served calls verdict
@@ -131,11 +154,11 @@ run() {
   total[$mode]=$((${total[$mode]:-0} + 1))
   pass[$mode]=$((${pass[$mode]:-0} + ok))
   local s=0 c=0 line
-  line=$(grep -m1 -E '^\[ccoll_mpi\] rank 0: MPI_Allreduce calls' "$log" || true)
-  if [[ -n $line ]]; then
-    c=$(sed -E 's/.*MPI_Allreduce calls ([0-9]+):.*/\1/' <<<"$line")
-    s=$(sed -E 's/.*served by ccoll ([0-9]+).*/\1/' <<<"$line")
-  fi
+  while read -r line; do
+    [[ -n $line ]] || continue
+    c=$((c + $(sed -E 's/.* calls ([0-9]+):.*/\1/' <<<"$line")))
+    s=$((s + $(sed -E 's/.*served by ccoll ([0-9]+).*/\1/' <<<"$line")))
+  done < <(grep -E "^\[ccoll_mpi\] rank 0: ($report_functions) calls" "$log" || true)
   served[$mode]=$((${served[$mode]:-0} + s))
   calls[$mode]=$((${calls[$mode]:-0} + c))
   printf '%-28s np=%s %-8s %s rc=%s rank-0 calls=%s served=%s\n' "$name" "$np" "$mode" \
@@ -149,10 +172,14 @@ for np in $nps; do
       # shellcheck disable=SC2086  # args are words
       run "$mode" "$np" "mpich-$name${args:+$args}" mpich "$work/mpich/$name" $args
     done
-    if [[ -n $osu_bin ]]; then
-      for type in mpi_float mpi_int; do
-        run "$mode" "$np" "osu_allreduce-$type" osu "$osu_bin" -c -T "$type" -m 4:4194304 -i 20 -x 5
-        run "$mode" "$np" "osu_allreduce-$type-inplace" osu "$osu_bin" -c -l -T "$type" -m 4:4194304 -i 20 -x 5
+    if [[ -n $osu_dir ]]; then
+      for prog in "${osu_programs[@]}"; do
+        for type in mpi_float mpi_int; do
+          run "$mode" "$np" "$prog-$type" osu "$osu_dir/$prog" -c -T "$type" -m 4:4194304 -i 20 -x 5
+          [[ $prog == osu_allreduce ]] &&
+            run "$mode" "$np" "$prog-$type-inplace" osu "$osu_dir/$prog" -c -l -T "$type" \
+              -m 4:4194304 -i 20 -x 5
+        done
       done
     fi
   done
@@ -168,7 +195,7 @@ for mode in "${modes[@]}"; do
     [[ ${verdict[$key]} == 1 && $base == 0 ]] && better+=("${key%.*}")
     [[ ${verdict[$key]} == 0 && $base == 1 ]] && worse+=("${key%.*}")
   done
-  printf '%-8s passed %s of %s runs; rank 0 MPI_Allreduce calls %s, served by ccoll %s' "$mode" \
+  printf '%-8s passed %s of %s runs; rank 0 calls %s, served by ccoll %s' "$mode" \
     "${pass[$mode]:-0}" "${total[$mode]:-0}" "${calls[$mode]:-0}" "${served[$mode]:-0}"
   [[ $mode == without ]] || printf '; failing only with the library: %s; passing only with it: %s' \
     "${#worse[@]}${worse[*]:+ (${worse[*]})}" "${#better[@]}${better[*]:+ (${better[*]})}"

@@ -123,9 +123,10 @@ class PlanCache {
       collective_ = first.collective;
       active_ = first.active;
       fp.mix(static_cast<std::uint64_t>(collective_));
-      const int roots = plan::has_root(collective_) ? nranks : 1;
-      for (int root = 0; root < roots; ++root) {
-        if (!first.active[static_cast<std::size_t>(root)]) continue;
+      // Broadcast and reduce: every active rank's plan as the root; the others: the first plan.
+      const bool rooted = plan::has_root(collective_);
+      for (int root = 0; root < (rooted ? nranks : 1); ++root) {
+        if (rooted && !first.active[static_cast<std::size_t>(root)]) continue;
         const plan::Plan p = root == 0 ? first : build(count, elem, root);
         for (const auto& c : p.connections) keys_.push_back(ConnectionKey{c.channel, c.from, c.to});
         for (const auto& ch : p.channels)
