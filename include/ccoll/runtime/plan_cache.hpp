@@ -248,7 +248,7 @@ class PlanCache {
   };
   struct Entry {
     std::shared_ptr<const PreparedPlan<C>> plan;
-    std::list<Key>::iterator lru;
+    typename std::list<Key>::iterator lru;
   };
 
   // Refuses counts whose messages could not be counted, or planned, in bounded memory.
