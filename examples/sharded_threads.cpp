@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
 
   std::vector<int> wrong(static_cast<std::size_t>(nranks), 0);
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(nranks));
   for (int r = 0; r < nranks; ++r)
     threads.emplace_back([&, r] {
       // Rank 0's initial weights reach every rank.

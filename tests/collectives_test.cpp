@@ -30,6 +30,7 @@ namespace {
 std::vector<std::string> on_threads(int p, const std::function<std::string(int)>& fn) {
   std::vector<std::string> out(static_cast<std::size_t>(p));
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r)
     threads.emplace_back([&, r] {
       try {
@@ -264,7 +265,7 @@ TEST_CASE("collectives: calls alternate roots and counts; each (count, root) pla
     for (int rep = 0; rep < 3; ++rep)
       for (int root = 0; root < p; ++root)
         for (std::uint64_t n : {5u, 77u}) {
-          const std::string wrong = check_collective_call<double, ReduceOp::max>(
+          std::string wrong = check_collective_call<double, ReduceOp::max>(
               plan::Collective::reduce, p, rank, n, rep == 1, root, [&](const void* s, void* o) {
                 rd.rank(rank).run(s, o, n, DataType::f64, ReduceOp::max, root);
               });

@@ -565,10 +565,13 @@ inline Options parse_args(const std::vector<std::string>& args) {
       const std::string base = a.substr(0, a.find('-'));
       const bool planned =
           base == "ring" || base == "direct" || (rooted && (base == "tree" || base == "dbtree"));
-      if (!planned)
-        throw UsageError(
-            "-C " + c + ": -a " + a + " has no " + c + " plans; " + c + " has " +
-            (rooted ? "ring (chains), direct, tree and dbtree plans" : "ring and direct plans"));
+      if (!planned) {
+        std::string message = "-C " + c;
+        message.append(": -a ").append(a).append(" has no ").append(c).append(" plans; ");
+        message.append(c).append(" has ").append(
+            rooted ? "ring (chains), direct, tree and dbtree plans" : "ring and direct plans");
+        throw UsageError(message);
+      }
     }
     if (is_device(o.transport))
       throw UsageError("-C " + c + ": not on --transport " + o.transport +

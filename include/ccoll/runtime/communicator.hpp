@@ -294,8 +294,8 @@ class Communicator {
   // of the buffer itself are ever accessed (the verifier's span check).
   template <class T, class V>
   static T* index_base(V* buffer, std::uint64_t begin) {
-    if (buffer == nullptr || begin == 0) return static_cast<T*>(buffer);
-    return reinterpret_cast<T*>(reinterpret_cast<std::uintptr_t>(buffer) - begin * sizeof(T));
+    if (buffer == nullptr) return nullptr;
+    return static_cast<T*>(buffer) - static_cast<std::ptrdiff_t>(begin);
   }
 
   // Records a timed call in its bucket's tuner, scaled to the bucket's smallest size so that calls
