@@ -4,8 +4,9 @@
  * MPI_Allgather, MPI_Bcast, MPI_Reduce and MPI_Finalize (PMPI interposition, MPI standard
  * Sec. 15.2): loaded before the MPI library (LD_PRELOAD, or linked before it), it serves those
  * collectives with ccoll for the predefined types and ops ccoll has and hands every other call to
- * the PMPI_ function of the same name. docs/mpi.md describes it. A program that wants to know what happened to its calls
- * looks the counter function up at run time, so that it runs with and without the library:
+ * the PMPI_ function of the same name. docs/mpi.md describes it. A program that wants to know what
+ * happened to its calls looks the counter function up at run time, so that it runs with and without
+ * the library:
  *
  *   unsigned long long (*counter)(int) =
  *       (unsigned long long (*)(int))dlsym(RTLD_DEFAULT, "ccoll_mpi_counter");
