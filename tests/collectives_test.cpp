@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "ccoll/algo/by_size.hpp"
 #include "ccoll/algo/direct.hpp"
 #include "ccoll/algo/double_binary_tree.hpp"
 #include "ccoll/algo/ring.hpp"
@@ -114,6 +115,37 @@ TEST_CASE("reduce: chain, direct, tree, dbtree, P = 1..10 and 13, every dtype an
   check_sizes<Reduce, algo::Tree>(kRanks, {1, 65, 1000}, false);
   check_sizes<Reduce, algo::DoubleBinaryTree>(kRanks, {1, 65, 1000}, false);
   check_sizes<Reduce, algo::Tree>({5}, kCounts, true);
+}
+
+TEST_CASE("collectives: auto, from the default table and from one that switches plans by size") {
+  // Counts on both sides of the default table's thresholds at P <= 5.
+  const std::vector<std::uint64_t> counts{1, 65, 1000, 20000};
+  check_sizes<ReduceScatter, algo::BySize>({1, 2, 3, 4, 5}, counts, false);
+  check_sizes<AllGather, algo::BySize>({1, 2, 3, 4, 5}, counts, false);
+  check_sizes<Broadcast, algo::BySize>({1, 2, 3, 4, 5}, counts, false);
+  check_sizes<Reduce, algo::BySize>({1, 2, 3, 4, 5}, counts, false);
+  // Every plan kind of every collective in one object per collective: the communicator's
+  // connections cover the plans of every size (by_size.hpp).
+  using C = plan::Collective;
+  algo::TuningTable t;
+  for (C c : {C::reduce_scatter, C::all_gather, C::broadcast, C::reduce}) {
+    t.rules.push_back(algo::SizeRule{"direct", 256, 1, 100, protocol::Id::low_latency, c});
+    t.rules.push_back(algo::SizeRule{"ring", 4096, 1, 100, protocol::Id::simple, c});
+    t.rules.push_back(algo::SizeRule{plan::has_root(c) ? "dbtree" : "direct", UINT64_MAX, 1, 100,
+                                     protocol::Id::simple, c});
+  }
+  const algo::BySize policy(t);
+  for (int p : {2, 3, 6}) {
+    using Overlapped = schedule::Pipelined<schedule::Overlap::ReduceBroadcast>;
+    ReduceScatter<transport::HostThreads, algo::BySize, Overlapped> rs(small_config(p), policy);
+    check_every_case(rs, p, {1, 10, 100, 1000}, false);
+    AllGather<transport::HostThreads, algo::BySize, Overlapped> ag(small_config(p), policy);
+    check_every_case(ag, p, {1, 10, 100, 1000}, false);
+    Broadcast<transport::HostThreads, algo::BySize, Overlapped> bc(small_config(p), policy);
+    check_every_case(bc, p, {1, 10, 100, 1000, 5000}, false);
+    Reduce<transport::HostThreads, algo::BySize, Overlapped> rd(small_config(p), policy);
+    check_every_case(rd, p, {1, 10, 100, 1000, 5000}, false);
+  }
 }
 
 TEST_CASE("collectives: FIFO depths 2 and 5, one channel and four") {

@@ -36,6 +36,7 @@
 #include "../benchmarks/ccoll_perf/perf_options.hpp"
 #include "../benchmarks/ccoll_perf/perf_prepare.hpp"
 #include "../benchmarks/ccoll_perf/perf_report.hpp"
+#include "../benchmarks/ccoll_perf/perf_tune.hpp"
 #include "../benchmarks/ccoll_perf/runner.hpp"
 #include "../benchmarks/ccoll_perf/transport_registry.hpp"
 
@@ -828,7 +829,7 @@ namespace {
 std::vector<Row> threads_rows(const Options& o, const Prepared& p, const PreparedAlgorithm& algo) {
   auto coll = make_collective("threads", algo, make_config(o, -1, p.nranks, ""),
                               CollectiveCall{o.collective, o.root});
-  CHECK(coll->name().find("threads/" + algo.spec.algorithm.name + "/") == 0);
+  CHECK(coll->name().find("threads/" + algo.logical.name + "/") == 0);
   SweepSpec spec;
   spec.call = CollectiveCall{o.collective, o.root};
   spec.transport = "threads";
@@ -1028,7 +1029,7 @@ TEST_CASE("-C: the collectives beside allreduce, their default algorithms and us
     }
   };
   CHECK(fails({"-C", "gather"}, "-C: expected allreduce") == "");
-  CHECK(fails({"-C", "reduce_scatter", "-a", "dbtree"}, "has ring and direct plans") == "");
+  CHECK(fails({"-C", "reduce_scatter", "-a", "dbtree"}, "has ring, direct and auto") == "");
   CHECK(fails({"-C", "broadcast", "-a", "recdoubling"}, "has no broadcast plans") == "");
   CHECK(fails({"--root", "1"}, "--root: only with -C broadcast or reduce") == "");
   CHECK(fails({"-C", "reduce", "--root", "4", "-t", "4"}, "expected a rank below -t 4") == "");
@@ -1121,5 +1122,88 @@ TEST_CASE("-C all_gather: a result with wrong blocks is counted as wrong") {
   REQUIRE(rows.size() == 1);
   // Every rank holds 2 foreign blocks of 100 elements wrong (where the inputs differ).
   CHECK(rows[0].wrong > 0);
+}
+
+TEST_CASE("--tune FILE: its candidates, its usage errors, and the table a run writes") {
+  using C = ccoll::plan::Collective;
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto path = dir / ("ccoll_perf_tune." + std::to_string(::getpid()) + ".json");
+  std::filesystem::remove(path);
+  const Options all = parse({"--tune", path.string(), "-t", "3"});
+  CHECK(all.algos == tune_candidates(C::allreduce, 3));
+  CHECK(std::find(all.algos.begin(), all.algos.end(), "oneshot+ll") != all.algos.end());
+  CHECK(std::find(all.algos.begin(), all.algos.end(), "direct") != all.algos.end());
+  CHECK(tune_candidates(C::allreduce, 17).front() == "recdoubling");  // oneshot: P <= 16
+  const Options bc = parse({"-C", "broadcast", "--tune", path.string()});
+  CHECK(std::find(bc.algos.begin(), bc.algos.end(), "dbtree+ll") != bc.algos.end());
+  CHECK(parse({"-a", "ring+ll,ring"}).algos == std::vector<std::string>{"ring+ll", "ring"});
+  auto fails = [](const std::vector<std::string>& args, const std::string& says) {
+    try {
+      parse(args);
+      return std::string("accepted");
+    } catch (const UsageError& e) {
+      return std::string(e.what()).find(says) != std::string::npos ? std::string("")
+                                                                   : std::string(e.what());
+    }
+  };
+  const std::string f = path.string();
+  CHECK(fails({"-a", "forest+ll", "--topology", "dgx1v"}, "+ll follows an algorithm") == "");
+  CHECK(fails({"-a", "tree-phased+ll"}, "+ll follows an algorithm") == "");
+  CHECK(fails({"--tune", f, "-a", "auto"}, "--tune: -a auto") == "");
+  CHECK(fails({"--tune", f, "--topology", "dgx1v", "-a", "ring"}, "--topology") == "");
+  CHECK(fails({"--tune", f, "--transport", "shm", "--window", "1"}, "--window") == "");
+  CHECK(fails({"--tune", f, "--protocol", "ll"}, "NAME+ll") == "");
+  CHECK(fails({"--tune", ""}, "--tune") == "");
+  CHECK(usage_text().find("--tune FILE") != std::string::npos);
+
+  // +ll: the algorithm's plans in the LowLatency protocol, for the collective asked.
+  const Prepared ll =
+      prepare_algorithms(parse({"-C", "reduce_scatter", "-a", "ring+ll", "-t", "3"}));
+  ccoll::plan::PlanRequest req;
+  req.nranks = 3;
+  req.count = 300;
+  req.collective = C::reduce_scatter;
+  CHECK(ll.algos.at(0).logical.build(req).algorithm == "ring+ll");
+
+  // A run's rows become the rules for its collective and rank count, the rest of the table kept.
+  const Options o = parse({"-t", "3", "-b", "8", "-e", "64K", "-f", "8", "-n", "2", "-w", "1", "-m",
+                           "0", "-a", "oneshot+ll,ring", "--tune", f});
+  const Prepared p = prepare_algorithms(o);
+  std::vector<Row> rows;
+  for (const PreparedAlgorithm& algo : p.algos)
+    for (const Row& r : threads_rows(o, p, algo)) {
+      CHECK(r.wrong == 0);
+      rows.push_back(r);
+    }
+  const std::string report = write_tuning(o, 3, rows);
+  CAPTURE(report);
+  CHECK(report.find("allreduce on 3 ranks") != std::string::npos);
+  CHECK(report.find("and up") != std::string::npos);
+  const ccoll::algo::TuningTable t = read_tune_base(f);
+  REQUIRE(!t.rules.empty());
+  CHECK(t.rules.front().min_ranks == 3);
+  CHECK(t.rules.front().max_ranks == 3);
+  const ccoll::algo::BySize tuned(t);
+  const std::string chosen = tuned.choose(3, 8).algorithm;
+  CHECK((chosen == "oneshot" || chosen == "ring"));
+  // The other rank counts keep the default table's choice.
+  const ccoll::algo::BySize defaults;
+  CHECK(tuned.choose(2, 1 << 20).algorithm == defaults.choose(2, 1 << 20).algorithm);
+  // A second run for another collective adds its rules and keeps the first run's.
+  Options rs = o;
+  rs.collective = C::reduce_scatter;
+  std::vector<Row> rs_rows = rows;
+  for (Row& r : rs_rows) r.algo = r.algo == "oneshot+ll" ? "direct+ll" : r.algo;
+  (void)write_tuning(rs, 3, rs_rows);
+  const ccoll::algo::TuningTable both = read_tune_base(f);
+  CHECK(both.rules.front().collective == C::reduce_scatter);
+  CHECK(ccoll::algo::BySize(both).choose(3, 8).algorithm == chosen);
+  // A file that is not a table is refused before a run, naming --tune.
+  {
+    std::ofstream bad(path);
+    bad << "{\"rules\": 5}";
+  }
+  CHECK_THROWS_WITH_AS(read_tune_base(f), doctest::Contains("--tune: '"), UsageError);
+  std::filesystem::remove(path);
 }
 #endif  // CCOLL_PERF_CORE

@@ -1,6 +1,7 @@
 // Tests of the per-size choice of algorithm (algo/by_size.hpp, "auto") and of its tuning table's
 // JSON form (algo/tuning_table_json.hpp): the default table's choices, plans equal to those of
-// the chosen algorithm, exact results across the thresholds on host threads, and bad tables.
+// the chosen algorithm, exact results across the thresholds on host threads, and bad tables; the
+// rules per collective; tables derived from measured times (algo/tuning.hpp) and merged.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "ccoll/algo/registry.hpp"
+#include "ccoll/algo/tuning.hpp"
 #include "ccoll/ccoll.hpp"
 #include "ccoll/plan/verifier.hpp"
 
@@ -61,19 +63,25 @@ void check_sizes(AR& ar, int p, const std::vector<std::uint64_t>& counts) {
 TEST_CASE("auto: the default table's choice per rank count and size") {
   const algo::BySize a;
   CHECK(a.name == "auto");
-  CHECK(a.choose(2, 8).algorithm == "oneshot");
-  CHECK(a.choose(2, 4096).protocol == protocol::Id::low_latency);
-  CHECK(a.choose(2, 4097).protocol == protocol::Id::simple);
-  CHECK(a.choose(3, 8).protocol == protocol::Id::low_latency);
-  CHECK(a.choose(4, 32 * 1024).protocol == protocol::Id::low_latency);
-  CHECK(a.choose(4, 32 * 1024 + 1).protocol == protocol::Id::simple);
-  CHECK(a.choose(2, 64 * 1024).algorithm == "oneshot");
-  CHECK(a.choose(2, 64 * 1024 + 1).algorithm == "direct");
-  CHECK(a.choose(4, 2048).algorithm == "oneshot");
-  CHECK(a.choose(4, 2049).algorithm == "recdoubling");
-  CHECK(a.choose(4, 32 * 1024).algorithm == "recdoubling");
-  CHECK(a.choose(4, 32 * 1024 + 1).algorithm == "direct");
+  // Measured rank counts (docs/results/auto-tuning.md): at P = 2 recursive doubling up to
+  // 512 KiB, then the ring (the staged direct plan, 2.3x slower than the ring at 1 MiB, is not
+  // chosen there); at P = 3 the one-hop plan in LowLatency up to 4 KiB.
+  CHECK(a.choose(2, 8).algorithm == "recdoubling");
+  CHECK(a.choose(2, 512 * 1024).algorithm == "recdoubling");
+  CHECK(a.choose(2, 1 << 20).algorithm == "ring");
+  CHECK(a.choose(2, 4 << 20).algorithm == "ring");
+  CHECK(a.choose(3, 8).algorithm == "oneshot");
+  CHECK(a.choose(3, 4096).protocol == protocol::Id::low_latency);
+  CHECK(a.choose(3, 4 << 20).algorithm == "ring");
+  CHECK(a.choose(4, 64 << 20).algorithm == "dbtree");
+  // Other rank counts.
+  CHECK(a.choose(8, 2048).algorithm == "oneshot");
+  CHECK(a.choose(8, 2048).protocol == protocol::Id::low_latency);
+  CHECK(a.choose(8, 2049).algorithm == "recdoubling");
+  CHECK(a.choose(8, 32 * 1024 + 1).algorithm == "direct");
+  CHECK(a.choose(8, 128 * 1024 + 1).algorithm == "ring");
   CHECK(a.choose(17, 8).algorithm == "recdoubling");  // oneshot takes at most 16 ranks
+  CHECK(a.choose(1, 8).algorithm == "oneshot");
   // The plan is the chosen algorithm's, verified like any other.
   for (int p : {1, 2, 3, 4, 8, 17})
     for (std::uint64_t count : {1ull, 100ull, 1000ull, 20000ull, 1000000ull}) {
@@ -81,13 +89,14 @@ TEST_CASE("auto: the default table's choice per rank count and size") {
       CAPTURE(p);
       CAPTURE(count);
       const algo::SizeRule& rule = a.choose(p, count * 4);
-      CHECK(plan.algorithm ==
-            rule.algorithm + (rule.protocol == protocol::Id::low_latency ? "+ll" : ""));
+      CHECK(plan.algorithm.rfind(
+                rule.algorithm + (rule.protocol == protocol::Id::low_latency ? "+ll" : ""), 0) ==
+            0);
       CHECK(plan::verify(plan).ok);
     }
-  // The message size counts bytes: 16 Ki doubles are 128 KiB.
-  CHECK(a.build(request(2, 16 * 1024, 8)).algorithm == "direct");
-  CHECK(a.build(request(2, 16 * 1024, 4)).algorithm == "oneshot");
+  // The message size counts bytes: 128 Ki doubles are 1 MiB.
+  CHECK(a.build(request(2, 128 * 1024, 8)).algorithm.rfind("ring", 0) == 0);
+  CHECK(a.build(request(2, 128 * 1024, 4)).algorithm == "recdoubling");
 }
 
 TEST_CASE("auto on host threads: exact results on both sides of every threshold") {
@@ -95,11 +104,11 @@ TEST_CASE("auto on host threads: exact results on both sides of every threshold"
     Config c;
     c.nranks = p;
     Allreduce<transport::HostThreads, algo::BySize> ar(c);
-    // 512, 1024 and 8192 floats are the 2, 4 and 32 KiB thresholds; 16384 the 64 KiB one.
-    check_sizes(ar, p, {1, 512, 513, 1024, 1025, 8192, 8193, 16384, 16385, 100000});
-    CHECK(ar.plan(512, DataType::f32).algorithm == "oneshot+ll");
-    CHECK(ar.plan(1025, DataType::f32).algorithm == (p == 2 ? "oneshot" : "recdoubling+ll"));
-    CHECK(ar.plan(100000, DataType::f32).algorithm == "direct");
+    // In floats: 1, 2, 4, 8, 32, 64, 128, 512 KiB and 1 MiB and
+    // one more element each; 300000 floats (1.2 MB) go to the bandwidth plans.
+    check_sizes(ar, p, {1,    256,   257,   512,   513,   1024,   1025,   2048,   2049,   8192,
+                        8193, 16384, 16385, 32768, 32769, 131072, 131073, 262144, 262145, 300000});
+    CHECK(ar.plan(300000, DataType::f32).algorithm.rfind(p == 4 ? "dbtree" : "ring", 0) == 0);
   }
 }
 
@@ -159,5 +168,151 @@ TEST_CASE("auto: the tuning table's JSON form") {
   refused(R"({"rules": [{"algorithm": "ring", "max_bytes": 2.5}]})", "tuning.rules[0].max_bytes");
   refused(R"({"rules": [{"algorithm": "ring"}, {"algorithm": "ring", "min_ranks": 0}]})",
           "tuning.rules[1].min_ranks");
+  refused(R"({"rules": [{"algorithm": "ring", "collective": "gather"}]})",
+          "tuning.rules[0].collective");
+  refused(R"({"rules": [{"algorithm": "ring", "collective": 3}]})", "tuning.rules[0].collective");
+}
+
+TEST_CASE("auto: a table written as JSON reads back the same, collectives and protocols too") {
+  algo::TuningTable t = algo::default_tuning_table();
+  t.rules.insert(t.rules.begin(), algo::SizeRule{"direct", 1000, 3, 3, protocol::Id::low_latency,
+                                                 plan::Collective::reduce_scatter});
+  const std::string text = algo::tuning_table_to_json(t);
+  CAPTURE(text);
+  const algo::TuningTable back = algo::tuning_table_from_json(text);
+  REQUIRE(back.rules.size() == t.rules.size());
+  for (std::size_t i = 0; i < t.rules.size(); ++i) {
+    CAPTURE(i);
+    CHECK(back.rules[i].algorithm == t.rules[i].algorithm);
+    CHECK(back.rules[i].max_bytes == t.rules[i].max_bytes);
+    CHECK(back.rules[i].min_ranks == t.rules[i].min_ranks);
+    CHECK(back.rules[i].max_ranks == t.rules[i].max_ranks);
+    CHECK(back.rules[i].protocol == t.rules[i].protocol);
+    CHECK(back.rules[i].collective == t.rules[i].collective);
+  }
+  CHECK(algo::BySize(back).name == algo::BySize(t).name);
+  CHECK(algo::tuning_table_to_json(algo::default_tuning_table()).find("collective") !=
+        std::string::npos);
 }
 #endif
+
+TEST_CASE("auto: rules per collective, and rules that cannot plan theirs") {
+  using C = plan::Collective;
+  algo::TuningTable t;
+  t.rules.push_back(algo::SizeRule{"oneshot", 1024});
+  t.rules.push_back(
+      algo::SizeRule{"direct", 4096, 1, 1000, protocol::Id::simple, C::reduce_scatter});
+  t.rules.push_back(
+      algo::SizeRule{"ring", UINT64_MAX, 1, 1000, protocol::Id::low_latency, C::reduce_scatter});
+  t.rules.push_back(
+      algo::SizeRule{"dbtree", UINT64_MAX, 1, 1000, protocol::Id::simple, C::broadcast});
+  const algo::BySize a(t);
+  CHECK(a.name != algo::BySize{}.name);
+  CHECK(a.choose(4, 100).algorithm == "oneshot");
+  CHECK(a.choose(4, 100, C::reduce_scatter).algorithm == "direct");
+  CHECK(a.choose(4, 4097, C::reduce_scatter).algorithm == "ring");
+  CHECK(a.choose(4, 4097, C::reduce_scatter).protocol == protocol::Id::low_latency);
+  CHECK(a.choose(4, 1 << 30, C::broadcast).algorithm == "dbtree");
+  // No rule for all-gather, nor allreduce above 1 KiB: refused, naming the collective.
+  CHECK_THROWS_WITH_AS(a.choose(4, 100, C::all_gather), doctest::Contains("all_gather"), Error);
+  CHECK_THROWS_WITH_AS(a.choose(4, 2000), doctest::Contains("allreduce"), Error);
+  for (int p : {1, 2, 3, 5, 8, 13})
+    for (std::uint64_t per_rank : {1ull, 100ull, 300ull, 5000ull}) {
+      plan::PlanRequest req = request(p, per_rank * static_cast<std::uint64_t>(p));
+      req.collective = C::reduce_scatter;
+      CAPTURE(p);
+      CAPTURE(per_rank);
+      const plan::Plan plan = a.build(req);
+      CHECK(plan.algorithm.rfind(per_rank * p * 4 <= 4096 ? "direct" : "ring+ll", 0) == 0);
+      CHECK(plan::verify(plan).ok);
+      req.collective = C::broadcast;
+      req.root = p - 1;
+      CHECK(plan::verify(a.build(req)).ok);
+    }
+  // A rule whose algorithm has no plan of its collective is refused when the table is made.
+  algo::TuningTable bad;
+  bad.rules.push_back(
+      algo::SizeRule{"oneshot", UINT64_MAX, 1, 16, protocol::Id::simple, C::all_gather});
+  CHECK_THROWS_WITH_AS(algo::BySize{bad}, doctest::Contains("plans no all_gather"), Error);
+}
+
+TEST_CASE("auto: the default table has a rule for every collective, rank count and size") {
+  using C = plan::Collective;
+  const algo::BySize a;
+  for (C c : {C::allreduce, C::reduce_scatter, C::all_gather, C::broadcast, C::reduce})
+    for (int p = 1; p <= 33; ++p)
+      for (std::uint64_t bytes = 4; bytes <= (1ull << 30); bytes *= 2) {
+        CAPTURE(plan::collective_name(c));
+        CAPTURE(p);
+        CAPTURE(bytes);
+        CHECK_NOTHROW((void)a.choose(p, bytes, c));
+      }
+}
+
+TEST_CASE("tuning: rules derived from measured times") {
+  using C = plan::Collective;
+  using P = protocol::Id;
+  auto t = [](const char* a, P p, std::uint64_t bytes, double us) {
+    return algo::TunedTime{a, p, bytes, us};
+  };
+  const std::vector<algo::TunedTime> times = {
+      t("oneshot", P::low_latency, 8, 1.0),       t("ring", P::simple, 8, 3.0),
+      t("oneshot", P::low_latency, 64, 1.2),      t("ring", P::simple, 64, 3.0),
+      t("oneshot", P::low_latency, 512, 1.95),    t("ring", P::simple, 512, 2.0),  // within 5%
+      t("oneshot", P::low_latency, 4096, 5.0),    t("ring", P::simple, 4096, 4.0),
+      t("oneshot", P::low_latency, 1 << 20, 0.0),  // not measured
+      t("ring", P::simple, 1 << 20, 90.0),        t("direct", P::simple, 1 << 20, 100.0),
+  };
+  const auto rules = algo::derive_rules(C::allreduce, 3, times);
+  REQUIRE(rules.size() == 2);
+  CHECK(rules[0].algorithm == "oneshot");
+  CHECK(rules[0].protocol == P::low_latency);
+  CHECK(rules[0].max_bytes == 512);
+  CHECK(rules[1].algorithm == "ring");
+  CHECK(rules[1].max_bytes == UINT64_MAX);
+  for (const auto& r : rules) {
+    CHECK(r.min_ranks == 3);
+    CHECK(r.max_ranks == 3);
+    CHECK(r.collective == C::allreduce);
+  }
+  CHECK_THROWS_AS((void)algo::derive_rules(C::allreduce, 3, {}), Error);
+  // The fewest rules that keep every size within the tolerance: a size won alone by 3% between
+  // two sizes of another candidate goes to it; by 8% it keeps its own rule.
+  const std::vector<algo::TunedTime> lone = {
+      t("ring", P::simple, 8, 1.0),   t("direct", P::simple, 8, 2.0),
+      t("ring", P::simple, 16, 1.03), t("direct", P::simple, 16, 1.0),
+      t("ring", P::simple, 32, 1.0),  t("direct", P::simple, 32, 2.0),
+  };
+  CHECK(algo::derive_rules(C::reduce, 2, lone).size() == 1);
+  CHECK(algo::derive_rules(C::reduce, 2, lone, 0.01).size() == 3);
+  // Among choices with as few rules, the least total time: direct wins 8 and 16 B within 5%,
+  // ring 16 and 32 B; the change goes where it costs least.
+  const std::vector<algo::TunedTime> shift = {
+      t("direct", P::simple, 8, 1.0),  t("ring", P::simple, 8, 2.0),
+      t("direct", P::simple, 16, 1.0), t("ring", P::simple, 16, 1.04),
+      t("direct", P::simple, 32, 3.0), t("ring", P::simple, 32, 1.0),
+  };
+  const auto two = algo::derive_rules(C::reduce, 2, shift);
+  REQUIRE(two.size() == 2);
+  CHECK(two[0].algorithm == "direct");
+  CHECK(two[0].max_bytes == 16);
+
+  // Merged: the new rules first, the old ones for the same collective and rank count gone, the
+  // rest kept in order.
+  algo::TuningTable base;
+  base.rules.push_back(algo::SizeRule{"direct", 100, 3, 3});
+  base.rules.push_back(algo::SizeRule{"direct", 100, 3, 3, P::simple, C::reduce});
+  base.rules.push_back(algo::SizeRule{"recdoubling", 100, 2, 4});
+  base.rules.push_back(algo::SizeRule{"ring"});
+  const algo::TuningTable merged = algo::merge_rules(base, rules);
+  REQUIRE(merged.rules.size() == 5);
+  CHECK(merged.rules[0].algorithm == "oneshot");
+  CHECK(merged.rules[1].algorithm == "ring");
+  CHECK(merged.rules[2].collective == C::reduce);
+  CHECK(merged.rules[3].algorithm == "recdoubling");
+  CHECK(merged.rules[4].algorithm == "ring");
+  const algo::BySize a(merged);
+  CHECK(a.choose(3, 512).algorithm == "oneshot");
+  CHECK(a.choose(3, 513).algorithm == "ring");
+  CHECK(a.choose(2, 50).algorithm == "recdoubling");
+}

@@ -39,6 +39,7 @@
 #include "perf_options.hpp"
 #include "perf_prepare.hpp"
 #include "perf_report.hpp"
+#include "perf_tune.hpp"
 #include "runner.hpp"
 #include "transport_registry.hpp"
 
@@ -184,6 +185,14 @@ class Printer {
       if (!f) die(0, "--csv: cannot write '" + report_.options.csv_path + "'");
     }
     if (any_wrong_) std::printf("# some results were WRONG (see the #wrong column)\n");
+    if (!report_.options.tune_path.empty()) {
+      try {
+        std::fputs(write_tuning(report_.options, report_.options.nranks, report_.rows).c_str(),
+                   stdout);
+      } catch (const std::exception& e) {
+        die(0, e.what());
+      }
+    }
     std::fflush(stdout);
   }
 
@@ -626,6 +635,13 @@ int main_impl(int argc, char** argv) {
   try {
     if (!o.json_path.empty()) check_output_path("--json", o.json_path);
     if (!o.csv_path.empty()) check_output_path("--csv", o.csv_path);
+    if (!o.tune_path.empty()) {
+      check_output_path("--tune", o.tune_path);
+      (void)read_tune_base(o.tune_path);
+    }
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "ccoll_perf: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ccoll_perf: %s\n", e.what());
     return 1;

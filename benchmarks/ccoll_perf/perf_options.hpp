@@ -124,6 +124,9 @@ struct Options {
   std::optional<long> timeout_ms;
   // -a auto: the tuning table (algo/tuning_table_json.hpp) instead of the library's default.
   std::string tuning_path;
+  // --tune FILE: time the candidates (-a, or tune_candidates) and write the fastest per size
+  // into FILE's table (algo/tuning.hpp), for this collective and rank count.
+  std::string tune_path;
   // ccoll::Config::protocol: "" (the policy's choice), "simple" or "ll".
   std::string protocol;
   // ccoll::Config::in_band_agreement_bytes; unset: the library's default (0 is a value: never).
@@ -166,6 +169,30 @@ inline ccoll::algo::AlgorithmSpec find_algorithm(std::string_view name) {
 // "none" adds nothing (only the peer runs). Names become canonical (tree_overlap -> tree-overlap,
 // ring-overlap -> ring) and each is kept once, at its first occurrence. A name that needs a
 // topology without one is a usage error.
+// The suffix of -a NAME+ll.
+constexpr std::string_view ll_suffix() {
+  return "+ll";
+}
+
+// --tune's candidates when -a is not given: every algorithm on abstract ranks that plans the
+// collective, in both protocols (oneshot up to 16 ranks, plan/one_shot.hpp).
+inline std::vector<std::string> tune_candidates(ccoll::plan::Collective c, int nranks) {
+  std::vector<std::string> base;
+  if (c == ccoll::plan::Collective::allreduce) {
+    if (nranks <= 16) base.push_back("oneshot");
+    for (const char* a : {"recdoubling", "ring", "dbtree", "direct"}) base.emplace_back(a);
+  } else {
+    base = {"ring", "direct"};
+    if (ccoll::plan::has_root(c)) base.insert(base.end(), {"tree", "dbtree"});
+  }
+  std::vector<std::string> out;
+  for (const std::string& a : base) {
+    out.push_back(a);
+    out.push_back(a + std::string(ll_suffix()));
+  }
+  return out;
+}
+
 inline std::vector<std::string> parse_algos(std::string_view s, bool with_topology = false) {
   std::vector<std::string> out;
   auto add = [&](const ccoll::algo::AlgorithmSpec& spec) {
@@ -185,6 +212,18 @@ inline std::vector<std::string> parse_algos(std::string_view s, bool with_topolo
         specs.push_back(ccoll::algo::AlgorithmSpec{a, a.default_overlap});
       for (const auto& spec : specs)
         if (with_topology || !spec.algorithm.needs_topology) add(spec);
+      continue;
+    }
+    // NAME+ll: the algorithm's plans in the LowLatency protocol (a one-rule tuning table, so
+    // that --tune can time both protocols of one algorithm in one run).
+    if (name.ends_with(ll_suffix())) {
+      const std::string_view base = name.substr(0, name.size() - ll_suffix().size());
+      const auto spec = find_algorithm(base);
+      if (spec.name() != base || spec.algorithm.needs_topology || base == "auto")
+        throw UsageError("-a/--algo " + std::string(name) +
+                         ": +ll follows an algorithm that plans on abstract ranks, without "
+                         "-overlap/-phased");
+      if (std::find(out.begin(), out.end(), name) == out.end()) out.emplace_back(name);
       continue;
     }
     const auto spec = find_algorithm(name);
@@ -298,6 +337,11 @@ inline std::string usage_text() {
                           fails, 1..2147483647 ms, default: the library's (60000)
       --tuning FILE       -a auto chooses per size from this tuning table (JSON, see
                           include/ccoll/algo/tuning_table_json.hpp) instead of the default
+      --tune FILE         time the candidates (-a; default: every algorithm on abstract ranks
+                          that plans -C, each also as NAME+ll, the LowLatency protocol) and
+                          write the fastest per size into FILE's table for this collective and
+                          rank count (FILE is created from the default table, or updated: run
+                          once per -t and -C); use it with -a auto --tuning FILE
       --protocol P        ccoll::Config::protocol: simple (slot and counter) or ll (low
                           latency: flagged lines) for every size; default: the algorithm's
                           choice (auto: per size from the tuning table; others: simple)
@@ -528,6 +572,9 @@ inline Options parse_args(const std::vector<std::string>& args) {
       o.protocol = next();
       if (o.protocol != "simple" && o.protocol != "ll")
         throw detail::bad_value(flag, "expected simple or ll", o.protocol);
+    } else if (flag == "--tune") {
+      o.tune_path = next();
+      if (o.tune_path.empty()) throw detail::bad_value(flag, "expected a file name", "");
     } else if (flag == "--tuning") {
       o.tuning_path = next();
       if (o.tuning_path.empty()) throw detail::bad_value(flag, "expected a file name", "");
@@ -558,18 +605,44 @@ inline Options parse_args(const std::vector<std::string>& args) {
   const bool allreduce = o.collective == ccoll::plan::Collective::allreduce;
   if (!allreduce && !algo_list) o.algos = collective_algorithms(o.collective);
   if (algo_list) o.algos = parse_algos(*algo_list, !o.topology.empty());
+  if (!o.tune_path.empty()) {
+    if (!algo_list) o.algos = tune_candidates(o.collective, o.nranks);
+    for (const std::string& a : o.algos) {
+      const std::string base = a.substr(0, a.find('+'));
+      const auto spec = find_algorithm(base);
+      if (spec.name() != base || base == "auto" || spec.algorithm.needs_topology)
+        throw UsageError("--tune: -a " + a +
+                         ": a candidate is an algorithm that plans on abstract ranks, without "
+                         "-overlap/-phased, optionally with +ll");
+    }
+    if (o.algos.empty()) throw UsageError("--tune: -a names no candidate");
+    if (is_device(o.transport))
+      throw UsageError("--tune: not on --transport " + o.transport +
+                       " yet (threads, shm, mpi and mpi-hybrid run it)");
+    if (!o.topology.empty())
+      throw UsageError("--tune: the table's algorithms plan on abstract ranks, not --topology");
+    if (o.peer != Peer::none) throw UsageError("--tune: not with --peer (it times ccoll's plans)");
+    if (o.window)
+      throw UsageError(
+          "--tune: not with --window (windowed calls read their peers' buffers, whatever the "
+          "plan; the table serves staged calls)");
+    if (!o.protocol.empty())
+      throw UsageError("--tune: not with --protocol (name NAME+ll candidates with -a)");
+  }
   if (!allreduce) {
     const std::string c(ccoll::plan::collective_name(o.collective));
     const bool rooted = ccoll::plan::has_root(o.collective);
     for (const std::string& a : o.algos) {
-      const std::string base = a.substr(0, a.find('-'));
-      const bool planned =
-          base == "ring" || base == "direct" || (rooted && (base == "tree" || base == "dbtree"));
+      const std::string base = a.substr(0, a.find_first_of("-+"));
+      const bool planned = base == "ring" || base == "direct" || base == "auto" ||
+                           (rooted && (base == "tree" || base == "dbtree"));
       if (!planned) {
         std::string message = "-C " + c;
         message.append(": -a ").append(a).append(" has no ").append(c).append(" plans; ");
-        message.append(c).append(" has ").append(
-            rooted ? "ring (chains), direct, tree and dbtree plans" : "ring and direct plans");
+        message.append(c).append(" has ").append(rooted ? "ring (chains), direct, tree, dbtree and "
+                                                          "auto (per size among them) plans"
+                                                        : "ring, direct and auto (per size between "
+                                                          "them) plans");
         throw UsageError(message);
       }
     }
@@ -581,7 +654,6 @@ inline Options parse_args(const std::vector<std::string>& args) {
                        " runs allreduce only; the peer of the other collectives is mpi");
     if (o.window) throw UsageError("-C " + c + ": --window runs allreduce only (the others stage)");
     if (!o.topology.empty()) throw UsageError("-C " + c + ": --topology plans allreduce only");
-    if (!o.tuning_path.empty()) throw UsageError("-C " + c + ": --tuning is allreduce's table");
   }
   if (!ccoll::plan::has_root(o.collective) && o.root != 0)
     throw UsageError("--root: only with -C broadcast or reduce");

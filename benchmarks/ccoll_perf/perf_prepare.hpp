@@ -72,6 +72,19 @@ inline ccoll::algo::Registered tuned_by_size(const std::string& path,
   return req.topology == nullptr ? logical : ccoll::algo::with_relays(logical, *req.topology);
 }
 
+// -a NAME+ll: the algorithm's plans in the LowLatency protocol, as a one-rule tuning table for
+// `collective` (so a run can time both protocols of one algorithm, as --tune does).
+inline ccoll::algo::Registered low_latency_variant(const std::string& name,
+                                                   ccoll::plan::Collective collective) {
+  ccoll::algo::SizeRule rule;
+  rule.algorithm = name.substr(0, name.size() - ll_suffix().size());
+  rule.protocol = ccoll::protocol::Id::low_latency;
+  rule.collective = collective;
+  const ccoll::algo::BySize policy(ccoll::algo::TuningTable{{rule}});
+  return ccoll::algo::Registered(
+      name, [policy](const ccoll::plan::PlanRequest& r) { return policy.build(r); }, 0, {}, policy);
+}
+
 // The ranks of `logical`'s plans that contribute and receive on `nranks` ranks: every one on
 // abstract ranks; on a graph, all but the relays (read from a plan built for `overlap`, the
 // schedule the run uses, so a forest is solved once).
@@ -118,11 +131,15 @@ inline Prepared prepare_algorithms(
   int fixed = 0;
   std::string fixed_by;
   for (const auto& name : o.algos) {
-    const ccoll::algo::AlgorithmSpec spec = find_algorithm(name);
+    const bool low_latency = name.ends_with(ll_suffix());
+    const ccoll::algo::AlgorithmSpec spec =
+        find_algorithm(low_latency ? name.substr(0, name.size() - ll_suffix().size()) : name);
     const ccoll::algo::AlgorithmRequest req{p.topology.get(), o.nranks, o.split};
     std::optional<ccoll::algo::Registered> logical;
     try {
-      if (spec.algorithm.name == "auto" && !o.tuning_path.empty())
+      if (low_latency)
+        logical.emplace(low_latency_variant(name, o.collective));
+      else if (spec.algorithm.name == "auto" && !o.tuning_path.empty())
         logical.emplace(tuned_by_size(o.tuning_path, req));
       else
         logical.emplace(ccoll::algo::make_algorithm(spec.algorithm, req));

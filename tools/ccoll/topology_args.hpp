@@ -527,7 +527,9 @@ inline PlanSize estimate_plan_size(const Options& o, const std::string& requeste
   // auto builds the plan of the algorithm its table picks for this size.
   const std::string algorithm =
       requested == "auto"
-          ? algo::BySize{}.choose(std::max(1, nranks), req.count * req.elem_size).algorithm
+          ? algo::BySize{}
+                .choose(std::max(1, nranks), req.count * req.elem_size, req.collective)
+                .algorithm
           : requested;
   PlanSize z;
   const double P = std::max(1, nranks);

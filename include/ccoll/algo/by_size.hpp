@@ -1,12 +1,14 @@
-// ccoll/algo/by_size.hpp: "auto": the algorithm chosen per message size and rank count from a
-// tuning table.
+// ccoll/algo/by_size.hpp: "auto": the algorithm chosen per collective, message size and rank
+// count from a tuning table.
 //
 // No single plan is best at every size: a one-hop plan (oneshot) wins where a call costs its
 // handoffs, recursive doubling where log2 P hops of the whole buffer are still cheap, and the
 // bandwidth plans (direct, ring) once the bytes dominate. BySize is a logical topology whose
-// build() looks up the first rule of its table that matches the request's rank count and message
-// bytes (count x element size) and builds that algorithm's plan, so one Allreduce serves every
-// size with the right plan (each cached per count, as always).
+// build() looks up the first rule of its table that matches the request's collective, rank count
+// and message bytes (the plan's whole index space: count x element size, which is reduce-scatter's
+// input and all-gather's output, as nccl-tests count them) and builds that algorithm's plan, so
+// one Allreduce (or ReduceScatter, AllGather, Broadcast, Reduce) serves every size with the right
+// plan (each cached per count, as always).
 //
 // Every rank computes the choice from the same inputs, so ranks agree without a message, provided
 // they hold the same table: the table's digest is part of the policy's name, hence of the
@@ -15,10 +17,14 @@
 // a schedule suffix (the Allreduce's schedule decides), and may name the protocol of their plans
 // (protocol/protocol.hpp: "simple" by default, or "ll").
 //
-// The default table comes from measurements with ccoll_perf on shared memory (docs/protocols.md
-// has the figures and the commands); pass a table measured on the target machine to tune it:
-// `Allreduce<T, algo::BySize, S> ar(config, algo::BySize(table))`, or `ccoll_perf -a auto
-// --tuning FILE` (format: algo/tuning_table_json.hpp).
+// The table decides the plans of staged calls. A call whose buffers lie in a registered window at
+// the same offsets on every rank reads its peers' buffers in place above the in-band agreement
+// size, whatever the plan (runtime/communicator.hpp), so the buffer's placement is chosen there,
+// not here. The default table comes from measurements with ccoll_perf on shared memory with
+// staged buffers (docs/results/auto-tuning.md has the figures and the commands); a table measured
+// on the target machine tunes it: `ccoll_perf --tune FILE` measures and writes one
+// (algo/tuning.hpp derives it), `Allreduce<T, algo::BySize, S> ar(config, algo::BySize(table))` or
+// `ccoll_perf -a auto --tuning FILE` use it (format: algo/tuning_table_json.hpp).
 #pragma once
 
 #include <algorithm>
@@ -32,6 +38,7 @@
 #include "ccoll/algo/concepts.hpp"
 #include "ccoll/algo/registered.hpp"
 #include "ccoll/core/error.hpp"
+#include "ccoll/plan/collective.hpp"
 #include "ccoll/plan/one_shot.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/protocol/protocol.hpp"
@@ -46,8 +53,9 @@ struct SizeRule {
   // How the plan's messages signal arrival (protocol/protocol.hpp); a LowLatency plan is chunked
   // for half slots.
   protocol::Id protocol = protocol::Id::simple;
-  bool matches(int nranks, std::uint64_t bytes) const {
-    return nranks >= min_ranks && nranks <= max_ranks && bytes <= max_bytes;
+  plan::Collective collective = plan::Collective::allreduce;  // the collective the rule plans
+  bool matches(plan::Collective c, int nranks, std::uint64_t bytes) const {
+    return c == collective && nranks >= min_ranks && nranks <= max_ranks && bytes <= max_bytes;
   }
 };
 
@@ -55,21 +63,111 @@ struct TuningTable {
   std::vector<SizeRule> rules;  // the first matching rule wins
 };
 
-// Measured on a 2-core host with shared memory (docs/protocols.md,
-// docs/results/small-messages-2026-11-28.md): at P = 2 the one-hop plan is fastest up to 64 KiB,
-// in LowLatency up to 4 KiB (a packed LL message of up to 48 bytes is one cache line with its
-// trailer, and an in-band LL call needs no comparison of the arguments after its steps) and in
-// Simple above, where the two tie and Simple's whole slots start to tell. Above two ranks, the
-// one-hop plan up to 2 KiB and recursive doubling up to 32 KiB, both in LowLatency, then the direct
-// plan. oneshot takes at most 16 ranks (plan/one_shot.hpp).
+// The default table, measured with `ccoll_perf --transport shm -t P` at P = 2, 3 and 4 on a
+// 2-core host with staged buffers, every candidate of every collective in both protocols, 8 B to
+// 64 MiB (docs/results/auto-tuning.md: the commands, every time, and the rules algo/tuning.hpp
+// derives from them with a 5% tolerance, which are these). The rules of the other rank counts
+// (P = 1, and P >= 5, which this host cannot run without more processes than cores) follow the
+// shape of those: one-hop and LowLatency plans for small messages, direct plans (each rank
+// reduces or sends its share in one hop) for middle sizes, rings and trees for large ones.
+// oneshot takes at most 16 ranks (plan/one_shot.hpp).
 inline TuningTable default_tuning_table() {
+  using C = plan::Collective;
+  constexpr C A = C::allreduce, RS = C::reduce_scatter, AG = C::all_gather, BC = C::broadcast,
+              RD = C::reduce;
+  constexpr protocol::Id kSimple = protocol::Id::simple, kLL = protocol::Id::low_latency;
+  constexpr std::uint64_t kKiB = 1024, kMiB = 1024 * 1024;
+  constexpr std::uint64_t kAny = std::numeric_limits<std::uint64_t>::max();
+  struct Measured {
+    C collective;
+    int nranks;
+    const char* algorithm;
+    protocol::Id protocol;
+    std::uint64_t max_bytes;
+  };
+  static constexpr Measured kMeasured[] = {
+      {A, 2, "recdoubling", kSimple, 512 * kKiB},
+      {A, 2, "ring", kSimple, 4 * kMiB},
+      {A, 2, "direct", kSimple, kAny},
+      {A, 3, "oneshot", kLL, 4 * kKiB},
+      {A, 3, "direct", kLL, 128 * kKiB},
+      {A, 3, "direct", kSimple, 512 * kKiB},
+      {A, 3, "ring", kSimple, kAny},
+      {A, 4, "oneshot", kSimple, 8 * kKiB},
+      {A, 4, "dbtree", kSimple, 32 * kKiB},
+      {A, 4, "oneshot", kSimple, 64 * kKiB},
+      {A, 4, "direct", kSimple, 128 * kKiB},
+      {A, 4, "dbtree", kSimple, kAny},
+      {RS, 2, "direct", kLL, 32},
+      {RS, 2, "direct", kSimple, kAny},
+      {RS, 3, "direct", kSimple, 32760},
+      {RS, 3, "ring", kSimple, kAny},
+      {RS, 4, "direct", kSimple, 16 * kKiB},
+      {RS, 4, "ring", kLL, 256 * kKiB},
+      {RS, 4, "direct", kSimple, 512 * kKiB},
+      {RS, 4, "ring", kSimple, kAny},
+      {AG, 2, "ring", kSimple, kAny},
+      {AG, 3, "direct", kLL, 262140},
+      {AG, 3, "direct", kSimple, kAny},
+      {AG, 4, "direct", kLL, 256 * kKiB},
+      {AG, 4, "ring", kSimple, kAny},
+      {BC, 2, "direct", kSimple, 1 * kKiB},
+      {BC, 2, "dbtree", kSimple, 64 * kKiB},
+      {BC, 2, "direct", kLL, 256 * kKiB},
+      {BC, 2, "direct", kSimple, 512 * kKiB},
+      {BC, 2, "dbtree", kSimple, 1 * kMiB},
+      {BC, 2, "direct", kSimple, kAny},
+      {BC, 3, "ring", kSimple, 4 * kKiB},
+      {BC, 3, "direct", kSimple, 4 * kMiB},
+      {BC, 3, "tree", kSimple, kAny},
+      {BC, 4, "direct", kLL, 32 * kKiB},
+      {BC, 4, "dbtree", kLL, 64 * kKiB},
+      {BC, 4, "direct", kLL, 256 * kKiB},
+      {BC, 4, "tree", kSimple, 512 * kKiB},
+      {BC, 4, "ring", kSimple, 1 * kMiB},
+      {BC, 4, "direct", kSimple, 4 * kMiB},
+      {BC, 4, "tree", kSimple, 8 * kMiB},
+      {BC, 4, "ring", kSimple, 32 * kMiB},
+      {BC, 4, "dbtree", kSimple, kAny},
+      {RD, 2, "direct", kSimple, 64},
+      {RD, 2, "ring", kLL, 2 * kKiB},
+      {RD, 2, "direct", kSimple, 4 * kKiB},
+      {RD, 2, "dbtree", kSimple, 128 * kKiB},
+      {RD, 2, "dbtree", kLL, 256 * kKiB},
+      {RD, 2, "ring", kSimple, 512 * kKiB},
+      {RD, 2, "dbtree", kSimple, 1 * kMiB},
+      {RD, 2, "direct", kSimple, kAny},
+      {RD, 3, "direct", kSimple, 32 * kKiB},
+      {RD, 3, "dbtree", kLL, 64 * kKiB},
+      {RD, 3, "direct", kSimple, 1 * kMiB},
+      {RD, 3, "dbtree", kSimple, 8 * kMiB},
+      {RD, 3, "ring", kSimple, kAny},
+      {RD, 4, "direct", kLL, 512},
+      {RD, 4, "ring", kSimple, 64 * kKiB},
+      {RD, 4, "dbtree", kSimple, 128 * kKiB},
+      {RD, 4, "ring", kSimple, kAny},
+  };
   TuningTable t;
-  t.rules.push_back(SizeRule{"oneshot", 4 * 1024, 1, 2, protocol::Id::low_latency});
-  t.rules.push_back(SizeRule{"oneshot", 64 * 1024, 1, 2});
-  t.rules.push_back(SizeRule{"oneshot", 2 * 1024, 3, 16, protocol::Id::low_latency});
-  t.rules.push_back(SizeRule{"recdoubling", 32 * 1024, 3, std::numeric_limits<int>::max(),
-                             protocol::Id::low_latency});
-  t.rules.push_back(SizeRule{"direct"});
+  for (const Measured& m : kMeasured)
+    t.rules.push_back(
+        SizeRule{m.algorithm, m.max_bytes, m.nranks, m.nranks, m.protocol, m.collective});
+  // Every other rank count.
+  auto add = [&](C c, const char* algorithm, protocol::Id p, std::uint64_t max_bytes,
+                 int max_ranks = std::numeric_limits<int>::max()) {
+    t.rules.push_back(SizeRule{algorithm, max_bytes, 1, max_ranks, p, c});
+  };
+  add(A, "oneshot", kLL, 2 * kKiB, 16);
+  add(A, "recdoubling", kLL, 32 * kKiB);
+  add(A, "direct", kSimple, 128 * kKiB);
+  add(A, "ring", kSimple, kAny);
+  add(RS, "direct", kSimple, 16 * kKiB);
+  add(RS, "ring", kSimple, kAny);
+  add(AG, "direct", kSimple, 64 * kKiB);
+  add(AG, "ring", kSimple, kAny);
+  add(BC, "direct", kSimple, 64 * kKiB);
+  add(BC, "dbtree", kSimple, kAny);
+  add(RD, "direct", kSimple, 64 * kKiB);
+  add(RD, "dbtree", kSimple, kAny);
   return t;
 }
 
@@ -98,6 +196,22 @@ class BySize {
       AlgorithmRequest req;
       req.nranks = r.min_ranks;
       builders_.push_back(make_algorithm(spec.algorithm, req));
+      if (r.collective != plan::Collective::allreduce) {
+        // A rule must name an algorithm that plans its collective: found now, not on the call.
+        plan::PlanRequest probe;
+        probe.nranks = std::max(2, r.min_ranks);
+        probe.count = static_cast<std::uint64_t>(probe.nranks) * 4;
+        probe.collective = r.collective;
+        bool planned = false;
+        try {
+          planned = builders_.back().build(probe).collective == r.collective;
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::Unsupported) throw;
+        }
+        if (!planned)
+          fail("rule algorithm '" + r.algorithm + "' plans no " +
+               std::string(plan::collective_name(r.collective)));
+      }
       text += rule_text(r);
     }
     name = "auto";
@@ -112,9 +226,11 @@ class BySize {
 
   const TuningTable& table() const { return table_; }
 
-  // The rule for P ranks and a message of `bytes`; throws Unsupported when none matches.
-  const SizeRule& choose(int nranks, std::uint64_t bytes) const {
-    return table_.rules[index(nranks, bytes)];
+  // The rule for P ranks and a message of `bytes` of `collective`; throws Unsupported when none
+  // matches.
+  const SizeRule& choose(int nranks, std::uint64_t bytes,
+                         plan::Collective collective = plan::Collective::allreduce) const {
+    return table_.rules[index(collective, nranks, bytes)];
   }
 
   // The chosen algorithm's plan, declaring every connection that any rule's plan for these ranks
@@ -123,7 +239,7 @@ class BySize {
   // connections there. The extra connections carry no message.
   plan::Plan build(const plan::PlanRequest& req) const {
     const std::uint64_t bytes = req.count * req.elem_size;
-    const std::size_t rule = index(req.nranks, bytes);
+    const std::size_t rule = index(req.collective, req.nranks, bytes);
     plan::Plan chosen =
         protocol::build_for(table_.rules[rule].protocol, req,
                             [&](const plan::PlanRequest& r) { return builders_[rule].build(r); });
@@ -132,7 +248,8 @@ class BySize {
         static_cast<std::uint64_t>(req.nranks) * std::max<std::uint32_t>(1, req.nchannels) * 4096;
     for (std::size_t i = 0; i < table_.rules.size(); ++i) {
       const SizeRule& r = table_.rules[i];
-      if (req.nranks < r.min_ranks || req.nranks > r.max_ranks) continue;
+      if (r.collective != req.collective || req.nranks < r.min_ranks || req.nranks > r.max_ranks)
+        continue;
       if (r.algorithm == "oneshot" && req.nranks > plan::kOneShotMaxRanks) continue;
       for (const plan::Connection& c : builders_[i].build(reference).connections) {
         const bool known = std::any_of(
@@ -152,6 +269,9 @@ class BySize {
            "/" + std::to_string(r.max_ranks) +
            (r.protocol == protocol::Id::simple ? ""
                                                : "/" + std::string(protocol::name(r.protocol))) +
+           (r.collective == plan::Collective::allreduce
+                ? ""
+                : "/" + std::string(plan::collective_name(r.collective))) +
            ";";
   }
   [[noreturn]] static void fail(const std::string& what) {
@@ -165,12 +285,13 @@ class BySize {
     }();
     return text;
   }
-  std::size_t index(int nranks, std::uint64_t bytes) const {
+  std::size_t index(plan::Collective collective, int nranks, std::uint64_t bytes) const {
     for (std::size_t i = 0; i < table_.rules.size(); ++i)
-      if (table_.rules[i].matches(nranks, bytes)) return i;
+      if (table_.rules[i].matches(collective, nranks, bytes)) return i;
     throw Error(ErrorCode::Unsupported, -1,
-                "tuning table: no rule for " + std::to_string(nranks) + " ranks and " +
-                    std::to_string(bytes) + " bytes (end the table with a rule for every size)");
+                "tuning table: no rule for " + std::string(plan::collective_name(collective)) +
+                    " on " + std::to_string(nranks) + " ranks and " + std::to_string(bytes) +
+                    " bytes (end the table with a rule for every size)");
   }
 
   TuningTable table_;

@@ -6,9 +6,12 @@
 //              {"algorithm": "direct"}]}
 //
 // A rule may also name its protocol, "protocol": "simple" (the default) or "ll" (protocol/
-// protocol.hpp). The first rule whose rank range and max_bytes (count x element size, inclusive)
-// match is used; absent fields match everything. Every error is a ccoll::Error (InvalidArgument)
-// naming the key, e.g. "tuning.rules[1].max_bytes". Needs nlohmann-json.
+// protocol.hpp), and its collective, "collective": "allreduce" (the default), "reduce_scatter",
+// "all_gather", "broadcast" or "reduce". The first rule of the call's collective whose rank range
+// and max_bytes (the whole buffer in bytes, inclusive) match is used; absent fields match every
+// rank count and size. Every error is a ccoll::Error (InvalidArgument) naming the key, e.g.
+// "tuning.rules[1].max_bytes". tuning_table_to_json writes the same form (ccoll_perf --tune).
+// Needs nlohmann-json.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +22,7 @@
 
 #include "ccoll/algo/by_size.hpp"
 #include "ccoll/core/error.hpp"
+#include "ccoll/plan/collective.hpp"
 #include "ccoll/protocol/protocol.hpp"
 
 namespace ccoll::algo {
@@ -66,9 +70,41 @@ inline TuningTable tuning_table_from_json(const std::string& text) {
       if (!r["protocol"].is_string()) bad(key + ".protocol", "\"simple\" or \"ll\"");
       rule.protocol = protocol::parse(r["protocol"].get<std::string>(), key + ".protocol");
     }
+    if (r.contains("collective")) {
+      const std::string expected = "allreduce, reduce_scatter, all_gather, broadcast or reduce";
+      if (!r["collective"].is_string()) bad(key + ".collective", expected);
+      const std::string name = r["collective"].get<std::string>();
+      bool known = false;
+      for (const plan::Collective c :
+           {plan::Collective::allreduce, plan::Collective::reduce_scatter,
+            plan::Collective::all_gather, plan::Collective::broadcast, plan::Collective::reduce})
+        if (name == plan::collective_name(c)) {
+          rule.collective = c;
+          known = true;
+        }
+      if (!known) bad(key + ".collective", expected + ", got \"" + name + "\"");
+    }
     t.rules.push_back(rule);
   }
   return t;
+}
+
+// The JSON form of `t` (fields at their defaults left out), one rule per line.
+inline std::string tuning_table_to_json(const TuningTable& t) {
+  std::string out = "{\"rules\": [\n";
+  for (std::size_t i = 0; i < t.rules.size(); ++i) {
+    const SizeRule& r = t.rules[i];
+    nlohmann::ordered_json j;
+    if (r.collective != plan::Collective::allreduce)
+      j["collective"] = std::string(plan::collective_name(r.collective));
+    j["algorithm"] = r.algorithm;
+    if (r.protocol != protocol::Id::simple) j["protocol"] = std::string(protocol::name(r.protocol));
+    if (r.min_ranks != 1) j["min_ranks"] = r.min_ranks;
+    if (r.max_ranks != std::numeric_limits<int>::max()) j["max_ranks"] = r.max_ranks;
+    if (r.max_bytes != std::numeric_limits<std::uint64_t>::max()) j["max_bytes"] = r.max_bytes;
+    out += "  " + j.dump() + (i + 1 < t.rules.size() ? ",\n" : "\n");
+  }
+  return out + "]}\n";
 }
 
 }  // namespace ccoll::algo
