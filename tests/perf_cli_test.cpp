@@ -1154,6 +1154,10 @@ TEST_CASE("--tune FILE: its candidates, its usage errors, and the table a run wr
   CHECK(fails({"--tune", f, "--transport", "shm", "--window", "1"}, "--window") == "");
   CHECK(fails({"--tune", f, "--protocol", "ll"}, "NAME+ll") == "");
   CHECK(fails({"--tune", ""}, "--tune") == "");
+  CHECK(parse({"--tune", f}).interleave);
+  CHECK(!parse({}).interleave);
+  CHECK(parse({"--interleave", "1"}).interleave);
+  CHECK(fails({"--interleave", "1", "--peer", "mpi", "--transport", "shm"}, "--interleave") == "");
   CHECK(usage_text().find("--tune FILE") != std::string::npos);
 
   // +ll: the algorithm's plans in the LowLatency protocol, for the collective asked.
@@ -1164,6 +1168,51 @@ TEST_CASE("--tune FILE: its candidates, its usage errors, and the table a run wr
   req.count = 300;
   req.collective = C::reduce_scatter;
   CHECK(ll.algos.at(0).logical.build(req).algorithm == "ring+ll");
+
+  // Interleaved on threads: every candidate's row at every size, in the candidates' order, none
+  // wrong.
+  {
+    const Options io =
+        parse({"-t",           "3", "-b", "8",         "-e",     "64K",
+               "-f",           "8", "-n", "2",         "-w",     "1",
+               "-m",           "0", "-r", "2",         "-a",     "direct+ll,ring,dbtree",
+               "--interleave", "1", "-C", "broadcast", "--root", "1"});
+    const Prepared ip = prepare_algorithms(io);
+    std::vector<std::unique_ptr<Collective>> colls;
+    std::vector<Collective*> pointers;
+    std::vector<SweepSpec> specs;
+    for (const PreparedAlgorithm& algo : ip.algos) {
+      colls.push_back(make_collective("threads", algo, make_config(io, -1, 3, ""),
+                                      CollectiveCall{io.collective, io.root}));
+      pointers.push_back(colls.back().get());
+      SweepSpec spec;
+      spec.call = CollectiveCall{io.collective, io.root};
+      spec.transport = "threads";
+      spec.algo = algo.name;
+      spec.sizes = size_sweep(io.min_bytes, io.max_bytes, io.step_factor);
+      spec.iters = io.iters;
+      spec.warmup = io.warmup;
+      spec.rounds = io.rounds;
+      specs.push_back(spec);
+    }
+    std::mutex m;
+    std::vector<std::pair<std::size_t, Row>> got;
+    run_threads_interleaved(
+        specs, pointers, 3,
+        [&](std::size_t i, const Row& r) {
+          std::lock_guard<std::mutex> lock(m);
+          got.emplace_back(i, r);
+        },
+        [](int, const std::string&) { std::abort(); });
+    REQUIRE(got.size() == 3 * specs.front().sizes.size());
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      CAPTURE(k);
+      CHECK(got[k].first == k % 3);
+      CHECK(got[k].second.algo == specs[k % 3].algo);
+      CHECK(got[k].second.bytes == specs[0].sizes[k / 3]);
+      CHECK(got[k].second.wrong == 0);
+    }
+  }
 
   // A run's rows become the rules for its collective and rank count, the rest of the table kept.
   const Options o = parse({"-t", "3", "-b", "8", "-e", "64K", "-f", "8", "-n", "2", "-w", "1", "-m",

@@ -73,6 +73,12 @@ bool launched_by_mpirun() {
   std::_Exit(1);
 }
 
+std::string section_title(ccoll::plan::Collective c, const std::string& transport,
+                          const std::string& algo, int nranks) {
+  return std::string(ccoll::plan::collective_name(c)) + " " + algo + ", transport " + transport +
+         ", " + std::to_string(nranks) + " ranks";
+}
+
 // What rank 0 prints and records.
 class Printer {
  public:
@@ -164,6 +170,17 @@ class Printer {
     report_.rows.push_back(std::move(r));
   }
 
+  // The rows of an interleaved run (--interleave), one section per algorithm, after the run.
+  void interleaved(const Prepared& prepared, const std::vector<std::vector<Row>>& rows) {
+    const Options& o = report_.options;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      section(section_title(o.collective, o.transport, prepared.algos[i].name, o.nranks) +
+              "; interleaved with the others (best of " + std::to_string(o.rounds) + " each)");
+      for (const Row& r : rows[i]) row(r);
+      end_section();
+    }
+  }
+
   void end_section() {
     if (section_rows_ > 0) {
       std::printf("# Avg bus bandwidth    : %.4f GB/s\n", section_busbw_sum_ / section_rows_);
@@ -247,12 +264,6 @@ SweepSpec make_spec(const Options& o, const std::vector<std::uint64_t>& sizes,
   return s;
 }
 
-std::string section_title(ccoll::plan::Collective c, const std::string& transport,
-                          const std::string& algo, int nranks) {
-  return std::string(ccoll::plan::collective_name(c)) + " " + algo + ", transport " + transport +
-         ", " + std::to_string(nranks) + " ranks";
-}
-
 // ---------------------------------------------------------------------------------------------
 int run_threads(Report& report, const Prepared& prepared) {
   const Options& o = report.options;
@@ -265,6 +276,29 @@ int run_threads(Report& report, const Prepared& prepared) {
   printer.membw(nranks);
   const auto sizes = size_sweep(o.min_bytes, o.max_bytes, o.step_factor);
 
+  if (o.interleave) {
+    std::vector<std::unique_ptr<Collective>> colls;
+    std::vector<Collective*> pointers;
+    std::vector<SweepSpec> specs;
+    for (const PreparedAlgorithm& algo : prepared.algos) {
+      try {
+        colls.push_back(make_collective(o.transport, algo, make_config(o, -1, nranks, ""),
+                                        CollectiveCall{o.collective, o.root}));
+      } catch (const std::exception& e) {
+        die(0, e.what());
+      }
+      pointers.push_back(colls.back().get());
+      specs.push_back(make_spec(o, sizes, o.transport, algo.name));
+      specs.back().active = active_ranks(algo.logical, nranks, algo.spec.overlap);
+    }
+    std::vector<std::vector<Row>> rows(specs.size());
+    run_threads_interleaved(
+        specs, pointers, nranks, [&](std::size_t i, const Row& r) { rows[i].push_back(r); },
+        [](int rank, const std::string& what) { die(rank, what); });
+    printer.interleaved(prepared, rows);
+    printer.finish();
+    return printer.any_wrong() ? 1 : 0;
+  }
   for (const PreparedAlgorithm& algo : prepared.algos) {
     std::unique_ptr<Collective> coll;
     try {
@@ -317,6 +351,47 @@ PeerRun make_peer(const Options& o) {
   return p;
 }
 
+// One rank of the shm and MPI transports with --interleave: every algorithm's collective made
+// first (each its own session, and with --window its own window and buffers), then timed in turn.
+void interleaved_rank_body(Report& report, const Prepared& prepared, Control& control,
+                           const std::string& session_prefix, Printer* printer,
+                           RankBuffers& buffers, const std::vector<std::uint64_t>& sizes) {
+  const Options& o = report.options;
+  const int rank = control.rank();
+  const int nranks = control.nranks();
+  std::vector<std::unique_ptr<Collective>> colls;
+  std::vector<std::unique_ptr<RankCollective>> views;
+  std::vector<std::unique_ptr<RankBuffers>> windowed;
+  std::vector<InterleavedCollective> runs;
+  for (const PreparedAlgorithm& algo : prepared.algos) {
+    control.barrier();
+    std::string session = session_prefix;
+    session.append(".").append(algo.name);
+    colls.push_back(make_collective(o.transport, algo, make_config(o, rank, nranks, session),
+                                    CollectiveCall{o.collective, o.root}));
+    views.push_back(colls.back()->rank(rank));
+    SweepSpec spec = make_spec(o, sizes, o.transport, algo.name);
+    spec.active = active_ranks(algo.logical, nranks, algo.spec.overlap);
+    RankBuffers* used = &buffers;
+    if (o.window) {
+      const std::uint64_t count = max_count(sizes, o.dtype);
+      const std::uint64_t half = (count * ccoll::size_of(o.dtype) + 4095) / 4096 * 4096;
+      windowed.push_back(std::make_unique<RankBuffers>(count, o.dtype, o.op, rank, nranks, o.check,
+                                                       colls.back()->allocate_window(2 * half)));
+      used = windowed.back().get();
+    }
+    used->expect(spec.active);
+    runs.push_back(InterleavedCollective{std::move(spec), views.back().get(), used});
+  }
+  std::vector<std::vector<Row>> rows(runs.size());
+  run_interleaved_sweep(runs, control, [&](std::size_t i, const Row& r) { rows[i].push_back(r); });
+  control.barrier();  // nobody destroys its end of a session while a peer still uses it
+  views.clear();
+  windowed.clear();
+  colls.clear();
+  if (printer) printer->interleaved(prepared, rows);
+}
+
 // One rank of the shm and MPI transports: every algorithm, each timed in alternating blocks with
 // the peer (run_peer: o.peer, made here on every rank); -a none: the peer alone.
 void shm_rank_body(Report& report, const Prepared& prepared, Control& control,
@@ -349,6 +424,10 @@ void shm_rank_body(Report& report, const Prepared& prepared, Control& control,
     if (printer) printer->end_section();
   }
   const std::string& transport = o.transport;
+  if (o.interleave) {
+    interleaved_rank_body(report, prepared, control, session_prefix, printer, buffers, sizes);
+    return;
+  }
   for (const PreparedAlgorithm& algo : prepared.algos) {
     const std::string& name = algo.name;
     if (printer) {

@@ -127,6 +127,9 @@ struct Options {
   // --tune FILE: time the candidates (-a, or tune_candidates) and write the fastest per size
   // into FILE's table (algo/tuning.hpp), for this collective and rank count.
   std::string tune_path;
+  // --interleave 1: time the algorithms in turn at each size (every round each once, the best
+  // kept) instead of one after another; --tune always does.
+  bool interleave = false;
   // ccoll::Config::protocol: "" (the policy's choice), "simple" or "ll".
   std::string protocol;
   // ccoll::Config::in_band_agreement_bytes; unset: the library's default (0 is a value: never).
@@ -337,11 +340,16 @@ inline std::string usage_text() {
                           fails, 1..2147483647 ms, default: the library's (60000)
       --tuning FILE       -a auto chooses per size from this tuning table (JSON, see
                           include/ccoll/algo/tuning_table_json.hpp) instead of the default
+      --interleave 0|1    time the algorithms in turn at each size (each round times every
+                          algorithm once; the best round of each is kept) rather than one
+                          after another, so that a change in the machine's state hits all of
+                          them alike; default 0 (--tune: 1)
       --tune FILE         time the candidates (-a; default: every algorithm on abstract ranks
                           that plans -C, each also as NAME+ll, the LowLatency protocol) and
                           write the fastest per size into FILE's table for this collective and
                           rank count (FILE is created from the default table, or updated: run
-                          once per -t and -C); use it with -a auto --tuning FILE
+                          once per -t and -C); the candidates are interleaved; use the table
+                          with -a auto --tuning FILE
       --protocol P        ccoll::Config::protocol: simple (slot and counter) or ll (low
                           latency: flagged lines) for every size; default: the algorithm's
                           choice (auto: per size from the tuning table; others: simple)
@@ -572,6 +580,8 @@ inline Options parse_args(const std::vector<std::string>& args) {
       o.protocol = next();
       if (o.protocol != "simple" && o.protocol != "ll")
         throw detail::bad_value(flag, "expected simple or ll", o.protocol);
+    } else if (flag == "--interleave") {
+      o.interleave = detail::parse_long(flag, next(), 0, 1) != 0;
     } else if (flag == "--tune") {
       o.tune_path = next();
       if (o.tune_path.empty()) throw detail::bad_value(flag, "expected a file name", "");
@@ -628,6 +638,14 @@ inline Options parse_args(const std::vector<std::string>& args) {
           "plan; the table serves staged calls)");
     if (!o.protocol.empty())
       throw UsageError("--tune: not with --protocol (name NAME+ll candidates with -a)");
+    o.interleave = true;
+  }
+  if (o.interleave) {
+    if (o.peer != Peer::none)
+      throw UsageError(
+          "--interleave: not with --peer (the peer alternates with each algorithm already)");
+    if (is_device(o.transport))
+      throw UsageError("--interleave: not on --transport " + o.transport + " yet");
   }
   if (!allreduce) {
     const std::string c(ccoll::plan::collective_name(o.collective));

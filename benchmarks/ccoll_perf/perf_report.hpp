@@ -290,6 +290,7 @@ inline nlohmann::ordered_json to_json_value(const Report& rep) {
   opts["timeout_ms"] = o.timeout_ms ? json(*o.timeout_ms) : json(nullptr);
   opts["tuning"] = o.tuning_path.empty() ? json(nullptr) : json(o.tuning_path);
   opts["tune"] = o.tune_path.empty() ? json(nullptr) : json(o.tune_path);
+  opts["interleave"] = o.interleave;
   opts["protocol"] = o.protocol.empty() ? json(nullptr) : json(o.protocol);
   opts["window"] = o.window;
   opts["in_band_agreement_bytes"] =

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -176,17 +177,36 @@ Timed time_block(const SweepSpec& spec, RankCollective& coll, Control& control,
 
 }  // namespace
 
+namespace {
+
+// The element count a sweep's size runs with (0: none): reduce-scatter and all-gather take a
+// whole number of blocks (nccl-tests rounds down too).
+std::uint64_t sweep_count(const SweepSpec& spec, std::uint64_t size, int nranks) {
+  std::uint64_t count = elements_for(size, spec.dtype);
+  if (ccoll::plan::has_blocks(spec.call.collective))
+    count = count / static_cast<std::uint64_t>(nranks) * static_cast<std::uint64_t>(nranks);
+  return count;
+}
+
+Row sweep_row(const SweepSpec& spec, const Control& control, std::uint64_t count,
+              const Timed& best) {
+  const int nactive =
+      spec.active.empty()
+          ? control.nranks()
+          : static_cast<int>(std::count(spec.active.begin(), spec.active.end(), true));
+  return make_row(spec.transport, spec.algo, nactive, count * ccoll::size_of(spec.dtype), count,
+                  spec.dtype, spec.op, best.time_s, best.wrong, spec.call.collective);
+}
+
+}  // namespace
+
 void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
                const RankBuffers& buffers, const std::function<void(const Row&)>& on_row,
                const PairedPeer* peer) {
   const std::size_t elem = ccoll::size_of(spec.dtype);
   const int rounds = std::max(1, spec.rounds);
   for (const std::uint64_t size : spec.sizes) {
-    std::uint64_t count = elements_for(size, spec.dtype);
-    // Reduce-scatter and all-gather: a whole number of blocks (nccl-tests rounds down too).
-    if (ccoll::plan::has_blocks(spec.call.collective))
-      count = count / static_cast<std::uint64_t>(control.nranks()) *
-              static_cast<std::uint64_t>(control.nranks());
+    const std::uint64_t count = sweep_count(spec, size, control.nranks());
     if (count == 0) continue;
     // Each round times the peer, then ours, back to back; the best round of each is kept, so
     // that a burst of load from other jobs hits both or is discarded from both.
@@ -203,12 +223,7 @@ void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
       if (last) best.wrong = t.wrong;
     }
     if (control.rank() != 0) continue;
-    const int nactive =
-        spec.active.empty()
-            ? control.nranks()
-            : static_cast<int>(std::count(spec.active.begin(), spec.active.end(), true));
-    Row row = make_row(spec.transport, spec.algo, nactive, count * elem, count, spec.dtype, spec.op,
-                       best.time_s, best.wrong, spec.call.collective);
+    Row row = sweep_row(spec, control, count, best);
     if (peer != nullptr) {
       Row peer_row =
           make_row(peer->transport, peer->algo, control.nranks(), count * elem, count, spec.dtype,
@@ -220,6 +235,61 @@ void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
     }
     on_row(row);
   }
+}
+
+void run_interleaved_sweep(const std::vector<InterleavedCollective>& runs, Control& control,
+                           const std::function<void(std::size_t, const Row&)>& on_row) {
+  if (runs.empty()) return;
+  const SweepSpec& first = runs.front().spec;
+  const int rounds = std::max(1, first.rounds);
+  for (const std::uint64_t size : first.sizes) {
+    const std::uint64_t count = sweep_count(first, size, control.nranks());
+    if (count == 0) continue;
+    std::vector<Timed> best(runs.size());
+    for (int r = 0; r < rounds; ++r) {
+      const bool last = r == rounds - 1;
+      for (std::size_t i = 0; i < runs.size(); ++i) {
+        const SweepSpec& spec = runs[i].spec;
+        const Timed t =
+            time_block(spec, *runs[i].coll, control, *runs[i].buffers, count, spec.check && last);
+        if (r == 0 || t.time_s < best[i].time_s) best[i].time_s = t.time_s;
+        if (last) best[i].wrong = t.wrong;
+      }
+    }
+    if (control.rank() != 0) continue;
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      on_row(i, sweep_row(runs[i].spec, control, count, best[i]));
+  }
+}
+
+void run_threads_interleaved(const std::vector<SweepSpec>& specs,
+                             const std::vector<Collective*>& colls, int nranks,
+                             const std::function<void(std::size_t, const Row&)>& on_row,
+                             const std::function<void(int, const std::string&)>& on_error) {
+  if (specs.empty()) return;
+  const std::uint64_t max_elems = max_count(specs.front().sizes, specs.front().dtype);
+  ThreadsShared shared(nranks);
+  auto body = [&](int rank) {
+    try {
+      const SweepSpec& first = specs.front();
+      RankBuffers buffers(max_elems, first.dtype, first.op, rank, nranks, first.check);
+      if (!first.active.empty()) buffers.expect(first.active);
+      std::vector<std::unique_ptr<RankCollective>> views;
+      std::vector<InterleavedCollective> runs;
+      for (std::size_t i = 0; i < specs.size(); ++i) {
+        views.push_back(colls[i]->rank(rank));
+        runs.push_back(InterleavedCollective{specs[i], views.back().get(), &buffers});
+      }
+      ThreadsControl control(shared, rank);
+      run_interleaved_sweep(runs, control, on_row);
+    } catch (const std::exception& e) {
+      on_error(rank, e.what());
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int r = 1; r < nranks; ++r) threads.emplace_back(body, r);
+  body(0);
+  for (auto& t : threads) t.join();
 }
 
 void run_threads_sweep(const SweepSpec& spec, Collective& coll, int nranks,

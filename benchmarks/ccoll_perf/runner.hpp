@@ -127,6 +127,22 @@ void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
                const RankBuffers& buffers, const std::function<void(const Row&)>& on_row,
                const PairedPeer* peer = nullptr);
 
+// One of several collectives timed in turn (run_interleaved_sweep): its sweep (the sizes, rounds
+// and data of the first one's are used for all), this rank's view and buffers.
+struct InterleavedCollective {
+  SweepSpec spec;
+  RankCollective* coll = nullptr;
+  const RankBuffers* buffers = nullptr;
+};
+
+// Several collectives timed in turn at each size (--interleave, --tune): every round times each
+// once, in order, and each keeps its best round, so that a change of the machine's state (a
+// burst of other work, where the scheduler placed the ranks) hits all of them or is discarded
+// from all, instead of favouring whichever ran when the machine was quiet. Rank 0 gets each
+// finished row with the index of its collective.
+void run_interleaved_sweep(const std::vector<InterleavedCollective>& runs, Control& control,
+                           const std::function<void(std::size_t, const Row&)>& on_row);
+
 // Largest element count of the sweep.
 std::uint64_t max_count(const std::vector<std::uint64_t>& sizes, ccoll::DataType d);
 
@@ -164,5 +180,11 @@ std::unique_ptr<Collective> make_collective(std::string_view transport,
 void run_threads_sweep(const SweepSpec& spec, Collective& coll, int nranks,
                        const std::function<void(const Row&)>& on_row,
                        const std::function<void(int, const std::string&)>& on_error);
+
+// The same for several collectives timed in turn (run_interleaved_sweep) on `nranks` threads.
+void run_threads_interleaved(const std::vector<SweepSpec>& specs,
+                             const std::vector<Collective*>& colls, int nranks,
+                             const std::function<void(std::size_t, const Row&)>& on_row,
+                             const std::function<void(int, const std::string&)>& on_error);
 
 }  // namespace ccoll_perf

@@ -35,6 +35,7 @@
 #include "ccoll/core/op.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/runtime/layer_readiness.hpp"
+#include "ccoll/runtime/local_ranks.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/schedule/pipelined.hpp"
 #include "ccoll/transport/concept.hpp"
@@ -95,24 +96,9 @@ class Allreduce {
   Allreduce& operator=(const Allreduce&) = delete;
 
   // The handle of local rank r (threads: 0..nranks-1; a process: its own rank).
-  Rank rank(int r) {
-    for (int local : exec_.local_ranks())
-      if (local == r) return Rank(&exec_, r);
-    std::string locals;
-    for (int local : exec_.local_ranks())
-      locals += (locals.empty() ? "" : ", ") + std::to_string(local);
-    throw_invalid_argument(r, "rank", "a rank of this process (" + locals + ")", std::to_string(r));
-  }
-  // This process's rank, for transports that host one rank per process (SharedMemory).
-  int rank() const {
-    const auto locals = exec_.local_ranks();
-    if (locals.size() != 1)
-      throw_invalid_argument(
-          -1, "rank",
-          "rank(r): this transport hosts " + std::to_string(locals.size()) + " ranks per process",
-          "rank()");
-    return locals[0];
-  }
+  Rank rank(int r) { return Rank(&exec_, runtime::hosted_rank(exec_, r)); }
+  // This process's rank, for transports that host one rank per process.
+  int rank() const { return runtime::sole_rank(exec_); }
   // A call by this process's rank (transports with one rank per process).
   void run(const void* sendbuff, void* recvbuff, std::size_t count, DataType dtype, ReduceOp op) {
     exec_.run(rank(), sendbuff, recvbuff, count, dtype, op);

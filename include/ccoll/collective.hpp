@@ -39,6 +39,7 @@
 #include "ccoll/plan/collective.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/runtime/call_args.hpp"
+#include "ccoll/runtime/local_ranks.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/schedule/pipelined.hpp"
 #include "ccoll/transport/concept.hpp"
@@ -119,21 +120,9 @@ requires(C != plan::Collective::allreduce) &&
   Collective& operator=(const Collective&) = delete;
 
   // The handle of local rank r (threads: 0..nranks-1; a process: its own rank).
-  Rank rank(int r) {
-    for (int local : exec_.local_ranks())
-      if (local == r) return Rank(&exec_, r);
-    throw_invalid_argument(r, "rank", "a rank this process hosts", std::to_string(r));
-  }
+  Rank rank(int r) { return Rank(&exec_, runtime::hosted_rank(exec_, r)); }
   // This process's rank, for transports that host one rank per process.
-  int rank() const {
-    const auto locals = exec_.local_ranks();
-    if (locals.size() != 1)
-      throw_invalid_argument(
-          -1, "rank",
-          "rank(r): this transport hosts " + std::to_string(locals.size()) + " ranks per process",
-          "rank()");
-    return locals[0];
-  }
+  int rank() const { return runtime::sole_rank(exec_); }
   // A call by this process's rank (transports with one rank per process); the arguments are those
   // of Rank::run.
   template <class... A>

@@ -136,33 +136,35 @@ inline std::vector<std::vector<Rank>> rooted_double_binary_trees(Rank nranks, Ra
   return out;
 }
 
+// Broadcast or reduce over the two binary trees from the root, one each way round the ranks.
+inline Plan build_rooted_binary_trees(const PlanRequest& req, Collective coll) {
+  check_root(req);
+  return build_rooted_trees(
+      req, coll,
+      {rooted_binary_tree(req.nranks, req.root, 1), rooted_binary_tree(req.nranks, req.root, -1)},
+      "tree", 1);
+}
+
+// Broadcast or reduce over the double binary tree under the root.
+inline Plan build_rooted_double_binary_trees(const PlanRequest& req, Collective coll) {
+  check_root(req);
+  return build_rooted_trees(req, coll, rooted_double_binary_trees(req.nranks, req.root), "dbtree",
+                            2);
+}
+
 }  // namespace detail
 
 inline Plan build_tree_broadcast(const PlanRequest& req) {
-  detail::check_root(req);
-  return detail::build_rooted_trees(req, Collective::broadcast,
-                                    {detail::rooted_binary_tree(req.nranks, req.root, 1),
-                                     detail::rooted_binary_tree(req.nranks, req.root, -1)},
-                                    "tree", 1);
+  return detail::build_rooted_binary_trees(req, Collective::broadcast);
 }
 inline Plan build_tree_reduce(const PlanRequest& req) {
-  detail::check_root(req);
-  return detail::build_rooted_trees(req, Collective::reduce,
-                                    {detail::rooted_binary_tree(req.nranks, req.root, 1),
-                                     detail::rooted_binary_tree(req.nranks, req.root, -1)},
-                                    "tree", 1);
+  return detail::build_rooted_binary_trees(req, Collective::reduce);
 }
 inline Plan build_dbtree_broadcast(const PlanRequest& req) {
-  detail::check_root(req);
-  return detail::build_rooted_trees(req, Collective::broadcast,
-                                    detail::rooted_double_binary_trees(req.nranks, req.root),
-                                    "dbtree", 2);
+  return detail::build_rooted_double_binary_trees(req, Collective::broadcast);
 }
 inline Plan build_dbtree_reduce(const PlanRequest& req) {
-  detail::check_root(req);
-  return detail::build_rooted_trees(req, Collective::reduce,
-                                    detail::rooted_double_binary_trees(req.nranks, req.root),
-                                    "dbtree", 2);
+  return detail::build_rooted_double_binary_trees(req, Collective::reduce);
 }
 
 }  // namespace ccoll::plan
