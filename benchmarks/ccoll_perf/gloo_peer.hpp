@@ -1,4 +1,6 @@
-// ccoll_perf/gloo_peer.hpp: Gloo's allreduce as a RankCollective (--peer gloo).
+// ccoll_perf/gloo_peer.hpp: Gloo's collectives as a RankCollective (--peer gloo): gloo::allreduce,
+// gloo::allgather, gloo::broadcast, gloo::reduce, and gloo::ReduceScatterHalvingDoubling for
+// reduce-scatter (-C).
 //
 // The ranks are the MPI processes of mpirun: Gloo's context takes rank and size from
 // MPI_COMM_WORLD, and each rank's TCP pair addresses are exchanged with one MPI_Alltoall (what
@@ -22,11 +24,15 @@ namespace ccoll_perf {
 #if CCOLL_HAVE_GLOO
 // Connects this MPI process to every other one over `iface`; collective over MPI_COMM_WORLD.
 // `timeout`: Gloo's per-operation timeout (unset: Gloo's default). Throws on failure.
-std::unique_ptr<RankCollective> make_gloo_allreduce(
-    const std::string& iface, std::optional<std::chrono::milliseconds> timeout);
+std::unique_ptr<RankCollective> make_gloo_peer(const std::string& iface,
+                                               std::optional<std::chrono::milliseconds> timeout,
+                                               const CollectiveCall& call);
 
-// For the output header: the package, and the algorithm gloo::allreduce runs.
-std::string gloo_description();
+// The Gloo function that serves collective `c` (the peer's algo column).
+std::string gloo_function_name(ccoll::plan::Collective c);
+
+// For the output header: the package, and what the peer runs for collective `c`.
+std::string gloo_description(ccoll::plan::Collective c);
 #endif
 
 }  // namespace ccoll_perf

@@ -339,9 +339,9 @@ PeerRun make_peer(const Options& o) {
   if (o.peer == Peer::gloo) {
     std::optional<std::chrono::milliseconds> timeout;
     if (o.timeout_ms) timeout = std::chrono::milliseconds(*o.timeout_ms);
-    p.coll = make_gloo_allreduce(o.gloo_iface, timeout);
+    p.coll = make_gloo_peer(o.gloo_iface, timeout, CollectiveCall{o.collective, o.root});
     p.transport = "gloo";
-    p.algo = "gloo::allreduce";
+    p.algo = gloo_function_name(o.collective);
   }
 #endif
   if (o.peer != Peer::none && !p.coll) {
@@ -533,7 +533,7 @@ std::string peer_description(const Options& o) {
       return "; peer: " + mpi_library_version() + "'s " + mpi_function_name(o.collective);
     case Peer::gloo:
 #if CCOLL_HAVE_GLOO
-      return "; peer: " + gloo_description() + " on interface " + o.gloo_iface;
+      return "; peer: " + gloo_description(o.collective) + " on interface " + o.gloo_iface;
 #else
       break;
 #endif

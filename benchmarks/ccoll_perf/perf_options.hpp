@@ -301,7 +301,7 @@ inline std::string usage_text() {
                           output; busbw factors 2(P-1)/P, (P-1)/P, (P-1)/P, 1, 1); the others
                           run on --transport threads, shm, mpi and mpi-hybrid with -a ring
                           (rings and chains), direct, and for broadcast and reduce tree and
-                          dbtree (the default: all of them), --peer mpi; default allreduce
+                          dbtree (the default: all of them), --peer mpi or gloo; default allreduce
       --root R            broadcast and reduce: the root rank, default 0
   -t, --nranks P          ranks (threads or processes), default 4, or with --topology the ranks
                           the algorithms were planned for; under mpirun: the world size
@@ -667,9 +667,10 @@ inline Options parse_args(const std::vector<std::string>& args) {
     if (is_device(o.transport))
       throw UsageError("-C " + c + ": not on --transport " + o.transport +
                        " yet (threads, shm, mpi and mpi-hybrid run it)");
-    if (o.peer != Peer::none && o.peer != Peer::mpi)
-      throw UsageError("-C " + c + ": --peer " + std::string(to_string(o.peer)) +
-                       " runs allreduce only; the peer of the other collectives is mpi");
+    if (o.peer == Peer::nccl)
+      throw UsageError("-C " + c +
+                       ": --peer nccl runs allreduce only; the peers of the other collectives are "
+                       "mpi and gloo");
     if (o.window) throw UsageError("-C " + c + ": --window runs allreduce only (the others stage)");
     if (!o.topology.empty()) throw UsageError("-C " + c + ": --topology plans allreduce only");
   }

@@ -10,6 +10,8 @@ tol = float(sys.argv[2]) if len(sys.argv) > 2 else 0.05
 times = collections.defaultdict(dict)  # (collective, P) -> {size: {candidate: us}}
 for path in sorted(glob.glob(f"{out}/*.json")):
     d = json.load(open(path))
+    if "results" not in d:  # the tuning table
+        continue
     ll = d["options"].get("protocol") == "ll"
     for r in d["results"]:
         if r.get("wrong", 0) > 0 or r.get("paired_with"):

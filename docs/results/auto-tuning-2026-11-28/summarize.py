@@ -19,6 +19,8 @@ for path in sorted(glob.glob(f"{out}/*.json")):
     if name.endswith("-mpi"):
         continue
     d = json.load(open(path))
+    if "results" not in d:  # the tuning table
+        continue
     by_size = collections.defaultdict(dict)
     wrong = 0
     for r in d["results"]:

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # auto (the default table) against every registered algorithm that plans the collective, in the
-# same run: staged and windowed buffers (allreduce), every collective staged, P = 2, 3, 4, 8 B to
+# same run (interleaved: every algorithm once per round at each size): staged and windowed buffers (allreduce), every collective staged, P = 2, 3, 4, 8 B to
 # 64 MiB; and auto against Open MPI from 1 MiB on staged buffers (mpirun, alternating blocks).
 #   docs/results/auto-tuning-2026-11-28/verify.sh BUILD_DIR OUT_DIR
 set -euo pipefail
 build=$1 out=$2
 mkdir -p "$out"
 perf="$build/benchmarks/ccoll_perf"
-common=(--transport shm -f 2 -n 20 -w 5 -r 5 -m 0)
+common=(--transport shm -f 2 -n 10 -w 3 -r 5 -m 0 --interleave 1)
 for p in 2 3 4; do
   stdbuf -oL "$perf" "${common[@]}" -t "$p" -a auto,oneshot,recdoubling,ring,dbtree,tree,direct \
     -b 8 -e 64M --json "$out/allreduce-p$p-staged.json" >"$out/allreduce-p$p-staged.txt"
