@@ -62,9 +62,14 @@ std::string run_both(const algo::AlgorithmSpec& spec, int p, int r, const std::s
   std::vector<float> results[2];
   const char* protocols[2] = {"simple", "ll"};
   for (int k = 0; k < 2; ++k) {
-    // Simple with half the slot bytes runs the same plans (the same payload per slot).
+    // Simple with half the slot bytes runs the same plans (the same payload per slot), except
+    // where `auto` chose a LowLatency plan itself: that one is chunked for half slots already, and
+    // forced to Simple it keeps its chunks.
     Config c = shm_config(p, r, session + protocols[k], protocols[k]);
-    if (k == 0) c.slot_bytes /= 2;
+    const bool chunked_for_ll =
+        spec.algorithm.name == "auto" &&
+        algo::BySize{}.choose(p, 777 * sizeof(float)).protocol == protocol::Id::low_latency;
+    if (k == 0 && !chunked_for_ll) c.slot_bytes /= 2;
     Allreduce<transport::SharedMemory, algo::Registered, S> ar(
         c, algo::make_algorithm(spec.algorithm, req));
     if (k == 1) {
