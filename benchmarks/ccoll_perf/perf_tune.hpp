@@ -33,7 +33,7 @@ inline ccoll::algo::TuningTable read_tune_base(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   try {
-    const ccoll::algo::TuningTable t = ccoll::algo::tuning_table_from_json(text.str());
+    ccoll::algo::TuningTable t = ccoll::algo::tuning_table_from_json(text.str());
     (void)ccoll::algo::BySize(t);  // its rules name algorithms that can be chosen
     return t;
   } catch (const std::exception& e) {

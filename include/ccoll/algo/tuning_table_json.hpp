@@ -82,7 +82,11 @@ inline TuningTable tuning_table_from_json(const std::string& text) {
           rule.collective = c;
           known = true;
         }
-      if (!known) bad(key + ".collective", expected + ", got \"" + name + "\"");
+      if (!known) {
+        std::string got = expected;
+        got.append(", got \"").append(name).append("\"");
+        bad(key + ".collective", got);
+      }
     }
     t.rules.push_back(rule);
   }
