@@ -118,12 +118,13 @@ TEST_CASE("reduce: chain, direct, tree, dbtree, P = 1..10 and 13, every dtype an
 }
 
 TEST_CASE("collectives: auto, from the default table and from one that switches plans by size") {
-  // Counts on both sides of the default table's thresholds at P <= 5.
-  const std::vector<std::uint64_t> counts{1, 65, 1000, 20000};
-  check_sizes<ReduceScatter, algo::BySize>({1, 2, 3, 4, 5}, counts, false);
-  check_sizes<AllGather, algo::BySize>({1, 2, 3, 4, 5}, counts, false);
-  check_sizes<Broadcast, algo::BySize>({1, 2, 3, 4, 5}, counts, false);
-  check_sizes<Reduce, algo::BySize>({1, 2, 3, 4, 5}, counts, false);
+  // The default table: small and large counts at measured (2, 3) and other (1, 5) rank counts;
+  // the thresholds themselves are crossed by the table below.
+  const std::vector<std::uint64_t> counts{1, 20000};
+  check_sizes<ReduceScatter, algo::BySize>({1, 2, 3, 5}, counts, false);
+  check_sizes<AllGather, algo::BySize>({1, 2, 3, 5}, counts, false);
+  check_sizes<Broadcast, algo::BySize>({1, 2, 3, 5}, counts, false);
+  check_sizes<Reduce, algo::BySize>({1, 2, 3, 5}, counts, false);
   // Every plan kind of every collective in one object per collective: the communicator's
   // connections cover the plans of every size (by_size.hpp).
   using C = plan::Collective;
