@@ -826,10 +826,8 @@ namespace {
 // One algorithm's sweep through the code that `ccoll_perf` runs on threads: make_collective
 // (Allreduce<HostThreads, algo::Registered, S>, one rank view per thread), the plan's active ranks
 // and run_threads_sweep, with ccoll_perf's own inputs and check. Returns the rows.
-std::vector<Row> threads_rows(const Options& o, const Prepared& p, const PreparedAlgorithm& algo) {
-  auto coll = make_collective("threads", algo, make_config(o, -1, p.nranks, ""),
-                              CollectiveCall{o.collective, o.root});
-  CHECK(coll->name().find("threads/" + algo.logical.name + "/") == 0);
+// The sweep of `algo` on threads as ccoll_perf makes it from `o`, results checked.
+SweepSpec threads_spec(const Options& o, const Prepared& p, const PreparedAlgorithm& algo) {
   SweepSpec spec;
   spec.call = CollectiveCall{o.collective, o.root};
   spec.transport = "threads";
@@ -839,8 +837,17 @@ std::vector<Row> threads_rows(const Options& o, const Prepared& p, const Prepare
   spec.op = o.op;
   spec.iters = o.iters;
   spec.warmup = o.warmup;
+  spec.rounds = o.rounds;
   spec.check = true;
   spec.active = active_ranks(algo.logical, p.nranks, algo.spec.overlap);
+  return spec;
+}
+
+std::vector<Row> threads_rows(const Options& o, const Prepared& p, const PreparedAlgorithm& algo) {
+  auto coll = make_collective("threads", algo, make_config(o, -1, p.nranks, ""),
+                              CollectiveCall{o.collective, o.root});
+  CHECK(coll->name().find("threads/" + algo.logical.name + "/") == 0);
+  const SweepSpec spec = threads_spec(o, p, algo);
   std::mutex m;
   std::vector<Row> rows;
   run_threads_sweep(
@@ -1185,15 +1192,7 @@ TEST_CASE("--tune FILE: its candidates, its usage errors, and the table a run wr
       colls.push_back(make_collective("threads", algo, make_config(io, -1, 3, ""),
                                       CollectiveCall{io.collective, io.root}));
       pointers.push_back(colls.back().get());
-      SweepSpec spec;
-      spec.call = CollectiveCall{io.collective, io.root};
-      spec.transport = "threads";
-      spec.algo = algo.name;
-      spec.sizes = size_sweep(io.min_bytes, io.max_bytes, io.step_factor);
-      spec.iters = io.iters;
-      spec.warmup = io.warmup;
-      spec.rounds = io.rounds;
-      specs.push_back(spec);
+      specs.push_back(threads_spec(io, ip, algo));
     }
     std::mutex m;
     std::vector<std::pair<std::size_t, Row>> got;
