@@ -769,10 +769,12 @@ TEST_CASE("-a auto --tuning FILE: the table's algorithms by size; bad files are 
   req.count = 257;
   CHECK(p.algos[0].logical.build(req).algorithm.rfind("dbtree", 0) == 0);
   CHECK(prepare_algorithms(parse({"-a", "auto", "-t", "3"})).algos[0].logical.name == "auto");
-  // On a GPU ring the table's double binary tree joins GPUs two apart: relays, as the registry's
-  // entries get them.
-  CHECK(prepare_algorithms(parse({"-a", "auto", "--topology", "ring:4", "--tuning", good.string()}))
-            .nranks > 4);
+  // On a GPU ring the table's double binary tree joins GPUs two apart: relays, run inside the
+  // ranks on their GPUs as the registry's entries' are.
+  const Prepared tuned_ring =
+      prepare_algorithms(parse({"-a", "auto", "--topology", "ring:4", "--tuning", good.string()}));
+  CHECK(tuned_ring.nranks == 4);
+  CHECK(tuned_ring.algos[0].logical.hosted_relays > 0);
   const auto bad = dir / ("ccoll_perf_tuning_bad." + std::to_string(::getpid()) + ".json");
   {
     std::ofstream f(bad);
@@ -888,20 +890,37 @@ TEST_CASE("ccoll_perf's threads path runs the forest on dgx1v with no wrong elem
   CHECK_THROWS(coll->rank(8));
 }
 
-// dbtree on a ring of four GPUs has two relay ranks (algo/relay_routing.hpp): they contribute no
-// input and receive no result, so the check covers the four GPUs' ranks and the bus bandwidth
-// counts four.
-TEST_CASE("ccoll_perf on a GPU-only graph: relay ranks are neither checked nor counted") {
-  const Options o = parse({"-a", "dbtree", "--topology", "ring:4", "-b", "8", "-e", "64K", "-f",
-                           "32", "-n", "2", "-w", "1", "-m", "0"});
-  const Prepared p = prepare_algorithms(o);
-  REQUIRE(p.nranks == 6);
-  const auto active = active_ranks(p.algos[0].logical, p.nranks, p.algos[0].spec.overlap);
-  CHECK(active == std::vector<bool>{true, true, true, true, false, false});
-  for (const Row& r : threads_rows(o, p, p.algos[0])) {
-    CAPTURE(r.bytes);
-    CHECK(r.nranks == 4);
-    CHECK(r.wrong == 0);
+// GPU-only graphs: the ranks are the GPUs (-t = their count), the relays that dbtree's detours
+// and the rings' gaps need run inside the ranks on their GPUs (algo::host_relays), and every
+// rank's result is checked.
+TEST_CASE("ccoll_perf on GPU-only graphs: -t is the GPU count, relays run inside ranks") {
+  for (const auto& [topology, gpus] :
+       std::vector<std::pair<std::string, int>>{{"ring:4", 4}, {"torus:4x4", 16}}) {
+    CAPTURE(topology);
+    const Options o = parse({"-t",         std::to_string(gpus),
+                             "-a",         "ring,dbtree,forest",
+                             "--topology", topology,
+                             "-b",         "8",
+                             "-e",         gpus > 4 ? "4K" : "64K",
+                             "-f",         "32",
+                             "-n",         "2",
+                             "-w",         "1",
+                             "-m",         "0",
+                             "-c",         "1"});
+    const Prepared p = prepare_algorithms(o);
+    REQUIRE(p.nranks == gpus);
+    for (const PreparedAlgorithm& algo : p.algos) {
+      CAPTURE(algo.name);
+      CHECK(active_ranks(algo.logical, p.nranks, algo.spec.overlap) ==
+            std::vector<bool>(static_cast<std::size_t>(gpus), true));
+      for (const Row& r : threads_rows(o, p, algo)) {
+        CAPTURE(r.bytes);
+        CHECK(r.nranks == gpus);
+        CHECK(r.wrong == 0);
+      }
+    }
+    // dbtree's detours are there, inside ranks.
+    CHECK(p.algos[1].logical.hosted_relays > 0);
   }
 }
 

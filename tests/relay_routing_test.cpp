@@ -27,9 +27,12 @@ using namespace ccoll;
 
 namespace {
 
-algo::Registered make(const std::string& name, const physical::PhysicalTopology& t) {
+// `host`: relays run inside the ranks on their GPUs (the default); false: ranks of their own.
+algo::Registered make(const std::string& name, const physical::PhysicalTopology& t,
+                      bool host = true) {
   algo::AlgorithmRequest req;
   req.topology = &t;
+  req.host_relays = host;
   return algo::make_algorithm(algo::find_algorithm(name).algorithm, req);
 }
 
@@ -52,10 +55,11 @@ void check_routable(const plan::Plan& p, const std::vector<int>& rank_node,
 // Plans `name` on `t` through the registry, checks the ranks, routes and verifier, simulates it
 // and runs it on host threads (float sum, several chunk counts).
 void plan_verify_run(const std::string& name, const physical::PhysicalTopology& t,
-                     std::size_t count = 1000) {
+                     std::size_t count = 1000, bool host = true) {
   CAPTURE(name);
   CAPTURE(t.name);
-  const auto reg = make(name, t);
+  CAPTURE(host);
+  const auto reg = make(name, t, host);
   REQUIRE(reg.nranks() == static_cast<int>(reg.rank_node().size()));
   plan::PlanRequest req;
   req.nranks = reg.nranks();
@@ -91,8 +95,21 @@ physical::PhysicalTopology random_gpu_graph(int n, int extra, std::uint32_t seed
   return t;
 }
 
+// Ranks beyond the active GPUs: relays that run as ranks of their own.
 int relay_ranks(const algo::Registered& reg, const physical::PhysicalTopology& t) {
   return reg.nranks() - static_cast<int>(t.active_nodes().size());
+}
+
+// On a graph of GPUs that all take part, every relay runs inside a rank: the plan needs one rank
+// per GPU (ccoll_perf -t <GPUs>), whatever it forwards.
+void check_one_rank_per_gpu(const std::string& name, const physical::PhysicalTopology& t) {
+  CAPTURE(name);
+  CAPTURE(t.name);
+  const auto reg = make(name, t);
+  CHECK(reg.nranks() == static_cast<int>(t.gpus().size()));
+  CHECK(relay_ranks(reg, t) == 0);
+  // The same relays as ranks of their own: as many more ranks as there are hosted relays.
+  CHECK(relay_ranks(make(name, t, false), t) == reg.hosted_relays);
 }
 
 }  // namespace
@@ -100,20 +117,33 @@ int relay_ranks(const algo::Registered& reg, const physical::PhysicalTopology& t
 TEST_CASE("a ring of four GPUs: every algorithm plans, verifies and runs, relays where needed") {
   const auto t = physical::gpu_ring(4);
   for (const char* name : {"ring", "dbtree", "forest", "tree", "direct", "ps", "oneshot",
-                           "recdoubling", "auto", "ring-phased", "dbtree-overlap"})
+                           "recdoubling", "auto", "ring-phased", "dbtree-overlap"}) {
     plan_verify_run(name, t);
+    check_one_rank_per_gpu(name, t);
+  }
+  // Relays as ranks of their own still plan and run (AlgorithmRequest::host_relays = false).
+  for (const char* name : {"dbtree", "direct"}) plan_verify_run(name, t, 1000, false);
   // The ring follows the physical ring: no relay; every rank of the direct plan talks to both
-  // others, and each of the two diagonals (both ways) goes through one GPU.
-  CHECK(relay_ranks(make("ring", t), t) == 0);
-  CHECK(relay_ranks(make("direct", t), t) == 4);
-  CHECK(relay_ranks(make("forest", t), t) == 0);
+  // others, and each of the two diagonals (both ways) goes through one GPU, whose rank forwards.
+  CHECK(make("ring", t).hosted_relays == 0);
+  CHECK(make("direct", t).hosted_relays == 4);
+  CHECK(relay_ranks(make("direct", t, false), t) == 4);
+  CHECK(make("forest", t).hosted_relays == 0);
+  // The issue's case: dbtree on the 4-ring planned 6 ranks for 4 GPUs.
+  CHECK(make("dbtree", t).nranks() == 4);
+  CHECK(make("dbtree", t, false).nranks() == 6);
 }
 
 TEST_CASE("4 x 4 torus: ring, dbtree and forest") {
   const auto t = physical::torus({4, 4});
   CHECK(t.gpus().size() == 16);
   CHECK(t.links.size() == 64);  // 32 cables, each way
-  for (const char* name : {"ring", "dbtree", "forest"}) plan_verify_run(name, t, 4096);
+  for (const char* name : {"ring", "dbtree", "forest"}) {
+    plan_verify_run(name, t, 4096);
+    check_one_rank_per_gpu(name, t);
+  }
+  // dbtree's detours: 24 relay ranks of their own (40 ranks for 16 GPUs) without placement.
+  CHECK(make("dbtree", t, false).nranks() == 40);
   // A torus has Hamiltonian cycles: the ring follows one and needs no relay.
   const auto ring = make("ring", t);
   CHECK(relay_ranks(ring, t) == 0);
@@ -126,7 +156,10 @@ TEST_CASE("100 random connected GPU-only graphs of 4-12 nodes: ring, dbtree, for
   for (std::uint32_t seed = 1; seed <= 100; ++seed) {
     const int n = 4 + static_cast<int>(seed % 9);
     const auto t = random_gpu_graph(n, static_cast<int>(seed % 4), seed);
-    for (const char* name : {"ring", "dbtree", "forest"}) plan_verify_run(name, t, 257);
+    for (const char* name : {"ring", "dbtree", "forest"}) {
+      plan_verify_run(name, t, 257);
+      check_one_rank_per_gpu(name, t);
+    }
   }
 }
 
@@ -141,7 +174,7 @@ TEST_CASE("presets for the systems users have: ring, dbtree and forest") {
 TEST_CASE("route_through_relays: chains, message order, loads and clear errors") {
   const auto t = physical::gpu_ring(6);
   // direct: every pair; pairs 2 or 3 apart on a 6-ring need 1 or 2 relays.
-  const auto reg = make("direct", t);
+  const auto reg = make("direct", t, false);  // relays as ranks, to read their programs
   plan::PlanRequest req;
   req.nranks = reg.nranks();
   req.count = 600;
@@ -205,7 +238,9 @@ TEST_CASE("graphs with switches keep their plans: no relay where routes exist") 
                     (*std::any_cast<std::shared_ptr<const algo::DetourTrees>>(&reg.details()))
                         ->detours.size())
               : 0;
-      CHECK(relay_ranks(reg, t) == detours);
+      CHECK(relay_ranks(reg, t) == 0);
+      CHECK(reg.hosted_relays == detours);
+      CHECK(relay_ranks(make(algo, t, false), t) == detours);
     }
   }
 }

@@ -68,8 +68,9 @@ inline ccoll::algo::Registered tuned_by_size(const std::string& path,
   ccoll::algo::Registered logical(
       policy.name, [policy](const ccoll::plan::PlanRequest& r) { return policy.build(r); }, n,
       std::move(nodes), policy);
-  // Relays where the graph needs them, as make_algorithm adds them to the registry's entries.
-  return req.topology == nullptr ? logical : ccoll::algo::with_relays(logical, *req.topology);
+  // Relays where the graph needs them, placed as make_algorithm places the registry's entries'.
+  return req.topology == nullptr ? logical
+                                 : ccoll::algo::on_graph(logical, *req.topology, req.host_relays);
 }
 
 // -a NAME+ll: the algorithm's plans in the LowLatency protocol, as a one-rule tuning table for

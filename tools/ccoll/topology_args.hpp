@@ -357,6 +357,7 @@ struct Built {
   plan::Plan plan;
   std::vector<int> rank_node;  // network node of each rank
   std::vector<std::string> rank_id;
+  int hosted_relays = 0;  // relay ranks whose programs run in the ranks on their GPUs
   std::vector<TreeOut> trees;
   std::vector<std::vector<std::string>> rings;
   std::optional<forest::PackedForest> forest;  // the forest the plan was built from
@@ -421,24 +422,28 @@ inline algo::Registered make_registered(const Options& o, const Setup& s,
   return algo::make_algorithm(spec.algorithm, ar);  // copies what it keeps of the topology
 }
 
+// `ids`: the name of each rank the parents index (the plan's ranks when null).
 inline void add_parent_tree(Built& b, plan::Rank root, const std::vector<plan::Rank>& parent,
-                            const char* phase, double share) {
+                            const char* phase, double share,
+                            const std::vector<std::string>* ids = nullptr) {
+  const std::vector<std::string>& rank_id = ids != nullptr ? *ids : b.rank_id;
   TreeOut t;
-  t.root = b.rank_id[static_cast<std::size_t>(root)];
+  t.root = rank_id[static_cast<std::size_t>(root)];
   t.phase = phase;
   t.share = share;
   const bool reduce = std::string(phase) == "reduce";
   for (std::size_t r = 0; r < parent.size(); ++r) {
     if (parent[r] < 0) continue;
-    const auto& child = b.rank_id[r];
-    const auto& par = b.rank_id[static_cast<std::size_t>(parent[r])];
+    const auto& child = rank_id[r];
+    const auto& par = rank_id[static_cast<std::size_t>(parent[r])];
     t.edges.emplace_back(reduce ? child : par, reduce ? par : child);
   }
   b.trees.push_back(std::move(t));
 }
 
 // The trees (or rings) of the plan just built, for the report.
-inline void add_report(Built& b, const algo::Registered& reg, const plan::PlanRequest& req) {
+inline void add_report(Built& b, const algo::Registered& reg, const plan::PlanRequest& req,
+                       const physical::PhysicalTopology* graph) {
   const plan::Rank P = req.nranks;
   const std::string& algo = reg.name;
   if (const auto* e = std::any_cast<std::shared_ptr<const algo::EmbeddedRings>>(&reg.details())) {
@@ -451,9 +456,15 @@ inline void add_report(Built& b, const algo::Registered& reg, const plan::PlanRe
       }
   } else if (const auto* d =
                  std::any_cast<std::shared_ptr<const algo::DetourTrees>>(&reg.details())) {
+    // The trees' ranks include their detours' relays, which may run inside other ranks: named
+    // by their GPUs.
+    std::vector<std::string> ids;
+    for (int n : (*d)->rank_node)
+      ids.push_back(graph != nullptr ? graph->nodes[static_cast<std::size_t>(n)].id
+                                     : std::to_string(n));
     for (const auto& t : (*d)->trees) {
-      add_parent_tree(b, t.root, t.reduce_parent, "reduce", t.share);
-      add_parent_tree(b, t.root, t.reduce_parent, "broadcast", t.share);
+      add_parent_tree(b, t.root, t.reduce_parent, "reduce", t.share, &ids);
+      add_parent_tree(b, t.root, t.reduce_parent, "broadcast", t.share, &ids);
     }
   } else if (algo == "ring") {
     // plan::build_ring's rings: ranks in order, odd channels reversed.
@@ -680,7 +691,8 @@ inline Built build(const Options& o, const Setup& s, const std::string& name, do
     throw UsageError("--algo " + name + " plans no " +
                      std::string(plan::collective_name(o.collective)) +
                      " (docs/collectives.md lists the plans of each collective)");
-  add_report(b, reg, req);
+  b.hosted_relays = reg.hosted_relays;
+  add_report(b, reg, req, s.topo ? &*s.topo : nullptr);
   return b;
 }
 
@@ -753,6 +765,7 @@ inline nlohmann::json plan_json(const Built& b, const Prediction& p) {
     for (const auto& pr : ch.programs) steps += pr.steps.size();
   j["plan"] = {{"name", b.plan.algorithm},
                {"nranks", b.plan.nranks},
+               {"hosted_relays", b.hosted_relays},
                {"channels", b.plan.channels.size()},
                {"connections", b.plan.connections.size()},
                {"steps", steps},
@@ -810,6 +823,12 @@ inline void print_text(std::ostream& os, const Setup& s, const Built& b, const P
                 b.plan.channels.size(), p.bytes, p.time_s, p.algbw_GBps, p.busbw_GBps,
                 p.sim.turnaround_s);
   os << buf;
+  if (b.hosted_relays > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "  relays: %d, each run inside the rank on its GPU (docs/topology.md)\n",
+                  b.hosted_relays);
+    os << buf;
+  }
   if (b.forest) {
     std::snprintf(buf, sizeof buf,
                   "  forest: %zu tree pairs, sum chi %.4g GB/s (bound %.4g), planned in %.3g s\n",

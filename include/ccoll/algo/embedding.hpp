@@ -28,9 +28,12 @@
 #include <vector>
 
 #include "ccoll/physical/graph.hpp"
+#include "ccoll/plan/all_gather.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/plan.hpp"
+#include "ccoll/plan/reduce_scatter.hpp"
 #include "ccoll/plan/ring.hpp"
+#include "ccoll/plan/rooted.hpp"
 #include "ccoll/plan/tree.hpp"
 
 namespace ccoll::algo {
@@ -262,7 +265,8 @@ inline EmbeddedRings embed_rings(const physical::PhysicalTopology& t, const Ring
   return rep;
 }
 
-// Plan of the embedded rings, each in both directions (2 channels per ring); ranks as out.nodes.
+// Plan of the embedded rings, each in both directions (2 channels per ring); ranks as out.nodes;
+// req.collective's ring form.
 // At least req.nchannels channels: the rings' channels repeated in turn when it asks for more.
 inline plan::Plan ring_plan(const EmbeddedRings& e, plan::PlanRequest req) {
   req.nranks = static_cast<plan::Rank>(e.nodes.size());
@@ -276,6 +280,20 @@ inline plan::Plan ring_plan(const EmbeddedRings& e, plan::PlanRequest req) {
     }
   }
   for (std::size_t i = 0; orders.size() < req.nchannels; ++i) orders.push_back(orders[i]);
+  // The other collectives' ring forms on the same rings: reduce-scatter and all-gather around
+  // them, broadcast and reduce as chains along them from the root (plan/rooted.hpp).
+  switch (req.collective) {
+    case plan::Collective::reduce_scatter:
+      return plan::build_ring_reduce_scatter(req, orders);
+    case plan::Collective::all_gather:
+      return plan::build_ring_all_gather(req, orders);
+    case plan::Collective::broadcast:
+      return plan::build_chain_broadcast(req, orders);
+    case plan::Collective::reduce:
+      return plan::build_chain_reduce(req, orders);
+    case plan::Collective::allreduce:
+      break;
+  }
   return plan::build_ring(req, orders);
 }
 

@@ -22,6 +22,8 @@
 #include "ccoll/algo/relay_routing.hpp"
 #include "ccoll/core/error.hpp"
 #include "ccoll/physical/graph.hpp"
+#include "ccoll/plan/collective.hpp"
+#include "ccoll/plan/placement.hpp"
 #include "ccoll/plan/plan.hpp"
 
 namespace ccoll::algo {
@@ -30,6 +32,9 @@ struct AlgorithmRequest {
   const physical::PhysicalTopology* topology = nullptr;  // null: nranks abstract ranks
   int nranks = 0;
   int split = 0;  // tree algorithms on a graph: cut trees into about this many equal-rate channels
+  // On a graph: relays run inside the ranks on their GPUs (host_relays); false keeps every relay
+  // a rank of its own.
+  bool host_relays = true;
 };
 
 // A logical topology chosen at run time: a name, a plan builder and, when planned on a physical
@@ -37,6 +42,9 @@ struct AlgorithmRequest {
 class Registered {
  public:
   std::string name;
+  // Relay ranks whose programs run inside other ranks (host_relays): the plans had this many
+  // more ranks before placement.
+  int hosted_relays = 0;
 
   Registered(std::string n, std::function<plan::Plan(const plan::PlanRequest&)> build,
              int fixed_nranks = 0, std::vector<int> rank_node = {}, std::any details = {})
@@ -88,25 +96,48 @@ struct AlgorithmSpec {
 };
 
 // `inner` on `topology` with relay ranks (algo/relay_routing.hpp) for the rank pairs its plans
-// connect and no route joins; `inner` itself when there are none. The pairs are read from two
-// reference plans (one and two channels, every piece non-empty), which cover the pairs of the
-// algorithms here: their pairs depend on the rank count and the channels' directions, not on the
-// element count. A plan outside them is refused by route_through_relays, naming the pair.
+// connect and no route joins; `inner` itself when there are none. The pairs are read from
+// reference plans (one and two channels, every piece non-empty) of every collective, broadcast
+// and reduce from every root, which cover the pairs of the algorithms here: their pairs depend on
+// the rank count, the collective, the root and the channels' directions, not on the element
+// count. A plan outside them is refused by route_through_relays, naming the pair.
 inline Registered with_relays(const Registered& inner, const physical::PhysicalTopology& topology) {
   if (inner.rank_node().empty() || inner.nranks() < 2) return inner;
   // Graphs whose GPUs all hang off one network need no relays, whatever the plans connect.
   if (physical::Reachability(topology).all_routable(inner.rank_node())) return inner;
   std::vector<plan::Plan> refs;
-  for (std::uint32_t nch : {1u, 2u}) {
-    plan::PlanRequest r;
-    r.nranks = inner.nranks();
-    r.nchannels = nch;
-    r.count = static_cast<std::uint64_t>(inner.nranks()) * nch * 4096;
-    r.slot_bytes = std::uint64_t{1} << 40;
-    refs.push_back(inner.build(r));
-  }
-  auto routing = std::make_shared<const RelayRouting>(
-      plan_relays(topology, inner.rank_node(), {&refs[0], &refs[1]}));
+  std::vector<bool> active;
+  for (plan::Collective c :
+       {plan::Collective::allreduce, plan::Collective::reduce_scatter, plan::Collective::all_gather,
+        plan::Collective::broadcast, plan::Collective::reduce})
+    for (plan::Rank root = 0; root < (plan::has_root(c) ? inner.nranks() : 1); ++root) {
+      if (plan::has_root(c) && (active.empty() || !active[static_cast<std::size_t>(root)]))
+        continue;
+      for (std::uint32_t nch : {1u, 2u}) {
+        plan::PlanRequest r;
+        r.nranks = inner.nranks();
+        r.nchannels = nch;
+        r.count = static_cast<std::uint64_t>(inner.nranks()) * nch * 4096;
+        r.slot_bytes = std::uint64_t{1} << 40;
+        r.collective = c;
+        r.root = root;
+        try {
+          refs.push_back(inner.build(r));
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::Unsupported && e.code() != ErrorCode::InvalidArgument) throw;
+          break;  // the algorithm plans no such collective (or not from this root)
+        }
+        if (refs.back().collective != c) {  // it built its allreduce instead: pairs known
+          refs.pop_back();
+          break;
+        }
+        if (active.empty()) active = refs.back().active;
+      }
+    }
+  std::vector<const plan::Plan*> pointers;
+  for (const auto& p : refs) pointers.push_back(&p);
+  auto routing =
+      std::make_shared<const RelayRouting>(plan_relays(topology, inner.rank_node(), pointers));
   if (routing->empty()) return inner;
   // The reachability index refers to the topology: both live as long as the closure.
   struct Graph {
@@ -123,6 +154,54 @@ inline Registered with_relays(const Registered& inner, const physical::PhysicalT
   return Registered(inner.name, build, routing->nranks(), routing->rank_node, inner.details());
 }
 
+// Each rank hosted by the first rank on its node. Every algorithm numbers its active ranks before
+// its relays and puts one active rank on a node, so a relay's host is the active rank on its node
+// where there is one (place_programs refuses a placement that would host an active rank); relays
+// on a node without one (an inactive GPU the forest routes through) share the first one's rank.
+inline plan::Placement relay_placement(const std::vector<int>& rank_node) {
+  plan::Placement placement;
+  placement.host.resize(rank_node.size());
+  for (std::size_t r = 0; r < rank_node.size(); ++r) {
+    std::size_t first = r;
+    for (std::size_t q = 0; q < r; ++q)
+      if (rank_node[q] == rank_node[r]) {
+        first = q;
+        break;
+      }
+    placement.host[r] = static_cast<plan::Rank>(first);
+  }
+  return placement;
+}
+
+// `inner` with the programs of its relays run by the ranks on their nodes (plan/placement.hpp:
+// [C-Cube] Sec. III-C's forwarding kernel in the process that owns the intermediate GPU), so that
+// its plans need as many ranks as the graph has GPUs running ranks; `inner` itself when no two
+// of its ranks share a node.
+inline Registered host_relays(const Registered& inner) {
+  auto placement = std::make_shared<const plan::Placement>(relay_placement(inner.rank_node()));
+  if (placement->trivial()) return inner;
+  std::vector<int> nodes;
+  for (std::size_t r = 0; r < placement->host.size(); ++r)
+    if (placement->host[r] == static_cast<plan::Rank>(r)) nodes.push_back(inner.rank_node()[r]);
+  const int base_ranks = inner.nranks();
+  auto build = [inner, placement, base_ranks](const plan::PlanRequest& req) {
+    plan::PlanRequest base = req;
+    base.nranks = base_ranks;
+    return plan::place_programs(inner.build(base), *placement);
+  };
+  Registered out(inner.name, build, placement->nkept(), std::move(nodes), inner.details());
+  out.hosted_relays = inner.hosted_relays + base_ranks - placement->nkept();
+  return out;
+}
+
+// `inner` on `topology`: relays where its plans need them, run inside the ranks on their nodes
+// unless `host` is false.
+inline Registered on_graph(const Registered& inner, const physical::PhysicalTopology& topology,
+                           bool host = true) {
+  Registered r = with_relays(inner, topology);
+  return host ? host_relays(r) : r;
+}
+
 inline Registered make_algorithm(const Algorithm& a, const AlgorithmRequest& req) {
   if (a.needs_topology && req.topology == nullptr)
     throw_invalid_argument(-1, "topology", "a physical topology (algorithm " + a.name + ")",
@@ -130,8 +209,9 @@ inline Registered make_algorithm(const Algorithm& a, const AlgorithmRequest& req
   if (req.topology == nullptr && req.nranks < 1)
     throw_invalid_argument(-1, "nranks", ">= 1", std::to_string(req.nranks));
   Registered r = a.make(req);
-  if (req.topology == nullptr || a.plans_on_routes) return r;
-  return with_relays(r, *req.topology);
+  if (req.topology == nullptr) return r;
+  if (a.plans_on_routes) return req.host_relays ? host_relays(r) : r;
+  return on_graph(r, *req.topology, req.host_relays);
 }
 
 // The active nodes of a physical topology as ranks (algorithms on abstract ranks).

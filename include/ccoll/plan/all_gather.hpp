@@ -26,14 +26,16 @@
 namespace ccoll::plan {
 
 // Ring all-gather: step s of position i writes the block of position i - s (its own at s = 0)
-// and passes it on, P - 1 hops in all.
-inline Plan build_ring_all_gather(const PlanRequest& req) {
-  return detail::build_blocked_ring(req, Collective::all_gather, "all-gather",
-                                    [](std::uint64_t i, std::uint64_t s, std::uint64_t up) {
-                                      return detail::RingStep{i + up - s,
-                                                              s == 0 ? Source::Input : Source::None,
-                                                              true, false, s + 1 < up};
-                                    });
+// and passes it on, P - 1 hops in all. `rings`: as build_ring_reduce_scatter's.
+inline Plan build_ring_all_gather(const PlanRequest& req,
+                                  const std::vector<std::vector<Rank>>& rings = {}) {
+  return detail::build_blocked_ring(
+      req, Collective::all_gather, "all-gather",
+      [](std::uint64_t i, std::uint64_t s, std::uint64_t up) {
+        return detail::RingStep{i + up - s, s == 0 ? Source::Input : Source::None, true, false,
+                                s + 1 < up};
+      },
+      rings);
 }
 
 inline Plan build_direct_all_gather(const PlanRequest& req) {

@@ -29,6 +29,7 @@
 #include "ccoll/plan/chunking.hpp"
 #include "ccoll/plan/collective.hpp"
 #include "ccoll/plan/plan.hpp"
+#include "ccoll/plan/ring.hpp"
 
 namespace ccoll::plan {
 
@@ -104,16 +105,18 @@ struct RingStep {
   bool sends = false;
 };
 
-// The ring shared by reduce-scatter and all-gather over req.nchannels rings (even forwards, odd
-// backwards): each block is cut into one part per channel and each part into K chunks; for chunk
-// k of channel c the rank at ring position i runs P steps, step s being step_at(i, s) (s > 0
-// receives from the previous position).
+// The ring shared by reduce-scatter and all-gather over `orders` (one ring per channel; empty:
+// req.nchannels rings, even forwards, odd backwards): each block is cut into one part per channel
+// and each part into K chunks; for chunk k of channel c the rank at ring position i runs P steps,
+// step s being step_at(i, s) (s > 0 receives from the previous position). Block j is rank j's
+// whatever the order.
 template <class StepAt>
-Plan build_blocked_ring(const PlanRequest& req, Collective coll, const char* what,
-                        StepAt&& step_at) {
+Plan build_blocked_ring(const PlanRequest& req, Collective coll, const char* what, StepAt&& step_at,
+                        const std::vector<std::vector<Rank>>& orders = {}) {
   const std::uint64_t b = checked_block(req, what);
   check_ring_slots(req);
-  const auto rings = default_rings(req.nranks, req.nchannels);
+  const auto rings = orders.empty() ? default_rings(req.nranks, req.nchannels) : orders;
+  for (std::size_t c = 0; c < rings.size(); ++c) check_ring(rings[c], req.nranks, c);
   const auto nchannels = static_cast<std::uint32_t>(rings.size());
   Plan plan;
   PlanBuilder builder(plan, "ring", req, nchannels);
@@ -152,14 +155,19 @@ Plan build_blocked_ring(const PlanRequest& req, Collective coll, const char* wha
 }  // namespace detail
 
 // Ring reduce-scatter: step s of position i reduces the block of position i - 1 - s into what it
-// received and passes it on; the owner completes it at s = P - 1.
-inline Plan build_ring_reduce_scatter(const PlanRequest& req) {
-  return detail::build_blocked_ring(req, Collective::reduce_scatter, "reduce-scatter",
-                                    [](std::uint64_t i, std::uint64_t s, std::uint64_t up) {
-                                      const bool completes = s + 1 == up;
-                                      return detail::RingStep{i + 2 * up - 1 - s, Source::Input,
-                                                              completes, completes, !completes};
-                                    });
+// received and passes it on; the owner completes it at s = P - 1. `rings`: one ring order per
+// channel (a ring embedded in a physical graph: algo/embedding.hpp); empty: req.nchannels rings
+// in rank order, odd ones reversed.
+inline Plan build_ring_reduce_scatter(const PlanRequest& req,
+                                      const std::vector<std::vector<Rank>>& rings = {}) {
+  return detail::build_blocked_ring(
+      req, Collective::reduce_scatter, "reduce-scatter",
+      [](std::uint64_t i, std::uint64_t s, std::uint64_t up) {
+        const bool completes = s + 1 == up;
+        return detail::RingStep{i + 2 * up - 1 - s, Source::Input, completes, completes,
+                                !completes};
+      },
+      rings);
 }
 
 // Direct reduce-scatter: every rank sends its peers their blocks and reduces its own.

@@ -43,10 +43,14 @@ inline void check_root(const PlanRequest& req) {
                            std::to_string(req.root));
 }
 
-// Chain or direct, broadcast or reduce.
-inline Plan build_rooted(const PlanRequest& req, Collective coll, bool chain) {
+// Chain or direct, broadcast or reduce. A chain follows channel c's ring of `rings` from the root
+// (empty: rank order, odd channels backwards).
+inline Plan build_rooted(const PlanRequest& req, Collective coll, bool chain,
+                         const std::vector<std::vector<Rank>>& rings = {}) {
   check_root(req);
-  const std::uint32_t nchannels = std::max<std::uint32_t>(1, req.nchannels);
+  for (std::size_t c = 0; c < rings.size(); ++c) check_ring(rings[c], req.nranks, c);
+  const std::uint32_t nchannels = rings.empty() ? std::max<std::uint32_t>(1, req.nchannels)
+                                                : static_cast<std::uint32_t>(rings.size());
   Plan plan;
   PlanBuilder builder(plan, chain ? "chain" : "direct", req, nchannels);
   plan.collective = coll;
@@ -67,9 +71,16 @@ inline Plan build_rooted(const PlanRequest& req, Collective coll, bool chain) {
         chain ? resolve_chunks(req, n, 1, static_cast<double>(p - 2), 1.0) : one_hop_chunks(req, n);
     // order[0] .. order[P-1]: the chain in the direction data flows.
     std::vector<Rank> order(up);
-    for (std::uint64_t i = 0; i < up; ++i) {
-      const std::uint64_t d = c % 2 == 0 ? i : (up - i) % up;  // odd channels go backwards
-      order[i] = static_cast<Rank>((root + d) % up);
+    if (rings.empty()) {
+      for (std::uint64_t i = 0; i < up; ++i) {
+        const std::uint64_t d = c % 2 == 0 ? i : (up - i) % up;  // odd channels go backwards
+        order[i] = static_cast<Rank>((root + d) % up);
+      }
+    } else {
+      const auto& ring = rings[c];
+      const auto at =
+          static_cast<std::uint64_t>(std::find(ring.begin(), ring.end(), req.root) - ring.begin());
+      for (std::uint64_t i = 0; i < up; ++i) order[i] = ring[(at + i) % up];
     }
     if (!bcast) std::reverse(order.begin(), order.end());  // reduce: flows into the root
     for (std::uint64_t chunk = 0; chunk < k; ++chunk) {
@@ -114,14 +125,18 @@ inline Plan build_rooted(const PlanRequest& req, Collective coll, bool chain) {
 
 }  // namespace detail
 
-inline Plan build_chain_broadcast(const PlanRequest& req) {
-  return detail::build_rooted(req, Collective::broadcast, true);
+// `rings`: one ring order per channel, which each channel's chain follows from the root (a ring
+// embedded in a physical graph: algo/embedding.hpp); empty: rank order, odd channels backwards.
+inline Plan build_chain_broadcast(const PlanRequest& req,
+                                  const std::vector<std::vector<Rank>>& rings = {}) {
+  return detail::build_rooted(req, Collective::broadcast, true, rings);
 }
 inline Plan build_direct_broadcast(const PlanRequest& req) {
   return detail::build_rooted(req, Collective::broadcast, false);
 }
-inline Plan build_chain_reduce(const PlanRequest& req) {
-  return detail::build_rooted(req, Collective::reduce, true);
+inline Plan build_chain_reduce(const PlanRequest& req,
+                               const std::vector<std::vector<Rank>>& rings = {}) {
+  return detail::build_rooted(req, Collective::reduce, true, rings);
 }
 inline Plan build_direct_reduce(const PlanRequest& req) {
   return detail::build_rooted(req, Collective::reduce, false);

@@ -81,9 +81,11 @@ class Communicator {
         plans_(config, nranks, std::move(source), policy_id),
         wait_policy_(sync::WaitPolicy::for_ranks(static_cast<unsigned>(nranks),
                                                  std::thread::hardware_concurrency())) {
-    // Every plan's connections come from the set fixed here, so its channels are the set's plus
-    // those of connection-free plans (one rank), which Config::nchannels bounds.
-    progress_channels_ = std::max<std::uint32_t>(1, config_.nchannels);
+    // Every plan's channels: the reference plans' (relay programs placed in their hosts run on
+    // channels of their own: plan/placement.hpp), those of the connection set (a policy that
+    // chooses among plans declares the others' connections: algo/by_size.hpp) and those of
+    // connection-free plans (one rank), which Config::nchannels bounds.
+    progress_channels_ = std::max<std::uint32_t>({1, config_.nchannels, plans_.channels()});
     for (const ConnectionKey& k : plans_.keys())
       progress_channels_ = std::max(progress_channels_, k.channel + 1);
     // Each rank's words start on their own cache line: a consumer polling one rank's words must

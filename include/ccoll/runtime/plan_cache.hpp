@@ -128,6 +128,7 @@ class PlanCache {
       for (int root = 0; root < (rooted ? nranks : 1); ++root) {
         if (rooted && !first.active[static_cast<std::size_t>(root)]) continue;
         const plan::Plan p = root == 0 ? first : build(count, elem, root);
+        channels_ = std::max(channels_, static_cast<std::uint32_t>(p.channels.size()));
         for (const auto& c : p.connections) keys_.push_back(ConnectionKey{c.channel, c.from, c.to});
         for (const auto& ch : p.channels)
           for (const auto& prog : ch.programs)
@@ -148,6 +149,11 @@ class PlanCache {
   PlanCache& operator=(const PlanCache&) = delete;
 
   const std::vector<ConnectionKey>& keys() const { return keys_; }
+  // The most channels of the reference plans. An executor sizes its per-channel state for these
+  // and for every key's channel: placed relay programs run on channels that no key may name
+  // (plan/placement.hpp), and a policy that chooses among plans declares connections of channels
+  // its reference plan may not have (algo/by_size.hpp).
+  std::uint32_t channels() const { return channels_; }
   std::uint64_t fingerprint() const { return fingerprint_; }
   // The collective every plan of this cache computes, and which ranks contribute and receive
   // (the others relay).
@@ -287,6 +293,7 @@ class PlanCache {
   std::vector<ConnectionKey> keys_;
   std::uint64_t fingerprint_ = 0;
   std::vector<C> connections_;
+  std::uint32_t channels_ = 1;
   mutable std::mutex mutex_;
   plan::Collective collective_ = plan::Collective::allreduce;
   std::vector<bool> active_;

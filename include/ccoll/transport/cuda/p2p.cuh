@@ -233,9 +233,9 @@ struct CudaP2P {
                                std::to_string(options_.threads));
       slot_stride_ = (config_.slot_bytes + runtime::kBlockSlotSlack + 127) / 128 * 128;
       const auto& keys = plans_.keys();
-      nchannels_ = 1;
+      // As many blocks as any plan has channels (see runtime/communicator.hpp).
+      nchannels_ = std::max<std::uint32_t>({1, plans_.channels(), config_.nchannels});
       for (const auto& k : keys) nchannels_ = std::max(nchannels_, k.channel + 1);
-      nchannels_ = std::max(nchannels_, config_.nchannels);
       {
         int sharing = 1;
         const int device = cuda::busiest_device(options_, config_.nranks, &sharing);

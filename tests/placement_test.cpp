@@ -1,0 +1,306 @@
+// Tests for relays run inside the ranks that host them (plan/placement.hpp, algo::host_relays):
+// the rewrite itself, its refusals, the verifier's part (a placement that orders a relay's steps
+// behind its host's deadlocks; the placed plan does not), the connection set across counts, and
+// every collective on GPU-only graphs with one rank per GPU.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "ccoll/algo/registry.hpp"
+#include "ccoll/ccoll.hpp"
+#include "ccoll/physical/presets.hpp"
+#include "ccoll/plan/placement.hpp"
+#include "ccoll/plan/verifier.hpp"
+#include "collective_reference.hpp"
+
+using namespace ccoll;
+
+namespace {
+
+algo::Registered make(const std::string& name, const physical::PhysicalTopology& t,
+                      bool host = true) {
+  algo::AlgorithmRequest req;
+  req.topology = &t;
+  req.host_relays = host;
+  return algo::make_algorithm(algo::find_algorithm(name).algorithm, req);
+}
+
+plan::Plan build(const algo::Registered& reg, std::uint64_t count, std::uint32_t nchannels = 1,
+                 plan::Collective collective = plan::Collective::allreduce, int root = 0) {
+  plan::PlanRequest req;
+  req.nranks = reg.nranks();
+  req.count = count;
+  req.nchannels = nchannels;
+  req.slot_bytes = 1024;
+  req.collective = collective;
+  req.root = root;
+  return reg.build(req);
+}
+
+using Key = std::tuple<std::uint32_t, plan::Rank, plan::Rank>;
+
+std::set<Key> keys(const plan::Plan& p) {
+  std::set<Key> k;
+  for (const auto& c : p.connections) k.emplace(c.channel, c.from, c.to);
+  return k;
+}
+
+// Runs fn(rank) on P threads; returns each rank's outcome ("" fine, else what went wrong).
+std::vector<std::string> on_threads(int p, const std::function<std::string(int)>& fn) {
+  std::vector<std::string> out(static_cast<std::size_t>(p));
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        out[static_cast<std::size_t>(r)] = fn(r);
+      } catch (const std::exception& e) {
+        out[static_cast<std::size_t>(r)] = std::string("threw: ") + e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+Config small_config(int p) {
+  Config c;
+  c.nranks = p;
+  c.slot_bytes = 256;  // many chunks per call, and FIFOs that fill
+  c.nslots = 2;
+  c.nchannels = 2;
+  c.timeout = std::chrono::milliseconds(20000);
+  return c;
+}
+
+// `p` with each hosted rank's steps appended to its host's program on the same channel: one
+// sequential program per (rank, channel), the placement place_programs avoids.
+plan::Plan appended(const plan::Plan& p, const plan::Placement& placement) {
+  plan::Plan out = p;
+  std::vector<plan::Rank> number(placement.host.size(), -1);
+  plan::Rank kept = 0;
+  for (std::size_t r = 0; r < placement.host.size(); ++r)
+    if (placement.host[r] == static_cast<plan::Rank>(r)) number[r] = kept++;
+  const auto runs_on = [&](plan::Rank r) {
+    return number[static_cast<std::size_t>(placement.host[static_cast<std::size_t>(r)])];
+  };
+  out.active.assign(static_cast<std::size_t>(kept), true);
+  out.reset(kept, static_cast<std::uint32_t>(p.channels.size()));
+  for (std::size_t c = 0; c < p.channels.size(); ++c)
+    for (std::size_t r = 0; r < placement.host.size(); ++r)
+      for (const auto& s : p.channels[c].programs[r].steps)
+        out.channels[c]
+            .programs[static_cast<std::size_t>(runs_on(static_cast<plan::Rank>(r)))]
+            .steps.push_back(s);
+  // Connections stay distinct by taking the channel of their original index.
+  for (std::size_t k = 0; k < p.connections.size(); ++k) {
+    out.connections[k].from = runs_on(p.connections[k].from);
+    out.connections[k].to = runs_on(p.connections[k].to);
+    out.connections[k].channel = static_cast<std::uint32_t>(k);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("place_programs: a relay's programs move to its host's own channels") {
+  // dbtree on a ring of four GPUs: two relays (ranks 4 and 5) on GPUs that run ranks.
+  const auto t = physical::gpu_ring(4);
+  const auto separate = make("dbtree", t, false);
+  REQUIRE(separate.nranks() == 6);
+  const plan::Plan p = build(separate, 1000, 2);
+  REQUIRE(plan::verify(p).ok);
+  const plan::Placement placement = algo::relay_placement(separate.rank_node());
+  CHECK(placement.nkept() == 4);
+  CHECK(placement.max_hosted() == 1);
+  for (plan::Rank r = 0; r < 4; ++r) CHECK(placement.host[static_cast<std::size_t>(r)] == r);
+  for (plan::Rank r = 4; r < 6; ++r) {
+    const plan::Rank h = placement.host[static_cast<std::size_t>(r)];
+    CHECK(h < 4);
+    CHECK(separate.rank_node()[static_cast<std::size_t>(h)] ==
+          separate.rank_node()[static_cast<std::size_t>(r)]);
+  }
+  const plan::Plan placed = plan::place_programs(p, placement);
+  CHECK(placed.nranks == 4);
+  CHECK(placed.nactive() == 4);
+  CHECK(placed.root == p.root);
+  CHECK(placed.channels.size() > p.channels.size());
+  // Every step and message survives: the same ports, connections and message counts.
+  std::size_t steps = 0, placed_steps = 0;
+  for (const auto& ch : p.channels)
+    for (const auto& prog : ch.programs) steps += prog.steps.size();
+  for (const auto& ch : placed.channels)
+    for (const auto& prog : ch.programs) placed_steps += prog.steps.size();
+  CHECK(placed_steps == steps);
+  CHECK(placed.ports.size() == p.ports.size());
+  REQUIRE(placed.connections.size() == p.connections.size());
+  for (std::size_t k = 0; k < p.connections.size(); ++k) {
+    CHECK(placed.connections[k].messages_per_call == p.connections[k].messages_per_call);
+    CHECK(placed.connections[k].from != placed.connections[k].to);
+  }
+  CHECK(keys(placed).size() == placed.connections.size());
+  // The kept ranks' own programs are where they were.
+  for (std::size_t c = 0; c < p.channels.size(); ++c)
+    for (std::size_t r = 0; r < 4; ++r)
+      CHECK(placed.channels[c].programs[r].steps.size() == p.channels[c].programs[r].steps.size());
+  const auto report = plan::verify(placed);
+  INFO(report.error);
+  CHECK(report.ok);
+  // The registered algorithm places its plans the same way.
+  const auto hosted = make("dbtree", t);
+  CHECK(hosted.nranks() == 4);
+  CHECK(hosted.hosted_relays == 2);
+  CHECK(keys(build(hosted, 1000, 2)) == keys(placed));
+}
+
+TEST_CASE("place_programs refuses placements that cannot run") {
+  const auto t = physical::gpu_ring(4);
+  const auto separate = make("dbtree", t, false);
+  const plan::Plan p = build(separate, 100);
+  plan::Placement placement = algo::relay_placement(separate.rank_node());
+  const auto refuses = [&](const plan::Placement& bad, const std::string& what) {
+    CAPTURE(what);
+    CHECK_THROWS_WITH_AS(plan::place_programs(p, bad), doctest::Contains(what.c_str()), Error);
+  };
+  plan::Placement wrong_size = placement;
+  wrong_size.host.pop_back();
+  refuses(wrong_size, "names 5 ranks; the plan has 6");
+  plan::Placement hosts_active = placement;
+  hosts_active.host[1] = 0;  // rank 1 is active
+  refuses(hosts_active, "rank 1 is active; only relays can be hosted");
+  plan::Placement chain = placement;
+  chain.host[5] = 4;  // 4 is itself hosted
+  refuses(chain, "which is not a rank of its own");
+  plan::Placement out_of_range = placement;
+  out_of_range.host[5] = 9;
+  refuses(out_of_range, "which is not a rank of its own");
+  // A relay hosted by a rank it talks to would send to itself.
+  plan::Placement self = placement;
+  for (const auto& c : p.connections)
+    if (c.from == 4 && c.to < 4) self.host[4] = c.to;
+  refuses(self, "to itself");
+  // The trivial placement is the plan itself.
+  plan::Placement identity;
+  for (plan::Rank r = 0; r < p.nranks; ++r) identity.host.push_back(r);
+  CHECK(plan::place_programs(p, identity).connections.size() == p.connections.size());
+  CHECK(plan::place_programs(p, identity).nranks == 6);
+}
+
+TEST_CASE("the verifier is what makes a placement safe: appended relay steps deadlock") {
+  // Running a relay's steps after its host's own on one channel orders messages that the plan
+  // leaves independent; on the 4-ring's dbtree and 6-ring's direct plan some host then waits for
+  // a message that only its own later (relay) steps would forward. The placed plan, each relay
+  // program on a channel of its own, verifies.
+  int deadlocks = 0;
+  for (const auto& [name, gpus] : std::vector<std::pair<std::string, int>>{
+           {"dbtree", 4}, {"direct", 6}, {"ring", 6}, {"dbtree", 6}}) {
+    CAPTURE(name);
+    CAPTURE(gpus);
+    const auto t = physical::gpu_ring(gpus);
+    const auto separate = make(name, t, false);
+    const plan::Plan p = build(separate, 4096, 2);
+    const plan::Placement placement = algo::relay_placement(separate.rank_node());
+    const auto naive = plan::verify(appended(p, placement));
+    if (!naive.ok) {
+      ++deadlocks;
+      INFO(naive.error);
+      CHECK(naive.error.find("deadlock") != std::string::npos);
+    }
+    const auto placed = plan::verify(plan::place_programs(p, placement));
+    INFO(placed.error);
+    CHECK(placed.ok);
+  }
+  CHECK(deadlocks > 0);
+}
+
+TEST_CASE("placed plans of every count use the connections of the reference plans") {
+  // The communicator fixes its connection set from reference plans; a placed plan for any other
+  // count, channel count or root must find every connection there, so labels may not depend on
+  // which programs a small plan leaves empty.
+  for (const std::string preset : {"ring:4", "ring:6", "torus:3x3", "dgx1v"})
+    for (const std::string name : {"dbtree", "direct", "tree", "ring"}) {
+      CAPTURE(preset);
+      CAPTURE(name);
+      const auto t = physical::preset(preset);
+      const auto reg = make(name, t);
+      CHECK(reg.nranks() == static_cast<int>(t.gpus().size()));
+      for (std::uint32_t nch : {1u, 2u}) {
+        const std::uint64_t ref_count = static_cast<std::uint64_t>(reg.nranks()) * nch * 4096;
+        const auto reference = keys(build(reg, ref_count, nch));
+        for (std::uint64_t count : {1ull, 3ull, 17ull, 1000ull, 100000ull}) {
+          CAPTURE(count);
+          const plan::Plan p = build(reg, count, nch);
+          CHECK(p.nranks == reg.nranks());
+          const auto report = plan::verify(p);
+          INFO(report.error);
+          CHECK(report.ok);
+          for (const Key& k : keys(p)) CHECK(reference.count(k) == 1);
+        }
+      }
+    }
+}
+
+TEST_CASE("every collective on GPU-only graphs, one rank per GPU, relays inside ranks") {
+  using Overlapped = schedule::Pipelined<schedule::Overlap::ReduceBroadcast>;
+  const std::vector<std::uint64_t> counts{1, 7, 300};
+  for (const std::string preset : {"ring:4", "ring:5", "torus:2x3"})
+    for (const std::string name : {"auto", "direct", "tree", "dbtree", "ring"}) {
+      CAPTURE(preset);
+      CAPTURE(name);
+      const auto t = physical::preset(preset);
+      const auto reg = make(name, t);
+      const int p = static_cast<int>(t.gpus().size());
+      REQUIRE(reg.nranks() == p);
+      const auto run = [&](auto& coll) {
+        const auto outcome = on_threads(p, [&](int rank) {
+          return ccoll::testing::check_collective_cases(coll, coll.rank(rank), p, counts, false);
+        });
+        for (int r = 0; r < p; ++r) {
+          INFO(coll.name() << " rank " << r);
+          CHECK(outcome[static_cast<std::size_t>(r)] == "");
+        }
+      };
+      // The detoured trees plan allreduce only, the tree broadcast and reduce as well, the others
+      // every collective (the embedded ring: its ring forms and chains along its rings).
+      const auto plans = [&](plan::Collective c) {
+        plan::PlanRequest probe;
+        probe.nranks = p;
+        probe.count = static_cast<std::uint64_t>(p) * 64;
+        probe.collective = c;
+        try {
+          return reg.build(probe).collective == c;
+        } catch (const Error&) {
+          return false;
+        }
+      };
+      if (name != "dbtree")
+        for (plan::Collective c : {plan::Collective::reduce_scatter, plan::Collective::all_gather,
+                                   plan::Collective::broadcast, plan::Collective::reduce})
+          if (name != "tree" || plan::has_root(c)) CHECK(plans(c));  // tree: rooted ones only
+      if (plans(plan::Collective::reduce_scatter)) {
+        ReduceScatter<transport::HostThreads, algo::Registered, Overlapped> rs(small_config(p),
+                                                                               reg);
+        run(rs);
+      }
+      if (plans(plan::Collective::all_gather)) {
+        AllGather<transport::HostThreads, algo::Registered, Overlapped> ag(small_config(p), reg);
+        run(ag);
+      }
+      if (plans(plan::Collective::broadcast)) {
+        Broadcast<transport::HostThreads, algo::Registered, Overlapped> bc(small_config(p), reg);
+        run(bc);
+      }
+      if (plans(plan::Collective::reduce)) {
+        Reduce<transport::HostThreads, algo::Registered, Overlapped> rd(small_config(p), reg);
+        run(rd);
+      }
+    }
+}
