@@ -508,10 +508,21 @@ TEST_CASE("plans on simulated blocks: relays of a direct plan on a ring of four 
   const auto topology = physical::gpu_ring(4);
   algo::AlgorithmRequest areq;
   areq.topology = &topology;
+  areq.host_relays = false;
   const auto reg = algo::make_algorithm(algo::find_algorithm("direct").algorithm, areq);
   REQUIRE(reg.nranks() > 4);  // the diagonals go through relays
   check_builder("direct-relayed", [&reg](plan::PlanRequest r) {
     r.nranks = reg.nranks();
     return reg.build(r);
+  });
+  // The same relays run inside the ranks on their GPUs (plan/placement.hpp): a block each, beside
+  // the rank's own blocks.
+  areq.host_relays = true;
+  const auto placed = algo::make_algorithm(algo::find_algorithm("direct").algorithm, areq);
+  REQUIRE(placed.nranks() == 4);
+  REQUIRE(placed.hosted_relays == reg.nranks() - 4);
+  check_builder("direct-relays-placed", [&placed](plan::PlanRequest r) {
+    r.nranks = placed.nranks();
+    return placed.build(r);
   });
 }

@@ -20,6 +20,8 @@
 #include "ccoll/physical/presets.hpp"
 #include "ccoll/plan/placement.hpp"
 #include "ccoll/plan/verifier.hpp"
+#include "ccoll/sim/from_physical.hpp"
+#include "ccoll/sim/simulator.hpp"
 #include "collective_reference.hpp"
 
 using namespace ccoll;
@@ -302,5 +304,21 @@ TEST_CASE("every collective on GPU-only graphs, one rank per GPU, relays inside 
         Reduce<transport::HostThreads, algo::Registered, Overlapped> rd(small_config(p), reg);
         run(rd);
       }
+    }
+}
+
+TEST_CASE("the simulator predicts a placed plan as the plan with relays as ranks") {
+  // A relay's steps run on its GPU either way: the prediction must not change with placement.
+  for (const std::string preset : {"ring:4", "torus:3x3", "dgx1v"})
+    for (const std::string name : {"dbtree", "direct"}) {
+      CAPTURE(preset);
+      CAPTURE(name);
+      const auto t = physical::preset(preset);
+      const auto hosted = make(name, t), separate = make(name, t, false);
+      const sim::Network net = sim::to_network(t);
+      const auto a = sim::simulate(build(hosted, 1 << 20, 2), net, hosted.rank_node());
+      const auto b = sim::simulate(build(separate, 1 << 20, 2), net, separate.rank_node());
+      CHECK(a.time_s > 0);
+      CHECK(a.time_s == doctest::Approx(b.time_s).epsilon(1e-9));
     }
 }

@@ -278,3 +278,43 @@ TEST_CASE("collective names and buffer spans follow NCCL") {
   CHECK(input_span(Collective::broadcast, 40, 2, 10, false).end == 0);
   CHECK(output_span(Collective::reduce, 40, 2, 10, true).end == 40);
 }
+
+TEST_CASE("ring forms on given ring orders (embedded rings) verify, every root and channel count") {
+  // A physical graph's embedded rings visit the ranks in any order; the reduce-scatter, all-gather
+  // and chains along them must compute the same collectives: block j still rank j's.
+  std::uint32_t seed = 7;
+  const auto next = [&seed] {
+    seed = seed * 1664525u + 1013904223u;
+    return seed >> 8;
+  };
+  for (Rank p = 1; p <= 9; ++p)
+    for (std::uint32_t nrings : {1u, 2u, 3u}) {
+      std::vector<std::vector<Rank>> rings(nrings);
+      for (auto& ring : rings) {
+        ring.resize(static_cast<std::size_t>(p));
+        for (Rank r = 0; r < p; ++r) ring[static_cast<std::size_t>(r)] = r;
+        for (std::size_t i = ring.size(); i > 1; --i) std::swap(ring[i - 1], ring[next() % i]);
+      }
+      for (std::uint64_t per_rank : {1ull, 7ull, 300ull})
+        for (Rank root = 0; root < p; ++root) {
+          INFO("P=" << p << " rings=" << nrings << " per rank=" << per_rank << " root=" << root);
+          const PlanRequest req =
+              request(p, per_rank * static_cast<std::uint64_t>(p), 1, 2, 64, root);
+          const std::vector<Plan> plans{
+              build_chain_broadcast_on(req, rings), build_chain_reduce_on(req, rings),
+              root == 0 ? build_ring_reduce_scatter_on(req, rings) : Plan{},
+              root == 0 ? build_ring_all_gather_on(req, rings) : Plan{}};
+          for (const Plan& plan : plans) {
+            if (plan.nranks == 0) continue;
+            CHECK(plan.channels.size() == nrings);
+            const auto report = verify(plan);
+            INFO(plan.algorithm << " " << collective_name(plan.collective) << ": " << report.error);
+            CHECK(report.ok);
+          }
+        }
+    }
+  // A ring that is not a permutation of the ranks is refused.
+  const PlanRequest req = request(3, 9, 1, 2, 64, 0);
+  CHECK_THROWS_AS(build_ring_reduce_scatter_on(req, {{0, 1, 1}}), Error);
+  CHECK_THROWS_AS(build_chain_broadcast_on(req, {{0, 1}}), Error);
+}

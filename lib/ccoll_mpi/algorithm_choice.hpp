@@ -11,7 +11,9 @@
 #include <string>
 #include <string_view>
 
+#include <ccoll/algo/by_size.hpp>
 #include <ccoll/algo/registry.hpp>
+#include <ccoll/protocol/protocol.hpp>
 
 namespace ccoll_mpi {
 
@@ -30,6 +32,21 @@ inline std::string_view choose_auto(int nranks, std::uint64_t bytes, std::uint64
 inline std::string_view choose_auto_collective(std::uint64_t bytes, std::uint64_t min_bytes) {
   if (bytes < min_bytes) return {};
   return "ring";
+}
+
+// The suffix of a tuned choice in the LowLatency protocol ("direct+ll"), as ccoll_perf -a names it.
+inline constexpr std::string_view kLowLatencySuffix = "+ll";
+
+// The algorithm a tuning table (CCOLL_MPI_TUNING) picks for a call of collective c on nranks
+// ranks and `bytes` bytes (the whole buffer): its first matching rule's, with kLowLatencySuffix
+// when the rule asks for the LowLatency protocol; empty when no rule matches.
+inline std::string choose_tuned(const ccoll::algo::TuningTable& table, ccoll::plan::Collective c,
+                                int nranks, std::uint64_t bytes) {
+  for (const ccoll::algo::SizeRule& r : table.rules)
+    if (r.matches(c, nranks, bytes))
+      return r.algorithm +
+             (r.protocol == ccoll::protocol::Id::low_latency ? std::string(kLowLatencySuffix) : "");
+  return {};
 }
 
 // The registered algorithms that plan on abstract ranks: those an MPI communicator can run.

@@ -124,8 +124,14 @@ CommState::Entry& entry(CommState& state, std::string_view name, const Call& c, 
   e.collective = c.collective;
   const Process& p = process();
   std::optional<ccoll::algo::Registered> logical;
+  // A tuned choice in the LowLatency protocol: the algorithm's plans with Config::protocol "ll".
+  const bool low_latency = name.ends_with(kLowLatencySuffix);
+  const std::string_view base =
+      low_latency ? name.substr(0, name.size() - kLowLatencySuffix.size()) : name;
+  ccoll::Config config = p.config;
+  if (low_latency) config.protocol = ccoll::protocol::name(ccoll::protocol::Id::low_latency);
   const ccoll::algo::AlgorithmSpec spec =
-      p.settings.algorithm ? *p.settings.algorithm : ccoll::algo::find_algorithm(name);
+      p.settings.algorithm ? *p.settings.algorithm : ccoll::algo::find_algorithm(base);
   try {
     logical.emplace(plan_algorithm(spec, state.size));
     if (!plans_collective(*logical, c.collective, state.size))
@@ -145,9 +151,9 @@ CommState::Entry& entry(CommState& state, std::string_view name, const Call& c, 
   try {
     state.served = true;
     e.runner = p.settings.transport == Transport::hybrid
-                   ? make_runner<ccoll::transport::MpiHybrid>(spec, std::move(*logical), p.config,
+                   ? make_runner<ccoll::transport::MpiHybrid>(spec, std::move(*logical), config,
                                                               c.comm, c.collective)
-                   : make_runner<ccoll::transport::Mpi>(spec, std::move(*logical), p.config, c.comm,
+                   : make_runner<ccoll::transport::Mpi>(spec, std::move(*logical), config, c.comm,
                                                         c.collective);
   } catch (const std::exception& err) {
     fatal(c, d, op, ("setting up " + e.name + " on the communicator").c_str(), err.what());
@@ -217,9 +223,15 @@ int serve(const Call& c, ToMpi&& to_mpi) {
   const std::uint64_t bytes =
       count * es *
       (ccoll::plan::has_blocks(c.collective) ? static_cast<std::size_t>(state.size) : 1);
+  std::string tuned;
   std::string_view name;
   if (!p.fixed_name.empty()) {
     name = p.fixed_name;
+  } else if (p.settings.tuning) {
+    if (bytes < p.settings.auto_min_bytes) return pass(Counter::small);
+    tuned = choose_tuned(*p.settings.tuning, c.collective, state.size, bytes);
+    if (tuned.empty()) return pass(Counter::algorithm);
+    name = tuned;
   } else {
     name = c.collective == ccoll::plan::Collective::allreduce
                ? choose_auto(state.size, bytes, p.settings.auto_min_bytes)

@@ -6,6 +6,10 @@
 //                             messages between hosts) or mpi (MPI messages only)
 //   CCOLL_MPI_AUTO_MIN_BYTES  auto: calls below this many bytes go to MPI (default in
 //                             algorithm_choice.hpp; K, M, G suffixes are powers of 1024)
+//   CCOLL_MPI_TUNING          auto: a tuning table (the JSON `ccoll_perf --tune` writes,
+//                             docs/protocols.md) whose rules choose the algorithm and protocol of
+//                             the calls auto serves, per collective, communicator size and bytes;
+//                             a call no rule matches goes to MPI
 //   CCOLL_MPI_DISABLE         1: every call goes to MPI
 //   CCOLL_MPI_REPORT          1: world rank 0 prints its counts at MPI_Finalize; all: every rank
 //   CCOLL_MPI_TIMEOUT_S       deadline of one call's waits in seconds (default 0: none, as MPI)
@@ -21,13 +25,21 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
+#include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
 
+#include <ccoll/algo/by_size.hpp>
 #include <ccoll/algo/registry.hpp>
 #include <ccoll/core/error.hpp>
+#if __has_include(<nlohmann/json.hpp>)
+#include <ccoll/algo/tuning_table_json.hpp>
+#define CCOLL_MPI_HAS_TUNING_JSON 1
+#endif
 
 #include "algorithm_choice.hpp"
 
@@ -46,6 +58,8 @@ struct Settings {
   std::optional<ccoll::algo::AlgorithmSpec> algorithm;  // empty: auto
   Transport transport = Transport::hybrid;
   std::uint64_t auto_min_bytes = kDefaultAutoMinBytes;
+  // CCOLL_MPI_TUNING's table (null: auto's own choice, algorithm_choice.hpp).
+  std::shared_ptr<const ccoll::algo::TuningTable> tuning;
   Report report = Report::none;
   std::chrono::milliseconds timeout{0};  // 0: no deadline
   std::uint64_t slot_bytes = 0;          // 0: Config's default
@@ -135,6 +149,32 @@ inline Settings read_settings() {
     } else {
       detail::fail(s, "CCOLL_MPI_AUTO_MIN_BYTES=" + std::string(*v) +
                           ": expected a byte count such as 65536 or 64K");
+    }
+  }
+  if (auto v = detail::env("CCOLL_MPI_TUNING")) {
+    const std::string what = "CCOLL_MPI_TUNING=" + std::string(*v);
+    if (s.algorithm) {
+      detail::fail(s, what + ": a tuning table chooses for CCOLL_MPI_ALGO=auto only");
+    } else {
+#ifdef CCOLL_MPI_HAS_TUNING_JSON
+      std::ifstream in{std::string(*v)};
+      std::stringstream text;
+      text << in.rdbuf();
+      if (!in) {
+        detail::fail(s, what + ": cannot read the file");
+      } else {
+        try {
+          auto table = ccoll::algo::tuning_table_from_json(text.str());
+          (void)ccoll::algo::BySize(
+              table);  // every rule names an algorithm that plans its collective
+          s.tuning = std::make_shared<const ccoll::algo::TuningTable>(std::move(table));
+        } catch (const std::exception& e) {
+          detail::fail(s, what + ": " + e.what());
+        }
+      }
+#else
+      detail::fail(s, what + ": this build has no JSON reader (nlohmann-json)");
+#endif
     }
   }
   if (auto v = detail::env("CCOLL_MPI_TIMEOUT_S")) {

@@ -9,7 +9,9 @@
 # with the library, or the run without it). NAME=VALUE pairs are set on every rank, except
 # CCOLL_MPI_HOST=rank%K: each rank names host (rank mod K), so that mpi-hybrid sees K emulated
 # hosts and mixes shared-memory and message links. REPORT=MPI_<Name> (not set on the ranks) says
-# which function's report line to check (default MPI_Allreduce). Every rank reports
+# which function's report line to check (default MPI_Allreduce); SERVED_BY=NAME (repeatable, not
+# set on the ranks) requires every rank's report of that function to list "served by NAME" with
+# at least one call. Every rank reports
 # (CCOLL_MPI_REPORT=all), and each rank's report line must agree with EXPECT.
 set -euo pipefail
 if [[ $# -lt 5 ]]; then
@@ -32,9 +34,12 @@ setenv CCOLL_MPI_REPORT all
 [[ $lib != - ]] && setenv LD_PRELOAD "$lib"
 wrapper=()
 function=MPI_Allreduce
+served_by=()
 for kv in "$@"; do
   if [[ $kv =~ ^REPORT=(MPI_[A-Za-z_]+)$ ]]; then
     function=${BASH_REMATCH[1]}
+  elif [[ $kv =~ ^SERVED_BY=(.+)$ ]]; then
+    served_by+=("${BASH_REMATCH[1]}")
   elif [[ $kv =~ ^CCOLL_MPI_HOST=rank%([0-9]+)$ ]]; then
     k=${BASH_REMATCH[1]}
     # shellcheck disable=SC2016  # expanded by the rank's shell
@@ -74,6 +79,16 @@ while read -r line; do
     *) [[ $served == 0 ]] || fail "calls served with --expect $expect: $line" ;;
   esac
 done <<<"$summary"
+# A function's per-algorithm lines follow its summary line among the lines of the same rank (the
+# ranks' reports interleave), up to that rank's next summary.
+for name in "${served_by[@]}"; do
+  n=$(awk -v f="$function" -v a="$name" '
+    /^\[ccoll_mpi\] rank [0-9]+:/ { r = $3 }
+    / calls [0-9]+: served by ccoll / { on[r] = index($0, ": " f " calls ") > 0 }
+    on[r] && index($0, "   served by " a ": ") > 0 { split($0, w, ": "); if (w[3] + 0 > 0) ++n }
+    END { print n + 0 }' "$log")
+  [[ $n == "$np" ]] || fail "$function: $n of $np ranks report calls served by $name"
+done
 case $expect in
   disabled) grep -q 'passed to MPI, disabled' "$log" || fail "no 'disabled' line in the report" ;;
   settings) grep -q '^ccoll_mpi: CCOLL_MPI_' "$log" || fail "the bad setting was not named" ;;

@@ -284,13 +284,13 @@ inline plan::Plan ring_plan(const EmbeddedRings& e, plan::PlanRequest req) {
   // them, broadcast and reduce as chains along them from the root (plan/rooted.hpp).
   switch (req.collective) {
     case plan::Collective::reduce_scatter:
-      return plan::build_ring_reduce_scatter(req, orders);
+      return plan::build_ring_reduce_scatter_on(req, orders);
     case plan::Collective::all_gather:
-      return plan::build_ring_all_gather(req, orders);
+      return plan::build_ring_all_gather_on(req, orders);
     case plan::Collective::broadcast:
-      return plan::build_chain_broadcast(req, orders);
+      return plan::build_chain_broadcast_on(req, orders);
     case plan::Collective::reduce:
-      return plan::build_chain_reduce(req, orders);
+      return plan::build_chain_reduce_on(req, orders);
     case plan::Collective::allreduce:
       break;
   }

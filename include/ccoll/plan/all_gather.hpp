@@ -27,8 +27,8 @@ namespace ccoll::plan {
 
 // Ring all-gather: step s of position i writes the block of position i - s (its own at s = 0)
 // and passes it on, P - 1 hops in all. `rings`: as build_ring_reduce_scatter's.
-inline Plan build_ring_all_gather(const PlanRequest& req,
-                                  const std::vector<std::vector<Rank>>& rings = {}) {
+inline Plan build_ring_all_gather_on(const PlanRequest& req,
+                                     const std::vector<std::vector<Rank>>& rings) {
   return detail::build_blocked_ring(
       req, Collective::all_gather, "all-gather",
       [](std::uint64_t i, std::uint64_t s, std::uint64_t up) {
@@ -36,6 +36,9 @@ inline Plan build_ring_all_gather(const PlanRequest& req,
                                 s + 1 < up};
       },
       rings);
+}
+inline Plan build_ring_all_gather(const PlanRequest& req) {
+  return build_ring_all_gather_on(req, {});
 }
 
 inline Plan build_direct_all_gather(const PlanRequest& req) {

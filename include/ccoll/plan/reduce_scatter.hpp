@@ -158,8 +158,8 @@ Plan build_blocked_ring(const PlanRequest& req, Collective coll, const char* wha
 // received and passes it on; the owner completes it at s = P - 1. `rings`: one ring order per
 // channel (a ring embedded in a physical graph: algo/embedding.hpp); empty: req.nchannels rings
 // in rank order, odd ones reversed.
-inline Plan build_ring_reduce_scatter(const PlanRequest& req,
-                                      const std::vector<std::vector<Rank>>& rings = {}) {
+inline Plan build_ring_reduce_scatter_on(const PlanRequest& req,
+                                         const std::vector<std::vector<Rank>>& rings) {
   return detail::build_blocked_ring(
       req, Collective::reduce_scatter, "reduce-scatter",
       [](std::uint64_t i, std::uint64_t s, std::uint64_t up) {
@@ -168,6 +168,9 @@ inline Plan build_ring_reduce_scatter(const PlanRequest& req,
                                 !completes};
       },
       rings);
+}
+inline Plan build_ring_reduce_scatter(const PlanRequest& req) {
+  return build_ring_reduce_scatter_on(req, {});
 }
 
 // Direct reduce-scatter: every rank sends its peers their blocks and reduces its own.

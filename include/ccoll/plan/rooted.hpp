@@ -127,16 +127,22 @@ inline Plan build_rooted(const PlanRequest& req, Collective coll, bool chain,
 
 // `rings`: one ring order per channel, which each channel's chain follows from the root (a ring
 // embedded in a physical graph: algo/embedding.hpp); empty: rank order, odd channels backwards.
-inline Plan build_chain_broadcast(const PlanRequest& req,
-                                  const std::vector<std::vector<Rank>>& rings = {}) {
+inline Plan build_chain_broadcast_on(const PlanRequest& req,
+                                     const std::vector<std::vector<Rank>>& rings) {
   return detail::build_rooted(req, Collective::broadcast, true, rings);
+}
+inline Plan build_chain_broadcast(const PlanRequest& req) {
+  return build_chain_broadcast_on(req, {});
 }
 inline Plan build_direct_broadcast(const PlanRequest& req) {
   return detail::build_rooted(req, Collective::broadcast, false);
 }
-inline Plan build_chain_reduce(const PlanRequest& req,
-                               const std::vector<std::vector<Rank>>& rings = {}) {
+inline Plan build_chain_reduce_on(const PlanRequest& req,
+                                  const std::vector<std::vector<Rank>>& rings) {
   return detail::build_rooted(req, Collective::reduce, true, rings);
+}
+inline Plan build_chain_reduce(const PlanRequest& req) {
+  return build_chain_reduce_on(req, {});
 }
 inline Plan build_direct_reduce(const PlanRequest& req) {
   return detail::build_rooted(req, Collective::reduce, false);
