@@ -894,8 +894,11 @@ TEST_CASE("ccoll_perf's threads path runs the forest on dgx1v with no wrong elem
 // and the rings' gaps need run inside the ranks on their GPUs (algo::host_relays), and every
 // rank's result is checked.
 TEST_CASE("ccoll_perf on GPU-only graphs: -t is the GPU count, relays run inside ranks") {
-  for (const auto& [topology, gpus] :
+  for (const auto& [graph, graph_gpus] :
        std::vector<std::pair<std::string, int>>{{"ring:4", 4}, {"torus:4x4", 16}}) {
+    // Named copies: doctest's CAPTURE takes them into a lambda, which a binding cannot enter.
+    const std::string topology = graph;
+    const int gpus = graph_gpus;
     CAPTURE(topology);
     const Options o = parse({"-t",         std::to_string(gpus),
                              "-a",         "ring,dbtree,forest",

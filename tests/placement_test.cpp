@@ -202,8 +202,11 @@ TEST_CASE("the verifier is what makes a placement safe: appended relay steps dea
   // a message that only its own later (relay) steps would forward. The placed plan, each relay
   // program on a channel of its own, verifies.
   int deadlocks = 0;
-  for (const auto& [name, gpus] : std::vector<std::pair<std::string, int>>{
+  for (const auto& [algorithm, ring_gpus] : std::vector<std::pair<std::string, int>>{
            {"dbtree", 4}, {"direct", 6}, {"ring", 6}, {"dbtree", 6}}) {
+    // Named copies: doctest's CAPTURE takes them into a lambda, which a binding cannot enter.
+    const std::string name = algorithm;
+    const int gpus = ring_gpus;
     CAPTURE(name);
     CAPTURE(gpus);
     const auto t = physical::gpu_ring(gpus);

@@ -135,6 +135,7 @@ inline Registered with_relays(const Registered& inner, const physical::PhysicalT
       }
     }
   std::vector<const plan::Plan*> pointers;
+  pointers.reserve(refs.size());
   for (const auto& p : refs) pointers.push_back(&p);
   auto routing =
       std::make_shared<const RelayRouting>(plan_relays(topology, inner.rank_node(), pointers));
