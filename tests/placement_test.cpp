@@ -114,17 +114,19 @@ plan::Plan appended(const plan::Plan& p, const plan::Placement& placement) {
 }  // namespace
 
 TEST_CASE("place_programs: a relay's programs move to its host's own channels") {
-  // dbtree on a ring of four GPUs: two relays (ranks 4 and 5) on GPUs that run ranks.
+  // dbtree on a ring of four GPUs: relays (ranks 4 and up: its allreduce trees' detours, and the
+  // chains of its rooted trees' edges) on GPUs that run ranks.
   const auto t = physical::gpu_ring(4);
   const auto separate = make("dbtree", t, false);
-  REQUIRE(separate.nranks() == 6);
+  const plan::Rank n = separate.nranks();
+  REQUIRE(n > 4);
   const plan::Plan p = build(separate, 1000, 2);
   REQUIRE(plan::verify(p).ok);
   const plan::Placement placement = algo::relay_placement(separate.rank_node());
   CHECK(placement.nkept() == 4);
-  CHECK(placement.max_hosted() == 1);
+  CHECK(placement.max_hosted() >= 1);
   for (plan::Rank r = 0; r < 4; ++r) CHECK(placement.host[static_cast<std::size_t>(r)] == r);
-  for (plan::Rank r = 4; r < 6; ++r) {
+  for (plan::Rank r = 4; r < n; ++r) {
     const plan::Rank h = placement.host[static_cast<std::size_t>(r)];
     CHECK(h < 4);
     CHECK(separate.rank_node()[static_cast<std::size_t>(h)] ==
@@ -159,7 +161,7 @@ TEST_CASE("place_programs: a relay's programs move to its host's own channels") 
   // The registered algorithm places its plans the same way.
   const auto hosted = make("dbtree", t);
   CHECK(hosted.nranks() == 4);
-  CHECK(hosted.hosted_relays == 2);
+  CHECK(hosted.hosted_relays == n - 4);
   CHECK(keys(build(hosted, 1000, 2)) == keys(placed));
 }
 
@@ -174,7 +176,8 @@ TEST_CASE("place_programs refuses placements that cannot run") {
   };
   plan::Placement wrong_size = placement;
   wrong_size.host.pop_back();
-  refuses(wrong_size, "names 5 ranks; the plan has 6");
+  refuses(wrong_size, "names " + std::to_string(p.nranks - 1) + " ranks; the plan has " +
+                          std::to_string(p.nranks));
   plan::Placement hosts_active = placement;
   hosts_active.host[1] = 0;  // rank 1 is active
   refuses(hosts_active, "rank 1 is active; only relays can be hosted");
@@ -193,7 +196,7 @@ TEST_CASE("place_programs refuses placements that cannot run") {
   plan::Placement identity;
   for (plan::Rank r = 0; r < p.nranks; ++r) identity.host.push_back(r);
   CHECK(plan::place_programs(p, identity).connections.size() == p.connections.size());
-  CHECK(plan::place_programs(p, identity).nranks == 6);
+  CHECK(plan::place_programs(p, identity).nranks == p.nranks);
 }
 
 TEST_CASE("the verifier is what makes a placement safe: appended relay steps deadlock") {
@@ -256,7 +259,7 @@ TEST_CASE("placed plans of every count use the connections of the reference plan
 TEST_CASE("every collective on GPU-only graphs, one rank per GPU, relays inside ranks") {
   using Overlapped = schedule::Pipelined<schedule::Overlap::ReduceBroadcast>;
   const std::vector<std::uint64_t> counts{1, 7, 300};
-  for (const std::string preset : {"ring:4", "ring:5", "torus:2x3"})
+  for (const std::string preset : {"ring:4", "ring:5", "torus:2x3", "dgx1v"})
     for (const std::string name : {"auto", "direct", "tree", "dbtree", "ring"}) {
       CAPTURE(preset);
       CAPTURE(name);
@@ -273,8 +276,9 @@ TEST_CASE("every collective on GPU-only graphs, one rank per GPU, relays inside 
           CHECK(outcome[static_cast<std::size_t>(r)] == "");
         }
       };
-      // The detoured trees plan allreduce only, the tree broadcast and reduce as well, the others
-      // every collective (the embedded ring: its ring forms and chains along its rings).
+      // The trees plan broadcast and reduce besides allreduce (dbtree on the graph: rooted trees on
+      // its ring's positions), the others every collective (the embedded ring: its ring forms and
+      // chains along its rings).
       const auto plans = [&](plan::Collective c) {
         plan::PlanRequest probe;
         probe.nranks = p;
@@ -286,10 +290,10 @@ TEST_CASE("every collective on GPU-only graphs, one rank per GPU, relays inside 
           return false;
         }
       };
-      if (name != "dbtree")
-        for (plan::Collective c : {plan::Collective::reduce_scatter, plan::Collective::all_gather,
-                                   plan::Collective::broadcast, plan::Collective::reduce})
-          if (name != "tree" || plan::has_root(c)) CHECK(plans(c));  // tree: rooted ones only
+      const bool rooted_only = name == "tree" || name == "dbtree";
+      for (plan::Collective c : {plan::Collective::reduce_scatter, plan::Collective::all_gather,
+                                 plan::Collective::broadcast, plan::Collective::reduce})
+        if (!rooted_only || plan::has_root(c)) CHECK(plans(c));
       if (plans(plan::Collective::reduce_scatter)) {
         ReduceScatter<transport::HostThreads, algo::Registered, Overlapped> rs(small_config(p),
                                                                                reg);

@@ -7,16 +7,22 @@
 // embedded ring (algo/embedding.hpp), as NCCL lays its trees on its ring order, and a tree edge
 // whose ends no route joins, or whose route is narrower than a path through another GPU, is
 // detoured through relay ranks ([C-Cube] Sec. IV-A; double_binary_tree_with_detours, then
-// algo/relay_routing.hpp for edges that need more than one relay).
+// algo/relay_routing.hpp for edges that need more than one relay). Its broadcast and reduce are
+// the rooted trees above over the same positions, their edges relayed where no route joins them.
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "ccoll/algo/concepts.hpp"
 #include "ccoll/algo/embedding.hpp"
 #include "ccoll/algo/registered.hpp"
+#include "ccoll/core/error.hpp"
+#include "ccoll/plan/collective.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
+#include "ccoll/plan/placement.hpp"
 #include "ccoll/plan/rooted_trees.hpp"
 
 namespace ccoll::algo {
@@ -37,9 +43,28 @@ static_assert(LogicalTopology<DoubleBinaryTree>);
 inline Registered registered_double_binary_tree(const AlgorithmRequest& req) {
   if (req.topology == nullptr) return registered_stateless<DoubleBinaryTree>(req);
   const auto rings = embed_rings(*req.topology);
-  auto trees = std::make_shared<const DetourTrees>(
-      double_binary_tree_with_detours(*req.topology, rings.rings.front()));
-  auto build = [trees](const plan::PlanRequest& r) {
+  const std::vector<plan::Rank> order(rings.rings.front().begin(), rings.rings.front().end());
+  auto trees =
+      std::make_shared<const DetourTrees>(double_binary_tree_with_detours(*req.topology, order));
+  auto build = [trees, order](const plan::PlanRequest& r) {
+    if (plan::has_root(r.collective)) {
+      // Broadcast and reduce: the rooted trees over the tree positions (the ring's order), with
+      // the root's position; the detours' relays idle, and edges no route joins relayed by
+      // with_relays (algo/registered.hpp), which reads every root's plan.
+      std::vector<plan::Rank> position(order.size());
+      for (std::size_t i = 0; i < order.size(); ++i)
+        position[static_cast<std::size_t>(order[i])] = static_cast<plan::Rank>(i);
+      if (r.root < 0 || static_cast<std::size_t>(r.root) >= order.size())
+        throw_invalid_argument(-1, "root", "an active rank, below " + std::to_string(order.size()),
+                               std::to_string(r.root));
+      plan::PlanRequest positions = r;
+      positions.nranks = static_cast<plan::Rank>(order.size());
+      positions.root = position[static_cast<std::size_t>(r.root)];
+      plan::Plan p = plan::relabel_ranks(DoubleBinaryTree::build(positions), order,
+                                         static_cast<plan::Rank>(trees->rank_node.size()));
+      p.algorithm = "dbtree";
+      return p;
+    }
     plan::Plan p = detour_tree_plan(*trees, r);
     p.algorithm = "dbtree";
     return p;

@@ -172,4 +172,45 @@ inline Plan place_programs(const Plan& p, const Placement& placement) {
   return out;
 }
 
+// `p`, a plan of positions, on ranks: position i's programs run as rank rank_of[i] of a plan of
+// `nranks` ranks (>= p.nranks); the ranks no position maps to are inactive and idle. For a plan
+// built on an order of the ranks (a tree laid along an embedded ring: algo/double_binary_tree.hpp)
+// and ranks beyond it (relays of other plans of the same algorithm).
+inline Plan relabel_ranks(const Plan& p, const std::vector<Rank>& rank_of, Rank nranks) {
+  const auto fail = [](const std::string& what) {
+    throw Error(ErrorCode::InvalidArgument, -1, "relabel_ranks: " + what);
+  };
+  if (rank_of.size() != static_cast<std::size_t>(p.nranks) || nranks < p.nranks)
+    fail("maps " + std::to_string(rank_of.size()) + " positions of " + std::to_string(p.nranks) +
+         " onto " + std::to_string(nranks) + " ranks");
+  std::vector<bool> taken(static_cast<std::size_t>(nranks), false);
+  for (Rank r : rank_of) {
+    if (r < 0 || r >= nranks || taken[static_cast<std::size_t>(r)])
+      fail("rank " + std::to_string(r) + " is not one of " + std::to_string(nranks) +
+           " distinct ranks");
+    taken[static_cast<std::size_t>(r)] = true;
+  }
+  Plan out;
+  out.algorithm = p.algorithm;
+  out.collective = p.collective;
+  out.count = p.count;
+  out.slot_elems = p.slot_elems;
+  out.nslots = p.nslots;
+  out.ports = p.ports;
+  out.active.assign(static_cast<std::size_t>(nranks), false);
+  for (std::size_t i = 0; i < rank_of.size(); ++i)
+    out.active[static_cast<std::size_t>(rank_of[i])] = p.active[i];
+  out.reset(nranks, static_cast<std::uint32_t>(p.channels.size()));
+  out.root = rank_of[static_cast<std::size_t>(p.root)];
+  for (std::size_t c = 0; c < p.channels.size(); ++c)
+    for (std::size_t i = 0; i < rank_of.size(); ++i)
+      out.channels[c].programs[static_cast<std::size_t>(rank_of[i])] = p.channels[c].programs[i];
+  out.connections = p.connections;
+  for (Connection& k : out.connections) {
+    k.from = rank_of[static_cast<std::size_t>(k.from)];
+    k.to = rank_of[static_cast<std::size_t>(k.to)];
+  }
+  return out;
+}
+
 }  // namespace ccoll::plan
