@@ -1,21 +1,26 @@
 // The host-device protocols of the CUDA transports that are not the step interpreter, run on host
 // threads over the same memory a kernel and its host share (no GPU): a persistent session's work
 // queue (transport/cuda/session_protocol.hpp: items, `posted`, completion in order, wrap-around,
-// abort), the ranks' agreement on each call (transport/cuda/call_record.hpp), and the choice of a
-// failed job's root cause (transport/cuda/failure_record.hpp). Threads stand for the kernel's
+// abort), the ranks' agreement on each call (transport/cuda/call_record.hpp), the choice of a
+// failed job's root cause (transport/cuda/failure_record.hpp), and where CudaP2P places a rank's
+// FIFO memory (transport/cuda/p2p_options.hpp). Threads stand for the kernel's
 // blocks: each runs the leader's code of a block.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ccoll/transport/cuda/call_record.hpp"
 #include "ccoll/transport/cuda/failure_record.hpp"
+#include "ccoll/transport/cuda/p2p_options.hpp"
 #include "ccoll/transport/cuda/session_protocol.hpp"
 
 using namespace ccoll;
@@ -445,4 +450,52 @@ TEST_CASE("failure root cause: timeouts before aborts; only aborts: the host's a
   CHECK(root.cause == &board[3]);
   CHECK(describe_stop(*root.cause) ==
         "rank 3, channel 0, step 2: waiting for a free slot at rank 4");
+}
+
+TEST_CASE(
+    "p2p FIFO layout: a connection's slots and tail in its receiver, its head in its sender") {
+  using ccoll::transport::cuda::P2PFifoLayout;
+  std::mt19937 rng(3);
+  for (int iter = 0; iter < 200; ++iter) {
+    const int nranks = 1 + static_cast<int>(rng() % 8);
+    const std::uint32_t nslots = 1 + rng() % 4;
+    const std::uint64_t stride = 128 * (1 + rng() % 4);
+    std::vector<ccoll::runtime::ConnectionKey> keys;
+    for (std::uint32_t ch = 0; ch < 1 + rng() % 3; ++ch)
+      for (int a = 0; a < nranks; ++a)
+        for (int b = 0; b < nranks; ++b)
+          if (a != b && rng() % 2 == 0)
+            keys.push_back(
+                {ch, static_cast<ccoll::plan::Rank>(a), static_cast<ccoll::plan::Rank>(b)});
+    std::sort(keys.begin(), keys.end());
+    for (int rank = 0; rank < nranks; ++rank) {
+      CAPTURE(iter);
+      CAPTURE(rank);
+      const P2PFifoLayout l = P2PFifoLayout::make(keys, rank, stride, nslots);
+      REQUIRE(l.slots.size() == keys.size());
+      // [begin, end) of every region this rank's memory holds: none may overlap or leave it.
+      std::vector<std::pair<std::uint64_t, std::uint64_t>> regions;
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        const bool in = keys[i].to == rank, out = keys[i].from == rank;
+        CHECK((l.slots[i] != P2PFifoLayout::kNone) == in);
+        CHECK((l.tail[i] != P2PFifoLayout::kNone) == in);
+        CHECK((l.head[i] != P2PFifoLayout::kNone) == out);
+        if (in) {
+          regions.emplace_back(l.slots[i], l.slots[i] + stride * nslots);
+          regions.emplace_back(l.tail[i], l.tail[i] + ccoll::sync::kCounterStride);
+          CHECK(l.tail[i] % ccoll::sync::kCounterStride == 0);  // a counter per line
+        }
+        if (out) {
+          regions.emplace_back(l.head[i], l.head[i] + ccoll::sync::kCounterStride);
+          CHECK(l.head[i] % ccoll::sync::kCounterStride == 0);
+        }
+      }
+      std::sort(regions.begin(), regions.end());
+      for (std::size_t k = 0; k < regions.size(); ++k) {
+        CHECK(regions[k].second <= l.total);
+        if (k > 0) CHECK(regions[k - 1].second <= regions[k].first);
+      }
+      CHECK(l.total >= ccoll::sync::kCounterStride);
+    }
+  }
 }

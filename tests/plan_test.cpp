@@ -20,6 +20,7 @@
 #include "ccoll/plan/ring.hpp"
 #include "ccoll/plan/tree.hpp"
 #include "ccoll/plan/verifier.hpp"
+#include "sweep.hpp"
 
 using namespace ccoll;
 using namespace ccoll::plan;
@@ -45,10 +46,12 @@ void require_ok(const Plan& plan, const std::string& what) {
 }  // namespace
 
 TEST_CASE("ring plans verify for P = 1..64, several counts, chunks and channels") {
+  ccoll::testing::Sweep sweep;
   for (Rank p = 1; p <= 64; ++p)
     for (std::uint64_t count : {0ull, 1ull, 7ull, 97ull, 1000ull})
       for (std::uint32_t ch : {1u, 3u})
         for (std::uint32_t k : {0u, 3u}) {
+          if (!sweep.take()) continue;
           const Plan plan = build_ring(request(p, count, ch, k));
           require_ok(plan, "P=" + std::to_string(p) + " count=" + std::to_string(count) +
                                " channels=" + std::to_string(ch) + " chunks=" + std::to_string(k));
@@ -56,11 +59,13 @@ TEST_CASE("ring plans verify for P = 1..64, several counts, chunks and channels"
 }
 
 TEST_CASE("binary tree plans verify for P = 1..64, phased and overlapped") {
+  ccoll::testing::Sweep sweep;
   for (Rank p = 1; p <= 64; ++p)
     for (bool overlap : {false, true})
       for (std::uint64_t count : {0ull, 1ull, 13ull, 1000ull})
         for (std::uint32_t ch : {1u, 2u})
           for (std::uint32_t k : {0u, 1u, 4u}) {
+            if (!sweep.take()) continue;
             PlanRequest req = request(p, count, ch, k);
             req.overlap = overlap;
             require_ok(build_tree(req),
@@ -171,12 +176,14 @@ TEST_CASE("ring: explicit ring orders, reversed odd channels, nslots >= 2") {
 }
 
 TEST_CASE("direct plans verify for P = 1..32, any count, chunks, channels and FIFO depth") {
+  ccoll::testing::Sweep sweep;
   for (Rank p = 1; p <= 32; ++p)
     for (std::uint64_t count : {0ull, 1ull, 2ull, 7ull, 97ull, 1000ull})
       for (std::uint32_t ch : {1u, 2u})
         for (std::uint32_t k : {0u, 1u, 3u})
           for (std::uint32_t nslots : {1u, 2u, 4u}) {
             if (p > 12 && (nslots != 2 || count == 2)) continue;  // keeps the suite fast
+            if (!sweep.take()) continue;
             PlanRequest req = request(p, count, ch, k);
             req.nslots = nslots;
             const Plan plan = build_direct(req);
@@ -187,12 +194,14 @@ TEST_CASE("direct plans verify for P = 1..32, any count, chunks, channels and FI
 }
 
 TEST_CASE("one-shot and recursive-doubling plans verify for every P, count, chunks, FIFO depth") {
+  ccoll::testing::Sweep sweep;
   for (Rank p = 1; p <= 33; ++p)
     for (std::uint64_t count : {0ull, 1ull, 2ull, 7ull, 97ull, 1000ull})
       for (std::uint32_t ch : {1u, 2u})
         for (std::uint32_t k : {0u, 3u})
           for (std::uint32_t nslots : {1u, 2u}) {
             if (p > 12 && (nslots != 2 || count == 2)) continue;  // keeps the suite fast
+            if (!sweep.take()) continue;
             PlanRequest req = request(p, count, ch, k);
             req.nslots = nslots;
             req.slot_bytes = 64;  // 16 floats: 97 and 1000 elements need several chunks
@@ -749,4 +758,28 @@ TEST_CASE("lock-step timeline: [C-Cube] Fig. 7 for P = 7, K = 4") {
       }
     }
   }
+}
+
+TEST_CASE("test sweeps: CCOLL_TEST_SWEEP takes one case in STRIDE, from OFFSET") {
+  using ccoll::testing::parse_sweep_share;
+  using ccoll::testing::Sweep;
+  CHECK(parse_sweep_share(nullptr).stride == 1);
+  CHECK(parse_sweep_share("").stride == 1);
+  CHECK(parse_sweep_share("4").stride == 4);
+  CHECK(parse_sweep_share("4").offset == 0);
+  CHECK(parse_sweep_share("4/7").offset == 3);
+  for (const char* bad : {"x", "0", "4/", "4/x", "4/1z", "-3"}) {
+    CAPTURE(bad);
+    CHECK(parse_sweep_share(bad).stride == 1);
+  }
+  Sweep every(ccoll::testing::SweepShare{});  // whatever CCOLL_TEST_SWEEP says
+  Sweep quarter(parse_sweep_share("4/2"));
+  std::vector<int> taken;
+  for (int i = 0; i < 10; ++i) {
+    CHECK(every.take());
+    if (quarter.take()) taken.push_back(i);
+  }
+  CHECK(taken == std::vector<int>{2, 6});
+  CHECK(quarter.taken() == 2);
+  CHECK(every.taken() == 10);
 }

@@ -1,11 +1,12 @@
 // Test helper: a host model of a CUDA thread block as the step interpreter's Group.
 //
-// The block code paths of runtime/interpreter.hpp (partitioning the elements over the members,
-// the split into a scalar head, 16-byte packs and a scalar tail, the leader polling the counters
-// and broadcasting the outcome) otherwise only run on a GPU, which the fast suite has none of. Here
-// a block is k std::threads sharing a std::barrier: member i is thread i, the leader is member 0,
-// sync() is the barrier and any() passes the leader's value through shared memory between two
-// barrier phases, as __syncthreads_or does in transport/cuda/block_group.cuh.
+// The block code paths of the step interpreter (runtime/block_loops.hpp, runtime/interpreter.hpp:
+// partitioning the elements over the members, the split into a scalar head, 16-byte packs and a
+// scalar tail, the leader polling the counters and broadcasting the outcome) otherwise only run on
+// a GPU, which the fast suite has none of. Here a block is k std::threads sharing a std::barrier:
+// member i is thread i, the leader is member 0, sync() is the barrier and any() passes the leader's
+// value through shared memory between two barrier phases, as __syncthreads_or does in
+// transport/cuda/block_group.cuh.
 #pragma once
 
 #include <atomic>
@@ -38,6 +39,9 @@ struct SimulatedBlock {
 class SimulatedBlockGroup {
  public:
   static constexpr bool kSingleThread = false;
+  // As a CUDA block: the leader's fence after the barrier orders every member's writes, and the
+  // posts after it are relaxed stores (a seq_cst fence before a relaxed store is a release).
+  static constexpr bool kFenceOrdersPosts = true;
 
   SimulatedBlockGroup(SimulatedBlock& block, std::uint32_t index) : block_(&block), index_(index) {}
 

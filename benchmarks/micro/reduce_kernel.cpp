@@ -1,4 +1,4 @@
-// bench_reduce_kernel: the host element loops of the step interpreter (runtime/interpreter.hpp),
+// bench_reduce_kernel: the host element loops of the step interpreter (runtime/host_loops.hpp),
 // the inner loop of every host allreduce: copy (recv -> out), reduce (in (+) recv -> out) and
 // reduce into two destinations (in (+) recv -> out and the next slot), per element type.
 //

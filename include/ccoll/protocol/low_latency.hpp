@@ -3,7 +3,7 @@
 //
 // An LL message carries its own arrival flag in the memory of its payload, so a receiver needs no
 // tail counter, fence or second poll per message: one transfer of the lines that hold the message.
-// Two encodings, chosen by who writes a message (runtime/interpreter.hpp, kPackedLowLatency):
+// Two encodings, chosen by who writes a message (runtime/program_context.hpp, kPackedLowLatency):
 //
 //   - Flagged lines (groups of several threads: a GPU block). ceil(b / 4) data lines of 8 bytes
 //     followed by kTrailerLines trailer lines: the low half of a line carries 4 bytes of payload

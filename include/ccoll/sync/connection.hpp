@@ -78,6 +78,10 @@ struct BasicConnectionRef {
     return counter_type(head).wait(m + 1 - nslots_min(m), abort, deadline_ns);
   }
   CCOLL_HD void post_sent(std::uint64_t m) const { counter_type(tail).post_value(m + 1); }
+  // The same after a fence that orders the message's writes (BasicCounter::post_value_after_fence).
+  CCOLL_HD void post_sent_after_fence(std::uint64_t m) const {
+    counter_type(tail).post_value_after_fence(m + 1);
+  }
   // Receiver side: has message m arrived?
   CCOLL_HD bool can_recv(std::uint64_t m) const { return counter_type(tail).check(m + 1); }
   CCOLL_HD WaitResult wait_recv(std::uint64_t m, const std::uint32_t* abort,
@@ -85,6 +89,9 @@ struct BasicConnectionRef {
     return counter_type(tail).wait(m + 1, abort, deadline_ns);
   }
   CCOLL_HD void post_received(std::uint64_t m) const { counter_type(head).post_value(m + 1); }
+  CCOLL_HD void post_received_after_fence(std::uint64_t m) const {
+    counter_type(head).post_value_after_fence(m + 1);
+  }
 
  private:
   // min(nslots, m + 1): the first nslots messages need no free slot.

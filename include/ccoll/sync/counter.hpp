@@ -42,6 +42,13 @@ class BasicCounter {
   CCOLL_HD void post_value(std::uint64_t v) const {
     AtomicWord<std::uint64_t, S>(word_).store_release(v);
   }
+  // Single writer, after a fence that already orders everything `v` publishes (a GPU block's
+  // barrier and its leader's fence, transport/cuda/block_group.cuh): the fence and this relaxed
+  // store form the release, so a step that posts several counters pays one fence, not one each
+  // (on a GPU every release store is a fence of its own).
+  CCOLL_HD void post_value_after_fence(std::uint64_t v) const {
+    AtomicWord<std::uint64_t, S>(word_).store_relaxed(v);
+  }
   // Several writers: adds n.
   CCOLL_HD void post(std::uint64_t n = 1) const {
     AtomicWord<std::uint64_t, S>(word_).fetch_add_release(n);

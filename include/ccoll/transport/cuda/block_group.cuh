@@ -3,8 +3,10 @@
 // All threads of the block execute a step together: thread i handles elements i, i + blockDim.x,
 // ...; thread 0 polls the counters (one poller per block keeps the counter lines quiet) and
 // broadcasts the outcome with __syncthreads_or; after the element loop a barrier and a system-scope
-// fence by thread 0 order every thread's slot writes before the release store that posts them
-// ([C-Cube] Fig. 11 uses threadfence around its lock for the same reason).
+// fence by thread 0 order every thread's slot writes before the stores that post them ([C-Cube]
+// Fig. 11 uses threadfence around its lock for the same reason). That fence is the step's only
+// one: the posts after it are relaxed stores (kFenceOrdersPosts), where release stores would each
+// be a fence of their own.
 //
 // The member functions are __host__ __device__ so that the interpreter's CCOLL_HD templates
 // instantiate cleanly in nvcc's host pass; they are only ever called on the device.
@@ -18,6 +20,7 @@ namespace ccoll::transport::cuda {
 
 struct BlockGroup {
   static constexpr bool kSingleThread = false;
+  static constexpr bool kFenceOrdersPosts = true;  // runtime/program_context.hpp
 
   CCOLL_HD std::uint64_t first() const {
 #if CCOLL_DEVICE_PASS

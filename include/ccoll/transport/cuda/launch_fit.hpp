@@ -7,7 +7,7 @@
 //   - channels: as many as the SMs hold at the default threads (two blocks of 512 threads per SM
 //     for kernels within their launch bounds), at most max_channels: enough blocks to keep HBM or
 //     NVLink busy at large counts, since each thread keeps only one or two 16-byte packs in flight
-//     (runtime/interpreter.hpp, kPackUnroll), with every SM holding as many blocks as the others;
+//     (runtime/block_loops.hpp, kPackUnroll), with every SM holding as many blocks as the others;
 //   - threads: the most, up to kDefaultThreads, at which the blocks fit (a forest's plan has a
 //     channel per tree, whatever Config::nchannels says, so its blocks may need fewer threads).
 // What the user asked for is kept; a request that does not fit is refused, as is a plan that does

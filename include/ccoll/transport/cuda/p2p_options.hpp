@@ -1,0 +1,74 @@
+// ccoll/transport/cuda/p2p_options.hpp: what a user chooses for transport::CudaP2P (placement,
+// launch, sharing, agreement) and where one rank's FIFO memory keeps what its peers write. Plain
+// C++, so that the layout is tested without a GPU (tests/cuda_protocol_test.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ccoll/runtime/plan_cache.hpp"
+#include "ccoll/sync/connection.hpp"
+
+namespace ccoll::transport::cuda {
+
+// How CudaP2P places and launches its ranks (an argument after the topology:
+// Allreduce<CudaP2P, L> ar(config, L{}, cuda::P2POptions{...})).
+struct P2POptions {
+  enum class Mode : std::uint8_t { threads, processes };
+  Mode mode = Mode::threads;
+  // threads: rank r runs on devices[r] (entries may repeat); empty: rank r on device r % count.
+  std::vector<int> devices;
+  // processes: this rank's device; -1: the current device.
+  int device = -1;
+  // Per block: a multiple of 32, at most 1024; 0: per launch, the most up to 512 at which the
+  // blocks of the ranks on the device fit (cuda::fit_launch).
+  unsigned threads = 0;
+  // processes: share memory through cuMem descriptors where the driver allows it (false: always
+  // legacy CUDA IPC).
+  bool prefer_cumem = true;
+  // processes: the rendezvous socket; "": p2p-<hash of Config::session>.sock in the per-user
+  // private directory of transport::SharedMemory's tokens.
+  std::string socket_path;
+  // Every block checks that its peers make the same call (call_record.hpp): one store and one
+  // poll of host-mapped memory per peer and call. false: a mismatch runs into the timeouts.
+  bool check_calls = true;
+};
+
+// Where one rank's FIFO memory keeps what its peers write and what it polls (offsets; kNone: not
+// in this rank's memory).
+struct P2PFifoLayout {
+  static constexpr std::uint64_t kNone = ~std::uint64_t{0};
+  std::vector<std::uint64_t> slots, tail, head;  // per connection of the set
+  std::uint64_t total = 0;
+
+  static P2PFifoLayout make(const std::vector<runtime::ConnectionKey>& keys, int rank,
+                            std::uint64_t slot_stride, std::uint32_t nslots) {
+    P2PFifoLayout l;
+    const std::size_t n = keys.size();
+    l.slots.assign(n, kNone);
+    l.tail.assign(n, kNone);
+    l.head.assign(n, kNone);
+    std::uint64_t at = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (keys[i].to == rank) {
+        l.tail[i] = at;
+        at += sync::kCounterStride;
+      }
+      if (keys[i].from == rank) {
+        l.head[i] = at;
+        at += sync::kCounterStride;
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      if (keys[i].to == rank) {
+        l.slots[i] = at;
+        at += slot_stride * nslots;
+      }
+    l.total = std::max<std::uint64_t>(at, sync::kCounterStride);
+    return l;
+  }
+};
+
+}  // namespace ccoll::transport::cuda
