@@ -70,6 +70,30 @@ struct Placement {
   }
 };
 
+namespace detail {
+
+// What a plan renumbered onto `nranks` ranks keeps of `p` (its algorithm, collective, count,
+// chunking and ports), with rank r's activity and the root moved to number[r] (-1: r runs on no
+// rank of its own), and `nchannels` empty channels for its programs.
+inline Plan renumbered_frame(const Plan& p, const std::vector<Rank>& number, Rank nranks,
+                             std::uint32_t nchannels) {
+  Plan out;
+  out.algorithm = p.algorithm;
+  out.collective = p.collective;
+  out.count = p.count;
+  out.slot_elems = p.slot_elems;
+  out.nslots = p.nslots;
+  out.ports = p.ports;
+  out.active.assign(static_cast<std::size_t>(nranks), false);
+  for (std::size_t r = 0; r < number.size(); ++r)
+    if (number[r] >= 0) out.active[static_cast<std::size_t>(number[r])] = p.active[r];
+  out.reset(nranks, nchannels);
+  out.root = number[static_cast<std::size_t>(p.root)];
+  return out;
+}
+
+}  // namespace detail
+
 // `p` with every hosted rank's programs run by its host (see above). Throws InvalidArgument for
 // a placement that hosts an active rank, names a host that is not kept, or would join two ends
 // of one connection in one rank.
@@ -126,18 +150,7 @@ inline Plan place_programs(const Plan& p, const Placement& placement) {
     if (slot[r] == 0)
       for (std::uint32_t c = 0; c < C; ++c) channel_of[r][c] = c;
 
-  Plan out;
-  out.algorithm = p.algorithm;
-  out.collective = p.collective;
-  out.count = p.count;
-  out.slot_elems = p.slot_elems;
-  out.nslots = p.nslots;
-  out.ports = p.ports;
-  out.active.assign(static_cast<std::size_t>(kept), false);
-  for (std::size_t r = 0; r < P; ++r)
-    if (number[r] >= 0) out.active[static_cast<std::size_t>(number[r])] = p.active[r];
-  out.reset(kept, nchannels);
-  out.root = number[static_cast<std::size_t>(p.root)];
+  Plan out = detail::renumbered_frame(p, number, kept, nchannels);
   for (std::uint32_t c = 0; c < C; ++c)
     for (std::size_t r = 0; r < P; ++r) {
       const auto& steps = p.channels[c].programs[r].steps;
@@ -190,18 +203,8 @@ inline Plan relabel_ranks(const Plan& p, const std::vector<Rank>& rank_of, Rank 
            " distinct ranks");
     taken[static_cast<std::size_t>(r)] = true;
   }
-  Plan out;
-  out.algorithm = p.algorithm;
-  out.collective = p.collective;
-  out.count = p.count;
-  out.slot_elems = p.slot_elems;
-  out.nslots = p.nslots;
-  out.ports = p.ports;
-  out.active.assign(static_cast<std::size_t>(nranks), false);
-  for (std::size_t i = 0; i < rank_of.size(); ++i)
-    out.active[static_cast<std::size_t>(rank_of[i])] = p.active[i];
-  out.reset(nranks, static_cast<std::uint32_t>(p.channels.size()));
-  out.root = rank_of[static_cast<std::size_t>(p.root)];
+  Plan out =
+      detail::renumbered_frame(p, rank_of, nranks, static_cast<std::uint32_t>(p.channels.size()));
   for (std::size_t c = 0; c < p.channels.size(); ++c)
     for (std::size_t i = 0; i < rank_of.size(); ++i)
       out.channels[c].programs[static_cast<std::size_t>(rank_of[i])] = p.channels[c].programs[i];
