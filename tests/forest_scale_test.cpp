@@ -18,6 +18,7 @@
 #include "ccoll/physical/presets.hpp"
 #include "ccoll/plan/verifier.hpp"
 #include "forest_harness.hpp"
+#include "sweep.hpp"
 #include "topology_plan_runner.hpp"
 
 using namespace ccoll::physical;
@@ -118,7 +119,9 @@ TEST_CASE("forest symmetry: pairwise 8 x 4 within 1% of its certified bound in e
   // 31 sum chi <= 32 x (3 x 12.5 + 28 x 1.25): 74.84, the exact optimum. The overlapped LP
   // needs about 33,000 pivots for it (0.7 s).
   const auto topo = preset("cluster:8x4:pairwise");
+  ccoll::testing::Sweep sweep;
   for (auto sched : kSchedules) {
+    if (!sweep.take()) continue;
     const std::string schedule = to_string(sched);
     CAPTURE(schedule);
     const auto f = solve_packed_forest(topo, options(sched));
@@ -135,8 +138,10 @@ TEST_CASE("hierarchical forest: within its cut bound, which bounds the exact opt
       {"cluster:4x2:pcie:25", {}, 4},
       {"cluster:3x4:pcie:100", {0, 1, 3}, 3},
   };
+  ccoll::testing::Sweep sweep;
   for (const auto& c : cases)
     for (auto sched : kSchedules) {
+      if (!sweep.take()) continue;
       const std::string name = c.preset;
       CAPTURE(name);
       const std::string schedule = to_string(sched);

@@ -29,25 +29,26 @@ using Builder = std::function<Plan(const PlanRequest&)>;
 
 struct Kind {
   const char* name;
-  Collective collective;
+  plan::Collective collective;
   Builder build;
   bool ring;  // needs two slots per FIFO
 };
 
 const std::vector<Kind>& kinds() {
   static const std::vector<Kind> k = {
-      {"ring reduce-scatter", Collective::reduce_scatter, &build_ring_reduce_scatter, true},
-      {"direct reduce-scatter", Collective::reduce_scatter, &build_direct_reduce_scatter, false},
-      {"ring all-gather", Collective::all_gather, &build_ring_all_gather, true},
-      {"direct all-gather", Collective::all_gather, &build_direct_all_gather, false},
-      {"chain broadcast", Collective::broadcast, &build_chain_broadcast, false},
-      {"direct broadcast", Collective::broadcast, &build_direct_broadcast, false},
-      {"chain reduce", Collective::reduce, &build_chain_reduce, false},
-      {"direct reduce", Collective::reduce, &build_direct_reduce, false},
-      {"tree broadcast", Collective::broadcast, &build_tree_broadcast, false},
-      {"dbtree broadcast", Collective::broadcast, &build_dbtree_broadcast, false},
-      {"tree reduce", Collective::reduce, &build_tree_reduce, false},
-      {"dbtree reduce", Collective::reduce, &build_dbtree_reduce, false},
+      {"ring reduce-scatter", plan::Collective::reduce_scatter, &build_ring_reduce_scatter, true},
+      {"direct reduce-scatter", plan::Collective::reduce_scatter, &build_direct_reduce_scatter,
+       false},
+      {"ring all-gather", plan::Collective::all_gather, &build_ring_all_gather, true},
+      {"direct all-gather", plan::Collective::all_gather, &build_direct_all_gather, false},
+      {"chain broadcast", plan::Collective::broadcast, &build_chain_broadcast, false},
+      {"direct broadcast", plan::Collective::broadcast, &build_direct_broadcast, false},
+      {"chain reduce", plan::Collective::reduce, &build_chain_reduce, false},
+      {"direct reduce", plan::Collective::reduce, &build_direct_reduce, false},
+      {"tree broadcast", plan::Collective::broadcast, &build_tree_broadcast, false},
+      {"dbtree broadcast", plan::Collective::broadcast, &build_dbtree_broadcast, false},
+      {"tree reduce", plan::Collective::reduce, &build_tree_reduce, false},
+      {"dbtree reduce", plan::Collective::reduce, &build_dbtree_reduce, false},
   };
   return k;
 }
@@ -189,7 +190,7 @@ TEST_CASE("the verifier refuses plans that compute another collective") {
 
   SUBCASE("an allreduce is no reduce-scatter: it writes outside the rank's block") {
     Plan plan = build_ring(req);
-    plan.collective = Collective::reduce_scatter;
+    plan.collective = plan::Collective::reduce_scatter;
     CHECK(contains(verify_error(plan), "outside its output [0,10)"));
   }
   SUBCASE("a reduce-scatter that never finalizes") {
@@ -210,7 +211,7 @@ TEST_CASE("the verifier refuses plans that compute another collective") {
     Plan plan;
     PlanRequest small = request(3, 8, 1, 2, 1 << 20, 0);
     PlanBuilder b(plan, "twice", small, 1);
-    plan.collective = Collective::broadcast;
+    plan.collective = plan::Collective::broadcast;
     const std::uint32_t to1 = b.connection(0, 1, 0), to2 = b.connection(0, 2, 0),
                         relay = b.connection(2, 1, 0);
     b.add(0, 0, 0, 8, Source::Input, {}, {to1, to2}, true, false);
@@ -272,14 +273,14 @@ TEST_CASE("the verifier refuses plans that compute another collective") {
 }
 
 TEST_CASE("collective names and buffer spans follow NCCL") {
-  CHECK(collective_name(Collective::reduce_scatter) == "reduce_scatter");
-  CHECK(reduces(Collective::reduce));
-  CHECK_FALSE(reduces(Collective::all_gather));
+  CHECK(collective_name(plan::Collective::reduce_scatter) == "reduce_scatter");
+  CHECK(reduces(plan::Collective::reduce));
+  CHECK_FALSE(reduces(plan::Collective::all_gather));
   // Rank with block 2 of 10 elements in a 40-element space.
-  CHECK(output_span(Collective::reduce_scatter, 40, 2, 10, false).begin == 20);
-  CHECK(input_span(Collective::all_gather, 40, 2, 10, false).end == 30);
-  CHECK(input_span(Collective::broadcast, 40, 2, 10, false).end == 0);
-  CHECK(output_span(Collective::reduce, 40, 2, 10, true).end == 40);
+  CHECK(output_span(plan::Collective::reduce_scatter, 40, 2, 10, false).begin == 20);
+  CHECK(input_span(plan::Collective::all_gather, 40, 2, 10, false).end == 30);
+  CHECK(input_span(plan::Collective::broadcast, 40, 2, 10, false).end == 0);
+  CHECK(output_span(plan::Collective::reduce, 40, 2, 10, true).end == 40);
 }
 
 TEST_CASE("ring forms on given ring orders (embedded rings) verify, every root and channel count") {

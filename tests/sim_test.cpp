@@ -19,6 +19,7 @@
 #include "ccoll/sim/chrome_trace.hpp"
 #include "ccoll/sim/from_physical.hpp"
 #include "ccoll/sim/simulator.hpp"
+#include "sweep.hpp"
 
 using namespace ccoll;
 
@@ -124,10 +125,12 @@ TEST_CASE("trees match [C-Cube] Eq. 3 (phased) and Eq. 7's pipeline (overlapped)
 
 TEST_CASE("trees at the optimal K match [C-Cube] Eq. 6 and Eq. 7") {
   const model::AlphaBeta link{1e-6, 1.0 / kBandwidth};
+  ccoll::testing::Sweep sweep;
   for (int P : {8, 64, 256}) {
     const auto net = sim::uniform_network(P, kBandwidth, link.alpha_s);
     const double depth = floor_log2(P);
     for (double N : {16e6, 64e6}) {
+      if (!sweep.take()) continue;
       auto req = request(P, N);
       req.alpha_s = link.alpha_s;
       const double bytes = static_cast<double>(req.count) * 4;
