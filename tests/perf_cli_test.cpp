@@ -1062,7 +1062,9 @@ TEST_CASE("-C: the collectives beside allreduce, their default algorithms and us
   CHECK(fails({"-C", "broadcast", "-a", "recdoubling"}, "has no broadcast plans") == "");
   CHECK(fails({"--root", "1"}, "--root: only with -C broadcast or reduce") == "");
   CHECK(fails({"-C", "reduce", "--root", "4", "-t", "4"}, "expected a rank below -t 4") == "");
-  CHECK(fails({"-C", "all_gather", "--transport", "shm", "--window", "1"}, "--window") == "");
+  // Reduce-scatter and all-gather read the peers' windows; broadcast and reduce stage.
+  CHECK(parse({"-C", "all_gather", "--transport", "shm", "--window", "1"}).window);
+  CHECK(parse({"-C", "broadcast", "--transport", "shm", "--window", "1"}).window);
   CHECK(fails({"-C", "reduce_scatter", "--topology", "dgx1v"}, "--topology") == "");
   CHECK(usage_text().find("-C, --collective") != std::string::npos);
 }

@@ -1,9 +1,9 @@
 // Tests of registered windows on the shared-memory transport (transport/shared_window.hpp,
-// runtime/symmetric_allreduce.hpp): P = 1..5 processes fork()ed by the test. Buffers at the same
-// offsets of one window on every rank take the direct path (and give the reference's bits for
-// every dtype, op, count and in place); buffers elsewhere, or at different offsets, stage as
-// before; a rank that never allocates its window is named in the others' error; no window is left
-// in /dev/shm.
+// runtime/symmetric_allreduce.hpp, symmetric_shards.hpp): P = 1..5 processes fork()ed by the test.
+// Buffers at the same offsets of one window on every rank take the direct path (and give the
+// reference's bits for every dtype, op, count and in place); buffers elsewhere, or at different
+// offsets, stage as before; a rank that never allocates its window is named in the others' error;
+// no window is left in /dev/shm.
 #include <dirent.h>
 #include <doctest/doctest.h>
 #include <unistd.h>
@@ -19,8 +19,10 @@
 #include "allreduce_reference.hpp"
 #include "ccoll/algo/registry.hpp"
 #include "ccoll/ccoll.hpp"
+#include "ccoll/collective.hpp"
 #include "ccoll/physical/presets.hpp"
 #include "ccoll/runtime/symmetric_allreduce.hpp"
+#include "collective_reference.hpp"
 #include "process_ranks.hpp"
 #include "sweep.hpp"
 
@@ -124,6 +126,141 @@ TEST_CASE("shm windows: large calls stream, and the default config goes direct a
     return "";
   });
   require_all_ok(out);
+}
+
+// Rank r's windowed reduce-scatter or all-gather cases, every dtype, every op reduce-scatter takes,
+// every count; each call must read the peers' buffers directly. Out of place, the input lies at
+// offset 0 of the window and the output, between guard elements, on the next page boundary, on
+// every rank. In place (NCCL's forms), the larger buffer lies between the guards and the smaller
+// one is its block r. Returns "" or the first wrong case.
+template <class Coll>
+std::string check_windowed_cases(Coll& coll, std::span<std::byte> window, int p, int r,
+                                 const std::vector<std::uint64_t>& counts, bool in_place) {
+  using ccoll::testing::Bytes;
+  using ccoll::testing::guard_value;
+  using ccoll::testing::kGuard;
+  using ccoll::testing::value;
+  constexpr plan::Collective C = Coll::collective;
+  const bool scatters = C == plan::Collective::reduce_scatter;
+  const auto up = static_cast<std::uint64_t>(p);
+  const auto ur = static_cast<std::uint64_t>(r);
+  for (DataType d : kAllDataTypes)
+    for (ReduceOp op : kAllReduceOps) {
+      if ((!scatters && op != ReduceOp::sum) || !is_supported(d, op)) continue;
+      for (std::uint64_t n : counts) {
+        std::string wrong;
+        dispatch_data_type(d, [&](auto t) {
+          using T = decltype(t);
+          dispatch_reduce_op(op, [&](auto tag) {
+            constexpr ReduceOp Op = decltype(tag)::value;
+            const std::uint64_t in_n = scatters ? n * up : n;
+            const std::uint64_t out_n = scatters ? n : n * up;
+            // The guarded buffer: the output, or in place the larger buffer.
+            const std::uint64_t big_n = in_place ? n * up : out_n;
+            const std::uint64_t big_at = in_place ? 0 : (in_n * sizeof(T) + 4095) / 4096 * 4096;
+            if (big_at + (big_n + 2 * kGuard) * sizeof(T) > window.size()) {
+              wrong = "window too small";
+              return;
+            }
+            T* guarded = reinterpret_cast<T*>(window.data() + big_at);
+            T* big = guarded + kGuard;
+            for (std::uint64_t j = 0; j < big_n + 2 * kGuard; ++j) guarded[j] = guard_value<T>();
+            T* in = reinterpret_cast<T*>(window.data());
+            T* out = big;
+            if (in_place) {
+              in = scatters ? big : big + ur * n;
+              out = scatters ? big + ur * n : big;
+            }
+            const std::uint64_t in_index = scatters ? 0 : ur * n;
+            for (std::uint64_t i = 0; i < in_n; ++i) in[i] = value<T>(Op, r, p, in_index + i);
+            const std::uint64_t direct_before = coll.executor().direct_calls();
+            ccoll::testing::call_collective<Coll>(coll.rank(r), in, out, n, d, op, 0);
+            const std::string where =
+                std::string(plan::collective_name(C)) + " P=" + std::to_string(p) +
+                " rank=" + std::to_string(r) + " count=" + std::to_string(n) +
+                " dtype=" + std::string(to_string(d)) + " op=" + std::string(to_string(op)) +
+                (in_place ? " in place" : "");
+            if (coll.executor().direct_calls() != direct_before + 1) {
+              wrong = where + ": the call staged";
+              return;
+            }
+            const std::uint64_t out_at = static_cast<std::uint64_t>(out - guarded);
+            for (std::uint64_t j = 0; j < big_n + 2 * kGuard; ++j) {
+              const bool in_output = j >= out_at && j < out_at + out_n;
+              // In place, the rest of reduce-scatter's input may be anything afterwards (NCCL).
+              if (in_place && scatters && !in_output && j >= kGuard && j < kGuard + big_n) continue;
+              T want = guard_value<T>();
+              if (in_output) {
+                const std::uint64_t i = j - out_at;
+                if (scatters) {
+                  want = value<T>(Op, 0, p, ur * n + i);
+                  for (int q = 1; q < p; ++q)
+                    want = combine<Op>(want, value<T>(Op, q, p, ur * n + i));
+                  want = finalize<Op>(want, p);
+                } else {
+                  want = value<T>(Op, static_cast<int>(i / n), p, i);
+                }
+              }
+              if (std::bit_cast<Bytes<T>>(want) != std::bit_cast<Bytes<T>>(guarded[j])) {
+                wrong = where + ": element " + std::to_string(j) + " of the guarded buffer (" +
+                        std::to_string(kGuard) + " guards, then the output) is wrong";
+                return;
+              }
+            }
+            if (!in_place)
+              for (std::uint64_t i = 0; i < in_n; ++i)
+                if (std::bit_cast<Bytes<T>>(in[i]) !=
+                    std::bit_cast<Bytes<T>>(value<T>(Op, r, p, in_index + i))) {
+                  wrong = where + ": input element " + std::to_string(i) + " was written";
+                  return;
+                }
+          });
+        });
+        if (!wrong.empty()) return wrong;
+      }
+    }
+  return "";
+}
+
+template <class Coll>
+void check_windowed_collective(const char* tag) {
+  ccoll::testing::Sweep sweep;
+  for (int p = 1; p <= 5; ++p) {
+    if (!sweep.take()) continue;
+    INFO("P=" << p);
+    const std::string session = unique_session(tag);
+    auto out = on_processes(p, [&](int r) -> std::string {
+      Config c = window_config(p, r, session);
+      c.stream_output_bytes = p % 2 == 1 ? 1 : 0;  // both store kinds for the outputs
+      Coll coll(c);
+      const std::span<std::byte> w = coll.allocate_window(std::size_t{8} << 20);
+      const std::vector<std::uint64_t> counts{1, 3, 17, 1000, 4099, 65536 + 5};
+      for (bool in_place : {false, true}) {
+        std::string wrong = check_windowed_cases(coll, w, p, r, counts, in_place);
+        if (!wrong.empty()) return wrong;
+      }
+      // Buffers outside the window stage, and stay right.
+      const std::uint64_t direct = coll.executor().direct_calls();
+      const std::string wrong =
+          ccoll::testing::check_collective_cases(coll, coll.rank(r), p, {7, 1000}, false);
+      if (!wrong.empty()) return wrong;
+      if (coll.executor().direct_calls() != direct) return "a call outside the window went direct";
+      return "";
+    });
+    require_all_ok(out);
+    CHECK(shm_entries_with(session) == 0);
+  }
+}
+
+TEST_CASE(
+    "shm windows: reduce-scatter and all-gather go direct, in place and not, every dtype, op, "
+    "count") {
+  SUBCASE("reduce-scatter") {
+    check_windowed_collective<ReduceScatter<transport::SharedMemory, algo::Ring>>("rs");
+  }
+  SUBCASE("all-gather") {
+    check_windowed_collective<AllGather<transport::SharedMemory, algo::Ring>>("ag");
+  }
 }
 
 TEST_CASE("shm windows: buffers outside the window, or at other offsets, stage and stay right") {

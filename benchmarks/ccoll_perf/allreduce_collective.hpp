@@ -102,8 +102,12 @@ class OtherCollective final : public Collective {
     return std::make_unique<CollectiveRankView<Coll>>(coll_.rank(r), coll_.nranks(), root_);
   }
   std::string name() const override { return coll_.name(); }
-  std::span<std::byte> allocate_window(std::size_t) override {
-    throw std::invalid_argument("--window: allreduce only");
+  std::span<std::byte> allocate_window(std::size_t bytes) override {
+    if constexpr (requires { coll_.allocate_window(bytes); })
+      return coll_.allocate_window(bytes);
+    else
+      throw std::invalid_argument("--window: transport '" + std::string(T::name) +
+                                  "' has no registered windows");
   }
 
  private:

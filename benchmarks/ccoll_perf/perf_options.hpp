@@ -358,9 +358,10 @@ inline std::string usage_text() {
                           check their arguments alongside their messages (0: always before
                           them), default: the library's (64K)
       --window 0|1        --transport shm: put every rank's buffers in a registered window
-                          of the collective (ccoll::Allreduce::allocate_window), so calls read
-                          their peers' buffers directly instead of staging them; the peer runs
-                          on the same buffers; default 0
+                          of the collective (allocate_window), so that allreduce, reduce-scatter
+                          and all-gather read their peers' buffers directly instead of staging
+                          them (broadcast and reduce stage); the peer runs on the same buffers;
+                          default 0
       --json FILE         write the results as JSON (the path is checked before the run)
       --csv FILE          write the results as CSV (the path is checked before the run)
   -h, --help              this text
@@ -671,7 +672,6 @@ inline Options parse_args(const std::vector<std::string>& args) {
       throw UsageError("-C " + c +
                        ": --peer nccl runs allreduce only; the peers of the other collectives are "
                        "mpi and gloo");
-    if (o.window) throw UsageError("-C " + c + ": --window runs allreduce only (the others stage)");
     if (!o.topology.empty()) throw UsageError("-C " + c + ": --topology plans allreduce only");
   }
   if (!ccoll::plan::has_root(o.collective) && o.root != 0)

@@ -21,8 +21,8 @@
 // logical topology must plan it (algo::Ring: rings and chains; algo::Direct: one hop; broadcast and
 // reduce also algo::Tree and algo::DoubleBinaryTree), or the constructor throws
 // ErrorCode::Unsupported. The transports whose ranks run the host interpreter
-// run them: HostThreads, SharedMemory (buffers in a registered window are staged like any other),
-// Mpi and MpiHybrid.
+// run them: HostThreads, SharedMemory (reduce-scatter and all-gather read the peers' buffers
+// directly when they lie in a registered window: allocate_window), Mpi and MpiHybrid.
 #pragma once
 
 #include <concepts>
@@ -131,6 +131,15 @@ requires(C != plan::Collective::allreduce) &&
   }
   { rank(rank()).run(sendbuff, recvbuff, args...); }
 
+  // Collective, as Allreduce::allocate_window (SharedMemory): `bytes` every rank maps. A
+  // reduce-scatter or all-gather whose input and output lie at the same offsets of one window on
+  // every rank reads the peers' buffers directly (runtime/symmetric_shards.hpp); broadcasts and
+  // reduces stage wherever their buffers are.
+  std::span<std::byte> allocate_window(std::size_t bytes) requires
+      requires(typename T::Executor& e) {
+    e.allocate_window(bytes);
+  }
+  { return exec_.allocate_window(bytes); }
   std::span<const int> local_ranks() const { return exec_.local_ranks(); }
   int nranks() const { return exec_.nranks(); }
   const Config& config() const { return exec_.config(); }

@@ -23,6 +23,10 @@ namespace ccoll::runtime {
 // window 0: in none.
 struct WindowPlacement {
   std::uint32_t window = 0;  // the window's id + 1
+  // A reduce-scatter or all-gather in NCCL's in-place form (the output is block r of the input,
+  // or the input block r of the output): the smaller buffer's offset differs by rank, so only the
+  // larger one's is kept, and the other's is 0.
+  bool in_place = false;
   std::uint64_t send_offset = 0;
   std::uint64_t recv_offset = 0;
   bool operator==(const WindowPlacement&) const = default;

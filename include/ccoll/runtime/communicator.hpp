@@ -21,7 +21,8 @@
 // A transport whose ranks can read each other's registered windows passes the call's placement
 // in one (runtime/call_args.hpp) and a `direct` routine: when every rank's buffers lie at the same
 // offsets of one window and the plan has no relays, every rank runs `direct` after step 3 instead
-// of steps 4-5 (runtime/symmetric_allreduce.hpp). All ranks decide alike, from the agreement.
+// of steps 4-5 (runtime/symmetric_allreduce.hpp, symmetric_shards.hpp): allreduce, reduce-scatter
+// and all-gather. All ranks decide alike, from the agreement.
 // While step 4 runs, the rank's per-channel progress words tell a consumer thread of the same
 // process which layers of the output are already final (layer_readiness()).
 #pragma once
@@ -155,8 +156,9 @@ class Communicator {
         st, rank, send, recv, count, dtype, op, WindowPlacement{}, [](const StepOptions&) {},
         shape);
   }
-  // The same, for buffers at `placement` in a registered window: direct(options) runs an
-  // allreduce when every rank's buffers lie at the same offsets of that window.
+  // The same, for buffers at `placement` in a registered window: direct(options) runs the call
+  // (an allreduce, reduce-scatter or all-gather) when every rank's buffers lie at the same offsets
+  // of that window.
   template <class Direct>
   void run(rank_state& st, int rank, const void* send, void* recv, std::size_t count,
            DataType dtype, ReduceOp op, const WindowPlacement& placement, Direct&& direct,
@@ -191,7 +193,10 @@ class Communicator {
       in_band = allreduce && !may_stream && config_.in_band_agreement_bytes != 0 &&
                 bytes <= config_.in_band_agreement_bytes;
     // Small calls agree in band, after their steps, so they stage whatever their buffers.
-    const bool windowed = allreduce && placement.window != 0 && !in_band;
+    // Broadcast and reduce read the root's buffers only, and stage.
+    const bool windowed = (allreduce || shape.collective == plan::Collective::reduce_scatter ||
+                           shape.collective == plan::Collective::all_gather) &&
+                          placement.window != 0 && !in_band;
     if (windowed) args.placement = placement;
     if (rank == 0) {
       const bool eligible = args.ok() && may_stream;

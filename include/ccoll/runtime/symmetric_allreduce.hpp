@@ -59,6 +59,9 @@ struct SymmetricCall {
   int rank = 0;
   int nranks = 1;
   std::uint64_t count = 0;
+  // Reduce-scatter and all-gather in place (WindowPlacement::in_place): rank q's output is block
+  // q of its input, or its input block q of its output (runtime/symmetric_shards.hpp).
+  bool in_place = false;
   bool stream_share = false;  // non-temporal stores for this rank's share (its peers read it)
   bool stream = false;        // non-temporal stores for the rest of the output
 
@@ -99,6 +102,25 @@ void fold_streaming(T* dst, const T* const* srcs, std::uint32_t nsrc, std::uint6
   for (; i < n; ++i) dst[i] = fold_element<T, Op, true, Acc>(srcs, nsrc, i, nactive);
 }
 
+// out[i] = the fold of srcs[k][i] over the nsrc operands, for n elements: non-temporal stores
+// when `stream` (16-bit floats fold three or more operands in float, as the interpreter does),
+// cached stores through the interpreter's element loop otherwise. out may be one of the sources.
+template <class T, ReduceOp Op>
+void fold_operands(T* out, const T* const* srcs, std::uint32_t nsrc, std::uint64_t n, int nactive,
+                   bool stream) {
+  if (!stream) {
+    element_loop<T, Op, true>(HostGroup{}, &out, 1, srcs, nsrc, n, nactive);
+    return;
+  }
+  bool widened = false;
+  if constexpr (kWidensToFloat<T>) {
+    widened = nsrc >= 3;
+    if (widened) fold_streaming<T, Op, float>(out, srcs, nsrc, n, nactive);
+  }
+  if (!widened) fold_streaming<T, Op, T>(out, srcs, nsrc, n, nactive);
+  stream_fence();
+}
+
 }  // namespace detail
 
 // Runs the call on rank c.rank; barrier() returns once every rank has called it as often.
@@ -110,19 +132,8 @@ void symmetric_allreduce(const SymmetricCall<T>& c, Barrier&& barrier) {
     const T* srcs[kMaxSymmetricRanks];
     for (int q = 0; q < c.nranks; ++q) srcs[q] = c.send(q) + mine.begin;
     T* out = c.recv(c.rank) + mine.begin;
-    const auto np = static_cast<std::uint32_t>(c.nranks);
-    if (c.stream_share) {
-      // 16-bit floats fold three or more operands in float, as the interpreter does.
-      bool widened = false;
-      if constexpr (detail::kWidensToFloat<T>) {
-        widened = np >= 3;
-        if (widened) detail::fold_streaming<T, Op, float>(out, srcs, np, n, c.nranks);
-      }
-      if (!widened) detail::fold_streaming<T, Op, T>(out, srcs, np, n, c.nranks);
-      detail::stream_fence();
-    } else {
-      detail::element_loop<T, Op, true>(HostGroup{}, &out, 1, srcs, np, n, c.nranks);
-    }
+    detail::fold_operands<T, Op>(out, srcs, static_cast<std::uint32_t>(c.nranks), n, c.nranks,
+                                 c.stream_share);
   }
   barrier();
   T* const own = c.recv(c.rank);

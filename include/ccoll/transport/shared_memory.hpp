@@ -24,7 +24,8 @@
 //     also unlinks it if a failed setup left it there.
 // Registered windows (allocate_window(), transport/shared_window.hpp): buffers the ranks allocate
 // in segments every rank maps; a call whose buffers lie at the same offsets of one window on every
-// rank reads its peers' buffers directly (runtime/symmetric_allreduce.hpp).
+// rank reads its peers' buffers directly (runtime/symmetric_allreduce.hpp; reduce-scatter and
+// all-gather: runtime/symmetric_shards.hpp).
 // Rank and size come from Config or the environment (CCOLL_RANK/CCOLL_SIZE,
 // OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, PMI_RANK/PMI_SIZE), so the executor runs under
 // mpirun without using MPI.
@@ -54,6 +55,7 @@
 #include "ccoll/runtime/area_communicator.hpp"
 #include "ccoll/runtime/low_latency_area.hpp"
 #include "ccoll/runtime/symmetric_allreduce.hpp"
+#include "ccoll/runtime/symmetric_shards.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/transport/concept.hpp"
@@ -131,24 +133,50 @@ struct SharedMemory {
     Executor& operator=(const Executor&) = delete;
 
     // `shape`: the collective and root of a call of a communicator built for another
-    // collective than allreduce (ccoll/collectives.hpp); those calls stage their messages
-    // wherever their buffers are.
+    // collective than allreduce (ccoll/collective.hpp). Reduce-scatter and all-gather calls with
+    // buffers in a window go direct as allreduce's do; broadcast and reduce stage wherever their
+    // buffers are.
     void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
              const runtime::CallShape& shape = {}) {
       if (rank != config_.rank)
         throw_invalid_argument(config_.rank, "rank",
                                "this process's rank " + std::to_string(config_.rank),
                                std::to_string(rank));
-      if (windows_.empty() || shape.collective != plan::Collective::allreduce) {
+      // The bytes each buffer spans: reduce-scatter reads P blocks, all-gather writes P.
+      const std::size_t block = count * size_of(dtype);
+      const auto p = static_cast<std::size_t>(config_.nranks);
+      std::size_t send_bytes = block;
+      std::size_t recv_bytes = block;
+      if (shape.collective == plan::Collective::reduce_scatter) send_bytes = p * block;
+      if (shape.collective == plan::Collective::all_gather) recv_bytes = p * block;
+      const bool direct_kind = shape.collective == plan::Collective::allreduce ||
+                               shape.collective == plan::Collective::reduce_scatter ||
+                               shape.collective == plan::Collective::all_gather;
+      if (windows_.empty() || !direct_kind) {
         comm_.run(state_, config_.rank, send, recv, count, dtype, op, shape);
         return;
       }
-      const runtime::WindowPlacement at = placement(send, recv, count * size_of(dtype));
-      comm_.run(state_, config_.rank, send, recv, count, dtype, op, at,
-                [&](const runtime::StepOptions& o) {
-                  run_symmetric(*windows_[at.window - 1], at, count, dtype, op, o);
-                  ++direct_calls_;
-                });
+      runtime::WindowPlacement at = placement(send, send_bytes, recv, recv_bytes);
+      // NCCL's in-place forms: block r of the larger buffer is the smaller one.
+      const std::byte* s = static_cast<const std::byte*>(send);
+      const auto* r = static_cast<const std::byte*>(recv);
+      const std::size_t shift = static_cast<std::size_t>(config_.rank) * block;
+      if (at.window != 0 && block != 0) {
+        if (shape.collective == plan::Collective::all_gather && s == r + shift) {
+          at.in_place = true;
+          at.send_offset = 0;
+        } else if (shape.collective == plan::Collective::reduce_scatter && r == s + shift) {
+          at.in_place = true;
+          at.recv_offset = 0;
+        }
+      }
+      comm_.run(
+          state_, config_.rank, send, recv, count, dtype, op, at,
+          [&](const runtime::StepOptions& o) {
+            run_symmetric(*windows_[at.window - 1], at, count, dtype, op, shape.collective, o);
+            ++direct_calls_;
+          },
+          shape);
     }
 
     // Collective (every rank, in the same order): a window of `bytes` in shared memory that every
@@ -191,20 +219,23 @@ struct SharedMemory {
 
    private:
     // Where send and recv lie: both in one window, or window 0.
-    runtime::WindowPlacement placement(const void* send, const void* recv,
-                                       std::size_t bytes) const {
+    runtime::WindowPlacement placement(const void* send, std::size_t send_bytes, const void* recv,
+                                       std::size_t recv_bytes) const {
       if (config_.nranks > runtime::kMaxSymmetricRanks) return {};
       for (const auto& w : windows_) {
-        const std::int64_t s = w->offset_of(send, bytes);
-        const std::int64_t r = s < 0 ? -1 : w->offset_of(recv, bytes);
+        const std::int64_t s = w->offset_of(send, send_bytes);
+        const std::int64_t r = s < 0 ? -1 : w->offset_of(recv, recv_bytes);
         if (r >= 0)
-          return {w->id() + 1, static_cast<std::uint64_t>(s), static_cast<std::uint64_t>(r)};
+          return {.window = w->id() + 1,
+                  .send_offset = static_cast<std::uint64_t>(s),
+                  .recv_offset = static_cast<std::uint64_t>(r)};
       }
       return {};
     }
 
     void run_symmetric(const SharedWindow& w, const runtime::WindowPlacement& at, std::size_t count,
-                       DataType dtype, ReduceOp op, const runtime::StepOptions& o) {
+                       DataType dtype, ReduceOp op, plan::Collective collective,
+                       const runtime::StepOptions& o) {
       const int p = config_.nranks;
       const int rank = config_.rank;
       auto& plane = comm_.control_plane();
@@ -228,9 +259,15 @@ struct SharedMemory {
           c.rank = rank;
           c.nranks = p;
           c.count = count;
+          c.in_place = at.in_place;
           c.stream_share = o.stream_slots;
           c.stream = o.stream_output;
-          runtime::symmetric_allreduce<T, decltype(tag)::value>(c, barrier);
+          if (collective == plan::Collective::reduce_scatter)
+            runtime::symmetric_reduce_scatter<T, decltype(tag)::value>(c, barrier);
+          else if (collective == plan::Collective::all_gather)
+            runtime::symmetric_all_gather<T>(c, barrier);
+          else
+            runtime::symmetric_allreduce<T, decltype(tag)::value>(c, barrier);
         });
       });
     }
