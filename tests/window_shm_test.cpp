@@ -241,7 +241,7 @@ void check_windowed_collective(const char* tag) {
       }
       // Buffers outside the window stage, and stay right.
       const std::uint64_t direct = coll.executor().direct_calls();
-      const std::string wrong =
+      std::string wrong =
           ccoll::testing::check_collective_cases(coll, coll.rank(r), p, {7, 1000}, false);
       if (!wrong.empty()) return wrong;
       if (coll.executor().direct_calls() != direct) return "a call outside the window went direct";
