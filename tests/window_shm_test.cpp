@@ -222,6 +222,38 @@ std::string check_windowed_cases(Coll& coll, std::span<std::byte> window, int p,
   return "";
 }
 
+// Rank 0 in place, the others not, with offsets that coincide once in-place calls keep only
+// their larger buffer's: (all-gather) rank 0's send = recv = window + X, the others' send at 0
+// and recv at X; (reduce-scatter) rank 0's send = recv = X, the others' send at X and recv at 0.
+// The placements differ (WindowPlacement::in_place), so every rank stages, and stays right.
+template <class Coll>
+std::string check_mixed_in_place(Coll& coll, std::span<std::byte> window, int p, int r) {
+  using ccoll::testing::value;
+  constexpr bool scatters = Coll::collective == plan::Collective::reduce_scatter;
+  const std::uint64_t n = 1000;
+  const auto up = static_cast<std::uint64_t>(p);
+  const auto ur = static_cast<std::uint64_t>(r);
+  auto* at0 = reinterpret_cast<float*>(window.data());
+  auto* atx = reinterpret_cast<float*>(window.data() + (std::size_t{1} << 20));
+  float* in = scatters ? atx : (r == 0 ? atx : at0);
+  float* out = scatters ? (r == 0 ? atx : at0) : atx;
+  const std::uint64_t in_n = scatters ? n * up : n;
+  const std::uint64_t in_index = scatters ? 0 : ur * n;
+  for (std::uint64_t i = 0; i < in_n; ++i) in[i] = value<float>(ReduceOp::sum, r, p, in_index + i);
+  const std::uint64_t direct = coll.executor().direct_calls();
+  ccoll::testing::call_collective<Coll>(coll.rank(r), in, out, n, DataType::f32, ReduceOp::sum, 0);
+  if (coll.executor().direct_calls() != direct) return "mixed in-place and other calls went direct";
+  for (std::uint64_t i = 0; i < (scatters ? n : n * up); ++i) {
+    float want = 0;
+    if (scatters)
+      for (int q = 0; q < p; ++q) want += value<float>(ReduceOp::sum, q, p, ur * n + i);
+    else
+      want = value<float>(ReduceOp::sum, static_cast<int>(i / n), p, i);
+    if (out[i] != want) return "mixed in-place and other calls: element " + std::to_string(i);
+  }
+  return "";
+}
+
 template <class Coll>
 void check_windowed_collective(const char* tag) {
   ccoll::testing::Sweep sweep;
@@ -238,6 +270,10 @@ void check_windowed_collective(const char* tag) {
       for (bool in_place : {false, true}) {
         std::string wrong = check_windowed_cases(coll, w, p, r, counts, in_place);
         if (!wrong.empty()) return wrong;
+      }
+      if (p > 1) {
+        std::string mixed = check_mixed_in_place(coll, w, p, r);
+        if (!mixed.empty()) return mixed;
       }
       // Buffers outside the window stage, and stay right.
       const std::uint64_t direct = coll.executor().direct_calls();

@@ -135,7 +135,7 @@ struct Options {
   // ccoll::Config::in_band_agreement_bytes; unset: the library's default (0 is a value: never).
   std::optional<std::uint64_t> in_band_agreement_bytes;
   // --window 1: every rank's buffers in a registered window of each collective
-  // (Allreduce::allocate_window; --transport shm only), so calls read the peers' buffers.
+  // (allocate_window; --transport shm only), so calls read the peers' buffers.
   bool window = false;
   std::string json_path;
   std::string csv_path;

@@ -157,7 +157,7 @@ class Collective {
   virtual std::unique_ptr<RankCollective> rank(int r) = 0;
   // transport/topology/schedule, as ccoll::Allreduce::name().
   virtual std::string name() const = 0;
-  // Collective: a registered window of `bytes` (Allreduce::allocate_window), for transports that
+  // Collective: a registered window of `bytes` (allocate_window), for transports that
   // have them; throws std::invalid_argument for the others.
   virtual std::span<std::byte> allocate_window(std::size_t bytes) = 0;
 };

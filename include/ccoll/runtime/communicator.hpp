@@ -239,8 +239,9 @@ class Communicator {
                                                      static_cast<std::uint32_t>(op));
     o.stream_output = config_.stream_output_bytes != 0 && bytes >= config_.stream_output_bytes;
     const bool direct_call = windowed && agreed.symmetric && pp->nactive == nranks_;
-    // A tuner's times are of one kind of call only (a windowed call that stages is not timed).
-    if (windowed != direct_call) tuner = nullptr;
+    // A tuner's times are of one kind of call only (a windowed call that stages is not timed);
+    // direct reduce-scatters and all-gathers write no share that peers read, so nothing to tune.
+    if (windowed != direct_call || (direct_call && !allreduce)) tuner = nullptr;
     if (direct_call) {
       // Relays (nactive < nranks) contribute nothing and receive nothing: those plans stage.
       // o.stream_slots: rank 0's choice of stores for the shares the peers read.

@@ -239,7 +239,8 @@ struct SharedMemory {
       const int p = config_.nranks;
       const int rank = config_.rank;
       auto& plane = comm_.control_plane();
-      // Two barriers per call; every rank's word counts the same calls of this window.
+      // Barriers (allreduce: two per call, reduce-scatter and all-gather: one); every rank's word
+      // counts the same calls of this window.
       auto barrier = [&] {
         std::uint64_t* mine = w.arrival_word(rank);
         const std::uint64_t target = sync::AtomicWord<std::uint64_t>(mine).load_relaxed() + 1;
