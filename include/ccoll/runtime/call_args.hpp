@@ -32,6 +32,14 @@ struct WindowPlacement {
   bool operator==(const WindowPlacement&) const = default;
 };
 
+// Whether calls of collective `c` with buffers in a registered window read the peers' buffers
+// directly (runtime/symmetric_allreduce.hpp, symmetric_shards.hpp). Broadcast and reduce, which
+// read one root's buffers, stage wherever their buffers are.
+inline constexpr bool has_window_form(plan::Collective c) {
+  return c == plan::Collective::allreduce || c == plan::Collective::reduce_scatter ||
+         c == plan::Collective::all_gather;
+}
+
 // Which collective a call runs and, for broadcast and reduce, from or to which rank.
 struct CallShape {
   plan::Collective collective = plan::Collective::allreduce;

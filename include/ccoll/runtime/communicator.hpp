@@ -193,10 +193,7 @@ class Communicator {
       in_band = allreduce && !may_stream && config_.in_band_agreement_bytes != 0 &&
                 bytes <= config_.in_band_agreement_bytes;
     // Small calls agree in band, after their steps, so they stage whatever their buffers.
-    // Broadcast and reduce read the root's buffers only, and stage.
-    const bool windowed = (allreduce || shape.collective == plan::Collective::reduce_scatter ||
-                           shape.collective == plan::Collective::all_gather) &&
-                          placement.window != 0 && !in_band;
+    const bool windowed = has_window_form(shape.collective) && placement.window != 0 && !in_band;
     if (windowed) args.placement = placement;
     if (rank == 0) {
       const bool eligible = args.ok() && may_stream;

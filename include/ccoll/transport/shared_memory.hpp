@@ -149,10 +149,7 @@ struct SharedMemory {
       std::size_t recv_bytes = block;
       if (shape.collective == plan::Collective::reduce_scatter) send_bytes = p * block;
       if (shape.collective == plan::Collective::all_gather) recv_bytes = p * block;
-      const bool direct_kind = shape.collective == plan::Collective::allreduce ||
-                               shape.collective == plan::Collective::reduce_scatter ||
-                               shape.collective == plan::Collective::all_gather;
-      if (windows_.empty() || !direct_kind) {
+      if (windows_.empty() || !runtime::has_window_form(shape.collective)) {
         comm_.run(state_, config_.rank, send, recv, count, dtype, op, shape);
         return;
       }
