@@ -1,7 +1,8 @@
 // Tests of ccoll::ReduceScatter, AllGather, Broadcast and Reduce on the shared-memory transport:
 // P = 2..4 processes fork()ed by the test; every collective with ring and direct plans, every
 // dtype and op, in place and out of place, every root, guard elements around every buffer; buffers
-// in a registered window (staged, like any others); a bad root on one process.
+// in a registered window (staged, like any others); a bad root on one process; eager broadcasts
+// and reduces (Config::eager_rooted_bytes).
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -89,4 +90,34 @@ TEST_CASE("shm collectives: a bad root on one process is refused on every proces
     return "no error";
   });
   require_all_ok(out);
+}
+
+TEST_CASE("shm eager broadcast and reduce: many calls in processes; a disagreement is reported") {
+  for (int p = 2; p <= 4; ++p) {
+    const std::string session = process_ranks::unique_session("coll-eager");
+    auto out = on_processes(p, [&](int r) -> std::string {
+      Config c = shm_config(p, r, session + "b");
+      c.eager_rooted_bytes = 4096;
+      Broadcast<transport::SharedMemory, algo::Direct> bc(c);
+      c.session = session + "r";
+      Reduce<transport::SharedMemory, algo::Ring> rd(c);
+      std::string wrong =
+          ccoll::testing::check_collective_cases(bc, bc.rank(r), p, {1, 131}, false);
+      if (wrong.empty())
+        wrong = ccoll::testing::check_collective_cases(rd, rd.rank(r), p, {1, 131, 2000}, false);
+      // A disagreement (process 1 passes another count) is reported on every process by the call
+      // after it at the latest.
+      std::vector<float> in(64, 1.0f), res(64, -1.0f);
+      for (int i = 0; i < 2 && wrong.empty(); ++i) {
+        try {
+          rd.run(in.data(), res.data(), r == 1 ? 48 : 64, DataType::f32, ReduceOp::sum, 0);
+        } catch (const Error& e) {
+          return e.code() == ErrorCode::Mismatch ? "" : std::string("not a mismatch: ") + e.what();
+        }
+      }
+      return wrong.empty() ? "no error" : wrong;
+    });
+    INFO("P=" << p);
+    require_all_ok(out);
+  }
 }

@@ -3,9 +3,14 @@
 // with tree and dbtree) over P = 1..10 and 13,
 // counts around the chunking, every dtype and op, in place and out of place, every root; guard
 // elements around every buffer; the error paths (bad root, partial overlap, mismatched roots or
-// counts across ranks, a topology without the collective's plans).
+// counts across ranks, a topology without the collective's plans); eager broadcasts and reduces
+// (Config::eager_rooted_bytes): results over many calls, and disagreements reported by the next
+// call on every rank.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -307,4 +312,148 @@ TEST_CASE("collectives: calls alternate roots and counts; each (count, root) pla
     return "";
   });
   for (int r = 0; r < p; ++r) CHECK(outcome[static_cast<std::size_t>(r)] == "");
+}
+
+namespace {
+
+Config eager_config(int p) {
+  Config c = small_config(p);
+  c.eager_rooted_bytes = 64u << 10;
+  return c;
+}
+
+// Every rank makes up to two calls with its own arguments (call(rank, i), i = 0, 1) and returns
+// what it threw first: an eager call that disagrees must be reported on every rank by the next.
+std::vector<std::string> two_calls(int p, const std::function<void(int, int)>& call) {
+  return on_threads(p, [&](int r) -> std::string {
+    for (int i = 0; i < 2; ++i) {
+      try {
+        call(r, i);
+      } catch (const Error& e) {
+        return std::string(e.code() == ErrorCode::Mismatch ? "Mismatch" : to_string(e.code())) +
+               ": " + e.what();
+      }
+    }
+    return "no error";
+  });
+}
+
+}  // namespace
+
+TEST_CASE("eager broadcast and reduce: every plan, roots, counts and FIFO depth, many calls") {
+  // Roots and leaves run ahead of the others by up to the FIFO's depth and one comparison.
+  for (int p : {1, 2, 3, 4, 5, 8}) {
+    Broadcast<transport::HostThreads, algo::Ring> chain(eager_config(p));
+    check_every_case(chain, p, {1, 65, 1000}, p == 3);
+    Broadcast<transport::HostThreads, algo::DoubleBinaryTree> dbtree(eager_config(p));
+    check_every_case(dbtree, p, {1, 65}, false);
+    Reduce<transport::HostThreads, algo::Direct> direct(eager_config(p));
+    check_every_case(direct, p, {1, 65, 1000}, p == 3);
+    Reduce<transport::HostThreads, algo::Tree> tree(eager_config(p));
+    check_every_case(tree, p, {1, 65}, false);
+  }
+  // Calls above the limit agree first, on the same communicator.
+  Config c = eager_config(4);
+  c.eager_rooted_bytes = 64;
+  Reduce<transport::HostThreads, algo::Ring> rd(c);
+  const auto outcome = on_threads(4, [&](int rank) -> std::string {
+    for (int rep = 0; rep < 20; ++rep)
+      for (std::uint64_t n : {3u, 16u, 17u, 200u}) {
+        const int root = (rep + static_cast<int>(n)) % 4;
+        std::string wrong = check_collective_call<float, ReduceOp::sum>(
+            plan::Collective::reduce, 4, rank, n, rep % 2 == 1, root, [&](const void* s, void* o) {
+              rd.rank(rank).run(s, o, n, DataType::f32, ReduceOp::sum, root);
+            });
+        if (!wrong.empty()) return wrong;
+      }
+    return "";
+  });
+  for (int r = 0; r < 4; ++r) CHECK(outcome[static_cast<std::size_t>(r)] == "");
+}
+
+TEST_CASE("eager broadcast and reduce: a disagreement is reported on every rank by its next call") {
+  const int p = 4;
+  SUBCASE("broadcast: counts that differ") {
+    Broadcast<transport::HostThreads, algo::Direct> bc(eager_config(p));
+    std::vector<std::vector<float>> buf(p, std::vector<float>(16, 1.0f));
+    const auto outcome = two_calls(p, [&](int r, int) {
+      bc.rank(r).run(buf[static_cast<std::size_t>(r)].data(),
+                     buf[static_cast<std::size_t>(r)].data(), r == 3 ? 8 : 10, DataType::f32, 0);
+    });
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
+      CHECK(outcome[static_cast<std::size_t>(r)].rfind("Mismatch", 0) == 0);
+      CHECK(outcome[static_cast<std::size_t>(r)].find("rank 3") != std::string::npos);
+    }
+  }
+  SUBCASE("reduce: roots that differ, so that no rank waits for a message that comes") {
+    Reduce<transport::HostThreads, algo::Direct> rd(eager_config(p));
+    std::vector<float> in(10, 1.0f);
+    std::vector<std::vector<float>> out(p, std::vector<float>(10, -1.0f));
+    const auto outcome = two_calls(p, [&](int r, int) {
+      rd.rank(r).run(in.data(), out[static_cast<std::size_t>(r)].data(), 10, DataType::f32,
+                     ReduceOp::sum, r == 3 ? 1 : 0);
+    });
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
+      CHECK(outcome[static_cast<std::size_t>(r)].rfind("Mismatch", 0) == 0);
+    }
+  }
+  SUBCASE("broadcast: a root out of range on one rank") {
+    Broadcast<transport::HostThreads, algo::Ring> bc(eager_config(p));
+    std::vector<float> in(10, 5.0f);
+    std::vector<std::vector<float>> out(p, std::vector<float>(10, -1.0f));
+    const auto outcome = two_calls(p, [&](int r, int) {
+      bc.rank(r).run(in.data(), out[static_cast<std::size_t>(r)].data(), 10, DataType::f32,
+                     r == 2 ? 7 : 0);
+    });
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
+      CHECK(outcome[static_cast<std::size_t>(r)] != "no error");
+      CHECK(outcome[static_cast<std::size_t>(r)].find("rank 2") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("eager broadcast and reduce: a root and a leaf return before the others call") {
+  // Rank 1 calls only once rank 0's call has returned: under agreement first, rank 0 would wait
+  // for rank 1's arguments until its timeout.
+  const int p = 2;
+  Config c = eager_config(p);
+  c.timeout = std::chrono::milliseconds(5000);
+  auto check = [&](auto& coll, auto call) {
+    std::atomic<bool> returned{false};
+    const auto outcome = on_threads(p, [&](int r) -> std::string {
+      if (r == 0) {
+        call(coll, 0);
+        returned.store(true);
+        return "";
+      }
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      while (!returned.load())
+        if (std::chrono::steady_clock::now() > give_up) return "rank 0 did not return first";
+      call(coll, 1);
+      return "";
+    });
+    for (int r = 0; r < p; ++r) CHECK(outcome[static_cast<std::size_t>(r)] == "");
+  };
+  SUBCASE("broadcast from rank 0") {
+    Broadcast<transport::HostThreads, algo::Direct> bc(c);
+    std::vector<std::vector<float>> buf(p, std::vector<float>(100, 0.0f));
+    std::fill(buf[0].begin(), buf[0].end(), 2.5f);
+    check(bc, [&](auto& coll, int r) {
+      float* b = buf[static_cast<std::size_t>(r)].data();
+      coll.rank(r).run(b, b, 100, DataType::f32, 0);
+    });
+    CHECK(buf[1] == std::vector<float>(100, 2.5f));
+  }
+  SUBCASE("reduce to rank 1") {
+    Reduce<transport::HostThreads, algo::Direct> rd(c);
+    std::vector<std::vector<float>> buf(p, std::vector<float>(100, 1.5f));
+    check(rd, [&](auto& coll, int r) {
+      float* b = buf[static_cast<std::size_t>(r)].data();
+      coll.rank(r).run(b, b, 100, DataType::f32, ReduceOp::sum, 1);
+    });
+    CHECK(buf[1] == std::vector<float>(100, 3.0f));
+  }
 }

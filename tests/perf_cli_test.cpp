@@ -171,6 +171,11 @@ TEST_CASE("every flag, short and long") {
   CHECK(parse({"--transport", "shm", "--window", "1"}).window);
   CHECK_THROWS_AS(parse({"--window", "1"}), UsageError);  // threads have no windows
   CHECK_THROWS_AS(parse({"--transport", "shm", "--window", "2"}), UsageError);
+  CHECK_FALSE(parse({}).eager_rooted_bytes.has_value());
+  CHECK(parse({"--eager_rooted", "4K"}).eager_rooted_bytes == 4096u);
+  CHECK(parse({"--eager_rooted", "0"}).eager_rooted_bytes == 0u);
+  CHECK_THROWS_AS(parse({"--eager_rooted", "lots"}), UsageError);
+  CHECK(parse({"--in_band_agreement", "1K"}).in_band_agreement_bytes == 1024u);
   CHECK(parse({"-h"}).help);
   CHECK(parse({"--help"}).help);
 }
@@ -1062,7 +1067,7 @@ TEST_CASE("-C: the collectives beside allreduce, their default algorithms and us
   CHECK(fails({"-C", "broadcast", "-a", "recdoubling"}, "has no broadcast plans") == "");
   CHECK(fails({"--root", "1"}, "--root: only with -C broadcast or reduce") == "");
   CHECK(fails({"-C", "reduce", "--root", "4", "-t", "4"}, "expected a rank below -t 4") == "");
-  // Reduce-scatter and all-gather read the peers' windows; broadcast and reduce stage.
+  // Every collective reads the peers' windows.
   CHECK(parse({"-C", "all_gather", "--transport", "shm", "--window", "1"}).window);
   CHECK(parse({"-C", "broadcast", "--transport", "shm", "--window", "1"}).window);
   CHECK(fails({"-C", "reduce_scatter", "--topology", "dgx1v"}, "--topology") == "");

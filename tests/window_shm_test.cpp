@@ -1,5 +1,6 @@
 // Tests of registered windows on the shared-memory transport (transport/shared_window.hpp,
-// runtime/symmetric_allreduce.hpp, symmetric_shards.hpp): P = 1..5 processes fork()ed by the test.
+// runtime/symmetric_allreduce.hpp, symmetric_shards.hpp, symmetric_rooted.hpp): P = 1..5 processes
+// fork()ed by the test.
 // Buffers at the same offsets of one window on every rank take the direct path (and give the
 // reference's bits for every dtype, op, count and in place); buffers elsewhere, or at different
 // offsets, stage as before; a rank that never allocates its window is named in the others' error;
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -285,6 +287,136 @@ void check_windowed_collective(const char* tag) {
     });
     require_all_ok(out);
     CHECK(shm_entries_with(session) == 0);
+  }
+}
+
+// Rank r's windowed broadcast or reduce cases: roots 0, P-1 and P/2, every dtype, every op reduce
+// takes, every count; each call must read the peers' buffers directly. Out of place, the input lies
+// at offset 0 of the window and the output, between guard elements, on the next page boundary, on
+// every rank; in place, one buffer between the guards. With `null_unused`, the buffer a rank does
+// not use (a broadcast's input off the root, a reduce's output) is null. Returns "" or the first
+// wrong case.
+template <class Coll>
+std::string check_windowed_rooted(Coll& coll, std::span<std::byte> window, int p, int r,
+                                  const std::vector<std::uint64_t>& counts, bool in_place,
+                                  bool null_unused) {
+  using ccoll::testing::Bytes;
+  using ccoll::testing::guard_value;
+  using ccoll::testing::kGuard;
+  using ccoll::testing::value;
+  constexpr bool reduces = Coll::collective == plan::Collective::reduce;
+  std::vector<int> roots{0};
+  for (int x : {p - 1, p / 2})
+    if (x != 0 && roots.back() != x) roots.push_back(x);
+  for (int root : roots)
+    for (DataType d : kAllDataTypes)
+      for (ReduceOp op : kAllReduceOps) {
+        if ((!reduces && op != ReduceOp::sum) || !is_supported(d, op)) continue;
+        for (std::uint64_t n : counts) {
+          std::string wrong;
+          dispatch_data_type(d, [&](auto t) {
+            using T = decltype(t);
+            dispatch_reduce_op(op, [&](auto tag) {
+              constexpr ReduceOp Op = decltype(tag)::value;
+              const bool is_root = r == root;
+              const bool uses_input = reduces || is_root;
+              const std::uint64_t at = in_place ? 0 : (n * sizeof(T) + 4095) / 4096 * 4096;
+              if (at + (n + 2 * kGuard) * sizeof(T) > window.size()) {
+                wrong = "window too small";
+                return;
+              }
+              T* guarded = reinterpret_cast<T*>(window.data() + at);
+              for (std::uint64_t j = 0; j < n + 2 * kGuard; ++j) guarded[j] = guard_value<T>();
+              T* out = guarded + kGuard;
+              T* in = in_place ? out : reinterpret_cast<T*>(window.data());
+              // Out of place, an unused input holds values too, which must stay as they are.
+              if (uses_input || !in_place)
+                for (std::uint64_t i = 0; i < n; ++i) in[i] = value<T>(Op, r, p, i);
+              const void* send = null_unused && !reduces && !is_root ? nullptr : in;
+              void* recv = null_unused && reduces && !is_root ? nullptr : out;
+              const std::uint64_t direct_before = coll.executor().direct_calls();
+              ccoll::testing::call_collective<Coll>(coll.rank(r), send, recv, n, d, op, root);
+              const std::string where =
+                  std::string(plan::collective_name(Coll::collective)) + " P=" + std::to_string(p) +
+                  " rank=" + std::to_string(r) + " root=" + std::to_string(root) +
+                  " count=" + std::to_string(n) + " dtype=" + std::string(to_string(d)) +
+                  " op=" + std::string(to_string(op)) + (in_place ? " in place" : "") +
+                  (null_unused ? " null unused" : "");
+              if (coll.executor().direct_calls() != direct_before + 1) {
+                wrong = where + ": the call staged";
+                return;
+              }
+              for (std::uint64_t j = 0; j < n + 2 * kGuard; ++j) {
+                const bool in_buffer = j >= kGuard && j < kGuard + n;
+                const std::uint64_t i = j - kGuard;
+                T want = guard_value<T>();
+                if (in_buffer && !reduces) {
+                  want = value<T>(Op, root, p, i);
+                } else if (in_buffer && is_root) {
+                  want = value<T>(Op, 0, p, i);
+                  for (int q = 1; q < p; ++q) want = combine<Op>(want, value<T>(Op, q, p, i));
+                  want = finalize<Op>(want, p);
+                } else if (in_buffer && in_place) {
+                  want = value<T>(Op, r, p, i);  // a reduce's input off the root
+                }
+                if (std::bit_cast<Bytes<T>>(want) != std::bit_cast<Bytes<T>>(guarded[j])) {
+                  wrong = where + ": element " + std::to_string(j) + " of the guarded buffer (" +
+                          std::to_string(kGuard) + " guards, then the output) is wrong";
+                  return;
+                }
+              }
+              if (!in_place)
+                for (std::uint64_t i = 0; i < n; ++i)
+                  if (std::bit_cast<Bytes<T>>(in[i]) !=
+                      std::bit_cast<Bytes<T>>(value<T>(Op, r, p, i))) {
+                    wrong = where + ": input element " + std::to_string(i) + " was written";
+                    return;
+                  }
+            });
+          });
+          if (!wrong.empty()) return wrong;
+        }
+      }
+  return "";
+}
+
+template <class Coll>
+void check_windowed_rooted_collective(const char* tag) {
+  ccoll::testing::Sweep sweep;
+  for (int p = 1; p <= 5; ++p) {
+    if (!sweep.take()) continue;
+    INFO("P=" << p);
+    const std::string session = unique_session(tag);
+    auto out = on_processes(p, [&](int r) -> std::string {
+      Config c = window_config(p, r, session);
+      c.stream_output_bytes = p % 2 == 1 ? 1 : 0;  // both store kinds for the outputs
+      Coll coll(c);
+      const std::span<std::byte> w = coll.allocate_window(std::size_t{8} << 20);
+      const std::vector<std::uint64_t> counts{1, 3, 17, 1000, 4099, 65536 + 5};
+      for (bool in_place : {false, true}) {
+        std::string wrong = check_windowed_rooted(coll, w, p, r, counts, in_place, false);
+        if (!wrong.empty()) return wrong;
+      }
+      std::string wrong = check_windowed_rooted(coll, w, p, r, {5, 1000}, true, true);
+      if (!wrong.empty()) return wrong;
+      // Buffers outside the window stage, and stay right.
+      const std::uint64_t direct = coll.executor().direct_calls();
+      wrong = ccoll::testing::check_collective_cases(coll, coll.rank(r), p, {7, 1000}, false);
+      if (!wrong.empty()) return wrong;
+      if (coll.executor().direct_calls() != direct) return "a call outside the window went direct";
+      return "";
+    });
+    require_all_ok(out);
+    CHECK(shm_entries_with(session) == 0);
+  }
+}
+
+TEST_CASE("shm windows: broadcast and reduce go direct, in place and not, every root, dtype, op") {
+  SUBCASE("broadcast") {
+    check_windowed_rooted_collective<Broadcast<transport::SharedMemory, algo::Ring>>("bc");
+  }
+  SUBCASE("reduce") {
+    check_windowed_rooted_collective<Reduce<transport::SharedMemory, algo::Ring>>("rd");
   }
 }
 

@@ -28,6 +28,7 @@ ccoll::Config make_config(const Options& knobs, int rank, int nranks, const std:
   if (knobs.timeout_ms) cfg.timeout = std::chrono::milliseconds(*knobs.timeout_ms);
   cfg.protocol = knobs.protocol;
   if (knobs.in_band_agreement_bytes) cfg.in_band_agreement_bytes = *knobs.in_band_agreement_bytes;
+  if (knobs.eager_rooted_bytes) cfg.eager_rooted_bytes = *knobs.eager_rooted_bytes;
   return cfg;
 }
 

@@ -134,6 +134,8 @@ struct Options {
   std::string protocol;
   // ccoll::Config::in_band_agreement_bytes; unset: the library's default (0 is a value: never).
   std::optional<std::uint64_t> in_band_agreement_bytes;
+  // ccoll::Config::eager_rooted_bytes; unset: the library's default (0: never).
+  std::optional<std::uint64_t> eager_rooted_bytes;
   // --window 1: every rank's buffers in a registered window of each collective
   // (allocate_window; --transport shm only), so calls read the peers' buffers.
   bool window = false;
@@ -357,11 +359,13 @@ inline std::string usage_text() {
                           ccoll::Config::in_band_agreement_bytes: calls of at most B bytes
                           check their arguments alongside their messages (0: always before
                           them), default: the library's (64K)
+      --eager_rooted B    ccoll::Config::eager_rooted_bytes: broadcasts and reduces of at
+                          most B bytes return once the rank's steps are done and compare
+                          arguments at the rank's next call; default: the library's (0: never)
       --window 0|1        --transport shm: put every rank's buffers in a registered window
-                          of the collective (allocate_window), so that allreduce, reduce-scatter
-                          and all-gather read their peers' buffers directly instead of staging
-                          them (broadcast and reduce stage); the peer runs on the same buffers;
-                          default 0
+                          of the collective (allocate_window), so that calls read their peers'
+                          buffers directly instead of staging them (allreduce: above
+                          --in_band_agreement); the peer runs on the same buffers; default 0
       --json FILE         write the results as JSON (the path is checked before the run)
       --csv FILE          write the results as CSV (the path is checked before the run)
   -h, --help              this text
@@ -575,6 +579,11 @@ inline Options parse_args(const std::vector<std::string>& args) {
       const auto b = parse_size(v);
       if (!b) throw detail::bad_value(flag, "expected a size in bytes (0, 64K, 1M, ...)", v);
       o.in_band_agreement_bytes = *b;
+    } else if (flag == "--eager_rooted") {
+      const std::string v = next();
+      const auto b = parse_size(v);
+      if (!b) throw detail::bad_value(flag, "expected a size in bytes (0, 4K, 64K, ...)", v);
+      o.eager_rooted_bytes = *b;
     } else if (flag == "--window") {
       o.window = detail::parse_long(flag, next(), 0, 1) != 0;
     } else if (flag == "--protocol") {

@@ -295,6 +295,7 @@ inline nlohmann::ordered_json to_json_value(const Report& rep) {
   opts["window"] = o.window;
   opts["in_band_agreement_bytes"] =
       o.in_band_agreement_bytes ? json(*o.in_band_agreement_bytes) : json(nullptr);
+  opts["eager_rooted_bytes"] = o.eager_rooted_bytes ? json(*o.eager_rooted_bytes) : json(nullptr);
   opts["datatype"] = std::string(ccoll::to_string(o.dtype));
   opts["op"] = std::string(ccoll::to_string(o.op));
   opts["topology"] = o.topology.empty() ? json(nullptr) : json(o.topology);

@@ -15,14 +15,16 @@
 // rank * recvcount; all-gather: sendbuff = recvbuff + rank * sendcount; broadcast and reduce:
 // sendbuff = recvbuff), broadcast's sendbuff used on the root only and reduce's recvbuff on the
 // root only (null elsewhere is fine). Every call is checked on every rank and across ranks (count,
-// datatype, op, collective and root must agree) before any buffer is written, as Allreduce's.
+// datatype, op, collective and root must agree) before any buffer is written, as Allreduce's;
+// broadcasts and reduces of at most Config::eager_rooted_bytes (off by default) return after their
+// steps instead and are compared at the rank's next call (runtime/communicator.hpp).
 //
 // Each object holds its own executor (connections, shared memory), built for its collective: the
 // logical topology must plan it (algo::Ring: rings and chains; algo::Direct: one hop; broadcast and
 // reduce also algo::Tree and algo::DoubleBinaryTree), or the constructor throws
 // ErrorCode::Unsupported. The transports whose ranks run the host interpreter
-// run them: HostThreads, SharedMemory (reduce-scatter and all-gather read the peers' buffers
-// directly when they lie in a registered window: allocate_window), Mpi and MpiHybrid.
+// run them: HostThreads, SharedMemory (calls read the peers' buffers directly when they lie in a
+// registered window: allocate_window), Mpi and MpiHybrid.
 #pragma once
 
 #include <concepts>
@@ -131,10 +133,10 @@ requires(C != plan::Collective::allreduce) &&
   }
   { rank(rank()).run(sendbuff, recvbuff, args...); }
 
-  // Collective, as Allreduce::allocate_window (SharedMemory): `bytes` every rank maps. A
-  // reduce-scatter or all-gather whose input and output lie at the same offsets of one window on
-  // every rank reads the peers' buffers directly (runtime/symmetric_shards.hpp); broadcasts and
-  // reduces stage wherever their buffers are.
+  // Collective, as Allreduce::allocate_window (SharedMemory): `bytes` every rank maps. A call
+  // whose input and output lie at the same offsets of one window on every rank reads the peers'
+  // buffers directly (runtime/symmetric_shards.hpp, symmetric_rooted.hpp; a broadcast's input off
+  // the root or a reduce's output may be null instead when the root's call is in place).
   std::span<std::byte> allocate_window(std::size_t bytes) requires
       requires(typename T::Executor& e) {
     e.allocate_window(bytes);

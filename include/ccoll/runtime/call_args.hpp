@@ -33,11 +33,12 @@ struct WindowPlacement {
 };
 
 // Whether calls of collective `c` with buffers in a registered window read the peers' buffers
-// directly (runtime/symmetric_allreduce.hpp, symmetric_shards.hpp). Broadcast and reduce, which
-// read one root's buffers, stage wherever their buffers are.
+// directly (runtime/symmetric_allreduce.hpp, symmetric_shards.hpp, symmetric_rooted.hpp): every
+// collective has that form.
 inline constexpr bool has_window_form(plan::Collective c) {
   return c == plan::Collective::allreduce || c == plan::Collective::reduce_scatter ||
-         c == plan::Collective::all_gather;
+         c == plan::Collective::all_gather || c == plan::Collective::broadcast ||
+         c == plan::Collective::reduce;
 }
 
 // Which collective a call runs and, for broadcast and reduce, from or to which rank.

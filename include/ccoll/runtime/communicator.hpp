@@ -16,13 +16,15 @@
 //   4. the rank's programs through the run loop (runtime/run_loop.hpp); an in-band call of a
 //      LowLatency plan in which every rank takes part is compared by its messages, whose trailers
 //      carry the arguments (protocol/low_latency.hpp), and needs no comparison after the steps;
+//      an eager call (a broadcast or reduce of at most Config::eager_rooted_bytes) returns here
+//      and is compared when the rank's next call begins;
 //   5. the connections' per-call bases advance by their messages per call: counters never reset,
 //      the next call's messages follow this call's.
 // A transport whose ranks can read each other's registered windows passes the call's placement
 // in one (runtime/call_args.hpp) and a `direct` routine: when every rank's buffers lie at the same
 // offsets of one window and the plan has no relays, every rank runs `direct` after step 3 instead
-// of steps 4-5 (runtime/symmetric_allreduce.hpp, symmetric_shards.hpp): allreduce, reduce-scatter
-// and all-gather. All ranks decide alike, from the agreement.
+// of steps 4-5 (runtime/symmetric_allreduce.hpp, symmetric_shards.hpp, symmetric_rooted.hpp): every
+// collective. All ranks decide alike, from the agreement.
 // While step 4 runs, the rank's per-channel progress words tell a consumer thread of the same
 // process which layers of the output are already final (layer_readiness()).
 #pragma once
@@ -42,6 +44,7 @@
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/error.hpp"
 #include "ccoll/core/op.hpp"
+#include "ccoll/plan/collective.hpp"
 #include "ccoll/protocol/low_latency.hpp"
 #include "ccoll/runtime/call_args.hpp"
 #include "ccoll/runtime/connection.hpp"
@@ -157,8 +160,7 @@ class Communicator {
         shape);
   }
   // The same, for buffers at `placement` in a registered window: direct(options) runs the call
-  // (an allreduce, reduce-scatter or all-gather) when every rank's buffers lie at the same offsets
-  // of that window.
+  // when every rank's buffers lie at the same offsets of that window.
   template <class Direct>
   void run(rank_state& st, int rank, const void* send, void* recv, std::size_t count,
            DataType dtype, ReduceOp op, const WindowPlacement& placement, Direct&& direct,
@@ -171,6 +173,18 @@ class Communicator {
     o.deadline_ns = sync::deadline_after(o.start_ns, config_.timeout);
     FailurePoint here{rank, -1, -1, -1, FailurePoint::Waiting::nothing};
     if (plane_.aborted()) throw plane_.stopped_error(here, st.seq + 1);
+    if constexpr (InBandControlPlane<P>) {
+      // This rank's last call returned eagerly: compare its arguments before publishing these
+      // (the control plane's descriptors of that call stay until this rank has read them).
+      if (st.unverified_seq != 0) {
+        const std::uint64_t eager_seq = std::exchange(st.unverified_seq, 0);
+        const Agreement verdict = plane_.verify(eager_seq, o.deadline_ns, here);
+        if (!verdict.verdict.empty())
+          throw Error(verdict.code, rank,
+                      verdict.verdict + " (compared when call " + std::to_string(eager_seq + 1) +
+                          " began: Config::eager_rooted_bytes)");
+      }
+    }
 
     // 1. Local checks; rank 0 chooses how every rank writes its slots in this call.
     const bool allreduce = shape.collective == plan::Collective::allreduce;
@@ -186,12 +200,18 @@ class Communicator {
     const bool may_stream = config_.stream_slot_bytes != 0 && bytes >= config_.stream_slot_bytes;
     SlotStoreTuner* tuner = nullptr;
     bool in_band = false;
+    bool eager = false;
     // The other collectives agree before their steps, so that a bad or mismatched argument on one
     // rank never lets another write its buffers (in band, steps run before the comparison). It
-    // costs small calls one round of the control plane (docs/collectives.md).
-    if constexpr (InBandControlPlane<P>)
+    // costs small calls one round of the control plane (docs/collectives.md), which small
+    // broadcasts and reduces may skip by returning first (Config::eager_rooted_bytes).
+    if constexpr (InBandControlPlane<P>) {
       in_band = allreduce && !may_stream && config_.in_band_agreement_bytes != 0 &&
                 bytes <= config_.in_band_agreement_bytes;
+      eager = plan::has_root(shape.collective) && !may_stream && config_.eager_rooted_bytes != 0 &&
+              bytes <= config_.eager_rooted_bytes;
+      in_band = in_band || eager;
+    }
     // Small calls agree in band, after their steps, so they stage whatever their buffers.
     const bool windowed = has_window_form(shape.collective) && placement.window != 0 && !in_band;
     if (windowed) args.placement = placement;
@@ -278,7 +298,11 @@ class Communicator {
       throw;
     }
     if constexpr (InBandControlPlane<P>) {
-      if (in_band && pp->low_latency && pp->nactive == nranks_) {
+      if (eager) {
+        // A broadcast's root or a reduce's leaf has received nothing that carried the others'
+        // arguments: the comparison waits for this rank's next call.
+        st.unverified_seq = o.seq;
+      } else if (in_band && pp->low_latency && pp->nactive == nranks_) {
         // Every message taken carried this call's arguments, and every rank's input reached
         // this rank: every rank passed the same ones (protocol/low_latency.hpp).
         plane_.settle(o.seq, here);

@@ -40,6 +40,7 @@ inline std::size_t slot_store_bucket(std::uint64_t bytes) {
 template <Connection C>
 struct alignas(128) RankState {
   std::uint64_t seq = 0;                             // calls attempted
+  std::uint64_t unverified_seq = 0;                  // an eager call to compare (0: none)
   std::vector<std::uint64_t> base_by_set;            // messages of earlier calls per set connection
   std::vector<std::uint64_t> base;                   // per connection of the current plan
   std::vector<std::uint32_t> pcs;                    // per channel: next step

@@ -58,6 +58,7 @@ struct SymmetricCall {
   std::uint64_t recv_offset = 0;
   int rank = 0;
   int nranks = 1;
+  int root = 0;  // broadcast and reduce (runtime/symmetric_rooted.hpp)
   std::uint64_t count = 0;
   // Reduce-scatter and all-gather in place (WindowPlacement::in_place): rank q's output is block
   // q of its input, or its input block q of its output (runtime/symmetric_shards.hpp).

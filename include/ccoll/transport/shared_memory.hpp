@@ -25,7 +25,7 @@
 // Registered windows (allocate_window(), transport/shared_window.hpp): buffers the ranks allocate
 // in segments every rank maps; a call whose buffers lie at the same offsets of one window on every
 // rank reads its peers' buffers directly (runtime/symmetric_allreduce.hpp; reduce-scatter and
-// all-gather: runtime/symmetric_shards.hpp).
+// all-gather: runtime/symmetric_shards.hpp; broadcast and reduce: runtime/symmetric_rooted.hpp).
 // Rank and size come from Config or the environment (CCOLL_RANK/CCOLL_SIZE,
 // OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, PMI_RANK/PMI_SIZE), so the executor runs under
 // mpirun without using MPI.
@@ -55,6 +55,7 @@
 #include "ccoll/runtime/area_communicator.hpp"
 #include "ccoll/runtime/low_latency_area.hpp"
 #include "ccoll/runtime/symmetric_allreduce.hpp"
+#include "ccoll/runtime/symmetric_rooted.hpp"
 #include "ccoll/runtime/symmetric_shards.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/backoff.hpp"
@@ -133,9 +134,8 @@ struct SharedMemory {
     Executor& operator=(const Executor&) = delete;
 
     // `shape`: the collective and root of a call of a communicator built for another
-    // collective than allreduce (ccoll/collective.hpp). Reduce-scatter and all-gather calls with
-    // buffers in a window go direct as allreduce's do; broadcast and reduce stage wherever their
-    // buffers are.
+    // collective than allreduce (ccoll/collective.hpp). Calls with buffers in a window go direct
+    // as allreduce's do.
     void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
              const runtime::CallShape& shape = {}) {
       if (rank != config_.rank)
@@ -153,7 +153,16 @@ struct SharedMemory {
         comm_.run(state_, config_.rank, send, recv, count, dtype, op, shape);
         return;
       }
-      runtime::WindowPlacement at = placement(send, send_bytes, recv, recv_bytes);
+      // A buffer the call does not use on this rank (a broadcast's input off the root, a
+      // reduce's output) may be null: it is placed where the other one is, as in place.
+      const bool off_root = shape.root != config_.rank;
+      const void* placed_send = send;
+      const void* placed_recv = recv;
+      if (off_root && shape.collective == plan::Collective::broadcast && send == nullptr)
+        placed_send = recv;
+      if (off_root && shape.collective == plan::Collective::reduce && recv == nullptr)
+        placed_recv = send;
+      runtime::WindowPlacement at = placement(placed_send, send_bytes, placed_recv, recv_bytes);
       // NCCL's in-place forms: block r of the larger buffer is the smaller one.
       const std::byte* s = static_cast<const std::byte*>(send);
       const auto* r = static_cast<const std::byte*>(recv);
@@ -170,7 +179,7 @@ struct SharedMemory {
       comm_.run(
           state_, config_.rank, send, recv, count, dtype, op, at,
           [&](const runtime::StepOptions& o) {
-            run_symmetric(*windows_[at.window - 1], at, count, dtype, op, shape.collective, o);
+            run_symmetric(*windows_[at.window - 1], at, count, dtype, op, shape, o);
             ++direct_calls_;
           },
           shape);
@@ -231,13 +240,13 @@ struct SharedMemory {
     }
 
     void run_symmetric(const SharedWindow& w, const runtime::WindowPlacement& at, std::size_t count,
-                       DataType dtype, ReduceOp op, plan::Collective collective,
+                       DataType dtype, ReduceOp op, const runtime::CallShape& shape,
                        const runtime::StepOptions& o) {
       const int p = config_.nranks;
       const int rank = config_.rank;
       auto& plane = comm_.control_plane();
-      // Barriers (allreduce: two per call, reduce-scatter and all-gather: one); every rank's word
-      // counts the same calls of this window.
+      // Barriers (allreduce: two per call, the other collectives: one); every rank's word counts
+      // the same calls of this window.
       auto barrier = [&] {
         std::uint64_t* mine = w.arrival_word(rank);
         const std::uint64_t target = sync::AtomicWord<std::uint64_t>(mine).load_relaxed() + 1;
@@ -258,14 +267,26 @@ struct SharedMemory {
           c.nranks = p;
           c.count = count;
           c.in_place = at.in_place;
+          c.root = shape.root;
           c.stream_share = o.stream_slots;
           c.stream = o.stream_output;
-          if (collective == plan::Collective::reduce_scatter)
-            runtime::symmetric_reduce_scatter<T, decltype(tag)::value>(c, barrier);
-          else if (collective == plan::Collective::all_gather)
-            runtime::symmetric_all_gather<T>(c, barrier);
-          else
-            runtime::symmetric_allreduce<T, decltype(tag)::value>(c, barrier);
+          switch (shape.collective) {
+            case plan::Collective::reduce_scatter:
+              runtime::symmetric_reduce_scatter<T, decltype(tag)::value>(c, barrier);
+              break;
+            case plan::Collective::all_gather:
+              runtime::symmetric_all_gather<T>(c, barrier);
+              break;
+            case plan::Collective::broadcast:
+              runtime::symmetric_broadcast<T>(c, barrier);
+              break;
+            case plan::Collective::reduce:
+              runtime::symmetric_reduce<T, decltype(tag)::value>(c, barrier);
+              break;
+            case plan::Collective::allreduce:
+              runtime::symmetric_allreduce<T, decltype(tag)::value>(c, barrier);
+              break;
+          }
         });
       });
     }
