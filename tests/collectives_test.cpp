@@ -399,6 +399,36 @@ TEST_CASE("eager broadcast and reduce: a disagreement is reported on every rank 
       CHECK(outcome[static_cast<std::size_t>(r)].rfind("Mismatch", 0) == 0);
     }
   }
+  SUBCASE("broadcast: one rank's count above the eager limit, then a retry that agrees") {
+    // Rank 1 agrees first and finds the mismatch while the others have sent eagerly: the
+    // communicator must be aborted, or rank 1's retry would take the first call's messages.
+    Config c = eager_config(p);
+    c.eager_rooted_bytes = 256;
+    Broadcast<transport::HostThreads, algo::Direct> bc(c);
+    std::vector<std::vector<float>> buf(p, std::vector<float>(100, 1.0f));
+    const auto outcome = on_threads(p, [&](int r) -> std::string {
+      std::string seen;
+      for (int i = 0; i < 2; ++i) {
+        try {
+          float* b = buf[static_cast<std::size_t>(r)].data();
+          bc.rank(r).run(b, b, r == 1 && i == 0 ? 100 : 10, DataType::f32, 0);
+          seen += "ok ";
+        } catch (const Error& e) {
+          seen += e.code() == ErrorCode::Mismatch ? "Mismatch " : "other ";
+        }
+        // The others compare the first call only at their second: rank 1 retries before that.
+        if (r != 1 && i == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      return seen;
+    });
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
+      if (r == 1)
+        CHECK(outcome[1] == "Mismatch Mismatch ");
+      else
+        CHECK(outcome[static_cast<std::size_t>(r)].find("Mismatch") != std::string::npos);
+    }
+  }
   SUBCASE("broadcast: a root out of range on one rank") {
     Broadcast<transport::HostThreads, algo::Ring> bc(eager_config(p));
     std::vector<float> in(10, 5.0f);

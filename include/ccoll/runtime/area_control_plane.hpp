@@ -12,16 +12,18 @@
 //      before any rank has touched a buffer; then r acknowledges seq.
 // In-band agreement (publish / verify) does step 1 before the call's steps and step 2 after
 // them, so a small call costs one wave of handoffs instead of two; a disagreement then aborts the
-// communicator, and check_peers() stops ranks that wait for a peer that disagrees. A LowLatency
-// call in which every rank takes part skips step 2 (settle): its messages carry the arguments and
-// are taken only by ranks with the same ones (protocol/low_latency.hpp), so its completion is the
-// comparison, and ranks that disagree wait until check_peers() names the rank that differs.
-// A rank whose own arguments are bad publishes them and throws at once (it has nothing to read).
-// Waits give up at the call's deadline or when the abort record is raised; the first failure
-// wins the record, so every rank reports the root cause. Ranks that are processes record their pid
-// in their descriptor; check_peers() (every kPeerCheckNs of waiting) raises the record for a rank
-// whose process is gone, so a killed peer is reported within a fraction of a second, naming it,
-// whatever Config::timeout is.
+// communicator (also on ranks that compared first: each rank decides by its own count and Config),
+// and check_peers() stops ranks that wait for a peer that disagrees. Eager broadcasts and reduces
+// (Config::eager_rooted_bytes) publish the same way and verify at their rank's next call. A
+// LowLatency call in which every rank takes part skips step 2 (settle): its messages carry the
+// arguments and are taken only by ranks with the same ones (protocol/low_latency.hpp), so its
+// completion is the comparison, and ranks that disagree wait until check_peers() names the rank
+// that differs. A rank whose own arguments are bad publishes them and throws at once (it has
+// nothing to read). Waits give up at the call's deadline or when the abort record is raised; the
+// first failure wins the record, so every rank reports the root cause. Ranks that are processes
+// record their pid in their descriptor; check_peers() (every kPeerCheckNs of waiting) raises the
+// record for a rank whose process is gone, so a killed peer is reported within a fraction of a
+// second, naming it, whatever Config::timeout is.
 #pragma once
 
 #include <signal.h>
@@ -101,13 +103,7 @@ class AreaControlPlane {
     }
   }
   Agreement verify(std::uint64_t seq, std::uint64_t deadline_ns, FailurePoint where) {
-    Agreement a = read_verdict(seq, deadline_ns, where, true);
-    // Messages of a call the ranks disagree on leave the connections out of step.
-    if (!a.verdict.empty())
-      raise(a.code, a.code == ErrorCode::Mismatch
-                        ? FailurePoint{a.culprit, -1, -1, 0, FailurePoint::Waiting::nothing}
-                        : FailurePoint{a.culprit, -1, -1, -1, FailurePoint::Waiting::nothing});
-    return a;
+    return read_verdict(seq, deadline_ns, where, true);
   }
 
   // A call whose messages carried its signature (protocol/low_latency.hpp) and whose plan makes
@@ -223,11 +219,17 @@ class AreaControlPlane {
     for (int q = 0; q < nranks_; ++q)
       wait_word(&call_of(q, seq).seq, seq, where.rank, q, deadline_ns, seq);
     known_[static_cast<std::size_t>(where.rank)].published_by_all = seq;
+    // A rank that ran its steps before comparing (in band, or an eager broadcast or reduce:
+    // ranks decide by their own count and Config) may have moved its connections on, whichever
+    // way this rank compares: a disagreement then aborts the communicator.
+    bool steps_ran = in_band;
+    for (int q = 0; q < nranks_ && !steps_ran; ++q)
+      steps_ran = sync::AtomicWord<std::uint32_t>(&call_of(q, seq).in_band).load_relaxed() != 0;
     // Read (rank 0's root choice included) before the acknowledgement, after which the others
     // may reuse the descriptors of this parity.
     Agreement a =
         common_verdict([this, seq](int q) -> const CallDescriptor& { return call_of(q, seq); },
-                       nranks_, seq, in_band);
+                       nranks_, seq, steps_ran);
     if (a.verdict.empty() && !in_band) {
       const CallDescriptor& first = call_of(0, seq);
       a.symmetric = first.placement.window != 0;
@@ -235,6 +237,11 @@ class AreaControlPlane {
         a.symmetric = call_of(q, seq).placement == first.placement;
     }
     acknowledge(where.rank, seq);
+    // Messages of a call the ranks disagree on leave the connections out of step.
+    if (steps_ran && !a.verdict.empty())
+      raise(a.code, a.code == ErrorCode::Mismatch
+                        ? FailurePoint{a.culprit, -1, -1, 0, FailurePoint::Waiting::nothing}
+                        : FailurePoint{a.culprit, -1, -1, -1, FailurePoint::Waiting::nothing});
     return a;
   }
 
