@@ -3,10 +3,13 @@
 // counts, the element loops of every shape against the one-thread host path, float accumulation
 // of 16-bit floats, and whole plans (ring, double binary tree, one-shot, recursive doubling, a star
 // tree, relays from a physical topology) run with k-thread blocks per program, compared bit for bit
-// with the same plans run one host thread per program and with the exact reference.
+// with the same plans run one host thread per program and with the exact reference. Then every
+// collective's plans, run on the buffers CudaVirtualRanks hands its kernel
+// (transport/cuda/call_buffers.hpp), against the collectives' reference.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <barrier>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -23,16 +26,22 @@
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
 #include "ccoll/physical/presets.hpp"
+#include "ccoll/plan/all_gather.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/one_shot.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/plan/recursive_doubling.hpp"
+#include "ccoll/plan/reduce_scatter.hpp"
 #include "ccoll/plan/ring.hpp"
+#include "ccoll/plan/rooted.hpp"
+#include "ccoll/plan/rooted_trees.hpp"
 #include "ccoll/plan/tree.hpp"
 #include "ccoll/plan/verifier.hpp"
 #include "ccoll/runtime/interpreter.hpp"
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/sync/connection.hpp"
+#include "ccoll/transport/cuda/call_buffers.hpp"
+#include "collective_reference.hpp"
 #include "simulated_block_group.hpp"
 #include "sweep.hpp"
 
@@ -528,4 +537,158 @@ TEST_CASE("plans on simulated blocks: relays of a direct plan on a ring of four 
     r.nranks = placed.nranks();
     return placed.build(r);
   });
+}
+
+// ---- The collectives through the virtual ranks' buffer mapping ----
+
+namespace {
+
+using Builder = std::function<plan::Plan(const plan::PlanRequest&)>;
+
+// One call of collective `c` by every rank of `p`, each rank's buffers prepared and checked by
+// tests/collective_reference.hpp (NCCL's arguments, in place or not, guards around them), the
+// plan run as CudaVirtualRanks runs it: cuda::checked_buffers maps every rank's buffers, and each
+// (rank, channel) program runs on a block with its rank's mapped input and output.
+template <class T, ReduceOp Op>
+void check_mapped_call(plan::Collective c, const Builder& build, int p, std::uint64_t count,
+                       bool in_place, int root, std::uint32_t block_threads) {
+  const auto np = static_cast<std::size_t>(p);
+  std::vector<const void*> sends(np);
+  std::vector<void*> recvs(np);
+  std::vector<std::string> errors(np);
+  std::barrier<> meet(p + 1);  // the ranks and this thread, which runs the plan
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < p; ++r)
+    ranks.emplace_back([&, r] {
+      errors[static_cast<std::size_t>(r)] = testing::check_collective_call<T, Op>(
+          c, p, r, count, in_place, root, [&](const void* s, void* q) {
+            sends[static_cast<std::size_t>(r)] = s;
+            recvs[static_cast<std::size_t>(r)] = q;
+            meet.arrive_and_wait();  // every rank's buffers are ready
+            meet.arrive_and_wait();  // the plan ran
+          });
+    });
+  meet.arrive_and_wait();
+  const runtime::CallShape shape{c, root};
+  const transport::cuda::CallBuffers mapped =
+      transport::cuda::checked_buffers(p, sends, recvs, count, data_type_of<T>(), Op, shape);
+  plan::PlanRequest req;
+  req.nranks = p;
+  req.count = plan::has_blocks(c) ? count * np : count;
+  req.elem_size = sizeof(T);
+  req.nchannels = 2;
+  req.slot_bytes = 256;
+  req.nslots = 2;
+  req.collective = c;
+  req.root = root;
+  const plan::Plan plan = build(req);
+  REQUIRE(plan::verify(plan).ok);
+  std::vector<const T*> in(np);
+  std::vector<T*> out(np);
+  for (std::size_t r = 0; r < np; ++r) {
+    in[r] = static_cast<const T*>(mapped.input[r]);
+    out[r] = static_cast<T*>(mapped.output[r]);
+  }
+  run_plan<T, Op>(plan, in, out, block_threads);
+  meet.arrive_and_wait();
+  for (auto& t : ranks) t.join();
+  for (const auto& e : errors) CHECK_MESSAGE(e.empty(), e);
+}
+
+struct MappedPlan {
+  const char* name;
+  plan::Collective collective;
+  Builder build;
+};
+
+}  // namespace
+
+TEST_CASE("virtual ranks' buffer mapping: every collective's plans, NCCL's arguments, in place") {
+  using C = plan::Collective;
+  const MappedPlan plans[] = {
+      {"ring reduce-scatter", C::reduce_scatter, &plan::build_ring_reduce_scatter},
+      {"direct reduce-scatter", C::reduce_scatter, &plan::build_direct_reduce_scatter},
+      {"ring all-gather", C::all_gather, &plan::build_ring_all_gather},
+      {"direct all-gather", C::all_gather, &plan::build_direct_all_gather},
+      {"chain broadcast", C::broadcast, &plan::build_chain_broadcast},
+      {"dbtree broadcast", C::broadcast, &plan::build_dbtree_broadcast},
+      {"direct reduce", C::reduce, &plan::build_direct_reduce},
+      {"tree reduce", C::reduce, &plan::build_tree_reduce},
+  };
+  for (const auto& mp : plans)
+    for (const int p : {1, 2, 3, 5})
+      for (const std::uint64_t count : {std::uint64_t{1}, std::uint64_t{7}, std::uint64_t{301}})
+        for (const bool in_place : {false, true}) {
+          const bool rooted = plan::has_root(mp.collective);
+          for (const int root : rooted ? std::vector<int>{0, p - 1} : std::vector<int>{0}) {
+            CAPTURE(mp.name);
+            CAPTURE(p);
+            CAPTURE(count);
+            CAPTURE(in_place);
+            CAPTURE(root);
+            const std::uint32_t threads = count == 301 ? 4 : 0;
+            if (plan::reduces(mp.collective)) {
+              check_mapped_call<float, ReduceOp::sum>(mp.collective, mp.build, p, count, in_place,
+                                                      root, threads);
+              check_mapped_call<BFloat16, ReduceOp::avg>(mp.collective, mp.build, p, count,
+                                                         in_place, root, 0);
+            } else {
+              check_mapped_call<std::int32_t, ReduceOp::sum>(mp.collective, mp.build, p, count,
+                                                             in_place, root, threads);
+            }
+          }
+        }
+}
+
+TEST_CASE("virtual ranks' buffer mapping: bad arguments name the rank; a shape names its root") {
+  using transport::cuda::checked_buffers;
+  std::vector<float> a(12), b(12), c(12);
+  const std::vector<const void*> sends{a.data(), b.data(), c.data()};
+  const std::vector<void*> recvs{a.data() + 4, b.data(), c.data()};
+  auto code_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::make_pair(e.code(), e.rank());
+    }
+    return std::make_pair(ErrorCode::System, -2);
+  };
+  // Reduce-scatter in place on rank 0 needs recvbuff = sendbuff + 0 * recvcount: a.data() + 4
+  // overlaps the input elsewhere.
+  CHECK(code_of([&] {
+          checked_buffers(3, sends, recvs, 4, DataType::f32, ReduceOp::sum,
+                          {plan::Collective::reduce_scatter, 0});
+        }) == std::make_pair(ErrorCode::InvalidArgument, 0));
+  // A broadcast root out of range, on every rank (the first names rank 0).
+  CHECK(code_of([&] {
+          checked_buffers(3, sends, std::vector<void*>{a.data(), b.data(), c.data()}, 4,
+                          DataType::f32, ReduceOp::sum, {plan::Collective::broadcast, 3});
+        }) == std::make_pair(ErrorCode::InvalidArgument, 0));
+  // A broadcast's non-root may pass no input; the root may not.
+  const std::vector<const void*> root_only{a.data(), nullptr, nullptr};
+  const std::vector<void*> outs{a.data(), b.data(), c.data()};
+  const auto mapped = checked_buffers(3, root_only, outs, 4, DataType::f32, ReduceOp::sum,
+                                      {plan::Collective::broadcast, 0});
+  CHECK(mapped.input[0] == a.data());
+  CHECK(mapped.output[2] == c.data());
+  CHECK(code_of([&] {
+          checked_buffers(3, root_only, outs, 4, DataType::f32, ReduceOp::sum,
+                          {plan::Collective::broadcast, 1});
+        }) == std::make_pair(ErrorCode::InvalidArgument, 1));
+  // The all-gather's output is index 0 of the plan's space; rank 2's input is block 2 of it.
+  std::vector<float> d(12), e(12), f(12);
+  const std::vector<void*> gather_outs{d.data(), e.data(), f.data()};
+  const auto gathered = checked_buffers(3, sends, gather_outs, 4, DataType::f32, ReduceOp::sum,
+                                        {plan::Collective::all_gather, 0});
+  CHECK(static_cast<const float*>(gathered.input[2]) + 8 == c.data());
+  CHECK(gathered.output[1] == e.data());
+  // The default shape is the executor's collective, which must then have no root.
+  using transport::cuda::call_shape;
+  CHECK(call_shape(std::nullopt, plan::Collective::all_gather) ==
+        runtime::CallShape{plan::Collective::all_gather, 0});
+  CHECK(code_of([] { call_shape(std::nullopt, plan::Collective::reduce); }).first ==
+        ErrorCode::InvalidArgument);
+  CHECK(code_of([] {
+          call_shape(runtime::CallShape{plan::Collective::broadcast, 0}, plan::Collective::reduce);
+        }).first == ErrorCode::InvalidArgument);
 }

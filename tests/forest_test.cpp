@@ -13,8 +13,12 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "ccoll/algo/packed_forest.hpp"
+#include "ccoll/collective.hpp"
+#include "ccoll/forest/equal_share.hpp"
 #include "ccoll/forest/exact.hpp"
 #include "ccoll/forest/packed_forest.hpp"
 #include "ccoll/physical/presets.hpp"
@@ -22,6 +26,7 @@
 #include "ccoll/solve/lp.hpp"
 #include "ccoll/solve/mwu_packing.hpp"
 #include "ccoll/solve/steiner.hpp"
+#include "collective_reference.hpp"
 #include "forest_harness.hpp"
 #include "sweep.hpp"
 
@@ -781,4 +786,134 @@ TEST_CASE("tree_plan_shape: channels in proportion to the trees, chunks within t
   CHECK_FALSE(s.limited);
   plan = tree_set_plan(req, equal, active, 64);
   CHECK(plan.channels.size() == 64);
+}
+
+// ---- Reduce-scatter and all-gather: the equal-share forest (forest/equal_share.hpp) ----
+
+namespace {
+
+// Hosts on one switch, host i's link at bandwidth[i] GB/s each way.
+PhysicalTopology switch_star(const std::vector<double>& bandwidth) {
+  PhysicalTopology t;
+  t.name = "star";
+  const int sw = t.add_node("sw", NodeKind::switch_);
+  for (std::size_t i = 0; i < bandwidth.size(); ++i)
+    t.add_link(t.add_node("h" + std::to_string(i), NodeKind::gpu), sw, bandwidth[i]);
+  return t;
+}
+
+// Two racks of two hosts (10 GB/s to the rack's switch) joined by a 1 GB/s uplink.
+PhysicalTopology two_racks() {
+  PhysicalTopology t;
+  t.name = "racks";
+  const int a = t.add_node("swa", NodeKind::switch_);
+  const int b = t.add_node("swb", NodeKind::switch_);
+  t.add_link(a, b, 1.0);
+  for (int h = 0; h < 4; ++h)
+    t.add_link(t.add_node("h" + std::to_string(h), NodeKind::gpu), h < 2 ? a : b, 10.0);
+  return t;
+}
+
+// Every root's rate, and that they are all equal.
+double equal_rate(const PackedForest& f) {
+  const auto chi = f.chi();
+  REQUIRE(!chi.empty());
+  const double t = chi.begin()->second;
+  for (const auto& [v, c] : chi) {
+    CAPTURE(v);
+    CHECK(c == doctest::Approx(t).epsilon(1e-9));
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("equal-share forest: every root at the same rate, the optimum where it is known") {
+  for (ShareStage stage : {ShareStage::reduce, ShareStage::broadcast}) {
+    CAPTURE(static_cast<int>(stage));
+    // A star: each host's contributions to the other P - 1 blocks leave through its own link
+    // (reduce-scatter), or the P - 1 other blocks enter through it (all-gather): t = c / (P - 1)
+    // for the slowest host's c, whatever the others have. The ring's rate is the same.
+    for (const auto& bw : {std::vector<double>{4, 4, 4, 4}, std::vector<double>{1, 4, 4, 4},
+                           std::vector<double>{2, 8, 8, 8, 8, 8}}) {
+      const auto f = solve_equal_share_forest(switch_star(bw), stage);
+      const double slowest = *std::min_element(bw.begin(), bw.end());
+      CHECK(equal_rate(f) ==
+            doctest::Approx(slowest / static_cast<double>(bw.size() - 1)).epsilon(1e-6));
+      CHECK(f.upper_bound_GBps >= f.total_GBps * (1 - 1e-9));
+    }
+    // Two racks on a 1 GB/s uplink: each of the far rack's two blocks crosses it once per stage,
+    // reduced (or gathered) in its rack first: 2 t <= 1. A ring crosses it with every block: the
+    // forest is 1.5x the ring's reduce-scatter ((P - 1) / P B at 1 GB/s against B / P / 0.5).
+    const auto racks = solve_equal_share_forest(two_racks(), stage);
+    CHECK(equal_rate(racks) == doctest::Approx(0.5).epsilon(1e-6));
+  }
+  // Random graphs, some of them directed: equal rates, within the certified bound, and never
+  // below the same stage's best single tree per root scaled to fit (a feasible equal share).
+  std::mt19937 rng(4242);
+  for (int trial = 0; trial < 12; ++trial) {
+    const auto topo = random_small(rng, 3 + trial % 4, trial % 3 == 0, trial % 2 == 0);
+    CAPTURE(trial);
+    const auto f = solve_equal_share_forest(topo, ShareStage::reduce);
+    const double t = equal_rate(f);
+    CHECK(t > 0);
+    CHECK(f.total_GBps <= f.upper_bound_GBps * (1 + 1e-6));
+    CHECK(f.total_GBps >= f.upper_bound_GBps * (1 - 0.01));
+  }
+}
+
+TEST_CASE("block trees: reduce-scatter and all-gather plans of the forest, verified and run") {
+  using C = ccoll::plan::Collective;
+  using ccoll::Config;
+  struct Case {
+    PhysicalTopology topo;
+    std::vector<std::string> active;  // empty: every host
+  };
+  std::vector<Case> cases;
+  cases.push_back({two_racks(), {}});
+  cases.push_back({switch_star({1, 4, 4, 4, 4}), {}});
+  cases.push_back({preset("dgx1v"), {}});
+  cases.push_back({preset("dgx1v"), {"gpu0", "gpu2", "gpu5", "gpu7"}});  // relays
+  for (auto& c : cases) {
+    if (!c.active.empty()) c.topo.set_active(c.active);
+    CAPTURE(c.topo.name);
+    CAPTURE(c.active.size());
+    const ccoll::algo::PackedForest forest(c.topo);
+    const auto& active = forest.ranks().active;
+    const auto nactive = static_cast<std::uint64_t>(std::count(active.begin(), active.end(), true));
+    for (C coll : {C::reduce_scatter, C::all_gather})
+      for (const std::uint64_t block : {std::uint64_t{1}, std::uint64_t{7}, std::uint64_t{4099}})
+        for (std::uint32_t nslots : {1u, 3u}) {
+          ccoll::plan::PlanRequest req;
+          req.count = block * nactive;
+          req.collective = coll;
+          req.nslots = nslots;
+          req.slot_bytes = 1024;
+          const ccoll::plan::Plan p = forest.build(req);
+          CHECK(p.collective == coll);
+          const auto report = ccoll::plan::verify(p);
+          INFO(report.error);
+          CHECK(report.ok);
+        }
+    if (!c.active.empty()) continue;  // relays: verified above; the reference needs every rank
+    // On host threads through the collectives' template, against the reference.
+    Config config;
+    config.nranks = forest.nranks();
+    config.slot_bytes = 4096;
+    ccoll::ReduceScatter<ccoll::transport::HostThreads, ccoll::algo::PackedForest> rs(config,
+                                                                                      forest);
+    ccoll::AllGather<ccoll::transport::HostThreads, ccoll::algo::PackedForest> ag(config, forest);
+    std::vector<std::string> wrong(static_cast<std::size_t>(config.nranks));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < config.nranks; ++r)
+      threads.emplace_back([&, r] {
+        wrong[static_cast<std::size_t>(r)] =
+            ccoll::testing::check_collective_cases(rs, rs.rank(r), config.nranks, {1, 33, 5003},
+                                                   false) +
+            ccoll::testing::check_collective_cases(ag, ag.rank(r), config.nranks, {1, 33, 5003},
+                                                   false);
+      });
+    for (auto& t : threads) t.join();
+    for (const auto& w : wrong) CHECK_MESSAGE(w.empty(), w);
+  }
 }

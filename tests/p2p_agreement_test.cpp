@@ -76,6 +76,39 @@ TEST_CASE("call records: pending, same, differs, overwritten") {
   CHECK(theirs.count == big);
 }
 
+TEST_CASE("call records: a broadcast's or reduce's root is part of the call") {
+  std::vector<CallRecord> ring(kCallRecordRing);
+  auto rooted = [](std::uint64_t count, std::int32_t root) {
+    CallArguments a = args(count);
+    a.root = root;
+    return a;
+  };
+  CallArguments theirs;
+  publish_call(ring.data(), 0, rooted(64, 3));
+  CHECK(check_peer_call(ring.data(), 0, rooted(64, 3), &theirs) == CallCheck::same);
+  CHECK(check_peer_call(ring.data(), 0, rooted(64, 2), &theirs) == CallCheck::differs);
+  CHECK(theirs.root == 3);
+  // A collective without a root (-1) differs from root 0, and large roots keep their identity.
+  CHECK(check_peer_call(ring.data(), 0, rooted(64, -1), &theirs) == CallCheck::differs);
+  publish_call(ring.data(), 1, rooted(64, -1));
+  CHECK(check_peer_call(ring.data(), 1, rooted(64, 0), &theirs) == CallCheck::differs);
+  CHECK(theirs.root == -1);
+  publish_call(ring.data(), 2, rooted(64, 70000));
+  CHECK(check_peer_call(ring.data(), 2, rooted(64, 70000), &theirs) == CallCheck::same);
+  // A root word left by another call (its tag) is not this call's: overwritten, never a mismatch.
+  publish_call(ring.data(), 3, rooted(64, 1));
+  ring[3].root_tag = (std::uint64_t{1} + 1) | (std::uint64_t{4 + kCallRecordRing} << 32);
+  CHECK(check_peer_call(ring.data(), 3, rooted(64, 1), &theirs) == CallCheck::overwritten);
+  CallMismatch m;
+  m.seq = 1;
+  m.rank = 0;
+  m.peer = 1;
+  m.mine = rooted(64, 3);
+  m.theirs = rooted(64, 2);
+  CHECK(describe_mismatch(m).find("count 64, float, sum, root 3") != std::string::npos);
+  CHECK(describe_mismatch(m).find("count 64, float, sum, root 2") != std::string::npos);
+}
+
 TEST_CASE(
     "call records: a reader racing the writer sees each call once, and the one that differs") {
   // The writer publishes calls 0..N-1 as fast as it can; the reader checks each call in turn,

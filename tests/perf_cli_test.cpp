@@ -1063,15 +1063,33 @@ TEST_CASE("-C: the collectives beside allreduce, their default algorithms and us
     }
   };
   CHECK(fails({"-C", "gather"}, "-C: expected allreduce") == "");
-  CHECK(fails({"-C", "reduce_scatter", "-a", "dbtree"}, "has ring, direct and auto") == "");
+  CHECK(fails({"-C", "reduce_scatter", "-a", "dbtree"}, "has ring, direct, auto") == "");
+  CHECK(fails({"-C", "all_gather", "-a", "forest"}, "needs --topology") == "");
+  CHECK(fails({"-C", "broadcast", "-a", "forest", "--topology", "dgx1v"}, "has no broadcast") ==
+        "");
+  CHECK(parse({"-C", "all_gather", "-a", "forest", "--topology", "dgx1v"}).algos ==
+        std::vector<std::string>{"forest"});
   CHECK(fails({"-C", "broadcast", "-a", "recdoubling"}, "has no broadcast plans") == "");
   CHECK(fails({"--root", "1"}, "--root: only with -C broadcast or reduce") == "");
   CHECK(fails({"-C", "reduce", "--root", "4", "-t", "4"}, "expected a rank below -t 4") == "");
   // Every collective reads the peers' windows.
   CHECK(parse({"-C", "all_gather", "--transport", "shm", "--window", "1"}).window);
   CHECK(parse({"-C", "broadcast", "--transport", "shm", "--window", "1"}).window);
-  CHECK(fails({"-C", "reduce_scatter", "--topology", "dgx1v"}, "--topology") == "");
+  CHECK(parse({"-C", "reduce_scatter", "--topology", "dgx1v", "-a", "ring"}).topology == "dgx1v");
   CHECK(usage_text().find("-C, --collective") != std::string::npos);
+  // The GPU transports run every collective, beside NCCL's.
+  if (kHaveCuda) {
+    const Options g =
+        parse({"-C", "broadcast", "--root", "2", "-t", "4", "--transport", "cuda-p2p"});
+    CHECK(g.collective == C::broadcast);
+    CHECK(g.root == 2);
+  }
+  if (kHaveNccl) {
+    const Options n =
+        parse({"-C", "reduce_scatter", "--transport", "cuda-virtual", "--peer", "nccl"});
+    CHECK(n.peer == Peer::nccl);
+    CHECK(n.algos == std::vector<std::string>{"ring", "direct"});
+  }
 }
 
 TEST_CASE("busbw factors of the collectives are nccl-tests'") {

@@ -125,7 +125,7 @@ class P2PCollective final : public DeviceCollective {
   }
   int nranks() const override { return static_cast<int>(active_.size()); }
   std::optional<ccoll::plan::Plan> plan(std::uint64_t count) override {
-    return exec_.plan(count, ccoll::size_of(ws_.spec().dtype));
+    return exec_.plan(count, ccoll::size_of(ws_.spec().dtype), ws_.spec().root);
   }
   std::string name() const override { return policy_; }
   std::string description() const override {
@@ -160,10 +160,12 @@ class P2PCollective final : public DeviceCollective {
   template <class T, ccoll::ReduceOp Op>
   DeviceTimed timed(std::uint64_t count, int warmup, int iters, bool check_results) {
     const int p = static_cast<int>(ranks_.size());
+    const ccoll::runtime::CallShape shape{ws_.spec().collective, ws_.spec().root};
+    const std::uint64_t n = ws_.spec().call_count(count, p);
     auto call_all = [&] {
       for (int r = 0; r < p; ++r) {
         const Rank& k = ranks_[static_cast<std::size_t>(r)];
-        exec_.run<T, Op>(r, k.send, k.recv, count, k.stream);
+        exec_.run<T, Op>(r, k.send, k.recv, n, k.stream, shape);
       }
     };
     for (const int r : active_) {
@@ -181,10 +183,14 @@ class P2PCollective final : public DeviceCollective {
     for (const auto& k : ranks_) t.time_s = std::max(t.time_s, elapsed_s(k.start, k.stop) / iters);
     t.launch = device_launch(exec_.launch_fit(0));
     check(cudaSetDevice(ws_.device()), "cudaSetDevice");
-    if (check_results) {
+    if (check_results && shape.collective == ccoll::plan::Collective::allreduce) {
       std::vector<const void*> outputs;
       for (const int r : active_) outputs.push_back(ranks_[static_cast<std::size_t>(r)].recv);
       t.wrong = ws_.count_wrong(outputs, count, active_);
+    } else if (check_results) {
+      std::vector<const void*> outputs;
+      for (const Rank& k : ranks_) outputs.push_back(k.recv);
+      t.wrong = ws_.count_wrong_call(outputs, count);
     }
     return t;
   }

@@ -5,7 +5,8 @@
 // plan_source: what ccoll::Allreduce<CudaVirtualRanks, algo::Registered, S> would build), so that
 // nvcc compiles neither the registry nor the planners. A block is warm-up calls, then `iters`
 // stream-ordered run_all<T, Op> calls between two CUDA events: the time is the device's, launch
-// gaps included, as an application that enqueues allreduces back to back sees it. T and Op are
+// gaps included, as an application that enqueues its calls back to back sees it. Every collective
+// runs this way (-C), its call carrying a CallShape. T and Op are
 // dispatched once per block, so the calls are the typed run_all; a program that times every
 // dtype and op compiles the 35 kernels either way.
 #include <chrono>
@@ -61,7 +62,7 @@ class VirtualRanksCollective final : public DeviceCollective {
   }
   int nranks() const override { return static_cast<int>(active_.size()); }
   std::optional<ccoll::plan::Plan> plan(std::uint64_t count) override {
-    return exec_.plan(count, ccoll::size_of(ws_.spec().dtype));
+    return exec_.plan(count, ccoll::size_of(ws_.spec().dtype), ws_.spec().root);
   }
   std::string name() const override { return policy_; }
   std::string description() const override {
@@ -84,19 +85,23 @@ class VirtualRanksCollective final : public DeviceCollective {
     const auto& sends = ws_.sends();
     const auto& recvs = ws_.recvs();
     cudaStream_t stream = ws_.stream();
+    const ccoll::runtime::CallShape shape{ws_.spec().collective, ws_.spec().root};
+    const std::uint64_t n = ws_.spec().call_count(count, exec_.nranks());
     ws_.poison(count, active_, stream);
-    for (int i = 0; i < warmup; ++i) exec_.run_all<T, Op>(sends, recvs, count, stream);
+    for (int i = 0; i < warmup; ++i) exec_.run_all<T, Op>(sends, recvs, n, stream, shape);
     check(cudaEventRecord(start_, stream), "cudaEventRecord");
-    for (int i = 0; i < iters; ++i) exec_.run_all<T, Op>(sends, recvs, count, stream);
+    for (int i = 0; i < iters; ++i) exec_.run_all<T, Op>(sends, recvs, n, stream, shape);
     check(cudaEventRecord(stop_, stream), "cudaEventRecord");
     exec_.synchronize(stream);  // throws the failure of any call, naming rank, channel and step
     DeviceTimed t;
     t.time_s = elapsed_s(start_, stop_) / iters;
     t.launch = device_launch(exec_.launch_fit());
-    if (check_results) {
+    if (check_results && shape.collective == ccoll::plan::Collective::allreduce) {
       std::vector<const void*> outputs;
       for (const int r : active_) outputs.push_back(recvs[static_cast<std::size_t>(r)]);
       t.wrong = ws_.count_wrong(outputs, count, active_);
+    } else if (check_results) {
+      t.wrong = ws_.count_wrong_call(std::vector<const void*>(recvs.begin(), recvs.end()), count);
     }
     return t;
   }

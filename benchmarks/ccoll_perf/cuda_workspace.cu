@@ -143,6 +143,51 @@ long Workspace::count_wrong(const std::vector<const void*>& outputs, std::uint64
   return wrong;
 }
 
+long Workspace::count_wrong_call(const std::vector<const void*>& outputs, std::uint64_t count) {
+  using C = ccoll::plan::Collective;
+  std::vector<int> all(outputs.size());
+  for (std::size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int>(r);
+  const C c = spec_.collective;
+  if (c == C::allreduce) return count_wrong(outputs, count, all);
+  const std::size_t elem = ccoll::size_of(spec_.dtype);
+  const std::uint64_t block = count / std::max<std::uint64_t>(1, outputs.size());
+  const int root = spec_.root;
+  const std::vector<std::byte>& reduced = expected(all);  // prefix: the allreduce of the inputs
+  std::vector<std::byte> got(count * elem);
+  long wrong = 0;
+  for (std::size_t r = 0; r < outputs.size(); ++r) {
+    if (c == C::reduce && static_cast<int>(r) != root) continue;
+    const std::uint64_t n = c == C::reduce_scatter ? block : count;
+    check(cudaMemcpyAsync(got.data(), outputs[r], n * elem, cudaMemcpyDefault, stream_),
+          "cudaMemcpyAsync(outputs)");
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(outputs)");
+    switch (c) {
+      case C::reduce_scatter:
+        wrong += ccoll_perf::count_wrong(got.data(), reduced.data() + r * block * elem, block,
+                                         spec_.dtype, spec_.op);
+        break;
+      case C::reduce:
+        wrong += ccoll_perf::count_wrong(got.data(), reduced.data(), count, spec_.dtype, spec_.op);
+        break;
+      case C::all_gather:
+        wrong +=
+            count_wrong_moved(got.data(), count, spec_.dtype, spec_.op, [block](std::uint64_t i) {
+              return std::pair<int, std::uint64_t>{static_cast<int>(i / block), i % block};
+            });
+        break;
+      case C::broadcast:
+        wrong +=
+            count_wrong_moved(got.data(), count, spec_.dtype, spec_.op, [root](std::uint64_t i) {
+              return std::pair<int, std::uint64_t>{root, i};
+            });
+        break;
+      default:
+        break;
+    }
+  }
+  return wrong;
+}
+
 namespace {
 std::vector<PeerEntry>& peers() {
   static std::vector<PeerEntry> p;  // built on first use, whatever the initializers' order

@@ -63,6 +63,10 @@ class Workspace {
   // rank) against the allreduce of the inputs of `contributors`. Synchronous.
   long count_wrong(const std::vector<const void*>& outputs, std::uint64_t count,
                    const std::vector<int>& contributors);
+  // Wrong elements of a call of the run's collective over `count` elements (the whole buffer) by
+  // every rank: outputs[r] is rank r's output (device memory); reduce-scatter's block r,
+  // all-gather's blocks in rank order, broadcast's root input, reduce's root only. Synchronous.
+  long count_wrong_call(const std::vector<const void*>& outputs, std::uint64_t count);
 
  private:
   const std::vector<std::byte>& expected(const std::vector<int>& contributors);

@@ -5,10 +5,10 @@
 // under its --transport name; the host code finds it by that name and never names CUDA, so that
 // ccoll_perf builds unchanged without a CUDA compiler and a new device transport is a new file.
 // A DeviceTransport measures the GPU (calibrate), holds every rank's buffers on it, and makes the
-// allreduces to time on those buffers: ccoll's on one algorithm's plans, and the peer library's
-// (--peer nccl). Each is a DeviceCollective: all ranks of this process at once, timed on the
-// device. The sweep over sizes, the alternation with the peer and the rows are host code
-// (device_sweep.hpp).
+// collectives to time on those buffers (-C: allreduce by default): ccoll's on one algorithm's
+// plans, and the peer library's (--peer nccl). Each is a DeviceCollective: all ranks of this
+// process at once, timed on the device. The sweep over sizes, the alternation with the peer and the
+// rows are host code (device_sweep.hpp).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +22,7 @@
 #include "ccoll/core/config.hpp"
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
+#include "ccoll/plan/collective.hpp"
 #include "ccoll/plan/plan.hpp"
 
 namespace ccoll_perf {
@@ -57,12 +58,13 @@ struct DeviceTimed {
   std::optional<DeviceLaunch> launch;  // ccoll's transports: the block's launch (rank 0's)
 };
 
-// One allreduce implementation over every rank of this process, on device buffers.
+// One implementation of the run's collective over every rank of this process, on device buffers.
 class DeviceCollective {
  public:
   virtual ~DeviceCollective() = default;
   // Poisons the outputs, runs `warmup` untimed calls, then `iters` timed back-to-back calls of
-  // `count` elements; with `check`, counts the wrong elements of the last call's outputs.
+  // `count` elements (the whole buffer, as the sweep counts: DeviceRunSpec::call_count gives
+  // NCCL's count); with `check`, counts the wrong elements of the last call's outputs.
   virtual DeviceTimed time_block(std::uint64_t count, int warmup, int iters, bool check) = 0;
   // The ranks its bus bandwidth counts (those that contribute and receive).
   virtual int nranks() const = 0;
@@ -74,7 +76,7 @@ class DeviceCollective {
 };
 
 // What a device transport's buffers hold: every rank's input and output of up to `max_count`
-// elements, filled with perf_data.hpp's inputs.
+// elements, filled with perf_data.hpp's inputs; and the collective its calls make.
 struct DeviceRunSpec {
   int nranks = 0;
   std::uint64_t max_count = 0;
@@ -82,6 +84,15 @@ struct DeviceRunSpec {
   ccoll::ReduceOp op = ccoll::ReduceOp::sum;
   bool check = true;
   unsigned threads = 0;  // per thread block (0: the transport's default)
+  ccoll::plan::Collective collective = ccoll::plan::Collective::allreduce;
+  int root = 0;  // broadcast and reduce
+
+  // NCCL's count for a call over `count` elements of `ranks` ranks (the sweep counts whole
+  // buffers, as the host runner does: reduce-scatter's recvcount and all-gather's sendcount are
+  // a rank's block of it).
+  std::uint64_t call_count(std::uint64_t count, int ranks) const {
+    return ccoll::plan::has_blocks(collective) ? count / static_cast<std::uint64_t>(ranks) : count;
+  }
 };
 
 class DeviceTransport {

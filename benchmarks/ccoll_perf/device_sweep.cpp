@@ -2,6 +2,7 @@
 #include "device_sweep.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include <ccoll/schedule/pipelined.hpp>
 
@@ -18,7 +19,20 @@ struct Best {
 Row make_device_row(const SweepSpec& spec, const std::string& transport, const std::string& algo,
                     int nranks, std::uint64_t count, const Best& b) {
   const std::uint64_t bytes = count * ccoll::size_of(spec.dtype);
-  return make_row(transport, algo, nranks, bytes, count, spec.dtype, spec.op, b.time_s, b.wrong);
+  return make_row(transport, algo, nranks, bytes, count, spec.dtype, spec.op, b.time_s, b.wrong,
+                  spec.call.collective);
+}
+
+// The element count a size runs with (0: none): reduce-scatter and all-gather take a whole number
+// of blocks for ccoll's ranks and the peer's alike (the host runner's sweep_count).
+std::uint64_t device_count(const SweepSpec& spec, std::uint64_t size, const DeviceCollective* ours,
+                           const DeviceCollective* peer) {
+  std::uint64_t count = elements_for(size, spec.dtype);
+  if (!ccoll::plan::has_blocks(spec.call.collective)) return count;
+  std::uint64_t blocks = 1;
+  for (const DeviceCollective* c : {ours, peer})
+    if (c != nullptr) blocks = std::lcm(blocks, static_cast<std::uint64_t>(c->nranks()));
+  return count / blocks * blocks;
 }
 
 }  // namespace
@@ -29,7 +43,7 @@ void run_device_sweep(const SweepSpec& spec, DeviceCollective* ours, DeviceColle
                       const std::function<void(const std::string&)>& on_launch) {
   const int rounds = std::max(1, spec.rounds);
   for (const std::uint64_t size : spec.sizes) {
-    const std::uint64_t count = elements_for(size, spec.dtype);
+    const std::uint64_t count = device_count(spec, size, ours, peer);
     if (count == 0) continue;
     Best best, peer_best;
     for (int r = 0; r < rounds; ++r) {
@@ -71,7 +85,8 @@ void run_device_sweep(const SweepSpec& spec, DeviceCollective* ours, DeviceColle
       row.peer_algbw_GBps = peer_row->algbw_GBps;
       row.peer_wrong = peer_row->wrong;
     }
-    if (copy_GBps > 0) {
+    // The bound is allreduce's (docs/benchmark.md); the other collectives have none here yet.
+    if (copy_GBps > 0 && spec.call.collective == ccoll::plan::Collective::allreduce) {
       if (const auto p = ours->plan(count))
         set_device_bound(row, device_bound_time_s(*p, ccoll::size_of(spec.dtype), copy_GBps * 1e9));
     }
@@ -80,11 +95,12 @@ void run_device_sweep(const SweepSpec& spec, DeviceCollective* ours, DeviceColle
 }
 
 std::function<ccoll::plan::Plan(const ccoll::plan::PlanRequest&)> plan_source(
-    const PreparedAlgorithm& algo) {
+    const PreparedAlgorithm& algo, ccoll::plan::Collective collective) {
   using Overlapped = ccoll::schedule::Pipelined<ccoll::schedule::Overlap::ReduceBroadcast>;
   const bool overlap = algo.spec.overlap;
-  return [logical = algo.logical, overlap](const ccoll::plan::PlanRequest& request) {
+  return [logical = algo.logical, overlap, collective](const ccoll::plan::PlanRequest& request) {
     ccoll::plan::PlanRequest req = request;
+    req.collective = collective;
     if (overlap)
       Overlapped::configure(req);
     else

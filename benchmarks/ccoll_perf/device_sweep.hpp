@@ -32,7 +32,8 @@ void run_device_sweep(const SweepSpec& spec, DeviceCollective* ours, DeviceColle
 // The plans of `algo` with its schedule (what ccoll::Allreduce<T, algo::Registered, S> builds),
 // and the plan cache's name for them on transport `transport`.
 std::function<ccoll::plan::Plan(const ccoll::plan::PlanRequest&)> plan_source(
-    const PreparedAlgorithm& algo);
+    const PreparedAlgorithm& algo,
+    ccoll::plan::Collective collective = ccoll::plan::Collective::allreduce);
 std::string policy_id(std::string_view transport, const PreparedAlgorithm& algo);
 
 }  // namespace ccoll_perf

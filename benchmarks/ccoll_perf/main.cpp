@@ -289,7 +289,7 @@ int run_threads(Report& report, const Prepared& prepared) {
       }
       pointers.push_back(colls.back().get());
       specs.push_back(make_spec(o, sizes, o.transport, algo.name));
-      specs.back().active = active_ranks(algo.logical, nranks, algo.spec.overlap);
+      specs.back().active = active_ranks(algo.logical, nranks, algo.spec.overlap, o.collective);
     }
     std::vector<std::vector<Row>> rows(specs.size());
     run_threads_interleaved(
@@ -309,7 +309,7 @@ int run_threads(Report& report, const Prepared& prepared) {
     }
     printer.section(section_title(o.collective, o.transport, algo.name, nranks));
     SweepSpec spec = make_spec(o, sizes, o.transport, algo.name);
-    spec.active = active_ranks(algo.logical, nranks, algo.spec.overlap);
+    spec.active = active_ranks(algo.logical, nranks, algo.spec.overlap, o.collective);
     run_threads_sweep(
         spec, *coll, nranks, [&](const Row& r) { printer.row(r); },
         [](int rank, const std::string& what) { die(rank, what); });
@@ -371,7 +371,7 @@ void interleaved_rank_body(Report& report, const Prepared& prepared, Control& co
                                     CollectiveCall{o.collective, o.root}));
     views.push_back(colls.back()->rank(rank));
     SweepSpec spec = make_spec(o, sizes, o.transport, algo.name);
-    spec.active = active_ranks(algo.logical, nranks, algo.spec.overlap);
+    spec.active = active_ranks(algo.logical, nranks, algo.spec.overlap, o.collective);
     RankBuffers* used = &buffers;
     if (o.window) {
       const std::uint64_t count = max_count(sizes, o.dtype);
@@ -445,7 +445,7 @@ void shm_rank_body(Report& report, const Prepared& prepared, Control& control,
                                 CollectiveCall{o.collective, o.root});
     auto view = coll->rank(rank);
     SweepSpec spec = make_spec(o, sizes, transport, name);
-    spec.active = active_ranks(algo.logical, nranks, algo.spec.overlap);
+    spec.active = active_ranks(algo.logical, nranks, algo.spec.overlap, o.collective);
     // --window: this collective's own buffers, in its window (the peer uses them too).
     std::unique_ptr<RankBuffers> windowed;
     if (o.window) {
@@ -642,6 +642,8 @@ int run_device(Report& report) {
     run.dtype = o.dtype;
     run.op = o.op;
     run.check = o.check;
+    run.collective = o.collective;
+    run.root = o.root;
     auto transport = entry->make(run);
     std::unique_ptr<DeviceCollective> peer;
     if (o.peer != Peer::none) peer = transport->peer(to_string(o.peer));
@@ -661,8 +663,8 @@ int run_device(Report& report) {
       printer.end_section();
     }
     for (const PreparedAlgorithm& algo : prepared.algos) {
-      const std::vector<bool> active = active_ranks(algo.logical, nranks, algo.spec.overlap);
-      auto coll = transport->ccoll(make_config(o, -1, nranks, ""), plan_source(algo),
+      const std::vector<bool> active = active_ranks(algo.logical, nranks, algo.spec.overlap, o.collective);
+      auto coll = transport->ccoll(make_config(o, -1, nranks, ""), plan_source(algo, o.collective),
                                    policy_id(transport_name, algo), active);
       std::string title = section_title(o.collective, transport_name, algo.name, nranks);
       if (peer) {

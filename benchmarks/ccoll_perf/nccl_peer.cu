@@ -111,6 +111,12 @@ class NcclPeer final : public DeviceCollective {
       throw;
     }
     check(cudaSetDevice(ws.device()), "cudaSetDevice");
+    if (ccoll::plan::has_root(ws.spec().collective) && ws.spec().root >= nranks()) {
+      release();
+      throw std::invalid_argument("--root " + std::to_string(ws.spec().root) +
+                                  ": NCCL runs one rank per GPU, " + std::to_string(nranks()) +
+                                  " here; --peer nccl needs a root below that");
+    }
     int version = 0;
     ncclGetVersion(&version);
     version_ = std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
@@ -121,13 +127,34 @@ class NcclPeer final : public DeviceCollective {
   NcclPeer& operator=(const NcclPeer&) = delete;
 
   DeviceTimed time_block(std::uint64_t count, int warmup, int iters, bool check_results) override {
+    using C = ccoll::plan::Collective;
     const ncclDataType_t type = nccl_type(ws_.spec().dtype);
     const ncclRedOp_t op = nccl_op(ws_.spec().op);
+    const int root = ws_.spec().root;
+    const std::uint64_t n = ws_.spec().call_count(count, nranks());
     auto call = [&] {
       check_nccl(ncclGroupStart(), "ncclGroupStart");
-      for (const NcclRank& r : ranks_)
-        check_nccl(ncclAllReduce(r.send, r.recv, count, type, op, r.comm, r.stream),
-                   "ncclAllReduce");
+      for (const NcclRank& r : ranks_) {
+        ncclResult_t e = ncclSuccess;
+        switch (ws_.spec().collective) {
+          case C::allreduce:
+            e = ncclAllReduce(r.send, r.recv, n, type, op, r.comm, r.stream);
+            break;
+          case C::reduce_scatter:
+            e = ncclReduceScatter(r.send, r.recv, n, type, op, r.comm, r.stream);
+            break;
+          case C::all_gather:
+            e = ncclAllGather(r.send, r.recv, n, type, r.comm, r.stream);
+            break;
+          case C::broadcast:
+            e = ncclBroadcast(r.send, r.recv, n, type, root, r.comm, r.stream);
+            break;
+          case C::reduce:
+            e = ncclReduce(r.send, r.recv, n, type, op, root, r.comm, r.stream);
+            break;
+        }
+        check_nccl(e, name());
+      }
       check_nccl(ncclGroupEnd(), "ncclGroupEnd");
     };
     for (const NcclRank& r : ranks_) {
@@ -152,17 +179,26 @@ class NcclPeer final : public DeviceCollective {
     check(cudaSetDevice(ws_.device()), "cudaSetDevice");
     if (check_results) {
       std::vector<const void*> outputs;
-      std::vector<int> contributors;
-      for (std::size_t g = 0; g < ranks_.size(); ++g) {
-        outputs.push_back(ranks_[g].recv);
-        contributors.push_back(static_cast<int>(g));
-      }
-      t.wrong = ws_.count_wrong(outputs, count, contributors);
+      for (const NcclRank& r : ranks_) outputs.push_back(r.recv);
+      t.wrong = ws_.count_wrong_call(outputs, count);
     }
     return t;
   }
   int nranks() const override { return static_cast<int>(ranks_.size()); }
-  std::string name() const override { return "ncclAllReduce"; }
+  std::string name() const override {
+    switch (ws_.spec().collective) {
+      case ccoll::plan::Collective::reduce_scatter:
+        return "ncclReduceScatter";
+      case ccoll::plan::Collective::all_gather:
+        return "ncclAllGather";
+      case ccoll::plan::Collective::broadcast:
+        return "ncclBroadcast";
+      case ccoll::plan::Collective::reduce:
+        return "ncclReduce";
+      default:
+        return "ncclAllReduce";
+    }
+  }
   std::string description() const override {
     const std::size_t n = ranks_.size();
     return "NCCL " + version_ + ", " + std::to_string(n) + (n == 1 ? " rank on " : " ranks on ") +

@@ -301,9 +301,9 @@ inline std::string usage_text() {
   -C, --collective C      allreduce, reduce_scatter, all_gather, broadcast or reduce (sizes are
                           the whole buffer, as nccl-tests': reduce-scatter's input, all-gather's
                           output; busbw factors 2(P-1)/P, (P-1)/P, (P-1)/P, 1, 1); the others
-                          run on --transport threads, shm, mpi and mpi-hybrid with -a ring
-                          (rings and chains), direct, and for broadcast and reduce tree and
-                          dbtree (the default: all of them), --peer mpi or gloo; default allreduce
+                          run on every transport with -a ring (rings and chains), direct, and
+                          for broadcast and reduce tree and dbtree (the default: all of them),
+                          --peer mpi, gloo or nccl; default allreduce
       --root R            broadcast and reduce: the root rank, default 0
   -t, --nranks P          ranks (threads or processes), default 4, or with --topology the ranks
                           the algorithms were planned for; under mpirun: the world size
@@ -323,8 +323,8 @@ inline std::string usage_text() {
          R"(      --peer P            also run another allreduce on the same ranks and sizes and print the
                           ratio: mpi (the MPI library's MPI_Allreduce) or gloo (Gloo's allreduce
                           over TCP, if built with Gloo), which need mpirun -np P and --transport
-                          shm, mpi or mpi-hybrid; or nccl (ncclAllReduce, one rank per visible
-                          GPU, if built with NCCL) with --transport cuda-virtual
+                          shm, mpi or mpi-hybrid; or nccl (ncclAllReduce or -C's collective,
+                          one rank per visible GPU, if built with NCCL) with a GPU transport
       --gloo_iface IF     --peer gloo: the network interface of Gloo's TCP pairs, default lo
   -m, --membw 0|1         measure the memory bandwidth and print busbw as % of the bound (on a
                           GPU transport: calibrate the GPU and print each plan's HBM bound),
@@ -663,25 +663,19 @@ inline Options parse_args(const std::vector<std::string>& args) {
     for (const std::string& a : o.algos) {
       const std::string base = a.substr(0, a.find_first_of("-+"));
       const bool planned = base == "ring" || base == "direct" || base == "auto" ||
-                           (rooted && (base == "tree" || base == "dbtree"));
+                           (rooted && (base == "tree" || base == "dbtree")) ||
+                           (!rooted && base == "forest" && !o.topology.empty());
       if (!planned) {
         std::string message = "-C " + c;
         message.append(": -a ").append(a).append(" has no ").append(c).append(" plans; ");
         message.append(c).append(" has ").append(rooted ? "ring (chains), direct, tree, dbtree and "
                                                           "auto (per size among them) plans"
-                                                        : "ring, direct and auto (per size between "
-                                                          "them) plans");
+                                                        : "ring, direct, auto (per size between "
+                                                          "them) and, with --topology, forest "
+                                                          "plans");
         throw UsageError(message);
       }
     }
-    if (is_device(o.transport))
-      throw UsageError("-C " + c + ": not on --transport " + o.transport +
-                       " yet (threads, shm, mpi and mpi-hybrid run it)");
-    if (o.peer == Peer::nccl)
-      throw UsageError("-C " + c +
-                       ": --peer nccl runs allreduce only; the peers of the other collectives are "
-                       "mpi and gloo");
-    if (!o.topology.empty()) throw UsageError("-C " + c + ": --topology plans allreduce only");
   }
   if (!ccoll::plan::has_root(o.collective) && o.root != 0)
     throw UsageError("--root: only with -C broadcast or reduce");

@@ -8,6 +8,7 @@
 // disagree, a GPU transport without a backend in this build.
 #pragma once
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -27,6 +28,7 @@
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/physical/graph.hpp"
 #include "ccoll/physical/load.hpp"
+#include "ccoll/plan/collective.hpp"
 #include "device_backend.hpp"
 #include "perf_options.hpp"
 #include "transport_registry.hpp"
@@ -89,14 +91,24 @@ inline ccoll::algo::Registered low_latency_variant(const std::string& name,
 // The ranks of `logical`'s plans that contribute and receive on `nranks` ranks: every one on
 // abstract ranks; on a graph, all but the relays (read from a plan built for `overlap`, the
 // schedule the run uses, so a forest is solved once).
-inline std::vector<bool> active_ranks(const ccoll::algo::Registered& logical, int nranks,
-                                      bool overlap) {
+// Reduce-scatter and all-gather are refused with relays: the sweep cuts its buffers into a block
+// per rank (runner.cpp), where a relay would have none.
+inline std::vector<bool> active_ranks(
+    const ccoll::algo::Registered& logical, int nranks, bool overlap,
+    ccoll::plan::Collective collective = ccoll::plan::Collective::allreduce) {
   if (logical.nranks() == 0) return {};
   ccoll::plan::PlanRequest req;
   req.nranks = nranks;
   req.count = static_cast<std::uint64_t>(nranks) * 64;
   req.overlap = overlap;
-  return logical.build(req).active;
+  std::vector<bool> active = logical.build(req).active;
+  if (ccoll::plan::has_blocks(collective) &&
+      std::find(active.begin(), active.end(), false) != active.end())
+    throw std::invalid_argument("-C " + std::string(ccoll::plan::collective_name(collective)) +
+                                ": -a " + logical.name +
+                                " plans relays (ranks without a block) on this topology; the "
+                                "benchmark gives every rank a block");
+  return active;
 }
 
 // What a run needs beyond its options: the physical topology (--topology), the algorithms made on

@@ -22,9 +22,10 @@
 // Each object holds its own executor (connections, shared memory), built for its collective: the
 // logical topology must plan it (algo::Ring: rings and chains; algo::Direct: one hop; broadcast and
 // reduce also algo::Tree and algo::DoubleBinaryTree), or the constructor throws
-// ErrorCode::Unsupported. The transports whose ranks run the host interpreter
-// run them: HostThreads, SharedMemory (calls read the peers' buffers directly when they lie in a
-// registered window: allocate_window), Mpi and MpiHybrid.
+// ErrorCode::Unsupported. Every transport runs them: HostThreads, SharedMemory (calls read the
+// peers' buffers directly when they lie in a registered window: allocate_window), Mpi, MpiHybrid,
+// and the GPU's CudaVirtualRanks and CudaP2P, whose executors also take stream-ordered calls with
+// a runtime::CallShape (docs/collectives.md).
 #pragma once
 
 #include <concepts>

@@ -8,7 +8,8 @@
 // calls (a timeout naming it), abort() from the host, the residency refusal and the legacy
 // default stream on a shared device. Then what every rank's calls must agree on (a mismatch of
 // counts fails every rank with Mismatch), a persistent session per rank between launched calls,
-// and gradient queuing (a consumer kernel copying each layer once it is ready).
+// and gradient queuing (a consumer kernel copying each layer once it is ready). The other
+// collectives run on device copies of the collectives' reference buffers (host_side.hpp).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -23,10 +24,12 @@
 
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/allreduce.hpp"
+#include "ccoll/collective.hpp"
 #include "ccoll/core/error.hpp"
 #include "ccoll/runtime/layer_readiness.hpp"
 #include "ccoll/transport/cuda/p2p.cuh"
 #include "ccoll/transport/cuda/p2p_session.cuh"
+#include "device_copies.hpp"
 #include "gpu_main.hpp"
 #include "host_side.hpp"
 #include "p2p_common.hpp"
@@ -157,6 +160,92 @@ TEST_CASE("cuda-p2p threads: every result equals host threads bit for bit") {
       }
   // Many messages per connection (slot_bytes is 64 KiB): the FIFOs wrap many times.
   compare_with_host<float, ReduceOp::sum>("ring", 4, 2, (std::size_t{3} << 20) + 5);
+}
+
+TEST_CASE("cuda-p2p threads: reduce-scatter, all-gather, broadcast and reduce") {
+  using C = plan::Collective;
+  struct Kind {
+    C collective;
+    std::vector<const char*> algorithms;
+  };
+  const Kind kinds[] = {{C::reduce_scatter, {"ring", "direct"}},
+                        {C::all_gather, {"ring", "direct"}},
+                        {C::broadcast, {"ring", "dbtree"}},
+                        {C::reduce, {"ring", "tree"}}};
+  for (const Kind& k : kinds)
+    for (const char* name : k.algorithms)
+      for (const int p : {2, 3, 4}) {
+        CAPTURE(plan::collective_name(k.collective));
+        CAPTURE(name);
+        CAPTURE(p);
+        const auto devices = devices_for(p);
+        CudaP2P::Executor ex(p2p_test::make_config(p, 2),
+                             gpu_test::for_collective(gpu_test::registered(name, p), k.collective),
+                             "gpu-test-collective", threads_on(devices));
+        Streams streams(devices);
+        const bool rooted = plan::has_root(k.collective);
+        for (const std::size_t count : {std::size_t{1}, std::size_t{100003}})
+          for (const bool in_place : {false, true})
+            for (const int root : rooted ? std::vector<int>{0, p - 1} : std::vector<int>{0}) {
+              CAPTURE(count);
+              CAPTURE(in_place);
+              CAPTURE(root);
+              const std::string wrong = gpu_test::check_collective(
+                  k.collective, p, count, DataType::f32, ReduceOp::sum, in_place, root,
+                  [&](const std::vector<gpu_test::RankBuffers>& host) {
+                    gpu_test::on_device_copies(
+                        host, devices,
+                        [&](const std::vector<const void*>& sends,
+                            const std::vector<void*>& recvs) {
+                          // One thread enqueues every rank's call, then waits for each.
+                          for (int r = 0; r < p; ++r) {
+                            const auto i = static_cast<std::size_t>(r);
+                            ex.run(r, sends[i], recvs[i], count, DataType::f32, ReduceOp::sum,
+                                   streams.s[i], runtime::CallShape{k.collective, root});
+                          }
+                          for (int r = 0; r < p; ++r)
+                            ex.synchronize(r, streams.s[static_cast<std::size_t>(r)]);
+                        });
+                  });
+              CHECK_MESSAGE(wrong.empty(), wrong);
+            }
+      }
+}
+
+TEST_CASE("cuda-p2p threads: ranks whose broadcast roots differ all fail with Mismatch") {
+  const int p = 2;
+  const std::size_t n = 1000;
+  const auto devices = devices_for(p);
+  Broadcast<CudaP2P, algo::Ring> bc(p2p_test::make_config(p, 1), algo::Ring{}, threads_on(devices));
+  Streams streams(devices);
+  std::vector<float*> buf(p);
+  for (int r = 0; r < p; ++r) {
+    REQUIRE_CUDA(cudaSetDevice(devices[static_cast<std::size_t>(r)]));
+    REQUIRE_CUDA(cudaMalloc(&buf[static_cast<std::size_t>(r)], n * sizeof(float)));
+  }
+  std::vector<std::string> errors(p);
+  for (int r = 0; r < p; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    bc.executor().run(r, buf[i], buf[i], n, DataType::f32, ReduceOp::sum, streams.s[i],
+                      runtime::CallShape{plan::Collective::broadcast, r});
+  }
+  for (int r = 0; r < p; ++r) {
+    try {
+      bc.executor().synchronize(r, streams.s[static_cast<std::size_t>(r)]);
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::Mismatch);
+      errors[static_cast<std::size_t>(r)] = e.what();
+    }
+  }
+  for (const auto& e : errors) {
+    CAPTURE(e);
+    CHECK(e.find("root 0") != std::string::npos);
+    CHECK(e.find("root 1") != std::string::npos);
+  }
+  for (int r = 0; r < p; ++r) {
+    cudaSetDevice(devices[static_cast<std::size_t>(r)]);
+    cudaFree(buf[static_cast<std::size_t>(r)]);
+  }
 }
 
 TEST_CASE("cuda-p2p threads: calls of different counts follow each other on the same counters") {

@@ -5,7 +5,9 @@
 // identical bit for bit: both run the same interpreter over the same plan, so the reduction order
 // of every element is the same (random floats, so rounding would show any difference). Then the
 // failure paths: a plan too large to be resident, a peer that never comes (a timeout naming rank,
-// channel and step), abort() from the host, and the blocking rank(r).run() convention.
+// channel and step), abort() from the host, and the blocking rank(r).run() convention. The other
+// collectives run on device copies of the collectives' reference buffers (host_side.hpp), which
+// check every element, the guards around the buffers and the inputs left unchanged.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -22,8 +24,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "ccoll/algo/double_binary_tree.hpp"
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/allreduce.hpp"
+#include "ccoll/collective.hpp"
 #include "ccoll/core/config.hpp"
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/error.hpp"
@@ -32,6 +36,7 @@
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/transport/cuda/session.cuh"
 #include "ccoll/transport/cuda/virtual_ranks.cuh"
+#include "device_copies.hpp"
 #include "gpu_main.hpp"
 #include "host_side.hpp"
 
@@ -256,6 +261,113 @@ TEST_CASE("virtual ranks: blocking rank(r).run convention through ccoll::Allredu
   ar.rank(0).run(buf[0], buf[0], n, DataType::f32, ReduceOp::sum);
   CHECK_THROWS_AS(ar.rank(0).run(buf[0], buf[0], n, DataType::f32, ReduceOp::sum), Error);
   for (auto* ptr : buf) REQUIRE_CUDA(cudaFree(ptr));
+}
+
+TEST_CASE("virtual ranks: reduce-scatter, all-gather, broadcast and reduce on every plan kind") {
+  using C = plan::Collective;
+  struct Kind {
+    C collective;
+    std::vector<const char*> algorithms;
+  };
+  const Kind kinds[] = {{C::reduce_scatter, {"ring", "direct"}},
+                        {C::all_gather, {"ring", "direct"}},
+                        {C::broadcast, {"ring", "direct", "tree", "dbtree"}},
+                        {C::reduce, {"ring", "direct", "tree", "dbtree"}}};
+  for (const Kind& k : kinds)
+    for (const char* name : k.algorithms)
+      for (const int p : {1, 3, 8}) {
+        CAPTURE(plan::collective_name(k.collective));
+        CAPTURE(name);
+        CAPTURE(p);
+        const Config c = make_config(p, 2);
+        CudaVirtualRanks::Executor ex(CudaVirtualRanks::resolve(c),
+                                      gpu_test::for_collective(registered(name, p), k.collective),
+                                      "gpu-test-collective");
+        REQUIRE(ex.collective() == k.collective);
+        const bool rooted = plan::has_root(k.collective);
+        // Reductions in f32 sum and bf16 avg, gathers in i32 and bf16: a few hundred calls in all,
+        // each with its buffers copied in and out.
+        const std::vector<std::pair<DataType, ReduceOp>> types =
+            plan::reduces(k.collective)
+                ? std::vector<std::pair<DataType, ReduceOp>>{{DataType::f32, ReduceOp::sum},
+                                                             {DataType::bf16, ReduceOp::avg}}
+                : std::vector<std::pair<DataType, ReduceOp>>{{DataType::i32, ReduceOp::sum},
+                                                             {DataType::bf16, ReduceOp::sum}};
+        for (const std::size_t count : {std::size_t{7}, std::size_t{100003}})
+          for (const bool in_place : {false, true})
+            for (const int root : rooted&& p > 1 ? std::vector<int>{0, p - 1} : std::vector<int>{0})
+              for (const auto& [dtype, op] : types) {
+                CAPTURE(count);
+                CAPTURE(in_place);
+                CAPTURE(root);
+                CAPTURE(to_string(dtype));
+                const std::string wrong = gpu_test::check_collective(
+                    k.collective, p, count, dtype, op, in_place, root,
+                    [&](const std::vector<gpu_test::RankBuffers>& host) {
+                      gpu_test::on_device_copies(host, std::vector<int>(host.size(), ex.device()),
+                                                 [&](const std::vector<const void*>& sends,
+                                                     const std::vector<void*>& recvs) {
+                                                   ex.run_all(
+                                                       sends, recvs, count, dtype, op, nullptr,
+                                                       runtime::CallShape{k.collective, root});
+                                                   ex.synchronize(nullptr);
+                                                 });
+                    });
+                CHECK_MESSAGE(wrong.empty(), wrong);
+              }
+      }
+}
+
+TEST_CASE("virtual ranks: the collectives' templates, blocking calls, and what they refuse") {
+  const int p = 4;
+  const std::size_t n = 4099;
+  ReduceScatter<CudaVirtualRanks, algo::Ring> rs(make_config(p, 2));
+  CHECK(rs.name().rfind("cuda-virtual/ring/", 0) == 0);
+  CHECK(rs.name().find(plan::collective_name(plan::Collective::reduce_scatter)) !=
+        std::string::npos);
+  const std::string wrong = gpu_test::check_collective(
+      plan::Collective::reduce_scatter, p, n, DataType::f32, ReduceOp::sum, false, 0,
+      [&](const std::vector<gpu_test::RankBuffers>& host) {
+        gpu_test::on_device_copies(
+            host, std::vector<int>(host.size(), rs.executor().device()),
+            [&](const std::vector<const void*>& sends, const std::vector<void*>& recvs) {
+              // rank(r).run: the last rank's call launches and waits.
+              for (int r = 0; r < p; ++r)
+                rs.rank(r).run(sends[static_cast<std::size_t>(r)],
+                               recvs[static_cast<std::size_t>(r)], n, DataType::f32, ReduceOp::sum);
+            });
+      });
+  CHECK_MESSAGE(wrong.empty(), wrong);
+
+  Broadcast<CudaVirtualRanks, algo::DoubleBinaryTree> bc(make_config(p, 2));
+  std::vector<float*> buf(p);
+  for (auto& b : buf) REQUIRE_CUDA(cudaMalloc(&b, n * sizeof(float)));
+  // Roots that differ across ranks: refused with Mismatch before any launch.
+  bc.rank(0).run(buf[0], buf[0], n, DataType::f32, 1);
+  try {
+    bc.rank(1).run(buf[1], buf[1], n, DataType::f32, 2);
+    FAIL("a root that differs was accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::Mismatch);
+    CHECK(std::string(e.what()).find("root 2") != std::string::npos);
+  }
+  // run_all without a root, or with another collective, is refused.
+  std::vector<const void*> s(buf.begin(), buf.end());
+  std::vector<void*> r(buf.begin(), buf.end());
+  CHECK_THROWS_AS(bc.executor().run_all(s, r, n, DataType::f32, ReduceOp::sum, nullptr), Error);
+  CHECK_THROWS_AS(bc.executor().run_all(s, r, n, DataType::f32, ReduceOp::sum, nullptr,
+                                        runtime::CallShape{plan::Collective::reduce, 0}),
+                  Error);
+  // A root out of range names the argument on rank 0, the first rank checked.
+  try {
+    bc.executor().run_all(s, r, n, DataType::f32, ReduceOp::sum, nullptr,
+                          runtime::CallShape{plan::Collective::broadcast, p});
+    FAIL("root p was accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::InvalidArgument);
+    CHECK(std::string(e.what()).find("root") != std::string::npos);
+  }
+  for (auto* b : buf) REQUIRE_CUDA(cudaFree(b));
 }
 
 TEST_CASE("virtual ranks: a plan too large to be resident is refused, not hung") {

@@ -497,11 +497,18 @@ inline void add_report(Built& b, const algo::Registered& reg, const plan::PlanRe
                       "broadcast", t.share);
     }
   } else if (const auto* pf = std::any_cast<algo::PackedForest>(&reg.details())) {
-    b.forest = pf->forest(req.overlap);  // solved (and cached) by the build just done
+    // Solved (and cached) by the build just done: reduce-scatter and all-gather plan one stage's
+    // trees of the equal-share forest (forest/equal_share.hpp), the others the allreduce forest.
+    const bool blocked = plan::has_blocks(req.collective);
+    const bool scatter = req.collective == plan::Collective::reduce_scatter;
+    b.forest = blocked ? pf->equal_share(scatter ? forest::ShareStage::reduce
+                                                 : forest::ShareStage::broadcast)
+                       : pf->forest(req.overlap);
     const auto& topo = pf->physical();
     double total = 0;
     for (const auto& p : b.forest->pairs) total += p.weight_GBps;
     for (const auto& ft : b.forest->trees()) {
+      if (blocked && (ft.phase == forest::TreePhase::reduce) != scatter) continue;
       TreeOut t;
       t.root = topo.nodes[static_cast<std::size_t>(ft.root)].id;
       t.phase = ft.phase == forest::TreePhase::reduce ? "reduce" : "broadcast";
@@ -758,7 +765,10 @@ inline nlohmann::json plan_json(const Built& b, const Prediction& p) {
                    {"exact_oracle", b.forest->exact_oracle},
                    {"pairs", b.forest->pairs.size()},
                    {"planning_s", b.forest->seconds},
-                   {"bandwidth_only_time_s", b.forest->time_s(p.bytes)}};
+                   // A reduce-scatter or all-gather is one stage of |C| / P per root.
+                   {"bandwidth_only_time_s", plan::has_blocks(b.plan.collective)
+                                                 ? p.bytes / (b.forest->total_GBps * 1e9)
+                                                 : b.forest->time_s(p.bytes)}};
   }
   std::uint64_t steps = 0;
   for (const auto& ch : b.plan.channels)
@@ -829,7 +839,17 @@ inline void print_text(std::ostream& os, const Setup& s, const Built& b, const P
                   b.hosted_relays);
     os << buf;
   }
-  if (b.forest) {
+  if (b.forest && plan::has_blocks(b.plan.collective)) {
+    std::snprintf(buf, sizeof buf,
+                  "  forest: %zu trees, every root at %.4g GB/s (equal shares; sum %.4g GB/s, "
+                  "%.4g before keeping the heaviest trees, bound %.4g), planned in %.3g s\n",
+                  b.forest->pairs.size(),
+                  b.forest->total_GBps /
+                      static_cast<double>(std::max<std::size_t>(1, b.forest->active.size())),
+                  b.forest->total_GBps, b.forest->optimum_found_GBps, b.forest->upper_bound_GBps,
+                  b.forest->seconds);
+    os << buf;
+  } else if (b.forest) {
     std::snprintf(buf, sizeof buf,
                   "  forest: %zu tree pairs, sum chi %.4g GB/s (bound %.4g), planned in %.3g s\n",
                   b.forest->pairs.size(), b.forest->total_GBps, b.forest->upper_bound_GBps,
@@ -881,7 +901,8 @@ inline std::string algo_help() {
        "  within 65536 steps (a warning says when that costs predicted time).\n"
        "--collective allreduce (default), reduce_scatter, all_gather, broadcast or reduce, with\n"
        "  --root R for the last two: ring plans rings and chains, direct one hop, tree and\n"
-       "  dbtree broadcast and reduce trees\n"
+       "  dbtree broadcast and reduce trees, forest reduce-scatter and all-gather trees\n"
+       "  with every root at the same rate\n"
        "  (docs/collectives.md); --bytes is the whole buffer, as nccl-tests counts it.\n"
        "Formats: docs/formats.md. Simulator: docs/simulator.md.\n";
   return h;

@@ -13,6 +13,11 @@
 // overlap schedule when it does), once per policy object and its copies. The solver is
 // deterministic, so every process of a job that plans the same graph gets the same plan; the
 // communicator's fingerprint (runtime/plan_cache.hpp) checks it.
+//
+// Reduce-scatter and all-gather (plan/collective.hpp) run on the reduce trees or the broadcast
+// trees of the equal-share forest (forest/equal_share.hpp): every root's trees carry exactly its
+// block, at the same rate for every root. Broadcast and reduce are not planned here (the
+// collectives' template refuses them: its plan would be the allreduce).
 #pragma once
 
 #include <memory>
@@ -24,10 +29,12 @@
 
 #include "ccoll/algo/concepts.hpp"
 #include "ccoll/algo/registered.hpp"
+#include "ccoll/forest/equal_share.hpp"
 #include "ccoll/forest/packed_forest.hpp"
 #include "ccoll/forest/to_plan.hpp"
 #include "ccoll/forest/types.hpp"
 #include "ccoll/physical/graph.hpp"
+#include "ccoll/plan/collective.hpp"
 #include "ccoll/plan/plan.hpp"
 
 namespace ccoll::algo {
@@ -48,6 +55,12 @@ class PackedForest {
       : state_(std::make_shared<State>(std::move(topology), options)) {}
 
   plan::Plan build(const plan::PlanRequest& req) const {
+    if (plan::has_blocks(req.collective)) {
+      const bool scatter = req.collective == plan::Collective::reduce_scatter;
+      return forest::forest_block_plan(
+          equal_share(scatter ? forest::ShareStage::reduce : forest::ShareStage::broadcast),
+          state_->ranks, req, req.collective, state_->options.split);
+    }
     plan::Plan p =
         forest::forest_plan(forest(req.overlap), state_->ranks, req, state_->options.split);
     p.algorithm = req.overlap ? "forest-overlap" : "forest";
@@ -69,6 +82,14 @@ class PackedForest {
     }
     return *slot;
   }
+  // The equal-share forest of a reduce-scatter's reduce trees or an all-gather's broadcast trees.
+  const forest::PackedForest& equal_share(forest::ShareStage stage) const {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto& slot = state_->shares[stage == forest::ShareStage::reduce ? 0 : 1];
+    if (!slot)
+      slot = forest::solve_equal_share_forest(state_->topology, stage, state_->options.solver);
+    return *slot;
+  }
 
  private:
   struct State {
@@ -79,6 +100,7 @@ class PackedForest {
     forest::RankMap ranks;
     std::mutex mutex;
     std::optional<forest::PackedForest> forests[2];
+    std::optional<forest::PackedForest> shares[2];  // reduce, broadcast stage
   };
   std::shared_ptr<State> state_;
 };
@@ -90,7 +112,8 @@ inline Algorithm packed_forest_algorithm() {
   return Algorithm{.name = "forest",
                    .description =
                        "[TopoSync]'s packed reduce/broadcast trees on the physical graph, rooted "
-                       "at every worker, relays allowed",
+                       "at every worker, relays allowed; reduce-scatter and all-gather on "
+                       "equal-share trees",
                    .needs_topology = true,
                    .default_overlap = false,
                    .make =

@@ -16,11 +16,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "ccoll/forest/packed_forest.hpp"
 #include "ccoll/physical/graph.hpp"
+#include "ccoll/plan/block_trees.hpp"
 #include "ccoll/plan/chunking.hpp"
+#include "ccoll/plan/collective.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/plan/tree.hpp"
 
@@ -72,14 +75,15 @@ inline RankMap compute_ranks(const physical::PhysicalTopology& topo) {
 // gives all channels about the same share; the planned rates are then feasible with equal rates
 // per flow, and max-min fairness, which maximises the smallest rate, gives every flow at least
 // its planned one. target <= 0 keeps one channel per tree.
-inline std::vector<plan::TreeSpec> equal_rate_trees(const std::vector<plan::TreeSpec>& specs,
-                                                    int target) {
+// (Any tree type with a `share`: plan::TreeSpec, plan::BlockTree.)
+template <class Tree>
+std::vector<Tree> equal_rate_trees(const std::vector<Tree>& specs, int target) {
   if (target <= 0 || specs.size() < 2) return specs;
   double total = 0;
   for (const auto& t : specs) total += t.share;
   if (!(total > 0) || !std::isfinite(total)) return specs;
   const double unit = total / target;
-  std::vector<plan::TreeSpec> out;
+  std::vector<Tree> out;
   for (const auto& t : specs) {
     const long n = std::max(1L, std::lround(t.share / unit));
     for (long k = 0; k < n; ++k) {
@@ -286,6 +290,61 @@ inline plan::Plan forest_plan(const PackedForest& f, const RankMap& m, plan::Pla
                               int split) {
   req.nranks = static_cast<plan::Rank>(m.rank_node.size());
   return tree_set_plan(req, forest_tree_specs(f, m), m.active, split);
+}
+
+// Trees carrying less than this fraction of their root's block are left out of a block plan (the
+// others share it): a tree of a few elements costs a channel and its latency, and a reference
+// plan (runtime/plan_cache.hpp) might give it none.
+inline constexpr double kMinBlockTreeShare = 1e-3;
+
+// The reduce-scatter (reduce trees) or all-gather (broadcast trees) plan of an equal-share forest
+// (equal_share.hpp) over the ranks of `m`: each root's trees split its block by weight
+// (plan/block_trees.hpp). `split` > 0 cuts the trees into about that many channels of equal rate
+// (equal_rate_trees' rule, so that max-min fair sharing of a link gives each its planned rate),
+// kAutoSplit the fewest from one per tree up to kAutoSplitTarget that are equal within
+// kChunkTimeSlack, 0 one channel per tree. req.nranks is set to the number of ranks.
+inline plan::Plan forest_block_plan(const PackedForest& f, const RankMap& m, plan::PlanRequest req,
+                                    plan::Collective coll, int split) {
+  req.nranks = static_cast<plan::Rank>(m.rank_node.size());
+  const auto n = m.rank_node.size();
+  const std::map<int, double> chi = f.chi();
+  std::vector<plan::BlockTree> trees;
+  for (const auto& p : f.pairs) {
+    const double w = std::isfinite(p.weight_GBps) ? p.weight_GBps : 1.0;
+    const double whole =
+        chi.count(p.root) != 0 && std::isfinite(chi.at(p.root)) ? chi.at(p.root) : w;
+    if (whole > 0 && w < kMinBlockTreeShare * whole) continue;
+    plan::BlockTree t;
+    t.root = m.rank_of(p.root);
+    t.parent.assign(n, -1);
+    if (coll == plan::Collective::reduce_scatter)
+      for (auto [a, b] : p.reduce_edges)
+        t.parent[static_cast<std::size_t>(m.rank_of(a))] = m.rank_of(b);
+    else
+      for (auto [a, b] : p.broadcast_edges)
+        t.parent[static_cast<std::size_t>(m.rank_of(b))] = m.rank_of(a);
+    t.share = w;
+    trees.push_back(std::move(t));
+  }
+  const auto cut = [&](int target) { return equal_rate_trees(trees, target); };
+  const auto imbalance = [](const std::vector<plan::BlockTree>& ts) {
+    double total = 0, largest = 0;
+    for (const auto& t : ts) total += t.share, largest = std::max(largest, t.share);
+    return total > 0 ? largest * static_cast<double>(ts.size()) / total : 1.0;
+  };
+  std::vector<plan::BlockTree> channels = trees;
+  if (split > 0) {
+    channels = cut(split);
+  } else if (split < 0) {
+    const int from = static_cast<int>(trees.size());
+    channels = cut(std::max(kAutoSplitTarget, from));
+    for (int t = from; t < kAutoSplitTarget; ++t)
+      if (auto c = cut(t); imbalance(c) <= 1 + kChunkTimeSlack) {
+        channels = std::move(c);
+        break;
+      }
+  }
+  return plan::build_block_trees(req, coll, channels, m.active, "forest");
 }
 
 // The forest's plan over the ranks it touches; req.nranks is set to the number of ranks (see

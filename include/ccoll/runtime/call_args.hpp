@@ -32,15 +32,6 @@ struct WindowPlacement {
   bool operator==(const WindowPlacement&) const = default;
 };
 
-// Whether calls of collective `c` with buffers in a registered window read the peers' buffers
-// directly (runtime/symmetric_allreduce.hpp, symmetric_shards.hpp, symmetric_rooted.hpp): every
-// collective has that form.
-inline constexpr bool has_window_form(plan::Collective c) {
-  return c == plan::Collective::allreduce || c == plan::Collective::reduce_scatter ||
-         c == plan::Collective::all_gather || c == plan::Collective::broadcast ||
-         c == plan::Collective::reduce;
-}
-
 // Which collective a call runs and, for broadcast and reduce, from or to which rank.
 struct CallShape {
   plan::Collective collective = plan::Collective::allreduce;
@@ -131,6 +122,25 @@ inline CallLayout call_layout(const CallShape& shape, std::uint64_t count, int r
   l.input = plan::input_span(shape.collective, l.plan_count, block, count, is_root);
   l.output = plan::output_span(shape.collective, l.plan_count, block, count, is_root);
   return l;
+}
+
+// Where a rank's buffers put index 0 of the plan's space: every executor's interpreter addresses a
+// buffer by plan index (runtime/program_context.hpp), and only the indices of the buffer itself
+// are ever accessed (the verifier's span check). A null buffer stays null.
+struct IndexBases {
+  const void* input = nullptr;
+  void* output = nullptr;
+};
+inline IndexBases index_bases(const CallLayout& l, const void* send, void* recv,
+                              std::size_t elem_size) {
+  IndexBases b;
+  if (send != nullptr)
+    b.input = reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(send) -
+                                            l.input.begin * elem_size);
+  if (recv != nullptr)
+    b.output = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(recv) -
+                                       l.output.begin * elem_size);
+  return b;
 }
 
 // The local checks of a call of any collective by `rank` of `nranks` whose plan's active ranks are

@@ -213,7 +213,7 @@ class Communicator {
       in_band = in_band || eager;
     }
     // Small calls agree in band, after their steps, so they stage whatever their buffers.
-    const bool windowed = has_window_form(shape.collective) && placement.window != 0 && !in_band;
+    const bool windowed = placement.window != 0 && !in_band;
     if (windowed) args.placement = placement;
     if (rank == 0) {
       const bool eligible = args.ok() && may_stream;
@@ -282,13 +282,13 @@ class Communicator {
 
     // 4. The steps.
     const std::uint64_t steps_start = tuner != nullptr ? sync::now_ns() : 0;
+    const IndexBases at = index_bases(layout, send, recv, size_of(dtype));
     try {
       dispatch_data_type(dtype, [&](auto t) {
         using T = decltype(t);
         dispatch_reduce_op(op, [&](auto tag) {
-          run_steps<T, decltype(tag)::value>(
-              plane_, st, *pp, rank, index_base<const T>(send, layout.input.begin),
-              index_base<T>(recv, layout.output.begin), o, wait_policy_);
+          run_steps<T, decltype(tag)::value>(plane_, st, *pp, rank, static_cast<const T*>(at.input),
+                                             static_cast<T*>(at.output), o, wait_policy_);
         });
       });
     } catch (const Error& e) {
@@ -318,15 +318,6 @@ class Communicator {
   }
 
  private:
-  // The address of index 0 of the plan's space for a user buffer that holds indices from `begin`
-  // (plan/collective.hpp): the interpreter addresses every buffer by plan index. Only the indices
-  // of the buffer itself are ever accessed (the verifier's span check).
-  template <class T, class V>
-  static T* index_base(V* buffer, std::uint64_t begin) {
-    if (buffer == nullptr) return nullptr;
-    return static_cast<T*>(buffer) - static_cast<std::ptrdiff_t>(begin);
-  }
-
   // Records a timed call in its bucket's tuner, scaled to the bucket's smallest size so that calls
   // of different sizes in one bucket compare as per-byte times.
   static void record(SlotStoreTuner& tuner, std::uint32_t mode, std::uint64_t bytes,

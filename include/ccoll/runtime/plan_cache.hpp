@@ -57,6 +57,21 @@ namespace ccoll::runtime {
 // absurd count is refused instead of exhausting memory while it is built.
 inline constexpr std::uint64_t kMaxMessagesPerCall = std::uint64_t{1} << 20;
 
+// What tells one cached plan from another (here and in the CUDA executors' device copies):
+// the plan's count, the element size and the root (0 where the collective has none).
+struct PlanKey {
+  std::uint64_t count = 0;
+  std::size_t elem_size = 0;
+  int root = 0;
+  bool operator==(const PlanKey&) const = default;
+};
+struct PlanKeyHash {
+  std::size_t operator()(const PlanKey& k) const {
+    return std::hash<std::uint64_t>{}(k.count * 16 + k.elem_size) ^
+           (static_cast<std::size_t>(k.root) * 0x9e3779b97f4a7c15ull);
+  }
+};
+
 // Builds the plan for a request: a logical topology and a schedule composed (allreduce.hpp).
 using PlanSource = std::function<plan::Plan(const plan::PlanRequest&)>;
 
@@ -240,18 +255,8 @@ class PlanCache {
   }
 
  private:
-  struct Key {
-    std::uint64_t count = 0;
-    std::size_t elem_size = 0;
-    int root = 0;
-    bool operator==(const Key&) const = default;
-  };
-  struct KeyHash {
-    std::size_t operator()(const Key& k) const {
-      return std::hash<std::uint64_t>{}(k.count * 16 + k.elem_size) ^
-             (static_cast<std::size_t>(k.root) * 0x9e3779b97f4a7c15ull);
-    }
-  };
+  using Key = PlanKey;
+  using KeyHash = PlanKeyHash;
   struct Entry {
     std::shared_ptr<const PreparedPlan<C>> plan;
     typename std::list<Key>::iterator lru;

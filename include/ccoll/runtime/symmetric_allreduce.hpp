@@ -122,20 +122,25 @@ void fold_operands(T* out, const T* const* srcs, std::uint32_t nsrc, std::uint64
   stream_fence();
 }
 
+// Rank c.rank folds its share of every rank's input, in rank order, into the same share of
+// `out` (an output of the call's window: its own, or the root's).
+template <class T, ReduceOp Op>
+void fold_share(const SymmetricCall<T>& c, T* out, bool stream) {
+  const Share mine = symmetric_share(c.count, sizeof(T), c.nranks, c.rank);
+  const std::uint64_t n = mine.end - mine.begin;
+  if (n == 0) return;
+  const T* srcs[kMaxSymmetricRanks];
+  for (int q = 0; q < c.nranks; ++q) srcs[q] = c.send(q) + mine.begin;
+  fold_operands<T, Op>(out + mine.begin, srcs, static_cast<std::uint32_t>(c.nranks), n, c.nranks,
+                       stream);
+}
+
 }  // namespace detail
 
 // Runs the call on rank c.rank; barrier() returns once every rank has called it as often.
 template <class T, ReduceOp Op, class Barrier>
 void symmetric_allreduce(const SymmetricCall<T>& c, Barrier&& barrier) {
-  const Share mine = symmetric_share(c.count, sizeof(T), c.nranks, c.rank);
-  const std::uint64_t n = mine.end - mine.begin;
-  if (n > 0) {
-    const T* srcs[kMaxSymmetricRanks];
-    for (int q = 0; q < c.nranks; ++q) srcs[q] = c.send(q) + mine.begin;
-    T* out = c.recv(c.rank) + mine.begin;
-    detail::fold_operands<T, Op>(out, srcs, static_cast<std::uint32_t>(c.nranks), n, c.nranks,
-                                 c.stream_share);
-  }
+  detail::fold_share<T, Op>(c, c.recv(c.rank), c.stream_share);
   barrier();
   T* const own = c.recv(c.rank);
   for (int k = 1; k < c.nranks; ++k) {

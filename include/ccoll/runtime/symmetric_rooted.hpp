@@ -19,7 +19,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <cstring>
 
 #include "ccoll/core/op.hpp"
@@ -48,15 +47,7 @@ void symmetric_broadcast(const SymmetricCall<T>& c, Barrier&& barrier) {
 // Runs the reduce to c.root on rank c.rank; barrier() as above.
 template <class T, ReduceOp Op, class Barrier>
 void symmetric_reduce(const SymmetricCall<T>& c, Barrier&& barrier) {
-  const Share mine = symmetric_share(c.count, sizeof(T), c.nranks, c.rank);
-  const std::uint64_t n = mine.end - mine.begin;
-  if (n > 0) {
-    const T* srcs[kMaxSymmetricRanks];
-    for (int q = 0; q < c.nranks; ++q) srcs[q] = c.send(q) + mine.begin;
-    T* out = c.recv(c.root) + mine.begin;
-    detail::fold_operands<T, Op>(out, srcs, static_cast<std::uint32_t>(c.nranks), n, c.nranks,
-                                 c.stream);
-  }
+  detail::fold_share<T, Op>(c, c.recv(c.root), c.stream);
   barrier();
 }
 

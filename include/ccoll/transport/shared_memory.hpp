@@ -149,7 +149,7 @@ struct SharedMemory {
       std::size_t recv_bytes = block;
       if (shape.collective == plan::Collective::reduce_scatter) send_bytes = p * block;
       if (shape.collective == plan::Collective::all_gather) recv_bytes = p * block;
-      if (windows_.empty() || !runtime::has_window_form(shape.collective)) {
+      if (windows_.empty()) {
         comm_.run(state_, config_.rank, send, recv, count, dtype, op, shape);
         return;
       }

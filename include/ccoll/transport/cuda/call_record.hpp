@@ -1,5 +1,5 @@
 // ccoll/transport/cuda/call_record.hpp: how the ranks of a GPU job agree, call by call, on the
-// arguments of their allreduces (count, element type, op) without a host round trip.
+// arguments of their collectives (count, element type, op, root) without a host round trip.
 //
 // Ranks that are threads or processes enqueue their calls independently, and a rank whose call
 // differs from its peers' (another count, say) would otherwise run another plan: its blocks would
@@ -35,29 +35,32 @@ namespace ccoll::transport::cuda {
 // Records per (rank, channel): calls a block may be ahead of a peer's check (see above).
 inline constexpr std::uint32_t kCallRecordRing = 32;
 
-// What every rank of one call must agree on.
+// What every rank of one call must agree on (the collective itself is the communicator's).
 struct CallArguments {
   std::uint64_t count = 0;
   DataType dtype = DataType::f32;
   ReduceOp op = ReduceOp::sum;
+  std::int32_t root = -1;  // broadcast and reduce; -1: the collective has none
 
   CCOLL_HD bool operator==(const CallArguments& o) const {
-    return count == o.count && dtype == o.dtype && op == o.op;
+    return count == o.count && dtype == o.dtype && op == o.op && root == o.root;
   }
 };
 
-// One entry of a ring: two words, each tagged with the call (its number + 1), so that a reader
+// One entry of a ring: three words, each tagged with the call (its number + 1), so that a reader
 // can tell a record of its call from an older one (not published yet) or a newer one (overwritten)
 // without a lock:
 //   count_tag = count | (call + 1) << 48   (the low 16 bits of call + 1)
+//   root_tag  = (root + 1) | (call + 1) << 32   (the low 32 bits of call + 1)
 //   kind_seq  = dtype | op << 8 | (call + 1) << 16
-// The writer stores count_tag, then kind_seq with release; a reader that acquires kind_seq of
-// call n sees count_tag of call n or later, and tells which by its tag.
+// The writer stores count_tag and root_tag, then kind_seq with release; a reader that acquires
+// kind_seq of call n sees the other words of call n or later, and tells which by their tags.
 struct CallRecord {
   std::uint64_t count_tag = 0;
+  std::uint64_t root_tag = 0;
   std::uint64_t kind_seq = 0;  // 0: never written
 };
-static_assert(sizeof(CallRecord) == 16);
+static_assert(sizeof(CallRecord) == 24);
 
 // Counts of up to 2^48 - 1 elements are compared exactly (no GPU holds more).
 inline constexpr std::uint64_t kCallRecordCountMask = (std::uint64_t{1} << 48) - 1;
@@ -76,6 +79,8 @@ CCOLL_HD inline void publish_call(CallRecord* ring, std::uint64_t call, const Ca
   const std::uint64_t seq = call + 1;
   sync::AtomicWord<std::uint64_t>(&r.count_tag)
       .store_relaxed((args.count & kCallRecordCountMask) | (seq << 48));
+  sync::AtomicWord<std::uint64_t>(&r.root_tag)
+      .store_relaxed(static_cast<std::uint32_t>(args.root + 1) | (seq << 32));
   sync::AtomicWord<std::uint64_t>(&r.kind_seq)
       .store_release(static_cast<std::uint64_t>(args.dtype) |
                      static_cast<std::uint64_t>(args.op) << 8 | seq << 16);
@@ -93,8 +98,11 @@ CCOLL_HD inline CallCheck check_peer_call(const CallRecord* peer_ring, std::uint
   if (theirs_seq > want) return CallCheck::overwritten;
   const std::uint64_t count = sync::AtomicWord<std::uint64_t>(&r->count_tag).load_relaxed();
   if ((count >> 48) != (seq & 0xffffu)) return CallCheck::overwritten;  // a later call's count
+  const std::uint64_t root = sync::AtomicWord<std::uint64_t>(&r->root_tag).load_relaxed();
+  if ((root >> 32) != (seq & 0xffffffffu)) return CallCheck::overwritten;
   CallArguments a;
   a.count = count & kCallRecordCountMask;
+  a.root = static_cast<std::int32_t>(static_cast<std::uint32_t>(root)) - 1;
   a.dtype = static_cast<DataType>(kind & 0xffu);
   a.op = static_cast<ReduceOp>((kind >> 8) & 0xffu);
   if (theirs != nullptr) *theirs = a;
@@ -189,7 +197,8 @@ inline const CallMismatch* first_mismatch(const CallMismatch* found, std::size_t
 inline std::string describe_mismatch(const CallMismatch& m) {
   auto args = [](const CallArguments& a) {
     return "count " + std::to_string(a.count) + ", " + std::string(to_string(a.dtype)) + ", " +
-           std::string(to_string(a.op));
+           std::string(to_string(a.op)) +
+           (a.root >= 0 ? ", root " + std::to_string(a.root) : std::string());
   };
   const bool swap = m.peer < m.rank;
   const int a = swap ? m.peer : m.rank, b = swap ? m.rank : m.peer;

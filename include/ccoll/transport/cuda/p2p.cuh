@@ -10,7 +10,14 @@
 //   ar.executor().synchronize(rank, stream);  // waits, and throws the failure of any call
 //
 // ar.rank(r).run(...) (the calling convention of the host transports) launches on the rank's own
-// stream and waits for it.
+// stream and waits for it. The other collectives (ccoll/collective.hpp) run the same way, with
+// their own arguments mapped onto the plan's index space and a CallShape naming the root:
+//
+//   ccoll::ReduceScatter<transport::CudaP2P, algo::Ring> rs(config, algo::Ring{}, options);
+//   rs.executor().run(rank, send, recv, recvcount, DataType::bf16, ReduceOp::sum, stream,
+//                     runtime::CallShape{plan::Collective::reduce_scatter, 0});
+//
+// Sessions (p2p_session.cuh) enqueue allreduces only.
 //
 // Two modes (cuda::P2POptions::mode):
 //   - threads: every rank is a thread of this process and drives the device P2POptions::devices
@@ -41,7 +48,7 @@
 // 512, at which they fit; a request that does not fit is refused with Unsupported.
 //
 // Agreement: every block first checks that its peers make the same call (count, element type,
-// op: call_record.hpp, through the job's control page); a mismatch fails every rank with
+// op, root: call_record.hpp, through the job's control page); a mismatch fails every rank with
 // ErrorCode::Mismatch naming both ranks' arguments (P2POptions::check_calls turns it off).
 //
 // Failure: every wait has Config::timeout (on %globaltimer) and polls the job's abort word
@@ -73,6 +80,7 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -93,6 +101,7 @@
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/sync/connection.hpp"
 #include "ccoll/transport/concept.hpp"
+#include "ccoll/transport/cuda/call_buffers.hpp"
 #include "ccoll/transport/cuda/check.cuh"
 #include "ccoll/transport/cuda/control_page.cuh"
 #include "ccoll/transport/cuda/device_fit.cuh"
@@ -261,35 +270,41 @@ struct CudaP2P {
     Executor(const Executor&) = delete;
     Executor& operator=(const Executor&) = delete;
 
-    // Rank `rank`'s part of one allreduce, enqueued on `stream` (a stream of the rank's device):
-    // `send` and `recv` are device buffers of `count` elements (equal: in place). Returns at once;
-    // errors of the arguments throw here, failures of the kernel at the rank's next call or
-    // synchronize(). Every rank must make the same calls in the same order: a call whose count,
-    // dtype or op differs from a peer's fails every rank with Mismatch (P2POptions::check_calls).
+    // Rank `rank`'s part of one call, enqueued on `stream` (a stream of the rank's device): `send`
+    // and `recv` are device buffers with NCCL's arguments (allreduce: `count` elements each,
+    // equal in place; the other collectives as ccoll/collective.hpp says). `shape` names the
+    // executor's collective and, for broadcast and reduce, the root; by default the executor's
+    // collective, which must then have no root. Returns at once; errors of the arguments throw
+    // here, failures of the kernel at the rank's next call or synchronize(). Every rank must make
+    // the same calls in the same order: a call whose count, dtype, op or root differs from a
+    // peer's fails every rank with Mismatch (P2POptions::check_calls).
     //
     // A template only so that a program that never calls it does not compile its 35 kernels.
     template <int = 0>
     void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-             cudaStream_t stream) {
+             cudaStream_t stream, std::optional<runtime::CallShape> shape = std::nullopt) {
       dispatch_data_type(dtype, [&](auto t) {
         dispatch_reduce_op(op, [&](auto tag) {
-          run<decltype(t), decltype(tag)::value>(rank, send, recv, count, stream);
+          run<decltype(t), decltype(tag)::value>(rank, send, recv, count, stream, shape);
         });
       });
     }
 
     // The same for an element type and op known at compile time: only their kernel is compiled.
     template <class T, ReduceOp Op>
-    void run(int rank, const void* send, void* recv, std::size_t count, cudaStream_t stream) {
+    void run(int rank, const void* send, void* recv, std::size_t count, cudaStream_t stream,
+             std::optional<runtime::CallShape> shape = std::nullopt) {
       RankState& st = state(rank);
       throw_if_failed(st);
       if (st.session_open)
         throw Error(ErrorCode::InvalidArgument, rank,
                     "a cuda::P2PSession of rank " + std::to_string(rank) +
                         " is open: enqueue the call there, or close the session first");
-      const runtime::CallArgs a =
-          runtime::check_call_arguments(send, recv, count, data_type_of<T>(), Op);
+      const runtime::CallShape s = cuda::call_shape(shape, plans_.collective());
+      const runtime::CallArgs a = runtime::check_call_arguments(
+          send, recv, count, data_type_of<T>(), Op, s, rank, plans_.active());
       if (!a.ok()) throw Error(a.error, rank, a.reason);
+      const runtime::CallLayout layout = runtime::call_layout(s, count, rank, plans_.active());
       cuda::check(cudaSetDevice(st.device), "cudaSetDevice", rank);
       if (ranks_on_device(st.device) > 1 && (stream == nullptr || stream == cudaStreamLegacy))
         throw Error(ErrorCode::InvalidArgument, rank,
@@ -297,7 +312,7 @@ struct CudaP2P {
                         " with other ranks: the legacy default stream would serialise their "
                         "kernels, which wait for each other; pass a stream of its own "
                         "(cudaStreamNonBlocking)");
-      DevicePlan& dp = device_plan(st, count, sizeof(T));
+      DevicePlan& dp = device_plan(st, layout.plan_count, sizeof(T), s.root);
       const auto kernel = cuda::p2p_kernel<T, Op>;
       const unsigned threads =
           fit_threads(st, reinterpret_cast<const void*>(kernel), kernel, dp.nblocks);
@@ -308,7 +323,8 @@ struct CudaP2P {
       args.agreement = agreement(rank);
       args.abort = control_.abort_device();
       args.timeout_ns = timeout_ns();
-      args.call = make_call(st, count, data_type_of<T>(), Op, send, recv);
+      args.call = make_call(st, count, data_type_of<T>(), Op, s,
+                            runtime::index_bases(layout, send, recv, sizeof(T)));
       kernel<<<dp.nblocks, threads, 0, stream>>>(args);
       cuda::check(cudaGetLastError(),
                   "launching p2p_kernel (" + std::to_string(dp.nblocks) + " blocks)", rank);
@@ -345,15 +361,18 @@ struct CudaP2P {
       throw_if_failed(st);
     }
 
-    // The ccoll::Transport calling convention: rank r's call on its own stream, waited for.
-    // (A template for the reason given at run.)
+    // The ccoll::Transport calling convention: rank r's call on its own stream, waited for
+    // (`shape` as for the asynchronous run). (A template for the reason given there.)
     template <int = 0>
-    void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype,
-             ReduceOp op) {
+    void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+             std::optional<runtime::CallShape> shape = std::nullopt) {
       RankState& st = state(rank);
-      run(rank, send, recv, count, dtype, op, st.stream);
+      run(rank, send, recv, count, dtype, op, st.stream, shape);
       synchronize(rank, st.stream);
     }
+
+    // The collective this executor's plans compute (its plan source's: ccoll/collective.hpp).
+    plan::Collective collective() const { return plans_.collective(); }
 
     // Raises the job's abort word: every rank's running blocks give up at their next poll, and
     // the executor (every rank's, in a process job) fails.
@@ -372,8 +391,10 @@ struct CudaP2P {
     cudaStream_t stream(int rank) const { return state_of(rank).stream; }
     // processes: how this rank's FIFO memory is shared (cuMem descriptor or legacy IPC).
     cuda::IpcKind ipc_kind() const { return exported_.description().kind; }
-    plan::Plan plan(std::size_t count, std::size_t elem_size) {
-      return plans_.prepared(count, elem_size)->plan;
+    // The plan of `count` elements of the plan's index space (reduce-scatter and all-gather:
+    // nranks x NCCL's count) from `root` (broadcast and reduce).
+    plan::Plan plan(std::size_t count, std::size_t elem_size, int root = 0) {
+      return plans_.prepared(count, elem_size, root)->plan;
     }
 
     // Gradient queuing on the GPU ([C-Cube] Sec. III-D): local rank `rank`'s Layer-Chunk table
@@ -428,13 +449,19 @@ struct CudaP2P {
                              DataType dtype, ReduceOp op) {
       RankState& st = state(rank);
       throw_if_failed(st);
+      if (plans_.collective() != plan::Collective::allreduce)
+        throw Error(ErrorCode::Unsupported, rank,
+                    "a cuda::P2PSession enqueues allreduces; this executor's plans compute " +
+                        std::string(plan::collective_name(plans_.collective())) +
+                        ": call run instead");
       const runtime::CallArgs a = runtime::check_call_arguments(send, recv, count, dtype, op);
       if (!a.ok()) throw Error(a.error, rank, a.reason);
       cuda::check(cudaSetDevice(st.device), "cudaSetDevice", rank);
       DevicePlan& dp = device_plan(st, count, size_of(dtype));
       SessionCall c;
       c.plan = dp.device_plan;
-      c.call = make_call(st, count, dtype, op, send, recv);
+      c.call =
+          make_call(st, count, dtype, op, runtime::CallShape{}, runtime::IndexBases{send, recv});
       ++dp.calls;
       control_.set_launched(rank, ++st.calls);
       return c;
@@ -498,7 +525,7 @@ struct CudaP2P {
       const cuda::P2PPlan* device_plan = nullptr;  // in `memory`, for sessions' work items
       unsigned nblocks = 0;
       std::uint64_t calls = 0;  // calls of this plan enqueued (layer readiness' call base)
-      std::list<std::uint64_t>::iterator lru;
+      std::list<runtime::PlanKey>::iterator lru;
     };
 
     // What one local rank owns; touched only by the thread that calls for that rank.
@@ -516,8 +543,8 @@ struct CudaP2P {
       cuda::DeviceMemory fifo;   // threads: the slots and counters peers write
       cuda::DeviceMemory bases;  // nchannels x connections, block c's row is channel c's
       cuda::SessionQueueMemory<cuda::P2PWorkItem> session;  // the rank's session queue
-      std::unordered_map<std::uint64_t, DevicePlan> plans;
-      std::list<std::uint64_t> lru;
+      std::unordered_map<runtime::PlanKey, DevicePlan, runtime::PlanKeyHash> plans;
+      std::list<runtime::PlanKey> lru;
       std::map<const void*, std::vector<cuda::Occupancy>> occupancy;  // per kernel instantiation
       cuda::LaunchFit launch_fit;                                     // of the latest launch
     };
@@ -547,16 +574,19 @@ struct CudaP2P {
       return a;
     }
 
-    // The rank's next call: its number (every call of the rank counts) and its arguments.
+    // The rank's next call: its number (every call of the rank counts), its arguments (NCCL's
+    // count) and its buffers as addresses of index 0 of the plan's space.
     static cuda::P2PCall make_call(const RankState& st, std::size_t count, DataType dtype,
-                                   ReduceOp op, const void* send, void* recv) {
+                                   ReduceOp op, const runtime::CallShape& shape,
+                                   const runtime::IndexBases& at) {
       cuda::P2PCall c;
       c.number = st.calls;
       c.args.count = count;
       c.args.dtype = dtype;
       c.args.op = op;
-      c.input = send;
-      c.output = recv;
+      c.args.root = plan::has_root(shape.collective) ? shape.root : -1;
+      c.input = at.input;
+      c.output = at.output;
       return c;
     }
 
@@ -824,15 +854,16 @@ struct CudaP2P {
       return fit.threads;
     }
 
-    // Rank st's tables for (count, elem_size) in device memory, built on first use.
-    DevicePlan& device_plan(RankState& st, std::size_t count, std::size_t elem_size) {
-      const std::uint64_t key = static_cast<std::uint64_t>(count) * 16 + elem_size;
+    // Rank st's tables for (count, elem_size, root) in device memory, built on first use.
+    DevicePlan& device_plan(RankState& st, std::size_t count, std::size_t elem_size, int root = 0) {
+      if (!plan::has_root(plans_.collective())) root = 0;
+      const runtime::PlanKey key{count, elem_size, root};
       auto it = st.plans.find(key);
       if (it != st.plans.end()) {
         st.lru.splice(st.lru.begin(), st.lru, it->second.lru);
         return it->second;
       }
-      auto prepared = plans_.prepared(count, elem_size);
+      auto prepared = plans_.prepared(count, elem_size, root);
       const std::size_t cap = std::max<std::size_t>(1, config_.max_cached_plans);
       // An evicted plan is freed behind the rank's last kernel, which an open session's is.
       if (st.plans.size() >= cap && st.session_open)

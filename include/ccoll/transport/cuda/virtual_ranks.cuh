@@ -12,6 +12,16 @@
 // ar.rank(r).run(...) also works (for code written against the other transports): each rank's
 // call records its buffers and the last rank's call launches the kernel and waits for it.
 //
+// The other collectives (ccoll/collective.hpp) run the same way, with their own arguments mapped
+// onto the plan's index space (call_buffers.hpp) and a CallShape naming the root:
+//
+//   ccoll::Broadcast<transport::CudaVirtualRanks, algo::DoubleBinaryTree> bc(config);
+//   bc.executor().run_all(sends, recvs, count, DataType::bf16, ReduceOp::sum, stream,
+//                         runtime::CallShape{plan::Collective::broadcast, root});
+//   bc.rank(r).run(send, recv, count, DataType::bf16, root);  // blocking, as on host threads
+//
+// Sessions (session.cuh) enqueue allreduces only.
+//
 // Launch: cudaLaunchCooperativeKernel, so either all nranks x nchannels blocks are resident or the
 // launch is refused. What the user leaves open is chosen so that they are (launch_fit.hpp): by
 // default as many channels as the SMs hold, and per launch the most threads per block, up to 512,
@@ -42,6 +52,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -61,6 +72,7 @@
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/connection.hpp"
 #include "ccoll/transport/concept.hpp"
+#include "ccoll/transport/cuda/call_buffers.hpp"
 #include "ccoll/transport/cuda/check.cuh"
 #include "ccoll/transport/cuda/device_fit.cuh"
 #include "ccoll/transport/cuda/device_memory.cuh"
@@ -80,25 +92,6 @@ struct LaunchOptions {
   cudaStream_t stream = nullptr;  // the stream of blocking calls (rank(r).run)
 };
 
-// One call's buffers of every rank, checked as the host transports check their arguments (an
-// error names the rank); for run_all and Session::enqueue.
-inline CallBuffers checked_buffers(int nranks, std::span<const void* const> sends,
-                                   std::span<void* const> recvs, std::size_t count, DataType dtype,
-                                   ReduceOp op) {
-  if (sends.size() != static_cast<std::size_t>(nranks) || recvs.size() != sends.size())
-    throw_invalid_argument(-1, "sends/recvs",
-                           std::to_string(nranks) + " buffers each (one per rank)",
-                           std::to_string(sends.size()) + " and " + std::to_string(recvs.size()));
-  CallBuffers b;
-  for (int r = 0; r < nranks; ++r) {
-    const auto i = static_cast<std::size_t>(r);
-    const runtime::CallArgs a = runtime::check_call_arguments(sends[i], recvs[i], count, dtype, op);
-    if (!a.ok()) throw Error(a.error, r, a.reason);
-    b.input[r] = sends[i];
-    b.output[r] = recvs[i];
-  }
-  return b;
-}
 }  // namespace cuda
 
 struct CudaVirtualRanks {
@@ -195,18 +188,22 @@ struct CudaVirtualRanks {
     Executor(const Executor&) = delete;
     Executor& operator=(const Executor&) = delete;
 
-    // One allreduce of all ranks, enqueued on `stream`: sends[r] and recvs[r] are rank r's device
-    // buffers of `count` elements (sends[r] == recvs[r]: in place). Returns at once; errors of the
-    // arguments throw here, failures of the kernel at the next call or synchronize().
+    // One call of all ranks, enqueued on `stream`: sends[r] and recvs[r] are rank r's device
+    // buffers with NCCL's arguments (allreduce: `count` elements each, sends[r] == recvs[r] in
+    // place; the other collectives as ccoll/collective.hpp says). `shape` names the executor's
+    // collective and, for broadcast and reduce, the root; by default the executor's collective,
+    // which must then have no root. Returns at once; errors of the arguments throw here, failures
+    // of the kernel at the next call or synchronize().
     //
     // A template only so that a program that never calls it does not compile its 35 kernels (a
     // plain member function's body, and the kernels it names, are compiled wherever the header is).
     template <int = 0>
     void run_all(std::span<const void* const> sends, std::span<void* const> recvs,
-                 std::size_t count, DataType dtype, ReduceOp op, cudaStream_t stream) {
+                 std::size_t count, DataType dtype, ReduceOp op, cudaStream_t stream,
+                 std::optional<runtime::CallShape> shape = std::nullopt) {
       dispatch_data_type(dtype, [&](auto t) {
         dispatch_reduce_op(op, [&](auto tag) {
-          run_all<decltype(t), decltype(tag)::value>(sends, recvs, count, stream);
+          run_all<decltype(t), decltype(tag)::value>(sends, recvs, count, stream, shape);
         });
       });
     }
@@ -215,21 +212,28 @@ struct CudaVirtualRanks {
     // into the program (the run-time form above compiles all 35 pairs).
     template <class T, ReduceOp Op>
     void run_all(std::span<const void* const> sends, std::span<void* const> recvs,
-                 std::size_t count, cudaStream_t stream) {
+                 std::size_t count, cudaStream_t stream,
+                 std::optional<runtime::CallShape> shape = std::nullopt) {
       throw_if_failed();
       if (session_open_)
         throw Error(ErrorCode::InvalidArgument, -1,
                     "a cuda::Session of this executor is open: enqueue the call there, or close "
                     "the session first");
+      const runtime::CallShape s = cuda::call_shape(shape, plans_.collective());
       cuda::KernelArgs args;
-      args.buffers = cuda::checked_buffers(nranks(), sends, recvs, count, data_type_of<T>(), Op);
-      DevicePlan& dp = device_plan(count, sizeof(T));
+      args.buffers = cuda::checked_buffers(nranks(), sends, recvs, count, data_type_of<T>(), Op, s,
+                                           plans_.active());
+      const runtime::CallLayout layout = runtime::call_layout(s, count, 0, plans_.active());
+      DevicePlan& dp = device_plan(layout.plan_count, sizeof(T), s.root);
       args.tables = dp.tables;
       args.timeout_ns = timeout_ns();
       args.abort = abort_device_word();
       launch(cuda::virtual_ranks_kernel<T, Op>, dp.nblocks, args, stream, dp.tables.nchannels);
       ++dp.calls;
     }
+
+    // The collective this executor's plans compute (its plan source's: ccoll/collective.hpp).
+    plan::Collective collective() const { return plans_.collective(); }
 
     // Waits for every call enqueued on `stream`; throws the first failure of any call.
     void synchronize(cudaStream_t stream) {
@@ -240,12 +244,12 @@ struct CudaVirtualRanks {
     // Raises the abort word: running blocks give up at their next poll, and this executor fails.
     void abort() { sync::AtomicWord<std::uint32_t>(abort_host_word()).store_release(1u); }
 
-    // The ccoll::Transport calling convention: rank r's part of a call. The last rank's call
-    // launches the kernel on LaunchOptions::stream and waits for it.
+    // The ccoll::Transport calling convention: rank r's part of a call (`shape` as for run_all).
+    // The last rank's call launches the kernel on LaunchOptions::stream and waits for it.
     // (A template for the reason given at run_all.)
     template <int = 0>
-    void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype,
-             ReduceOp op) {
+    void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
+             std::optional<runtime::CallShape> shape = std::nullopt) {
       if (rank < 0 || rank >= nranks())
         throw_invalid_argument(rank, "rank", "0.." + std::to_string(nranks() - 1),
                                std::to_string(rank));
@@ -255,14 +259,16 @@ struct CudaVirtualRanks {
                     "rank " + std::to_string(rank) +
                         " called twice before every rank called: virtual ranks launch one kernel "
                         "for all ranks once each has called");
-      if (npending_ > 0 &&
-          (count != pending_count_ || dtype != pending_dtype_ || op != pending_op_)) {
+      const runtime::CallShape s = cuda::call_shape(shape, plans_.collective());
+      if (npending_ > 0 && (count != pending_count_ || dtype != pending_dtype_ ||
+                            op != pending_op_ || !(s == pending_shape_))) {
         for (auto& q : pending_) q.given = false;
         npending_ = 0;
         throw Error(ErrorCode::Mismatch, rank,
-                    "rank " + std::to_string(rank) + " called with count " + std::to_string(count) +
-                        ", " + std::string(to_string(dtype)) + ", " + std::string(to_string(op)) +
-                        "; the ranks before it with count " + std::to_string(pending_count_) +
+                    "rank " + std::to_string(rank) + " called " + describe(s) + " with count " +
+                        std::to_string(count) + ", " + std::string(to_string(dtype)) + ", " +
+                        std::string(to_string(op)) + "; the ranks before it " +
+                        describe(pending_shape_) + " with count " + std::to_string(pending_count_) +
                         ", " + std::string(to_string(pending_dtype_)) + ", " +
                         std::string(to_string(pending_op_)));
       }
@@ -270,6 +276,7 @@ struct CudaVirtualRanks {
       pending_count_ = count;
       pending_dtype_ = dtype;
       pending_op_ = op;
+      pending_shape_ = s;
       if (++npending_ < nranks()) return;
       std::vector<const void*> sends(pending_.size());
       std::vector<void*> recvs(pending_.size());
@@ -279,7 +286,7 @@ struct CudaVirtualRanks {
         pending_[r].given = false;
       }
       npending_ = 0;
-      run_all(sends, recvs, count, dtype, op, options_.stream);
+      run_all(sends, recvs, count, dtype, op, options_.stream, s);
       synchronize(options_.stream);
     }
 
@@ -291,12 +298,14 @@ struct CudaVirtualRanks {
     // blocks), and what that launch was: channels, blocks, and the blocks the device holds.
     unsigned threads() const { return launch_fit_.threads; }
     const cuda::LaunchFit& launch_fit() const { return launch_fit_; }
-    plan::Plan plan(std::size_t count, std::size_t elem_size) {
-      return plans_.prepared(count, elem_size)->plan;
+    // The plan of `count` elements of the plan's index space (reduce-scatter and all-gather:
+    // nranks x NCCL's count) from `root` (broadcast and reduce).
+    plan::Plan plan(std::size_t count, std::size_t elem_size, int root = 0) {
+      return plans_.prepared(count, elem_size, root)->plan;
     }
     // Thread blocks a call of `count` elements launches (plan ranks x channels).
-    unsigned blocks(std::size_t count, std::size_t elem_size) {
-      return device_plan(count, elem_size).nblocks;
+    unsigned blocks(std::size_t count, std::size_t elem_size, int root = 0) {
+      return device_plan(count, elem_size, root).nblocks;
     }
 
     // Gradient queuing on the GPU ([C-Cube] Sec. III-D): rank `rank`'s Layer-Chunk table for calls
@@ -338,6 +347,11 @@ struct CudaVirtualRanks {
     };
     // The plan of a call the session enqueues now (refused if it needs more than max_blocks).
     SessionPlan session_plan(std::size_t count, std::size_t elem_size, unsigned max_blocks) {
+      if (plans_.collective() != plan::Collective::allreduce)
+        throw Error(ErrorCode::Unsupported, -1,
+                    "a cuda::Session enqueues allreduces; this executor's plans compute " +
+                        std::string(plan::collective_name(plans_.collective())) +
+                        ": call run_all instead");
       DevicePlan& dp = device_plan(count, elem_size);
       if (dp.nblocks > max_blocks)
         throw Error(ErrorCode::Unsupported, -1,
@@ -382,6 +396,10 @@ struct CudaVirtualRanks {
       bool given = false;
     };
 
+    static std::string describe(const runtime::CallShape& s) {
+      return runtime::describe_shape(runtime::encode_shape(s));
+    }
+
     // A cached plan in device memory: its tables, its counters and the blocks' message bases.
     struct DevicePlan {
       std::shared_ptr<const runtime::PreparedPlan<sync::DeviceConnectionRef>> prepared;
@@ -390,7 +408,7 @@ struct CudaVirtualRanks {
       const cuda::PlanTables* device_tables = nullptr;  // the same, in device memory
       unsigned nblocks = 0;
       std::uint64_t calls = 0;  // calls enqueued (run_all and sessions)
-      std::list<std::uint64_t>::iterator lru;
+      std::list<runtime::PlanKey>::iterator lru;
     };
 
     std::uint32_t* abort_host_word() const {
@@ -439,15 +457,16 @@ struct CudaVirtualRanks {
       launch_fit_ = fit;
     }
 
-    // The plan for (count, elem_size) in device memory, built on first use.
-    DevicePlan& device_plan(std::size_t count, std::size_t elem_size) {
-      const std::uint64_t key = static_cast<std::uint64_t>(count) * 16 + elem_size;
+    // The plan for (count, elem_size, root) in device memory, built on first use.
+    DevicePlan& device_plan(std::size_t count, std::size_t elem_size, int root = 0) {
+      if (!plan::has_root(plans_.collective())) root = 0;
+      const runtime::PlanKey key{count, elem_size, root};
       auto it = device_plans_.find(key);
       if (it != device_plans_.end()) {
         lru_.splice(lru_.begin(), lru_, it->second.lru);
         return it->second;
       }
-      auto prepared = plans_.prepared(count, elem_size);
+      auto prepared = plans_.prepared(count, elem_size, root);
       const plan::Plan& p = prepared->plan;
       if (p.nranks > cuda::kMaxVirtualRanks)
         throw Error(ErrorCode::Unsupported, -1,
@@ -648,8 +667,8 @@ struct CudaVirtualRanks {
     cuda::DeviceMemory pool_;
     cuda::MappedHostMemory status_;  // the abort word
     cuda::SessionQueueMemory<cuda::WorkItem> session_memory_;
-    std::unordered_map<std::uint64_t, DevicePlan> device_plans_;
-    std::list<std::uint64_t> lru_;
+    std::unordered_map<runtime::PlanKey, DevicePlan, runtime::PlanKeyHash> device_plans_;
+    std::list<runtime::PlanKey> lru_;
     std::map<const void*, std::vector<cuda::Occupancy>> occupancy_;  // per kernel instantiation
     cuda::LaunchFit launch_fit_;
     cudaEvent_t last_call_ = nullptr;
@@ -666,6 +685,7 @@ struct CudaVirtualRanks {
     std::size_t pending_count_ = 0;
     DataType pending_dtype_ = DataType::f32;
     ReduceOp pending_op_ = ReduceOp::sum;
+    runtime::CallShape pending_shape_;
   };
 };
 

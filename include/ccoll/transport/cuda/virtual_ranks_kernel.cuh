@@ -14,19 +14,10 @@
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/transport/cuda/block_program.cuh"
+#include "ccoll/transport/cuda/call_buffers.hpp"
 #include "ccoll/transport/cuda/launch_fit.hpp"
 
 namespace ccoll::transport::cuda {
-
-// The most plan ranks (relays included) one kernel serves: their buffer pointers are kernel
-// parameters, 2 KiB of the 4 KiB every GPU accepts.
-inline constexpr int kMaxVirtualRanks = 128;
-
-// One call's buffers: rank r's input and output (relays: unused).
-struct CallBuffers {
-  const void* input[kMaxVirtualRanks] = {};
-  void* output[kMaxVirtualRanks] = {};
-};
 
 // The kernel's parameters: the plan's tables (device memory), the call's buffers (by value).
 struct KernelArgs {
