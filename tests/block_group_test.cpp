@@ -558,6 +558,7 @@ void check_mapped_call(plan::Collective c, const Builder& build, int p, std::uin
   std::vector<std::string> errors(np);
   std::barrier<> meet(p + 1);  // the ranks and this thread, which runs the plan
   std::vector<std::thread> ranks;
+  ranks.reserve(np);
   for (int r = 0; r < p; ++r)
     ranks.emplace_back([&, r] {
       errors[static_cast<std::size_t>(r)] = testing::check_collective_call<T, Op>(

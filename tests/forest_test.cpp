@@ -819,9 +819,9 @@ double equal_rate(const PackedForest& f) {
   const auto chi = f.chi();
   REQUIRE(!chi.empty());
   const double t = chi.begin()->second;
-  for (const auto& [v, c] : chi) {
-    CAPTURE(v);
-    CHECK(c == doctest::Approx(t).epsilon(1e-9));
+  for (const auto& root_rate : chi) {
+    CAPTURE(root_rate.first);
+    CHECK(root_rate.second == doctest::Approx(t).epsilon(1e-9));
   }
   return t;
 }
@@ -905,6 +905,7 @@ TEST_CASE("block trees: reduce-scatter and all-gather plans of the forest, verif
     ccoll::AllGather<ccoll::transport::HostThreads, ccoll::algo::PackedForest> ag(config, forest);
     std::vector<std::string> wrong(static_cast<std::size_t>(config.nranks));
     std::vector<std::thread> threads;
+    threads.reserve(wrong.size());
     for (int r = 0; r < config.nranks; ++r)
       threads.emplace_back([&, r] {
         wrong[static_cast<std::size_t>(r)] =

@@ -137,6 +137,7 @@ std::string check_collective(ccoll::plan::Collective c, int nranks, std::size_t 
   std::string failure;
   std::barrier<> meet(nranks + 1);  // the ranks and this thread, which makes the call
   std::vector<std::thread> ranks;
+  ranks.reserve(np);
   for (int r = 0; r < nranks; ++r)
     ranks.emplace_back([&, r] {
       ccoll::dispatch_data_type(dtype, [&](auto t) {
