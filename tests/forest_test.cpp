@@ -847,9 +847,19 @@ TEST_CASE("equal-share forest: every root at the same rate, the optimum where it
     // forest is 1.5x the ring's reduce-scatter ((P - 1) / P B at 1 GB/s against B / P / 0.5).
     const auto racks = solve_equal_share_forest(two_racks(), stage);
     CHECK(equal_rate(racks) == doctest::Approx(0.5).epsilon(1e-6));
+    // One root (a broadcast's or reduce's): its trees' packing, bounded by its cuts. On the racks
+    // every tree crosses the uplink once (1 GB/s); on the star, the slow host's link (1 GB/s),
+    // whichever end of the trees it is.
+    const auto topo = two_racks();
+    const auto one = solve_equal_share_forest(topo, stage, {}, topo.find("h0"));
+    CHECK(one.total_GBps == doctest::Approx(1.0).epsilon(1e-6));
+    const auto star = switch_star({1, 4, 4, 4});
+    for (const char* root : {"h0", "h1"})
+      CHECK(solve_equal_share_forest(star, stage, {}, star.find(root)).total_GBps ==
+            doctest::Approx(1.0).epsilon(1e-6));
+    CHECK_THROWS_AS(solve_equal_share_forest(star, stage, {}, star.find("sw")), ccoll::Error);
   }
-  // Random graphs, some of them directed: equal rates, within the certified bound, and never
-  // below the same stage's best single tree per root scaled to fit (a feasible equal share).
+  // Random graphs, some of them directed: equal rates, within 1% of the certified bound.
   std::mt19937 rng(4242);
   for (int trial = 0; trial < 12; ++trial) {
     const auto topo = random_small(rng, 3 + trial % 4, trial % 3 == 0, trial % 2 == 0);
@@ -862,7 +872,9 @@ TEST_CASE("equal-share forest: every root at the same rate, the optimum where it
   }
 }
 
-TEST_CASE("block trees: reduce-scatter and all-gather plans of the forest, verified and run") {
+TEST_CASE(
+    "block trees: the forest's reduce-scatter, all-gather, broadcast and reduce, verified and "
+    "run") {
   using C = ccoll::plan::Collective;
   using ccoll::Config;
   struct Case {
@@ -874,6 +886,7 @@ TEST_CASE("block trees: reduce-scatter and all-gather plans of the forest, verif
   cases.push_back({switch_star({1, 4, 4, 4, 4}), {}});
   cases.push_back({preset("dgx1v"), {}});
   cases.push_back({preset("dgx1v"), {"gpu0", "gpu2", "gpu5", "gpu7"}});  // relays
+  cases.push_back({preset("dgx1v"), {"gpu1", "gpu2", "gpu5"}});  // 3 active: counts of 8 ranks
   for (auto& c : cases) {
     if (!c.active.empty()) c.topo.set_active(c.active);
     CAPTURE(c.topo.name);
@@ -881,12 +894,16 @@ TEST_CASE("block trees: reduce-scatter and all-gather plans of the forest, verif
     const ccoll::algo::PackedForest forest(c.topo);
     const auto& active = forest.ranks().active;
     const auto nactive = static_cast<std::uint64_t>(std::count(active.begin(), active.end(), true));
-    for (C coll : {C::reduce_scatter, C::all_gather})
+    const auto last_active = static_cast<int>(
+        std::distance(active.begin(), std::find(active.rbegin(), active.rend(), true).base()) - 1);
+    for (C coll : {C::reduce_scatter, C::all_gather, C::broadcast, C::reduce})
       for (const std::uint64_t block : {std::uint64_t{1}, std::uint64_t{7}, std::uint64_t{4099}})
         for (std::uint32_t nslots : {1u, 3u}) {
           ccoll::plan::PlanRequest req;
           req.count = block * nactive;
           req.collective = coll;
+          req.root = nslots == 1 ? 0 : last_active;
+          if (ccoll::plan::has_root(coll) && !active[static_cast<std::size_t>(req.root)]) continue;
           req.nslots = nslots;
           req.slot_bytes = 1024;
           const ccoll::plan::Plan p = forest.build(req);
@@ -895,7 +912,17 @@ TEST_CASE("block trees: reduce-scatter and all-gather plans of the forest, verif
           INFO(report.error);
           CHECK(report.ok);
         }
-    if (!c.active.empty()) continue;  // relays: verified above; the reference needs every rank
+    if (!c.active.empty()) {
+      // Relays: verified above (the reference needs every rank active). A communicator's
+      // reference plans must still be built with 3 active ranks of 8 (runtime/plan_cache.hpp).
+      Config config;
+      config.nranks = forest.nranks();
+      using RS = ccoll::ReduceScatter<ccoll::transport::HostThreads, ccoll::algo::PackedForest>;
+      using AG = ccoll::AllGather<ccoll::transport::HostThreads, ccoll::algo::PackedForest>;
+      CHECK_NOTHROW(RS{config, forest});
+      CHECK_NOTHROW(AG{config, forest});
+      continue;
+    }
     // On host threads through the collectives' template, against the reference.
     Config config;
     config.nranks = forest.nranks();
@@ -903,6 +930,8 @@ TEST_CASE("block trees: reduce-scatter and all-gather plans of the forest, verif
     ccoll::ReduceScatter<ccoll::transport::HostThreads, ccoll::algo::PackedForest> rs(config,
                                                                                       forest);
     ccoll::AllGather<ccoll::transport::HostThreads, ccoll::algo::PackedForest> ag(config, forest);
+    ccoll::Broadcast<ccoll::transport::HostThreads, ccoll::algo::PackedForest> bc(config, forest);
+    ccoll::Reduce<ccoll::transport::HostThreads, ccoll::algo::PackedForest> rd(config, forest);
     std::vector<std::string> wrong(static_cast<std::size_t>(config.nranks));
     std::vector<std::thread> threads;
     threads.reserve(wrong.size());
@@ -912,7 +941,10 @@ TEST_CASE("block trees: reduce-scatter and all-gather plans of the forest, verif
             ccoll::testing::check_collective_cases(rs, rs.rank(r), config.nranks, {1, 33, 5003},
                                                    false) +
             ccoll::testing::check_collective_cases(ag, ag.rank(r), config.nranks, {1, 33, 5003},
-                                                   false);
+                                                   false) +
+            ccoll::testing::check_collective_cases(bc, bc.rank(r), config.nranks, {1, 5003},
+                                                   false) +
+            ccoll::testing::check_collective_cases(rd, rd.rank(r), config.nranks, {1, 5003}, false);
       });
     for (auto& t : threads) t.join();
     for (const auto& w : wrong) CHECK_MESSAGE(w.empty(), w);

@@ -161,7 +161,7 @@ class P2PCollective final : public DeviceCollective {
   DeviceTimed timed(std::uint64_t count, int warmup, int iters, bool check_results) {
     const int p = static_cast<int>(ranks_.size());
     const ccoll::runtime::CallShape shape{ws_.spec().collective, ws_.spec().root};
-    const std::uint64_t n = ws_.spec().call_count(count, p);
+    const std::uint64_t n = ws_.spec().call_count(count, static_cast<int>(active_.size()));
     auto call_all = [&] {
       for (int r = 0; r < p; ++r) {
         const Rank& k = ranks_[static_cast<std::size_t>(r)];
@@ -188,8 +188,8 @@ class P2PCollective final : public DeviceCollective {
       for (const int r : active_) outputs.push_back(ranks_[static_cast<std::size_t>(r)].recv);
       t.wrong = ws_.count_wrong(outputs, count, active_);
     } else if (check_results) {
-      std::vector<const void*> outputs;
-      for (const Rank& k : ranks_) outputs.push_back(k.recv);
+      std::vector<const void*> outputs;  // perf_prepare.hpp refuses these collectives with relays
+      for (const int r : active_) outputs.push_back(ranks_[static_cast<std::size_t>(r)].recv);
       t.wrong = ws_.count_wrong_call(outputs, count);
     }
     return t;

@@ -320,11 +320,12 @@ inline std::string usage_text() {
                           uint8|u8; default float
   -o, --op OP             sum, prod, min, max, avg; default sum
 )" + detail::wrap_help("      --transport T       ", transport_help() + ", default threads") +
-         R"(      --peer P            also run another allreduce on the same ranks and sizes and print the
-                          ratio: mpi (the MPI library's MPI_Allreduce) or gloo (Gloo's allreduce
-                          over TCP, if built with Gloo), which need mpirun -np P and --transport
-                          shm, mpi or mpi-hybrid; or nccl (ncclAllReduce or -C's collective,
-                          one rank per visible GPU, if built with NCCL) with a GPU transport
+         R"(      --peer P            also run another library's collective (-C) on the same ranks and
+                          sizes and print the ratio: mpi (the MPI library's MPI_Allreduce or
+                          -C's collective) or gloo (Gloo's, over TCP, if built with Gloo), which
+                          need mpirun -np P and --transport shm, mpi or mpi-hybrid; or nccl
+                          (ncclAllReduce or -C's collective, one rank per visible GPU, if built
+                          with NCCL) with a GPU transport
       --gloo_iface IF     --peer gloo: the network interface of Gloo's TCP pairs, default lo
   -m, --membw 0|1         measure the memory bandwidth and print busbw as % of the bound (on a
                           GPU transport: calibrate the GPU and print each plan's HBM bound),
@@ -664,12 +665,13 @@ inline Options parse_args(const std::vector<std::string>& args) {
       const std::string base = a.substr(0, a.find_first_of("-+"));
       const bool planned = base == "ring" || base == "direct" || base == "auto" ||
                            (rooted && (base == "tree" || base == "dbtree")) ||
-                           (!rooted && base == "forest" && !o.topology.empty());
+                           (base == "forest" && !o.topology.empty());
       if (!planned) {
         std::string message = "-C " + c;
         message.append(": -a ").append(a).append(" has no ").append(c).append(" plans; ");
-        message.append(c).append(" has ").append(rooted ? "ring (chains), direct, tree, dbtree and "
-                                                          "auto (per size among them) plans"
+        message.append(c).append(" has ").append(rooted ? "ring (chains), direct, tree, dbtree, "
+                                                          "auto (per size among them) and, with "
+                                                          "--topology, forest plans"
                                                         : "ring, direct, auto (per size between "
                                                           "them) and, with --topology, forest "
                                                           "plans");
@@ -697,7 +699,8 @@ inline Options parse_args(const std::vector<std::string>& args) {
   // NCCL runs on GPUs, MPI and Gloo on host processes: a peer runs beside the transport it is
   // compared with.
   if (o.peer == Peer::nccl && !is_device(o.transport)) {
-    throw UsageError("--peer nccl: only with --transport cuda-virtual (the GPU transports)");
+    throw UsageError(
+        "--peer nccl: only with --transport cuda-virtual or cuda-p2p (the GPU transports)");
   }
   if ((o.peer == Peer::mpi || o.peer == Peer::gloo) && is_device(o.transport)) {
     throw UsageError("--peer " + std::string(to_string(o.peer)) + ": not with --transport " +

@@ -21,7 +21,8 @@
 //
 // Each object holds its own executor (connections, shared memory), built for its collective: the
 // logical topology must plan it (algo::Ring: rings and chains; algo::Direct: one hop; broadcast and
-// reduce also algo::Tree and algo::DoubleBinaryTree), or the constructor throws
+// reduce also algo::Tree and algo::DoubleBinaryTree; algo::PackedForest on a graph: equal-share
+// trees), or the constructor throws
 // ErrorCode::Unsupported. Every transport runs them: HostThreads, SharedMemory (calls read the
 // peers' buffers directly when they lie in a registered window: allocate_window), Mpi, MpiHybrid,
 // and the GPU's CudaVirtualRanks and CudaP2P, whose executors also take stream-ordered calls with

@@ -499,10 +499,13 @@ inline void add_report(Built& b, const algo::Registered& reg, const plan::PlanRe
   } else if (const auto* pf = std::any_cast<algo::PackedForest>(&reg.details())) {
     // Solved (and cached) by the build just done: reduce-scatter and all-gather plan one stage's
     // trees of the equal-share forest (forest/equal_share.hpp), the others the allreduce forest.
-    const bool blocked = plan::has_blocks(req.collective);
-    const bool scatter = req.collective == plan::Collective::reduce_scatter;
-    b.forest = blocked ? pf->equal_share(scatter ? forest::ShareStage::reduce
-                                                 : forest::ShareStage::broadcast)
+    const bool blocked = req.collective != plan::Collective::allreduce;
+    const bool scatter = plan::reduces(req.collective);
+    const int root_node =
+        plan::has_root(req.collective) ? pf->rank_node()[static_cast<std::size_t>(req.root)] : -1;
+    b.forest = blocked ? pf->equal_share(
+                             scatter ? forest::ShareStage::reduce : forest::ShareStage::broadcast,
+                             root_node)
                        : pf->forest(req.overlap);
     const auto& topo = pf->physical();
     double total = 0;
@@ -765,8 +768,9 @@ inline nlohmann::json plan_json(const Built& b, const Prediction& p) {
                    {"exact_oracle", b.forest->exact_oracle},
                    {"pairs", b.forest->pairs.size()},
                    {"planning_s", b.forest->seconds},
-                   // A reduce-scatter or all-gather is one stage of |C| / P per root.
-                   {"bandwidth_only_time_s", plan::has_blocks(b.plan.collective)
+                   // A reduce-scatter or all-gather is one stage of |C| / P per root, a broadcast
+                   // or reduce one of |C| from its root.
+                   {"bandwidth_only_time_s", b.plan.collective != plan::Collective::allreduce
                                                  ? p.bytes / (b.forest->total_GBps * 1e9)
                                                  : b.forest->time_s(p.bytes)}};
   }
@@ -839,7 +843,14 @@ inline void print_text(std::ostream& os, const Setup& s, const Built& b, const P
                   b.hosted_relays);
     os << buf;
   }
-  if (b.forest && plan::has_blocks(b.plan.collective)) {
+  if (b.forest && plan::has_root(b.plan.collective)) {
+    std::snprintf(buf, sizeof buf,
+                  "  forest: %zu trees of the root, %.4g GB/s (%.4g before keeping the heaviest "
+                  "trees, bound %.4g), planned in %.3g s\n",
+                  b.forest->pairs.size(), b.forest->total_GBps, b.forest->optimum_found_GBps,
+                  b.forest->upper_bound_GBps, b.forest->seconds);
+    os << buf;
+  } else if (b.forest && plan::has_blocks(b.plan.collective)) {
     std::snprintf(buf, sizeof buf,
                   "  forest: %zu trees, every root at %.4g GB/s (equal shares; sum %.4g GB/s, "
                   "%.4g before keeping the heaviest trees, bound %.4g), planned in %.3g s\n",

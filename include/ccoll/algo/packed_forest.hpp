@@ -16,10 +16,11 @@
 //
 // Reduce-scatter and all-gather (plan/collective.hpp) run on the reduce trees or the broadcast
 // trees of the equal-share forest (forest/equal_share.hpp): every root's trees carry exactly its
-// block, at the same rate for every root. Broadcast and reduce are not planned here (the
-// collectives' template refuses them: its plan would be the allreduce).
+// block, at the same rate for every root. Reduce and broadcast run on the packing of their root's
+// reduce or broadcast trees alone.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -36,6 +37,7 @@
 #include "ccoll/physical/graph.hpp"
 #include "ccoll/plan/collective.hpp"
 #include "ccoll/plan/plan.hpp"
+#include "ccoll/plan/rooted.hpp"
 
 namespace ccoll::algo {
 
@@ -55,10 +57,18 @@ class PackedForest {
       : state_(std::make_shared<State>(std::move(topology), options)) {}
 
   plan::Plan build(const plan::PlanRequest& req) const {
-    if (plan::has_blocks(req.collective)) {
-      const bool scatter = req.collective == plan::Collective::reduce_scatter;
+    if (req.collective != plan::Collective::allreduce) {
+      int root_node = -1;  // reduce-scatter and all-gather: every worker roots trees
+      if (plan::has_root(req.collective)) {
+        plan::PlanRequest checked = req;
+        checked.nranks = nranks();
+        plan::detail::check_root(checked);
+        root_node = state_->ranks.rank_node[static_cast<std::size_t>(req.root)];
+      }
       return forest::forest_block_plan(
-          equal_share(scatter ? forest::ShareStage::reduce : forest::ShareStage::broadcast),
+          equal_share(plan::reduces(req.collective) ? forest::ShareStage::reduce
+                                                    : forest::ShareStage::broadcast,
+                      root_node),
           state_->ranks, req, req.collective, state_->options.split);
     }
     plan::Plan p =
@@ -82,12 +92,14 @@ class PackedForest {
     }
     return *slot;
   }
-  // The equal-share forest of a reduce-scatter's reduce trees or an all-gather's broadcast trees.
-  const forest::PackedForest& equal_share(forest::ShareStage stage) const {
+  // The equal-share forest of a reduce-scatter's reduce trees or an all-gather's broadcast trees
+  // (root_node -1), or of the trees of one root (a reduce's or broadcast's, at that node).
+  const forest::PackedForest& equal_share(forest::ShareStage stage, int root_node = -1) const {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    auto& slot = state_->shares[stage == forest::ShareStage::reduce ? 0 : 1];
+    auto& slot = state_->shares[{stage == forest::ShareStage::reduce ? 0 : 1, root_node}];
     if (!slot)
-      slot = forest::solve_equal_share_forest(state_->topology, stage, state_->options.solver);
+      slot = forest::solve_equal_share_forest(state_->topology, stage, state_->options.solver,
+                                              root_node);
     return *slot;
   }
 
@@ -100,7 +112,8 @@ class PackedForest {
     forest::RankMap ranks;
     std::mutex mutex;
     std::optional<forest::PackedForest> forests[2];
-    std::optional<forest::PackedForest> shares[2];  // reduce, broadcast stage
+    // By (stage: 0 reduce, 1 broadcast; root node, -1: every worker).
+    std::map<std::pair<int, int>, std::optional<forest::PackedForest>> shares;
   };
   std::shared_ptr<State> state_;
 };
@@ -113,7 +126,7 @@ inline Algorithm packed_forest_algorithm() {
                    .description =
                        "[TopoSync]'s packed reduce/broadcast trees on the physical graph, rooted "
                        "at every worker, relays allowed; reduce-scatter and all-gather on "
-                       "equal-share trees",
+                       "equal-share trees, broadcast and reduce on their root's trees",
                    .needs_topology = true,
                    .default_overlap = false,
                    .make =

@@ -103,9 +103,13 @@ Rounds solve_rounds(const ForestProblem& p, const std::vector<ForestColumn>& pai
     cols.back().usage.assign(usage.begin(), usage.end());
     cols.back().key = r.rounds.size();
     fit.add(cols.size() - 1);
-    best = fit.solve();
-    stats.pivots += best.pivots;
+    RefitResult solved = fit.solve();
+    stats.pivots += solved.pivots;
     ++stats.refits;
+    // Weights are feasible whatever the simplex did, its duals are not: an LP that failed its
+    // check ends the generation with the last certified weights (or, first, these).
+    if (!solved.certified && it > 0) break;
+    best = std::move(solved);
     y = best.y;
     if (best.value >= r.bound * (1 - opt.target_gap)) break;
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() >
@@ -126,8 +130,13 @@ enum class ShareStage : std::uint8_t { reduce, broadcast };
 // The forest with every root's rate equal; PackedForest::chi() gives that rate for every root
 // (`total_GBps` is their sum), and `upper_bound_GBps` the certified bound on that sum (-1 without
 // an exact oracle).
+//
+// `root_node` >= 0 plans the trees of that one root (an active node) instead: a broadcast's
+// (broadcast stage) or a reduce's (reduce stage), the packing of its trees, whose rate the graph's
+// cuts around it bound (Edmonds' theorem, with every worker active).
 inline PackedForest solve_equal_share_forest(const physical::PhysicalTopology& topo,
-                                             ShareStage stage, const ForestOptions& opt = {}) {
+                                             ShareStage stage, const ForestOptions& opt = {},
+                                             int root_node = -1) {
   using namespace forest_detail;
   const auto t0 = std::chrono::steady_clock::now();
   const ForestProblem p = make_forest_problem(topo, ForestSchedule::phased);
@@ -138,6 +147,17 @@ inline PackedForest solve_equal_share_forest(const physical::PhysicalTopology& t
                 "an equal-share forest is planned on the flat graph, up to " +
                     std::to_string(opt.hierarchical_above) + " compute nodes; this one has " +
                     std::to_string(p.n));
+  std::vector<int> roots = p.roots;  // local indices of the roots planned
+  if (root_node >= 0) {
+    roots.clear();
+    for (int i = 0; i < p.n; ++i)
+      if (p.node[static_cast<std::size_t>(i)] == root_node &&
+          p.terminal[static_cast<std::size_t>(i)])
+        roots.push_back(i);
+    if (roots.empty())
+      throw Error(ErrorCode::InvalidArgument, -1,
+                  "the root of a forest's broadcast or reduce must be an active worker");
+  }
   solve::SteinerOptions so = opt.steiner;
   so.exact_limit = std::min(so.exact_limit, opt.mwu_exact_relays);
   ForestOracle oracle(p, so);
@@ -164,7 +184,7 @@ inline PackedForest solve_equal_share_forest(const physical::PhysicalTopology& t
       if (in_pool(row)) priced[static_cast<std::size_t>(row)] = y[static_cast<std::size_t>(row)];
     oracle.set_prices(priced);
     round.clear();
-    for (int root : p.roots) {
+    for (int root : roots) {
       ForestColumn c;
       if (!(oracle.price(root, c) < std::numeric_limits<double>::infinity()))
         no_tree(topo, p, root);
@@ -183,11 +203,11 @@ inline PackedForest solve_equal_share_forest(const physical::PhysicalTopology& t
   // Every pair is a plan channel: keep the fewest heaviest pairs per root whose restricted
   // optimum (priced exactly over them) stays within opt.prune_loss of the optimum found.
   std::vector<double> weight = all.pair_weights(pairs.size());
-  std::vector<std::vector<std::size_t>> by_root(p.roots.size());
+  std::vector<std::vector<std::size_t>> by_root(roots.size());
   for (std::size_t j = 0; j < pairs.size(); ++j)
     if (weight[j] > 0)
-      for (std::size_t i = 0; i < p.roots.size(); ++i)
-        if (p.roots[i] == pairs[j].root) by_root[i].push_back(j);
+      for (std::size_t i = 0; i < roots.size(); ++i)
+        if (roots[i] == pairs[j].root) by_root[i].push_back(j);
   std::size_t most = 0;
   for (auto& v : by_root) {
     std::sort(v.begin(), v.end(), [&](std::size_t a, std::size_t b) {
@@ -214,7 +234,9 @@ inline PackedForest solve_equal_share_forest(const physical::PhysicalTopology& t
       }
       return total;
     };
-    detail::Rounds few = detail::solve_rounds(p, pairs, in_pool, kept, y0, false, opt, t0, out);
+    // Each restricted solve has its own time budget: the full one may have spent the first.
+    detail::Rounds few = detail::solve_rounds(p, pairs, in_pool, kept, y0, false, opt,
+                                              std::chrono::steady_clock::now(), out);
     if (few.value >= (1 - opt.prune_loss) * all.value || k == limit) {
       chosen = std::move(few);
       break;
@@ -223,9 +245,9 @@ inline PackedForest solve_equal_share_forest(const physical::PhysicalTopology& t
   weight = chosen.pair_weights(pairs.size());
   const double bound = all.bound;
   add_pairs(p, pairs, weight, out);
-  out.optimum_found_GBps = all.value * static_cast<double>(p.roots.size());
+  out.optimum_found_GBps = all.value * static_cast<double>(roots.size());
   out.upper_bound_GBps =
-      out.exact_oracle && std::isfinite(bound) ? bound * static_cast<double>(p.roots.size()) : -1;
+      out.exact_oracle && std::isfinite(bound) ? bound * static_cast<double>(roots.size()) : -1;
   out.columns = pairs.size();
   out.oracle_calls = oracle.calls();
   out.lp_rows = chosen.rows;

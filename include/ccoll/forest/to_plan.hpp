@@ -297,12 +297,13 @@ inline plan::Plan forest_plan(const PackedForest& f, const RankMap& m, plan::Pla
 // plan (runtime/plan_cache.hpp) might give it none.
 inline constexpr double kMinBlockTreeShare = 1e-3;
 
-// The reduce-scatter (reduce trees) or all-gather (broadcast trees) plan of an equal-share forest
-// (equal_share.hpp) over the ranks of `m`: each root's trees split its block by weight
-// (plan/block_trees.hpp). `split` > 0 cuts the trees into about that many channels of equal rate
-// (equal_rate_trees' rule, so that max-min fair sharing of a link gives each its planned rate),
-// kAutoSplit the fewest from one per tree up to kAutoSplitTarget that are equal within
-// kChunkTimeSlack, 0 one channel per tree. req.nranks is set to the number of ranks.
+// The reduce-scatter or reduce (reduce trees), all-gather or broadcast (broadcast trees) plan of an
+// equal-share forest (equal_share.hpp; for reduce and broadcast, the forest of req.root) over the
+// ranks of `m`: each root's trees split its block, or the buffer, by weight (plan/block_trees.hpp).
+// `split` > 0 cuts the trees into about that many channels of equal rate (equal_rate_trees' rule,
+// so that max-min fair sharing of a link gives each its planned rate), kAutoSplit the fewest from
+// one per tree up to kAutoSplitTarget that are equal within kChunkTimeSlack, 0 one channel per
+// tree. req.nranks is set to the number of ranks.
 inline plan::Plan forest_block_plan(const PackedForest& f, const RankMap& m, plan::PlanRequest req,
                                     plan::Collective coll, int split) {
   req.nranks = static_cast<plan::Rank>(m.rank_node.size());
@@ -317,7 +318,7 @@ inline plan::Plan forest_block_plan(const PackedForest& f, const RankMap& m, pla
     plan::BlockTree t;
     t.root = m.rank_of(p.root);
     t.parent.assign(n, -1);
-    if (coll == plan::Collective::reduce_scatter)
+    if (plan::reduces(coll))
       for (auto [a, b] : p.reduce_edges)
         t.parent[static_cast<std::size_t>(m.rank_of(a))] = m.rank_of(b);
     else

@@ -1,6 +1,7 @@
 // ccoll/plan/block_trees.hpp: reduce-scatter and all-gather over trees rooted at the owners of
 // the blocks (plan/collective.hpp): a tree of root v reduces a part of block v towards v
-// (reduce-scatter) or broadcasts it from v (all-gather).
+// (reduce-scatter) or broadcasts it from v (all-gather); and reduce and broadcast over weighted
+// trees of their root, each carrying a part of the whole buffer.
 //
 // These are the reduce half and the broadcast half of [TopoSync]'s packed forest (Sec. III-IV),
 // which pairs a reduce tree and a broadcast tree per root; the forest's allreduce gives every root
@@ -28,6 +29,7 @@
 #include "ccoll/plan/chunking.hpp"
 #include "ccoll/plan/collective.hpp"
 #include "ccoll/plan/plan.hpp"
+#include "ccoll/plan/rooted.hpp"
 
 namespace ccoll::plan {
 
@@ -81,42 +83,61 @@ inline std::vector<std::uint64_t> split_by_weight(std::uint64_t n, const std::ve
 
 }  // namespace detail
 
-// Reduce-scatter (`coll`) or all-gather over `trees`, one channel per tree, over ranks whose
-// activity is `active` (empty: all active). Every active rank must root at least one tree, and
-// every tree must span the active ranks.
+// Reduce-scatter, all-gather, reduce or broadcast (`coll`) over `trees`, one channel per tree,
+// over ranks whose activity is `active` (empty: all active). Reduce-scatter and all-gather: every
+// active rank roots at least one tree; reduce and broadcast: every tree is rooted at req.root.
+// Every tree must reach every active rank from its root through in-range parents without a cycle
+// (relays may hang in it; they only forward), or the request is refused with InvalidPlan.
 inline Plan build_block_trees(const PlanRequest& req, Collective coll,
                               const std::vector<BlockTree>& trees, std::vector<bool> active,
                               std::string name) {
   check_request(req);
-  if (coll != Collective::reduce_scatter && coll != Collective::all_gather)
+  if (coll == Collective::allreduce)
     throw Error(ErrorCode::InvalidArgument, -1,
-                "block trees plan reduce-scatter and all-gather, not " +
-                    std::string(collective_name(coll)));
+                "block trees plan no allreduce (plan/tree.hpp does)");
   const auto up = static_cast<std::size_t>(req.nranks);
   if (active.empty()) active.assign(up, true);
+  const bool blocked = has_blocks(coll);
   std::vector<std::uint64_t> block_of(up, 0);
   std::uint64_t nactive = 0;
   for (std::size_t r = 0; r < up; ++r)
     if (active[r]) block_of[r] = nactive++;
-  if (nactive == 0 || req.count % nactive != 0)
+  if (blocked && (nactive == 0 || req.count % nactive != 0))
     throw_invalid_argument(
         -1, "count",
         "a multiple of the " + std::to_string(nactive) + " active ranks (one block each)",
         std::to_string(req.count));
-  const std::uint64_t b = req.count / nactive;
-  // Each root's block, split among its trees by share.
+  if (!blocked) {
+    detail::check_root(req);
+    std::fill(block_of.begin(), block_of.end(), 0);  // every tree carries a part of the buffer
+  }
+  const std::uint64_t b = blocked ? req.count / nactive : req.count;
+  // Each root's range, split among its trees by share.
   std::vector<std::vector<std::size_t>> of_root(up);
   for (std::size_t t = 0; t < trees.size(); ++t) {
-    const auto root = static_cast<std::size_t>(trees[t].root);
-    if (root >= up || !active[root] || trees[t].parent.size() != up)
-      throw Error(ErrorCode::InvalidPlan, -1,
-                  "block tree " + std::to_string(t) +
-                      ": its root must be an active rank and its "
-                      "parents one per rank");
+    const BlockTree& tree = trees[t];
+    const auto root = static_cast<std::size_t>(tree.root);
+    const auto refuse = [&](const std::string& why) {
+      throw Error(ErrorCode::InvalidPlan, -1, "block tree " + std::to_string(t) + ": " + why);
+    };
+    if (tree.root < 0 || root >= up || !active[root] || (!blocked && tree.root != req.root))
+      refuse("its root must be an active rank" +
+             (blocked ? std::string() : " and the root " + std::to_string(req.root)));
+    if (tree.parent.size() != up) refuse("expected a parent per rank");
+    for (std::size_t r = 0; r < up; ++r) {
+      const bool in_tree = static_cast<Rank>(r) == tree.root || tree.parent[r] >= 0;
+      if (tree.parent[r] >= static_cast<Rank>(up)) refuse("a parent out of range");
+      if (active[r] && !in_tree) refuse("it misses active rank " + std::to_string(r));
+      std::size_t hops = 0;
+      for (Rank u = static_cast<Rank>(r); in_tree && u != tree.root; ++hops) {
+        if (u < 0 || hops > up) refuse("rank " + std::to_string(r) + " does not reach the root");
+        u = tree.parent[static_cast<std::size_t>(u)];
+      }
+    }
     of_root[root].push_back(t);
   }
   for (std::size_t r = 0; r < up; ++r)
-    if (active[r] && of_root[r].empty())
+    if (active[r] && of_root[r].empty() && (blocked || static_cast<Rank>(r) == req.root))
       throw Error(ErrorCode::InvalidPlan, -1,
                   "block trees: active rank " + std::to_string(r) + " roots no tree");
   std::vector<std::uint64_t> lo(trees.size(), 0), n(trees.size(), 0);
@@ -134,7 +155,8 @@ inline Plan build_block_trees(const PlanRequest& req, Collective coll,
   Plan plan;
   PlanBuilder builder(plan, std::move(name), req, nchannels, active);
   plan.collective = coll;
-  const bool gather = coll == Collective::all_gather;
+  if (!blocked) plan.root = req.root;
+  const bool gather = coll == Collective::all_gather || coll == Collective::broadcast;
   for (std::uint32_t c = 0; c < trees.size(); ++c) {
     const BlockTree& t = trees[c];
     if (n[c] == 0) continue;

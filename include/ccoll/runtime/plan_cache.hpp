@@ -128,8 +128,19 @@ class PlanCache {
     fp.mix(protocol::configured_policy_id(config, policy_id));
     for (std::size_t elem : {std::size_t{4}, std::size_t{1}}) {
       const std::uint64_t nch = std::max<std::uint32_t>(1, config.nchannels);
-      const std::uint64_t count = static_cast<std::uint64_t>(nranks) * nch * 4096;
-      const plan::Plan first = build(count, elem, 0);
+      // nranks x nch x 4096 elements; a reduce-scatter or all-gather with relays needs a multiple
+      // of its active ranks, fewer than nranks: then the largest m x nch x 4096 it accepts.
+      std::uint64_t count = 0;
+      plan::Plan first;
+      for (int m = nranks;; --m) {
+        count = static_cast<std::uint64_t>(m) * nch * 4096;
+        try {
+          first = build(count, elem, 0);
+          break;
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::InvalidArgument || m <= 1) throw;
+        }
+      }
       if (first.nranks != nranks)
         throw Error(ErrorCode::InvalidArgument, -1,
                     "the logical topology '" + first.algorithm + "' plans for " +

@@ -33,7 +33,8 @@ struct CallBuffers {
 };
 
 // The shape of a call on an executor of `collective`'s plans: the one given, which must name that
-// collective, or that collective, which must then have no root (a broadcast or reduce names it).
+// collective, or that collective, which must then have no root (a broadcast or reduce names it);
+// the root of a collective without one is 0, whatever was given.
 inline runtime::CallShape call_shape(const std::optional<runtime::CallShape>& shape,
                                      plan::Collective collective) {
   if (shape && shape->collective != collective)
@@ -41,7 +42,8 @@ inline runtime::CallShape call_shape(const std::optional<runtime::CallShape>& sh
                 "a " + std::string(plan::collective_name(shape->collective)) +
                     " call on an executor of " + std::string(plan::collective_name(collective)) +
                     " plans");
-  if (shape) return *shape;
+  if (shape)
+    return runtime::CallShape{shape->collective, plan::has_root(collective) ? shape->root : 0};
   if (plan::has_root(collective))
     throw Error(ErrorCode::InvalidArgument, -1,
                 "a " + std::string(plan::collective_name(collective)) +
