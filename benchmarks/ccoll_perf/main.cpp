@@ -663,7 +663,8 @@ int run_device(Report& report) {
       printer.end_section();
     }
     for (const PreparedAlgorithm& algo : prepared.algos) {
-      const std::vector<bool> active = active_ranks(algo.logical, nranks, algo.spec.overlap, o.collective);
+      const std::vector<bool> active =
+          active_ranks(algo.logical, nranks, algo.spec.overlap, o.collective);
       auto coll = transport->ccoll(make_config(o, -1, nranks, ""), plan_source(algo, o.collective),
                                    policy_id(transport_name, algo), active);
       std::string title = section_title(o.collective, transport_name, algo.name, nranks);
