@@ -135,11 +135,11 @@ inline IndexBases index_bases(const CallLayout& l, const void* send, void* recv,
                               std::size_t elem_size) {
   IndexBases b;
   if (send != nullptr)
-    b.input = reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(send) -
-                                            l.input.begin * elem_size);
+    b.input = static_cast<const std::byte*>(send) -
+              static_cast<std::ptrdiff_t>(l.input.begin * elem_size);
   if (recv != nullptr)
-    b.output = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(recv) -
-                                       l.output.begin * elem_size);
+    b.output =
+        static_cast<std::byte*>(recv) - static_cast<std::ptrdiff_t>(l.output.begin * elem_size);
   return b;
 }
 
