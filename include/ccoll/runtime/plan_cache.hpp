@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <limits>
 #include <list>
@@ -132,14 +133,34 @@ class PlanCache {
       // of its active ranks, fewer than nranks: then the largest m x nch x 4096 it accepts.
       std::uint64_t count = 0;
       plan::Plan first;
-      for (int m = nranks;; --m) {
-        count = static_cast<std::uint64_t>(m) * nch * 4096;
-        try {
-          first = build(count, elem, 0);
-          break;
-        } catch (const Error& e) {
-          if (e.code() != ErrorCode::InvalidArgument || m <= 1) throw;
+      int first_root = 0;
+      try {
+        for (int m = nranks;; --m) {
+          count = static_cast<std::uint64_t>(m) * nch * 4096;
+          try {
+            first = build(count, elem, 0);
+            break;
+          } catch (const Error& e) {
+            if (e.code() != ErrorCode::InvalidArgument || m <= 1) throw;
+          }
         }
+      } catch (const Error& e) {
+        // A broadcast or reduce is planned from active roots only (any count), and rank 0 may be
+        // a relay: the first rank that plans as the root, at most nranks - 1 more builds (as many
+        // as the counts above). Where none plans, the error is root 0's.
+        if (e.code() != ErrorCode::InvalidArgument) throw;
+        const std::exception_ptr root0_error = std::current_exception();
+        count = static_cast<std::uint64_t>(nranks) * nch * 4096;
+        for (first_root = 1; first_root < nranks; ++first_root) {
+          try {
+            first = build(count, elem, first_root);
+            break;
+          } catch (const Error& again) {
+            if (again.code() != ErrorCode::InvalidArgument) throw;
+          }
+        }
+        if (first_root == nranks || !plan::has_root(first.collective))
+          std::rethrow_exception(root0_error);
       }
       if (first.nranks != nranks)
         throw Error(ErrorCode::InvalidArgument, -1,
@@ -153,7 +174,7 @@ class PlanCache {
       const bool rooted = plan::has_root(collective_);
       for (int root = 0; root < (rooted ? nranks : 1); ++root) {
         if (rooted && !first.active[static_cast<std::size_t>(root)]) continue;
-        const plan::Plan p = root == 0 ? first : build(count, elem, root);
+        const plan::Plan p = root == first_root ? first : build(count, elem, root);
         channels_ = std::max(channels_, static_cast<std::uint32_t>(p.channels.size()));
         for (const auto& c : p.connections) keys_.push_back(ConnectionKey{c.channel, c.from, c.to});
         for (const auto& ch : p.channels)
