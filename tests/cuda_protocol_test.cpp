@@ -2,8 +2,9 @@
 // threads over the same memory a kernel and its host share (no GPU): a persistent session's work
 // queue (transport/cuda/session_protocol.hpp: items, `posted`, completion in order, wrap-around,
 // abort), the ranks' agreement on each call (transport/cuda/call_record.hpp), the choice of a
-// failed job's root cause (transport/cuda/failure_record.hpp), and where CudaP2P places a rank's
-// FIFO memory (transport/cuda/p2p_options.hpp). Threads stand for the kernel's
+// failed job's root cause (transport/cuda/failure_record.hpp), where CudaP2P places a rank's
+// FIFO memory (transport/cuda/p2p_options.hpp), and the host half of a plan's device tables
+// (transport/cuda/block_tables.hpp, device_plan_cache.hpp). Threads stand for the kernel's
 // blocks: each runs the leader's code of a block.
 #include <doctest/doctest.h>
 
@@ -11,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -18,7 +20,13 @@
 #include <utility>
 #include <vector>
 
+#include "ccoll/plan/direct.hpp"
+#include "ccoll/plan/double_binary_tree.hpp"
+#include "ccoll/plan/ring.hpp"
+#include "ccoll/plan/rooted.hpp"
+#include "ccoll/transport/cuda/block_tables.hpp"
 #include "ccoll/transport/cuda/call_record.hpp"
+#include "ccoll/transport/cuda/device_plan_cache.hpp"
 #include "ccoll/transport/cuda/failure_record.hpp"
 #include "ccoll/transport/cuda/p2p_options.hpp"
 #include "ccoll/transport/cuda/session_protocol.hpp"
@@ -498,4 +506,167 @@ TEST_CASE(
       CHECK(l.total >= ccoll::sync::kCounterStride);
     }
   }
+}
+
+namespace {
+
+// Plans of several shapes: a ring (one connection per neighbour and channel), a double binary
+// tree (two trees), direct (every pair) and a rooted chain broadcast (a rank with nothing to send).
+std::vector<ccoll::plan::Plan> table_plans(int nranks, std::uint32_t nchannels) {
+  ccoll::plan::PlanRequest req;
+  req.nranks = nranks;
+  req.count = 1000 + static_cast<std::uint64_t>(nranks) * 37;
+  req.nchannels = nchannels;
+  req.slot_bytes = 1024;
+  req.nslots = 2;
+  std::vector<ccoll::plan::Plan> plans{ccoll::plan::build_ring(req),
+                                       ccoll::plan::build_direct(req)};
+  if (nranks > 1) plans.push_back(ccoll::plan::build_double_binary_tree(req));
+  req.collective = ccoll::plan::Collective::broadcast;
+  req.root = nranks - 1;
+  plans.push_back(ccoll::plan::build_chain_broadcast(req));
+  return plans;
+}
+
+}  // namespace
+
+TEST_CASE("block tables: each block's steps and base advances, as the kernels read them") {
+  for (int nranks = 1; nranks <= 6; ++nranks)
+    for (std::uint32_t nch = 1; nch <= 3; ++nch)
+      for (const ccoll::plan::Plan& p : table_plans(nranks, nch)) {
+        CAPTURE(p.algorithm);
+        CAPTURE(nranks);
+        CAPTURE(nch);
+        const std::size_t nconn = p.connections.size();
+        const auto plan_channels = static_cast<std::uint32_t>(p.channels.size());
+        // cuda-virtual's tables: a block per (channel, rank) on the plan's connections.
+        BlockTablesImage image;
+        for (std::uint32_t c = 0; c < plan_channels; ++c)
+          for (int r = 0; r < p.nranks; ++r)
+            CHECK(image.add_block(p, c, r, p.ports, nconn) == c * p.nranks + r);
+        REQUIRE(image.programs.size() == plan_channels * static_cast<std::size_t>(p.nranks));
+        std::vector<std::uint64_t> sent(nconn, 0), received(nconn, 0);
+        for (std::uint32_t b = 0; b < image.programs.size(); ++b) {
+          const BlockProgram& prog = image.programs[b];
+          const auto& steps = p.channels[prog.channel].programs[prog.rank].steps;
+          REQUIRE(prog.nsteps == steps.size());
+          for (std::uint32_t k = 0; k < prog.nsteps; ++k) {
+            const ccoll::plan::Step& s = image.steps[prog.first_step + k];
+            CHECK(s.offset == steps[k].offset);
+            CHECK(s.count == steps[k].count);
+            CHECK(s.recv_begin == steps[k].recv_begin);
+            CHECK(s.send_begin == steps[k].send_begin);
+          }
+          for (const BaseAdvance& a : image.advances_of(b)) {
+            REQUIRE(a.connection < nconn);
+            CHECK(a.messages > 0);
+            const auto& conn = p.connections[a.connection];
+            // A block advances only the connections its rank is an end of (a connection's
+            // channel is a label, which a program of another channel may use).
+            CHECK((conn.from == prog.rank || conn.to == prog.rank));
+            (conn.from == prog.rank ? sent : received)[a.connection] += a.messages;
+          }
+        }
+        // Both ends of every connection advance by its messages per call: they stay in step.
+        for (std::size_t i = 0; i < nconn; ++i) {
+          CAPTURE(i);
+          CHECK(sent[i] == p.connections[i].messages_per_call);
+          CHECK(received[i] == p.connections[i].messages_per_call);
+        }
+        // cuda-p2p's tables: one rank's blocks, ports renumbered onto a larger connection set.
+        const std::size_t nkeys = 2 * nconn + 3;
+        std::vector<ccoll::plan::Port> ports = p.ports;
+        for (auto& port : ports) port.connection = 2 * port.connection + 1;
+        for (int r = 0; r < p.nranks; ++r) {
+          BlockTablesImage mine;
+          for (std::uint32_t c = 0; c < plan_channels; ++c) {
+            const std::uint32_t b = mine.add_block(p, c, r, ports, nkeys);
+            const auto got = mine.advances_of(b);
+            const auto want = image.advances_of(c * p.nranks + r);
+            REQUIRE(got.size() == want.size());
+            for (std::size_t k = 0; k < got.size(); ++k) {
+              CHECK(got[k].connection == 2 * want[k].connection + 1);
+              CHECK(got[k].messages == want[k].messages);
+            }
+          }
+        }
+      }
+}
+
+TEST_CASE("table sections: each on its own 128-byte lines, in order, none overlapping") {
+  std::mt19937 rng(7);
+  for (int iter = 0; iter < 50; ++iter) {
+    TableSections sections;
+    std::vector<std::pair<std::size_t, std::size_t>> placed;
+    for (int k = 0; k < 12; ++k) {
+      const std::size_t bytes = rng() % 5 == 0 ? 0 : rng() % 1000;
+      placed.emplace_back(sections.add(bytes), bytes);
+    }
+    for (std::size_t k = 0; k < placed.size(); ++k) {
+      CHECK(placed[k].first % TableSections::kLine == 0);
+      CHECK(placed[k].first + placed[k].second <= sections.total());
+      if (k > 0) CHECK(placed[k - 1].first + placed[k - 1].second <= placed[k].first);
+    }
+    CHECK(sections.total() % TableSections::kLine == 0);
+  }
+  std::vector<std::byte> image(256, std::byte{0});
+  put_section(image, 128, std::vector<std::uint32_t>{1, 2});
+  std::uint32_t back[2] = {};
+  std::memcpy(back, image.data() + 128, sizeof back);
+  CHECK(back[0] == 1);
+  CHECK(back[1] == 2);
+  CHECK(image[127] == std::byte{0});
+}
+
+TEST_CASE("device plan cache: least recently used out, the evicted plan handed over first") {
+  DevicePlanCache<std::string> cache;
+  const ccoll::runtime::PlanKey a{100, 4, 0}, b{200, 4, 0}, c{100, 4, 1}, d{100, 2, 0};
+  std::vector<std::string> evicted;
+  auto evict = [&](std::string& s) { evicted.push_back(s); };
+  CHECK(cache.find(a) == nullptr);
+  cache.make_room(2, false, "a session", -1, evict);
+  CHECK(cache.insert(a, "A") == "A");
+  cache.make_room(2, false, "a session", -1, evict);
+  cache.insert(b, "B");
+  CHECK(evicted.empty());
+  REQUIRE(cache.find(a) != nullptr);  // a is now the most recently used
+  CHECK(*cache.find(a) == "A");
+  cache.make_room(2, false, "a session", -1, evict);
+  CHECK(evicted == std::vector<std::string>{"B"});
+  CHECK(cache.find(b) == nullptr);
+  cache.insert(c, "C");  // the root tells plans apart
+  CHECK(cache.size() == 2);
+  // A session may name any cached plan in an item it has not run: nothing is evicted.
+  try {
+    cache.make_room(2, true, "an open cuda::P2PSession of rank 3", 3, evict);
+    FAIL("no error");
+  } catch (const ccoll::Error& e) {
+    CHECK(e.code() == ccoll::ErrorCode::Unsupported);
+    CHECK(e.rank() == 3);
+    CHECK(std::string(e.what()).find("an open cuda::P2PSession of rank 3 uses more distinct "
+                                     "counts than Config::max_cached_plans (2)") !=
+          std::string::npos);
+  }
+  CHECK(cache.size() == 2);
+  // Below capacity an open session is no obstacle; a capacity of 0 means 1.
+  cache.make_room(3, true, "a session", -1, evict);
+  cache.insert(d, "D");
+  cache.make_room(0, false, "a session", -1, evict);
+  CHECK(evicted.size() == 2);
+  CHECK(evicted[1] == "A");  // c, then d, were used after a
+  int visited = 0;
+  cache.for_each([&](const ccoll::runtime::PlanKey&, const std::string&) { ++visited; });
+  CHECK(visited == 2);
+  cache.clear();
+  CHECK(cache.size() == 0);
+  CHECK(cache.find(c) == nullptr);
+}
+
+TEST_CASE("the kernels' timeout: Config::timeout in nanoseconds, saturated") {
+  CHECK(timeout_ns(std::chrono::milliseconds(0)) == 0);
+  CHECK(timeout_ns(std::chrono::milliseconds(30000)) == 30'000'000'000ull);
+  const std::uint64_t most = timeout_ns(std::chrono::milliseconds::max());
+  CHECK(most > 1'000'000'000'000'000'000ull);  // decades
+  CHECK(most == timeout_ns(std::chrono::milliseconds(
+                    static_cast<std::int64_t>(~std::uint64_t{0} / 2'000'000ull))));
 }

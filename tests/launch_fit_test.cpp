@@ -120,6 +120,10 @@ TEST_CASE("more ranks than SMs: one channel at fewer threads, or refused") {
   CHECK(f.channels == 1);
   CHECK(f.blocks == 128);
   CHECK(f.capacity() == 32);
+  // What both executors say when they refuse it.
+  CHECK(f.refusal("the plan needs", "plan ranks x channels", 1, "lower Config::nchannels") ==
+        "the plan needs 128 thread blocks of 64 threads resident at once (plan ranks x "
+        "channels); device 1 holds 32 (4 SMs x 8): lower Config::nchannels");
 }
 
 TEST_CASE("requests are kept when they fit and refused when they do not") {

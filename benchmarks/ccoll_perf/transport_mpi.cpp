@@ -31,7 +31,8 @@ std::string describe_mpi_hybrid() {
          " between hosts";
 }
 #else
-std::unique_ptr<Collective> built_without_mpi(const PreparedAlgorithm&, const ccoll::Config&) {
+std::unique_ptr<Collective> built_without_mpi(const PreparedAlgorithm&, const ccoll::Config&,
+                                              const CollectiveCall&) {
   throw std::invalid_argument("--transport mpi: this ccoll_perf was built without MPI");
 }
 constexpr CollectiveFactory kMakeMpi = &built_without_mpi;

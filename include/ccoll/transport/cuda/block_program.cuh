@@ -31,6 +31,7 @@
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/sync/connection.hpp"
 #include "ccoll/transport/cuda/block_group.cuh"
+#include "ccoll/transport/cuda/block_tables.hpp"
 #include "ccoll/transport/cuda/failure_record.hpp"
 
 namespace ccoll::transport::cuda {
@@ -49,22 +50,6 @@ struct DeviceScopeBlockGroup : BlockGroup {
 template <sync::Scope S>
 using ScopedBlockGroup =
     std::conditional_t<S == sync::Scope::device, DeviceScopeBlockGroup, BlockGroup>;
-
-// What block b runs.
-struct BlockProgram {
-  std::uint32_t first_step = 0;
-  std::uint32_t nsteps = 0;
-  std::int32_t rank = 0;
-  std::uint32_t channel = 0;
-  std::uint32_t first_advance = 0;  // this block's entries of the tables' advances
-  std::uint32_t nadvance = 0;
-};
-
-// At the end of a call, block b adds `messages` to its base of connection `connection`.
-struct BaseAdvance {
-  std::uint32_t connection = 0;
-  std::uint32_t messages = 0;
-};
 
 // A plan's tables, as every block of a call sees them (device memory, except `failures`, which an
 // executor may place in host-mapped memory).

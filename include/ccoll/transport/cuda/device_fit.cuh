@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -82,5 +83,25 @@ std::vector<Occupancy> kernel_occupancy(Kernel kernel, unsigned requested_thread
     for (unsigned t : kThreadChoices) add(t);
   return v;
 }
+
+// Both executors' residency check: each kernel instantiation's occupancy, asked of the device once
+// (at the executor's requested threads, or at every default choice), and the fit of a launch.
+class KernelFits {
+ public:
+  // The fit of `r` (blocks and channels) for `kernel` at `threads` per block (0: the default).
+  template <class Kernel>
+  LaunchFit fit(Kernel kernel, unsigned threads, FitRequest r) {
+    const void* key = reinterpret_cast<const void*>(kernel);
+    auto it = occupancy_.find(key);
+    if (it == occupancy_.end())
+      it = occupancy_.emplace(key, kernel_occupancy(kernel, threads)).first;
+    r.threads = threads;
+    r.occupancy = it->second;
+    return fit_launch(r);
+  }
+
+ private:
+  std::map<const void*, std::vector<Occupancy>> occupancy_;  // per kernel instantiation
+};
 
 }  // namespace ccoll::transport::cuda

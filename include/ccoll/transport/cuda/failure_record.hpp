@@ -12,6 +12,7 @@
 // (tests/cuda_protocol_test.cpp), and both CUDA executors name their failures with it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -20,6 +21,14 @@
 #include "ccoll/sync/counter.hpp"
 
 namespace ccoll::transport::cuda {
+
+// How long a block waits before it gives up, in nanoseconds of %globaltimer: Config::timeout,
+// saturated far beyond any real wait.
+inline std::uint64_t timeout_ns(std::chrono::milliseconds timeout) {
+  const auto ms = static_cast<std::uint64_t>(timeout.count());
+  constexpr std::uint64_t kMaxMs = ~std::uint64_t{0} / 2'000'000ull;
+  return (ms > kMaxMs ? kMaxMs : ms) * 1'000'000ull;
+}
 
 // Where a block stopped; result Ok: it did not fail.
 struct BlockFailure {

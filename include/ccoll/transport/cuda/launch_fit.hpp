@@ -64,6 +64,16 @@ struct LaunchFit {
     return static_cast<std::uint64_t>(std::max(0, sms)) *
            static_cast<std::uint64_t>(std::max(0, blocks_per_sm));
   }
+  // Why a launch that does not fit is refused: "<needs> 248 thread blocks of 512 threads
+  // resident at once (<what>); device 0 holds 132 (132 SMs x 1): <remedy>", where `needs` says
+  // whose blocks ("the plan needs").
+  std::string refusal(const std::string& needs, const std::string& what, int device,
+                      const std::string& remedy) const {
+    return needs + " " + std::to_string(blocks) + " thread blocks of " + std::to_string(threads) +
+           " threads resident at once (" + what + "); device " + std::to_string(device) +
+           " holds " + std::to_string(capacity()) + " (" + std::to_string(sms) + " SMs x " +
+           std::to_string(blocks_per_sm) + "): " + remedy;
+  }
   // "33 channels x 8 blocks = 264 blocks of 512 threads (132 SMs x 2 resident)".
   std::string describe() const {
     return std::to_string(channels) + " channels x " +

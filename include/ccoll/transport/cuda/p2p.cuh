@@ -75,7 +75,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -86,7 +85,6 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -106,6 +104,7 @@
 #include "ccoll/transport/cuda/control_page.cuh"
 #include "ccoll/transport/cuda/device_fit.cuh"
 #include "ccoll/transport/cuda/device_memory.cuh"
+#include "ccoll/transport/cuda/device_plan_cache.hpp"
 #include "ccoll/transport/cuda/fd_passing.hpp"
 #include "ccoll/transport/cuda/ipc_memory.cuh"
 #include "ccoll/transport/cuda/p2p_kernel.cuh"
@@ -260,7 +259,8 @@ struct CudaP2P {
       for (auto& s : states_) {
         if (s == nullptr) continue;
         cudaSetDevice(s->device);
-        for (auto& [key, dp] : s->plans) cudaFreeAsync(dp.memory, s->upload);
+        s->plans.for_each(
+            [&](const runtime::PlanKey&, DevicePlan& dp) { cudaFreeAsync(dp.memory, s->upload); });
         cudaStreamSynchronize(s->upload);
         cudaEventDestroy(s->last_call);
         cudaStreamDestroy(s->stream);
@@ -314,8 +314,7 @@ struct CudaP2P {
                         "(cudaStreamNonBlocking)");
       DevicePlan& dp = device_plan(st, layout.plan_count, sizeof(T), s.root);
       const auto kernel = cuda::p2p_kernel<T, Op>;
-      const unsigned threads =
-          fit_threads(st, reinterpret_cast<const void*>(kernel), kernel, dp.nblocks);
+      const unsigned threads = fit_threads(st, kernel, dp.nblocks);
       if (st.launched && stream != st.last_stream)
         cuda::check(cudaStreamWaitEvent(stream, st.last_call, 0), "cudaStreamWaitEvent", rank);
       cuda::P2PKernelArgs args;
@@ -485,8 +484,7 @@ struct CudaP2P {
         throw Error(ErrorCode::InvalidArgument, rank,
                     "rank " + std::to_string(rank) + " shares device " + std::to_string(st.device) +
                         ": its session needs a stream of its own (cudaStreamNonBlocking)");
-      const unsigned threads =
-          fit_threads(st, reinterpret_cast<const void*>(kernel), kernel, nchannels_);
+      const unsigned threads = fit_threads(st, kernel, nchannels_);
       if (st.launched && stream != st.last_stream)
         cuda::check(cudaStreamWaitEvent(stream, st.last_call, 0), "cudaStreamWaitEvent", rank);
       args.agreement = agreement(rank);
@@ -509,11 +507,7 @@ struct CudaP2P {
     // The blocks of rank `rank`'s session kernel: one per channel of the communicator.
     unsigned session_blocks() const { return nchannels_; }
 
-    std::uint64_t timeout_ns() const {
-      const auto ms = static_cast<std::uint64_t>(config_.timeout.count());
-      constexpr std::uint64_t kMaxMs = ~std::uint64_t{0} / 2'000'000ull;  // saturate
-      return (ms > kMaxMs ? kMaxMs : ms) * 1'000'000ull;
-    }
+    std::uint64_t timeout_ns() const { return cuda::timeout_ns(config_.timeout); }
 
    private:
     // A cached plan of one rank in device memory (stream-ordered allocation: a plain cudaFree
@@ -525,7 +519,6 @@ struct CudaP2P {
       const cuda::P2PPlan* device_plan = nullptr;  // in `memory`, for sessions' work items
       unsigned nblocks = 0;
       std::uint64_t calls = 0;  // calls of this plan enqueued (layer readiness' call base)
-      std::list<runtime::PlanKey>::iterator lru;
     };
 
     // What one local rank owns; touched only by the thread that calls for that rank.
@@ -543,10 +536,9 @@ struct CudaP2P {
       cuda::DeviceMemory fifo;   // threads: the slots and counters peers write
       cuda::DeviceMemory bases;  // nchannels x connections, block c's row is channel c's
       cuda::SessionQueueMemory<cuda::P2PWorkItem> session;  // the rank's session queue
-      std::unordered_map<runtime::PlanKey, DevicePlan, runtime::PlanKeyHash> plans;
-      std::list<runtime::PlanKey> lru;
-      std::map<const void*, std::vector<cuda::Occupancy>> occupancy;  // per kernel instantiation
-      cuda::LaunchFit launch_fit;                                     // of the latest launch
+      cuda::DevicePlanCache<DevicePlan> plans;
+      cuda::KernelFits fits;
+      cuda::LaunchFit launch_fit;  // of the latest launch
     };
 
     const RankState& state_of(int rank) const {
@@ -828,28 +820,20 @@ struct CudaP2P {
     // Blocks of all ranks sharing this device must be resident at once (see the header comment):
     // the threads per block at which they are, or Unsupported.
     template <class Kernel>
-    unsigned fit_threads(RankState& st, const void* key, Kernel kernel, unsigned nblocks) {
-      auto it = st.occupancy.find(key);
-      if (it == st.occupancy.end())
-        it = st.occupancy.emplace(key, cuda::kernel_occupancy(kernel, options_.threads)).first;
+    unsigned fit_threads(RankState& st, Kernel kernel, unsigned nblocks) {
       const int sharing = ranks_on_device(st.device);
       cuda::FitRequest r;
       r.blocks_per_channel = static_cast<std::uint32_t>(sharing);
       r.channels = nblocks;
-      r.threads = options_.threads;
       r.sms = st.sms;
-      r.occupancy = it->second;
-      const cuda::LaunchFit fit = cuda::fit_launch(r);
+      const cuda::LaunchFit fit = st.fits.fit(kernel, options_.threads, r);
       if (!fit.ok)
         throw Error(ErrorCode::Unsupported, st.rank,
-                    "cuda-p2p: " + std::to_string(sharing) + " rank(s) on device " +
-                        std::to_string(st.device) + " need " + std::to_string(fit.blocks) +
-                        " thread blocks of " + std::to_string(fit.threads) +
-                        " threads resident at once (ranks x channels); the device holds " +
-                        std::to_string(fit.capacity()) + " (" + std::to_string(st.sms) + " SMs x " +
-                        std::to_string(fit.blocks_per_sm) +
-                        "): lower Config::nchannels or P2POptions::threads, or put fewer ranks "
-                        "on one device");
+                    fit.refusal("cuda-p2p: " + std::to_string(sharing) + " rank(s) on device " +
+                                    std::to_string(st.device) + " need",
+                                "ranks x channels", st.device,
+                                "lower Config::nchannels or P2POptions::threads, or put fewer "
+                                "ranks on one device"));
       st.launch_fit = fit;
       return fit.threads;
     }
@@ -858,35 +842,21 @@ struct CudaP2P {
     DevicePlan& device_plan(RankState& st, std::size_t count, std::size_t elem_size, int root = 0) {
       if (!plan::has_root(plans_.collective())) root = 0;
       const runtime::PlanKey key{count, elem_size, root};
-      auto it = st.plans.find(key);
-      if (it != st.plans.end()) {
-        st.lru.splice(st.lru.begin(), st.lru, it->second.lru);
-        return it->second;
-      }
+      if (DevicePlan* cached = st.plans.find(key)) return *cached;
       auto prepared = plans_.prepared(count, elem_size, root);
-      const std::size_t cap = std::max<std::size_t>(1, config_.max_cached_plans);
-      // An evicted plan is freed behind the rank's last kernel, which an open session's is.
-      if (st.plans.size() >= cap && st.session_open)
-        throw Error(ErrorCode::Unsupported, st.rank,
-                    "an open cuda::P2PSession of rank " + std::to_string(st.rank) +
-                        " uses more distinct counts than Config::max_cached_plans (" +
-                        std::to_string(cap) + ")");
-      if (st.plans.size() >= cap) {
-        // The evicted plan may be in use by a queued kernel: freed behind that kernel, on the
-        // device's release stream, so that the next upload's wait is not behind it too.
-        DevicePlan& old = st.plans.at(st.lru.back());
-        const cudaStream_t release = cuda::release_stream(st.device);
-        if (st.launched)
-          cuda::check(cudaStreamWaitEvent(release, st.last_call, 0), "cudaStreamWaitEvent",
-                      st.rank);
-        cuda::check(cudaFreeAsync(old.memory, release), "cudaFreeAsync", st.rank);
-        st.plans.erase(st.lru.back());
-        st.lru.pop_back();
-      }
-      DevicePlan dp = upload(st, std::move(prepared));
-      st.lru.push_front(key);
-      dp.lru = st.lru.begin();
-      return st.plans.emplace(key, std::move(dp)).first->second;
+      // An evicted plan may be in use by a queued kernel: freed behind that kernel, on the
+      // device's release stream, so that the next upload's wait is not behind it too.
+      st.plans.make_room(config_.max_cached_plans, st.session_open,
+                         "an open cuda::P2PSession of rank " + std::to_string(st.rank), st.rank,
+                         [&](DevicePlan& old) {
+                           const cudaStream_t release = cuda::release_stream(st.device);
+                           if (st.launched)
+                             cuda::check(cudaStreamWaitEvent(release, st.last_call, 0),
+                                         "cudaStreamWaitEvent", st.rank);
+                           cuda::check(cudaFreeAsync(old.memory, release), "cudaFreeAsync",
+                                       st.rank);
+                         });
+      return st.plans.insert(key, upload(st, std::move(prepared)));
     }
 
     DevicePlan upload(RankState& st,
@@ -900,74 +870,48 @@ struct CudaP2P {
       const std::size_t nkeys = plans_.keys().size();
       DevicePlan dp;
       dp.nblocks = nch;
-      // Ports renumbered onto the connection set: counters and bases are the set's.
+      // Ports renumbered onto the connection set: counters and bases are the set's. Block c runs
+      // this rank's program of channel c.
       std::vector<plan::Port> ports = p.ports;
       for (auto& port : ports) port.connection = pp->set_index[port.connection];
-      std::vector<cuda::BlockProgram> programs;
-      std::vector<plan::Step> steps;
-      std::vector<cuda::BaseAdvance> advances;
-      std::vector<std::uint32_t> per_key(nkeys, 0);
-      std::vector<std::int32_t> peers;
-      std::vector<std::uint32_t> peer_begin{0};
       const auto& keys = plans_.keys();
+      cuda::BlockTablesImage image;
+      std::vector<std::int32_t> peers;  // per block: the ranks its connections join it to
+      std::vector<std::uint32_t> peer_begin{0};
       for (std::uint32_t c = 0; c < nch; ++c) {
-        const auto& prog = p.channels[c].programs[static_cast<std::size_t>(st.rank)].steps;
-        cuda::BlockProgram b;
-        b.first_step = static_cast<std::uint32_t>(steps.size());
-        b.nsteps = static_cast<std::uint32_t>(prog.size());
-        b.rank = st.rank;
-        b.channel = c;
-        steps.insert(steps.end(), prog.begin(), prog.end());
-        // Every port of the program is one message of its connection in this call.
-        std::fill(per_key.begin(), per_key.end(), 0u);
-        for (const auto& s : prog) {
-          for (std::uint32_t k = 0; k < s.recv_count; ++k)
-            ++per_key[ports[s.recv_begin + k].connection];
-          for (std::uint32_t k = 0; k < s.send_count; ++k)
-            ++per_key[ports[s.send_begin + k].connection];
-        }
-        b.first_advance = static_cast<std::uint32_t>(advances.size());
+        const std::uint32_t b = image.add_block(p, c, st.rank, ports, nkeys);
         std::set<std::int32_t> block_peers;
-        for (std::uint32_t i = 0; i < nkeys; ++i) {
-          if (per_key[i] == 0) continue;
-          advances.push_back({i, per_key[i]});
-          const int other = keys[i].from == st.rank ? keys[i].to : keys[i].from;
+        for (const cuda::BaseAdvance& a : image.advances_of(b)) {
+          const int other =
+              keys[a.connection].from == st.rank ? keys[a.connection].to : keys[a.connection].from;
           if (other != st.rank) block_peers.insert(other);
         }
         peers.insert(peers.end(), block_peers.begin(), block_peers.end());
         peer_begin.push_back(static_cast<std::uint32_t>(peers.size()));
-        b.nadvance = static_cast<std::uint32_t>(advances.size()) - b.first_advance;
-        programs.push_back(b);
       }
       // One allocation, sections on 128-byte lines.
-      std::size_t total = 0;
-      auto section = [&total](std::size_t bytes) {
-        const std::size_t at = total;
-        total += (bytes + 127) / 128 * 128;
-        return at;
-      };
-      const std::size_t at_programs = section(programs.size() * sizeof(cuda::BlockProgram));
-      const std::size_t at_steps = section(steps.size() * sizeof(plan::Step));
-      const std::size_t at_ports = section(ports.size() * sizeof(plan::Port));
-      const std::size_t at_conns = section(nkeys * sizeof(sync::ConnectionRef));
-      const std::size_t at_advances = section(advances.size() * sizeof(cuda::BaseAdvance));
+      cuda::TableSections sections;
+      const std::size_t at_programs =
+          sections.add(image.programs.size() * sizeof(cuda::BlockProgram));
+      const std::size_t at_steps = sections.add(image.steps.size() * sizeof(plan::Step));
+      const std::size_t at_ports = sections.add(ports.size() * sizeof(plan::Port));
+      const std::size_t at_conns = sections.add(nkeys * sizeof(sync::ConnectionRef));
+      const std::size_t at_advances =
+          sections.add(image.advances.size() * sizeof(cuda::BaseAdvance));
       const std::size_t at_progress =
-          section(static_cast<std::size_t>(p.nranks) * nch * sizeof(std::uint64_t));
-      const std::size_t at_calls = section(nch * sizeof(std::uint64_t));
-      const std::size_t at_peers = section(peers.size() * sizeof(std::int32_t));
-      const std::size_t at_peer_begin = section(peer_begin.size() * sizeof(std::uint32_t));
-      const std::size_t at_plan = section(sizeof(cuda::P2PPlan));
-      std::vector<std::byte> host(std::max<std::size_t>(total, 128), std::byte{0});
-      auto put = [&host](std::size_t at, const auto& v) {
-        if (!v.empty()) std::memcpy(host.data() + at, v.data(), v.size() * sizeof(v[0]));
-      };
-      put(at_programs, programs);
-      put(at_steps, steps);
-      put(at_ports, ports);
-      put(at_conns, refs_);
-      put(at_advances, advances);
-      put(at_peers, peers);
-      put(at_peer_begin, peer_begin);
+          sections.add(static_cast<std::size_t>(p.nranks) * nch * sizeof(std::uint64_t));
+      const std::size_t at_calls = sections.add(nch * sizeof(std::uint64_t));
+      const std::size_t at_peers = sections.add(peers.size() * sizeof(std::int32_t));
+      const std::size_t at_peer_begin = sections.add(peer_begin.size() * sizeof(std::uint32_t));
+      const std::size_t at_plan = sections.add(sizeof(cuda::P2PPlan));
+      std::vector<std::byte> host(std::max<std::size_t>(sections.total(), 128), std::byte{0});
+      cuda::put_section(host, at_programs, image.programs);
+      cuda::put_section(host, at_steps, image.steps);
+      cuda::put_section(host, at_ports, ports);
+      cuda::put_section(host, at_conns, refs_);
+      cuda::put_section(host, at_advances, image.advances);
+      cuda::put_section(host, at_peers, peers);
+      cuda::put_section(host, at_peer_begin, peer_begin);
       dp.memory = cuda::allocate_in_stream_order(host.size(), st.upload, st.device, st.rank);
       auto* d = static_cast<std::byte*>(dp.memory);
       cuda::P2PPlanTables& t = dp.plan.tables;

@@ -41,11 +41,6 @@
 
 namespace ccoll::transport::cuda {
 
-// The kernel's control words are the shared queue's (session_queue.cuh), under the kernel's name.
-static_assert(sizeof(SessionControl) == sizeof(SessionQueueControl) &&
-              offsetof(SessionControl, posted) == offsetof(SessionQueueControl, posted) &&
-              offsetof(SessionControl, completed) == offsetof(SessionQueueControl, completed));
-
 template <class T, ReduceOp Op>
 class Session {
   static constexpr DataType dtype_ = data_type_of<T>();
@@ -56,13 +51,8 @@ class Session {
       : ex_(executor), queue_(checked(executor), depth, stream) {
     const std::uint32_t nch = ex_.config().nchannels == 0 ? 1 : ex_.config().nchannels;
     nblocks_ = nblocks != 0 ? nblocks : static_cast<unsigned>(ex_.nranks()) * nch;
-    const SessionQueueView<WorkItem> q = queue_.view();
     SessionArgs args;
-    args.items = q.items;
-    args.depth = q.depth;
-    args.control = reinterpret_cast<SessionControl*>(q.control);
-    args.arrivals = q.arrivals;
-    args.completed = q.completed;
+    args.queue = queue_.view();
     args.timeout_ns = ex_.timeout_ns();
     args.abort = ex_.abort_word_on_device();
     ex_.launch_session(session_kernel<T, Op>, nblocks_, args, stream);

@@ -46,10 +46,16 @@ struct SessionQueueView {
   std::uint64_t* completed = nullptr;      // device memory: the device's copy of control->completed
 };
 
-// A block's writes (its outputs) before its arrival is seen, by the host and by peer GPUs.
+// A block's writes (its outputs) before its arrival is seen: at system scope by the host and by
+// peer GPUs; at device scope by the blocks of one GPU, whose last block then fences at system scope
+// before it publishes the item's completion (cumulativity carries the others' writes).
+template <sync::Scope S = sync::Scope::system>
 CCOLL_HD inline void session_fence() {
 #if CCOLL_DEVICE_PASS
-  __threadfence_system();
+  if constexpr (S == sync::Scope::device)
+    __threadfence();
+  else
+    __threadfence_system();
 #else
   std::atomic_thread_fence(std::memory_order_seq_cst);
 #endif
@@ -72,11 +78,12 @@ CCOLL_HD inline bool session_wait_posted(const SessionQueueView<Item>& q, std::u
 
 // The block leader's arrival after item j, its outputs written: the last of `nblocks` to arrive
 // publishes completion of j once j - 1 is published. False: the abort word was raised meanwhile
-// (item j - 1 was cut short, so j never completes).
-template <class Item>
+// (item j - 1 was cut short, so j never completes). ArrivalScope: who must see a block's outputs
+// when it arrives (session_fence); the completion is always published at system scope.
+template <class Item, sync::Scope ArrivalScope = sync::Scope::system>
 CCOLL_HD inline bool session_item_done(const SessionQueueView<Item>& q, std::uint64_t j,
                                        unsigned nblocks, std::uint32_t* abort) {
-  session_fence();  // the block's outputs before its arrival
+  session_fence<ArrivalScope>();  // the block's outputs before its arrival
   sync::AtomicWord<std::uint64_t, sync::Scope::device> arrived(&q.arrivals[j % q.depth]);
   if (arrived.fetch_add_acq_rel(1) + 1 != nblocks) return true;
   // The last block of item j: every block's outputs are written. The word is free again: the host

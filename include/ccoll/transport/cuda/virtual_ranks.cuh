@@ -48,16 +48,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <list>
 #include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <span>
-#include <sstream>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -76,6 +73,8 @@
 #include "ccoll/transport/cuda/check.cuh"
 #include "ccoll/transport/cuda/device_fit.cuh"
 #include "ccoll/transport/cuda/device_memory.cuh"
+#include "ccoll/transport/cuda/device_plan_cache.hpp"
+#include "ccoll/transport/cuda/failure_record.hpp"
 #include "ccoll/transport/cuda/session_queue.cuh"
 #include "ccoll/transport/cuda/virtual_ranks_kernel.cuh"
 
@@ -382,11 +381,7 @@ struct CudaVirtualRanks {
       return session_memory_;
     }
     std::uint32_t* abort_word_on_device() const { return abort_device_word(); }
-    std::uint64_t timeout_ns() const {
-      const auto ms = static_cast<std::uint64_t>(config_.timeout.count());
-      constexpr std::uint64_t kMaxMs = ~std::uint64_t{0} / 2'000'000ull;  // saturate
-      return (ms > kMaxMs ? kMaxMs : ms) * 1'000'000ull;
-    }
+    std::uint64_t timeout_ns() const { return cuda::timeout_ns(config_.timeout); }
     void check_failures() { throw_if_failed(); }
 
    private:
@@ -408,7 +403,6 @@ struct CudaVirtualRanks {
       const cuda::PlanTables* device_tables = nullptr;  // the same, in device memory
       unsigned nblocks = 0;
       std::uint64_t calls = 0;  // calls enqueued (run_all and sessions)
-      std::list<runtime::PlanKey>::iterator lru;
     };
 
     std::uint32_t* abort_host_word() const {
@@ -426,27 +420,17 @@ struct CudaVirtualRanks {
       cuda::check(cudaSetDevice(device_), "cudaSetDevice");
       if (launched_ && stream != last_stream_)
         cuda::check(cudaStreamWaitEvent(stream, last_call_, 0), "cudaStreamWaitEvent");
-      const void* key = reinterpret_cast<const void*>(kernel);
-      auto it = occupancy_.find(key);
-      if (it == occupancy_.end())
-        it = occupancy_.emplace(key, cuda::kernel_occupancy(kernel, options_.threads)).first;
       const std::uint32_t nch = nchannels != 0 && nblocks % nchannels == 0 ? nchannels : 1;
       cuda::FitRequest r;
       r.blocks_per_channel = nblocks / nch;
       r.channels = nch;
-      r.threads = options_.threads;
       r.sms = sms_;
-      r.occupancy = it->second;
-      const cuda::LaunchFit fit = cuda::fit_launch(r);
+      const cuda::LaunchFit fit = fits_.fit(kernel, options_.threads, r);
       if (!fit.ok)
         throw Error(ErrorCode::Unsupported, -1,
-                    "the plan needs " + std::to_string(fit.blocks) + " thread blocks of " +
-                        std::to_string(fit.threads) +
-                        " threads resident at once (plan ranks x channels); device " +
-                        std::to_string(device_) + " holds " + std::to_string(fit.capacity()) +
-                        " (" + std::to_string(sms_) + " SMs x " +
-                        std::to_string(fit.blocks_per_sm) +
-                        "): lower Config::nchannels or LaunchOptions::threads");
+                    fit.refusal("the plan needs", "plan ranks x channels", device_,
+                                "lower Config::nchannels or LaunchOptions::threads"));
+      const void* key = reinterpret_cast<const void*>(kernel);
       void* params[] = {&args};
       cuda::check(
           cudaLaunchCooperativeKernel(key, dim3(nblocks), dim3(fit.threads), params, 0, stream),
@@ -461,11 +445,7 @@ struct CudaVirtualRanks {
     DevicePlan& device_plan(std::size_t count, std::size_t elem_size, int root = 0) {
       if (!plan::has_root(plans_.collective())) root = 0;
       const runtime::PlanKey key{count, elem_size, root};
-      auto it = device_plans_.find(key);
-      if (it != device_plans_.end()) {
-        lru_.splice(lru_.begin(), lru_, it->second.lru);
-        return it->second;
-      }
+      if (DevicePlan* cached = device_plans_.find(key)) return *cached;
       auto prepared = plans_.prepared(count, elem_size, root);
       const plan::Plan& p = prepared->plan;
       if (p.nranks > cuda::kMaxVirtualRanks)
@@ -473,22 +453,12 @@ struct CudaVirtualRanks {
                     "plan '" + p.algorithm + "' has " + std::to_string(p.nranks) +
                         " ranks (relays included); virtual ranks serve at most " +
                         std::to_string(cuda::kMaxVirtualRanks));
-      const std::size_t cap = std::max<std::size_t>(1, config_.max_cached_plans);
-      if (device_plans_.size() >= cap && session_open_)
-        throw Error(ErrorCode::Unsupported, -1,
-                    "an open cuda::Session uses more distinct counts than Config::max_cached_plans "
-                    "(" +
-                        std::to_string(cap) + ")");
-      if (device_plans_.size() >= cap) {
-        // The evicted plan's memory may be in use by a queued kernel: freed behind it.
-        if (launched_) device_plans_.at(lru_.back()).memory->release_after(last_call_);
-        device_plans_.erase(lru_.back());
-        lru_.pop_back();
-      }
-      DevicePlan dp = upload(std::move(prepared));
-      lru_.push_front(key);
-      dp.lru = lru_.begin();
-      return device_plans_.emplace(key, std::move(dp)).first->second;
+      // The evicted plan's memory may be in use by a queued kernel: freed behind it.
+      device_plans_.make_room(config_.max_cached_plans, session_open_, "an open cuda::Session", -1,
+                              [this](DevicePlan& old) {
+                                if (launched_) old.memory->release_after(last_call_);
+                              });
+      return device_plans_.insert(key, upload(std::move(prepared)));
     }
 
     DevicePlan upload(std::shared_ptr<const runtime::PreparedPlan<sync::DeviceConnectionRef>> pp) {
@@ -498,52 +468,27 @@ struct CudaVirtualRanks {
       const std::size_t nconn = p.connections.size();
       DevicePlan dp;
       dp.nblocks = nch * nranks_plan;
-      std::vector<cuda::BlockProgram> programs;
-      std::vector<plan::Step> steps;
-      std::vector<cuda::BaseAdvance> advances;
-      std::vector<std::uint32_t> per_connection(nconn, 0);
+      // Block c * nranks + r runs rank r's program of channel c, on the plan's own connections.
+      cuda::BlockTablesImage image;
       for (std::uint32_t c = 0; c < nch; ++c)
-        for (std::uint32_t r = 0; r < nranks_plan; ++r) {
-          const auto& prog = p.channels[c].programs[r].steps;
-          cuda::BlockProgram b;
-          b.first_step = static_cast<std::uint32_t>(steps.size());
-          b.nsteps = static_cast<std::uint32_t>(prog.size());
-          b.rank = static_cast<std::int32_t>(r);
-          b.channel = c;
-          steps.insert(steps.end(), prog.begin(), prog.end());
-          // Every port of the program is one message of its connection in this call.
-          std::fill(per_connection.begin(), per_connection.end(), 0u);
-          for (const auto& s : prog) {
-            for (std::uint32_t k = 0; k < s.recv_count; ++k)
-              ++per_connection[p.ports[s.recv_begin + k].connection];
-            for (std::uint32_t k = 0; k < s.send_count; ++k)
-              ++per_connection[p.ports[s.send_begin + k].connection];
-          }
-          b.first_advance = static_cast<std::uint32_t>(advances.size());
-          for (std::uint32_t i = 0; i < nconn; ++i)
-            if (per_connection[i] != 0) advances.push_back({i, per_connection[i]});
-          b.nadvance = static_cast<std::uint32_t>(advances.size()) - b.first_advance;
-          programs.push_back(b);
-        }
-      // One allocation, sections on 128-byte lines: programs, steps, ports, connections, counters,
-      // bases, advances, failures.
-      std::size_t total = 0;
-      auto section = [&total](std::size_t bytes) {
-        const std::size_t at = total;
-        total += (bytes + 127) / 128 * 128;
-        return at;
-      };
-      const std::size_t at_programs = section(programs.size() * sizeof(cuda::BlockProgram));
-      const std::size_t at_steps = section(steps.size() * sizeof(plan::Step));
-      const std::size_t at_ports = section(p.ports.size() * sizeof(plan::Port));
-      const std::size_t at_conns = section(nconn * sizeof(sync::DeviceConnectionRef));
-      const std::size_t at_counters = section(nconn * sizeof(sync::ConnectionCounters));
-      const std::size_t at_bases = section(dp.nblocks * nconn * sizeof(std::uint64_t));
-      const std::size_t at_advances = section(advances.size() * sizeof(cuda::BaseAdvance));
-      const std::size_t at_failures = section(dp.nblocks * sizeof(cuda::BlockFailure));
-      const std::size_t at_tables = section(sizeof(cuda::PlanTables));
-      const std::size_t at_progress = section(dp.nblocks * sizeof(std::uint64_t));
-      const std::size_t at_calls = section(dp.nblocks * sizeof(std::uint64_t));
+        for (std::uint32_t r = 0; r < nranks_plan; ++r)
+          image.add_block(p, c, static_cast<std::int32_t>(r), p.ports, nconn);
+      // One allocation: programs, steps, ports, connections, counters, bases, advances, failures.
+      cuda::TableSections sections;
+      const std::size_t at_programs =
+          sections.add(image.programs.size() * sizeof(cuda::BlockProgram));
+      const std::size_t at_steps = sections.add(image.steps.size() * sizeof(plan::Step));
+      const std::size_t at_ports = sections.add(p.ports.size() * sizeof(plan::Port));
+      const std::size_t at_conns = sections.add(nconn * sizeof(sync::DeviceConnectionRef));
+      const std::size_t at_counters = sections.add(nconn * sizeof(sync::ConnectionCounters));
+      const std::size_t at_bases = sections.add(dp.nblocks * nconn * sizeof(std::uint64_t));
+      const std::size_t at_advances =
+          sections.add(image.advances.size() * sizeof(cuda::BaseAdvance));
+      const std::size_t at_failures = sections.add(dp.nblocks * sizeof(cuda::BlockFailure));
+      const std::size_t at_tables = sections.add(sizeof(cuda::PlanTables));
+      const std::size_t at_progress = sections.add(dp.nblocks * sizeof(std::uint64_t));
+      const std::size_t at_calls = sections.add(dp.nblocks * sizeof(std::uint64_t));
+      const std::size_t total = sections.total();
       cuda::check(cudaSetDevice(device_), "cudaSetDevice");
       dp.memory = std::make_shared<cuda::StreamMemory>(total, upload_stream_, device_);
       std::byte* d = dp.memory->get();
@@ -554,14 +499,11 @@ struct CudaVirtualRanks {
         refs[i].head = &counters[i].head;
       }
       std::vector<std::byte> host(total, std::byte{0});  // counters and bases start at zero
-      auto put = [&host](std::size_t at, const auto& v) {
-        if (!v.empty()) std::memcpy(host.data() + at, v.data(), v.size() * sizeof(v[0]));
-      };
-      put(at_programs, programs);
-      put(at_steps, steps);
-      put(at_ports, p.ports);
-      put(at_conns, refs);
-      put(at_advances, advances);
+      cuda::put_section(host, at_programs, image.programs);
+      cuda::put_section(host, at_steps, image.steps);
+      cuda::put_section(host, at_ports, p.ports);
+      cuda::put_section(host, at_conns, refs);
+      cuda::put_section(host, at_advances, image.advances);
       cuda::PlanTables& t = dp.tables;
       t.programs = reinterpret_cast<const cuda::BlockProgram*>(d + at_programs);
       t.steps = reinterpret_cast<const plan::Step*>(d + at_steps);
@@ -606,7 +548,7 @@ struct CudaVirtualRanks {
       // A failed call's blocks hold the timeouts; calls queued after it only saw the word. They
       // may have run other plans, so every cached plan's records are read.
       std::vector<cuda::BlockFailure> all;
-      for (const auto& [key, dp] : device_plans_) {
+      device_plans_.for_each([&](const runtime::PlanKey&, const DevicePlan& dp) {
         std::vector<cuda::BlockFailure> f(dp.nblocks);
         cudaError_t e = cudaMemcpyAsync(f.data(), dp.tables.failures, f.size() * sizeof(f[0]),
                                         cudaMemcpyDeviceToHost, upload_stream_);
@@ -618,43 +560,22 @@ struct CudaVirtualRanks {
           throw Error(failure_code_, failure_rank_, failure_);
         }
         all.insert(all.end(), f.begin(), f.end());
-      }
+      });
       describe_failure(all);
       throw Error(failure_code_, failure_rank_, failure_);
     }
 
-    // The root cause: a block that timed out waiting for a peer that did not fail itself (that
-    // peer is missing, or stuck outside the plan); the earliest such, else the earliest timeout.
-    // Its neighbours time out too, each waiting for a failed block.
+    // The root cause (failure_record.hpp): a block that timed out waiting for a peer that did not
+    // fail itself (that peer is missing, or stuck outside the plan). Its neighbours time out too,
+    // each waiting for a failed block. Only aborts: the host's abort(), as set already.
     void describe_failure(const std::vector<cuda::BlockFailure>& f) {
-      const cuda::BlockFailure* first = nullptr;
-      const cuda::BlockFailure* root = nullptr;
-      std::size_t stopped = 0;
-      auto failed = [&f](std::int32_t rank, std::uint32_t channel) {
-        for (const auto& b : f)
-          if (b.step.result != sync::WaitResult::Ok && b.rank == rank && b.channel == channel)
-            return true;
-        return false;
-      };
-      for (const auto& b : f) {
-        if (b.step.result == sync::WaitResult::Ok) continue;
-        ++stopped;
-        if (b.step.result != sync::WaitResult::Timeout) continue;
-        if (first == nullptr || b.when_ns < first->when_ns) first = &b;
-        if (!failed(b.step.peer, b.channel) && (root == nullptr || b.when_ns < root->when_ns))
-          root = &b;
-      }
-      if (root != nullptr) first = root;
-      if (first == nullptr) return;  // only aborts: the host's abort()
+      const cuda::RootCause root = cuda::find_root_cause(f.data(), f.size(), true);
+      if (root.cause == nullptr) return;
       failure_code_ = ErrorCode::Timeout;
-      failure_rank_ = first->rank;
-      std::ostringstream os;
-      os << "cuda-virtual: rank " << first->rank << ", channel " << first->channel << ", step "
-         << first->step.step << ": waiting for "
-         << (first->step.waiting_for_slot ? "a free slot at rank " : "a message from rank ")
-         << first->step.peer << " past Config::timeout (" << config_.timeout.count() << " ms); "
-         << stopped << " blocks stopped";
-      failure_ = os.str();
+      failure_rank_ = root.cause->rank;
+      failure_ = "cuda-virtual: " + cuda::describe_stop(*root.cause) + " past Config::timeout (" +
+                 std::to_string(config_.timeout.count()) + " ms); " + std::to_string(root.stopped) +
+                 " blocks stopped";
     }
 
     Config config_;
@@ -667,9 +588,8 @@ struct CudaVirtualRanks {
     cuda::DeviceMemory pool_;
     cuda::MappedHostMemory status_;  // the abort word
     cuda::SessionQueueMemory<cuda::WorkItem> session_memory_;
-    std::unordered_map<runtime::PlanKey, DevicePlan, runtime::PlanKeyHash> device_plans_;
-    std::list<runtime::PlanKey> lru_;
-    std::map<const void*, std::vector<cuda::Occupancy>> occupancy_;  // per kernel instantiation
+    cuda::DevicePlanCache<DevicePlan> device_plans_;
+    cuda::KernelFits fits_;
     cuda::LaunchFit launch_fit_;
     cudaEvent_t last_call_ = nullptr;
     cudaStream_t upload_stream_ = nullptr;

@@ -16,6 +16,7 @@
 #include "ccoll/transport/cuda/block_program.cuh"
 #include "ccoll/transport/cuda/call_buffers.hpp"
 #include "ccoll/transport/cuda/launch_fit.hpp"
+#include "ccoll/transport/cuda/session_protocol.hpp"
 
 namespace ccoll::transport::cuda {
 
@@ -51,27 +52,18 @@ struct WorkItem {
   CallBuffers buffers;
 };
 
-// The words the host and the kernel share while a session runs (host-mapped), each on its own
-// line: the host writes `posted`, the kernel `completed`.
-struct SessionControl {
-  alignas(128) std::uint64_t posted = 0;     // items the host has written
-  alignas(128) std::uint64_t completed = 0;  // items every block has finished
-};
-
 struct SessionArgs {
-  WorkItem* items = nullptr;  // host-mapped ring of `depth` items
-  std::uint32_t depth = 1;
-  SessionControl* control = nullptr;   // host-mapped
-  std::uint64_t* arrivals = nullptr;   // device memory, depth words: blocks done with item j
-  std::uint64_t* completed = nullptr;  // device memory: the device's copy of control->completed
-  std::uint32_t* abort = nullptr;      // host-mapped: the executor's abort word
+  SessionQueueView<WorkItem> queue;  // session_queue.cuh's ring, as the device sees it
+  std::uint32_t* abort = nullptr;    // host-mapped: the executor's abort word
   std::uint64_t timeout_ns = 0;
 };
 
-// Item j may start on a block once every block has finished item j-1 if the plan changes (the
-// plans share the slot pool); calls of one plan follow each other through its FIFOs alone, so
-// blocks of different channels may be on different items. Items complete in order: the last block
-// to finish item j publishes it only after item j-1 was published.
+// The queue's protocol is every session's (session_protocol.hpp: the leader's wait for an item,
+// its arrival, completion in order). Item j may start on a block once every block has finished
+// item j-1 if the plan changes (the plans share the slot pool); calls of one plan follow each other
+// through its FIFOs alone, so blocks of different channels may be on different items. A block's
+// outputs need only be seen on this GPU when it arrives: the last block fences at system scope
+// before it publishes the item's completion to the host.
 // No launch bounds: held to 64 registers, its loop over the queue spills 100 to 200 bytes, and
 // unbounded it takes 88 to 96 without spilling (scripts/kernel_resources). Its launches fit their
 // threads per block to that (launch_fit.hpp).
@@ -79,9 +71,8 @@ template <class T, ReduceOp Op>
 __global__ void session_kernel(const SessionArgs args) {
   const DeviceScopeBlockGroup group;
   const unsigned nblocks = gridDim.x;
-  sync::AtomicWord<std::uint64_t> posted(&args.control->posted);
   sync::AtomicWord<std::uint32_t> abort(args.abort);
-  sync::AtomicWord<std::uint64_t, sync::Scope::device> completed(args.completed);
+  sync::AtomicWord<std::uint64_t, sync::Scope::device> completed(args.queue.completed);
   __shared__ const PlanTables* tables;
   __shared__ const void* input;
   __shared__ void* output;
@@ -89,18 +80,10 @@ __global__ void session_kernel(const SessionArgs args) {
   const PlanTables* previous = nullptr;
   for (std::uint64_t j = 0;; ++j) {
     if (group.leader()) {
-      stop = false;
-      sync::Backoff backoff;
       // No deadline while idle: a session may wait for its next call as long as it likes.
-      while (posted.load_acquire() <= j) {
-        if (abort.load_relaxed() != 0) {
-          stop = true;
-          break;
-        }
-        backoff.pause();
-      }
+      stop = !session_wait_posted(args.queue, j, args.abort);
       if (!stop) {
-        const WorkItem& item = args.items[j % args.depth];
+        const WorkItem& item = args.queue.items[j % args.queue.depth];
         tables = item.tables;
         stop = tables == nullptr;
         if (!stop && blockIdx.x < tables->nblocks) {
@@ -127,23 +110,10 @@ __global__ void session_kernel(const SessionArgs args) {
       ok = run_block<T, Op>(*item_tables, blockIdx.x, item_input, item_output, args.abort,
                             args.timeout_ns);
     if (!ok) return;
-    if (group.leader()) {
-      __threadfence();
-      sync::AtomicWord<std::uint64_t, sync::Scope::device> arrived(&args.arrivals[j % args.depth]);
-      if (arrived.fetch_add_acq_rel(1) + 1 == nblocks) {
-        // The last block of item j: every block's outputs are written. The word is free again:
-        // the host posts item j + depth only after it has seen item j complete.
-        arrived.store_relaxed(0);
-        sync::Backoff in_order;
-        while (completed.load_acquire() < j) {
-          if (abort.load_relaxed() != 0) return;  // item j - 1 was cut short: j never completes
-          in_order.pause();
-        }
-        __threadfence_system();
-        completed.store_release(j + 1);
-        sync::AtomicWord<std::uint64_t>(&args.control->completed).store_release(j + 1);
-      }
-    }
+    if (group.leader())
+      stop = !session_item_done<WorkItem, sync::Scope::device>(args.queue, j, nblocks, args.abort);
+    group.sync();
+    if (stop) return;
   }
 }
 

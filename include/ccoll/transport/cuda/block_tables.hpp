@@ -1,0 +1,108 @@
+// ccoll/transport/cuda/block_tables.hpp: the host half of a plan's device tables, which both CUDA
+// executors build the same way: each thread block's program (its steps) and the message bases it
+// advances at the end of a call, laid out as block_program.cuh reads them, and the sections of the
+// one allocation that holds a plan's tables.
+//
+// A block advances its base of each connection by the messages its program moves on it (one per
+// port), so the two ends of a connection stay in step without a barrier: every message has one
+// send port and one receive port. cuda-virtual builds a block per (channel, rank) of the plan and
+// counts on the plan's connections; cuda-p2p builds its own rank's blocks and counts on the
+// communicator's connection set (ports renumbered onto it).
+//
+// Plain C++ (no CUDA call): the fast suite tests it (tests/cuda_protocol_test.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "ccoll/plan/plan.hpp"
+
+namespace ccoll::transport::cuda {
+
+// What block b runs.
+struct BlockProgram {
+  std::uint32_t first_step = 0;
+  std::uint32_t nsteps = 0;
+  std::int32_t rank = 0;
+  std::uint32_t channel = 0;
+  std::uint32_t first_advance = 0;  // this block's entries of the tables' advances
+  std::uint32_t nadvance = 0;
+};
+
+// At the end of a call, block b adds `messages` to its base of connection `connection`.
+struct BaseAdvance {
+  std::uint32_t connection = 0;
+  std::uint32_t messages = 0;
+};
+
+// The blocks' programs, their steps (one array, each program a run of it) and their advances.
+struct BlockTablesImage {
+  std::vector<BlockProgram> programs;
+  std::vector<plan::Step> steps;
+  std::vector<BaseAdvance> advances;
+
+  // Appends the block that runs rank `rank`'s program of channel `channel`. `ports` are the plan's
+  // ports with their connection indices as the tables count them (fewer than nconnections).
+  // Returns the new block's index.
+  std::uint32_t add_block(const plan::Plan& p, std::uint32_t channel, std::int32_t rank,
+                          std::span<const plan::Port> ports, std::size_t nconnections) {
+    const auto& prog = p.channels[channel].programs[static_cast<std::size_t>(rank)].steps;
+    BlockProgram b;
+    b.first_step = static_cast<std::uint32_t>(steps.size());
+    b.nsteps = static_cast<std::uint32_t>(prog.size());
+    b.rank = rank;
+    b.channel = channel;
+    steps.insert(steps.end(), prog.begin(), prog.end());
+    // Every port of the program is one message of its connection in this call.
+    messages_.assign(nconnections, 0u);
+    for (const auto& s : prog) {
+      for (std::uint32_t k = 0; k < s.recv_count; ++k)
+        ++messages_[ports[s.recv_begin + k].connection];
+      for (std::uint32_t k = 0; k < s.send_count; ++k)
+        ++messages_[ports[s.send_begin + k].connection];
+    }
+    b.first_advance = static_cast<std::uint32_t>(advances.size());
+    for (std::size_t i = 0; i < nconnections; ++i)
+      if (messages_[i] != 0) advances.push_back({static_cast<std::uint32_t>(i), messages_[i]});
+    b.nadvance = static_cast<std::uint32_t>(advances.size()) - b.first_advance;
+    programs.push_back(b);
+    return static_cast<std::uint32_t>(programs.size() - 1);
+  }
+
+  // Block b's advances.
+  std::span<const BaseAdvance> advances_of(std::uint32_t b) const {
+    const BlockProgram& prog = programs[b];
+    return {advances.data() + prog.first_advance, prog.nadvance};
+  }
+
+ private:
+  std::vector<std::uint32_t> messages_;  // per connection, for the block being added
+};
+
+// The sections of one allocation, each starting on a 128-byte line (no two blocks' words, and no
+// table and counter, share a line), and a host image of it to copy in one transfer.
+class TableSections {
+ public:
+  static constexpr std::size_t kLine = 128;
+  // The offset of a new section of `bytes`.
+  std::size_t add(std::size_t bytes) {
+    const std::size_t at = total_;
+    total_ += (bytes + kLine - 1) / kLine * kLine;
+    return at;
+  }
+  std::size_t total() const { return total_; }
+
+ private:
+  std::size_t total_ = 0;
+};
+
+// Copies v's elements into `image` at byte offset `at` (the image holds the section).
+template <class V>
+void put_section(std::vector<std::byte>& image, std::size_t at, const V& v) {
+  if (!v.empty()) std::memcpy(image.data() + at, v.data(), v.size() * sizeof(v[0]));
+}
+
+}  // namespace ccoll::transport::cuda
