@@ -11,10 +11,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -24,6 +26,7 @@
 #include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/ring.hpp"
 #include "ccoll/plan/rooted.hpp"
+#include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/transport/cuda/block_tables.hpp"
 #include "ccoll/transport/cuda/call_record.hpp"
 #include "ccoll/transport/cuda/device_plan_cache.hpp"
@@ -508,6 +511,63 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("cuda-p2p connections: slots and tail in the receiver's memory, head in the sender's") {
+  std::mt19937 rng(11);
+  for (int iter = 0; iter < 100; ++iter) {
+    const int nranks = 2 + static_cast<int>(rng() % 7);
+    const std::uint32_t nslots = 1 + rng() % 4;
+    const std::uint64_t stride = slot_stride(100 + rng() % 2000);
+    std::vector<ccoll::runtime::ConnectionKey> keys;
+    for (std::uint32_t ch = 0; ch < 1 + rng() % 3; ++ch)
+      for (int a = 0; a < nranks; ++a)
+        for (int b = 0; b < nranks; ++b)
+          if (a != b && rng() % 2 == 0)
+            keys.push_back(
+                {ch, static_cast<ccoll::plan::Rank>(a), static_cast<ccoll::plan::Rank>(b)});
+    std::sort(keys.begin(), keys.end());
+    std::vector<P2PFifoLayout> layouts;
+    std::vector<std::vector<std::byte>> memory(static_cast<std::size_t>(nranks));
+    std::vector<std::byte*> bases;
+    for (int r = 0; r < nranks; ++r) {
+      layouts.push_back(P2PFifoLayout::make(keys, r, stride, nslots));
+      memory[static_cast<std::size_t>(r)].resize(layouts.back().total);
+      // Ranks of another process: not mapped here (rank 0 always is).
+      bases.push_back(r > 0 && rng() % 4 == 0 ? nullptr
+                                              : memory[static_cast<std::size_t>(r)].data());
+    }
+    const auto in = [&](const void* p, std::size_t r, std::uint64_t bytes) {
+      const auto* b = memory[r].data();
+      const auto* q = static_cast<const std::byte*>(p);
+      return q >= b && q + bytes <= b + memory[r].size();
+    };
+    const auto refs = p2p_connection_refs(keys, layouts, bases, stride, nslots);
+    REQUIRE(refs.size() == keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      CAPTURE(iter);
+      CAPTURE(i);
+      const auto to = static_cast<std::size_t>(keys[i].to);
+      const auto from = static_cast<std::size_t>(keys[i].from);
+      const auto& c = refs[i];
+      CHECK(c.from == keys[i].from);
+      CHECK(c.to == keys[i].to);
+      CHECK(c.slot_bytes == stride);
+      CHECK(c.nslots == nslots);
+      if (bases[to] == nullptr || bases[from] == nullptr) {
+        CHECK(c.slots == nullptr);
+        CHECK(c.head == nullptr);
+        CHECK(c.tail == nullptr);
+        continue;
+      }
+      CHECK(in(c.slots, to, stride * nslots));
+      CHECK(in(c.tail, to, sizeof(std::uint64_t)));
+      CHECK(in(c.head, from, sizeof(std::uint64_t)));
+      CHECK(c.slots == bases[to] + layouts[to].slots[i]);
+    }
+  }
+  CHECK(slot_stride(1024) == 1152);  // 1024 + 16 bytes of slack, on 128-byte lines
+  CHECK(slot_stride(1) == 128);
+}
+
 namespace {
 
 // Plans of several shapes: a ring (one connection per neighbour and channel), a double binary
@@ -573,10 +633,14 @@ TEST_CASE("block tables: each block's steps and base advances, as the kernels re
           CHECK(sent[i] == p.connections[i].messages_per_call);
           CHECK(received[i] == p.connections[i].messages_per_call);
         }
-        // cuda-p2p's tables: one rank's blocks, ports renumbered onto a larger connection set.
+        // cuda-p2p's tables: one rank's blocks, ports renumbered onto a larger connection set,
+        // whose other entries join ranks no block talks to.
         const std::size_t nkeys = 2 * nconn + 3;
         std::vector<ccoll::plan::Port> ports = p.ports;
         for (auto& port : ports) port.connection = 2 * port.connection + 1;
+        std::vector<ccoll::runtime::ConnectionKey> keys(nkeys, {0, 99, 98});
+        for (std::size_t i = 0; i < nconn; ++i)
+          keys[2 * i + 1] = {0, p.connections[i].from, p.connections[i].to};
         for (int r = 0; r < p.nranks; ++r) {
           BlockTablesImage mine;
           for (std::uint32_t c = 0; c < plan_channels; ++c) {
@@ -588,6 +652,14 @@ TEST_CASE("block tables: each block's steps and base advances, as the kernels re
               CHECK(got[k].connection == 2 * want[k].connection + 1);
               CHECK(got[k].messages == want[k].messages);
             }
+            // The peers whose calls the block compares: the other ends, each once, in order.
+            std::set<std::int32_t> ends;
+            for (const BaseAdvance& a : want) {
+              const auto& conn = p.connections[a.connection];
+              ends.insert(static_cast<std::int32_t>(conn.from == r ? conn.to : conn.from));
+            }
+            ends.erase(r);
+            CHECK(mine.peers_of(b, keys) == std::vector<std::int32_t>(ends.begin(), ends.end()));
           }
         }
       }
@@ -648,15 +720,17 @@ TEST_CASE("device plan cache: least recently used out, the evicted plan handed o
           std::string::npos);
   }
   CHECK(cache.size() == 2);
-  // Below capacity an open session is no obstacle; a capacity of 0 means 1.
+  // Below capacity an open session is no obstacle.
   cache.make_room(3, true, "a session", -1, evict);
   cache.insert(d, "D");
-  cache.make_room(0, false, "a session", -1, evict);
-  CHECK(evicted.size() == 2);
-  CHECK(evicted[1] == "A");  // c, then d, were used after a
   int visited = 0;
   cache.for_each([&](const ccoll::runtime::PlanKey&, const std::string&) { ++visited; });
-  CHECK(visited == 2);
+  CHECK(visited == 3);
+  // A smaller capacity evicts down to it, least recently used first; 0 means 1.
+  cache.make_room(0, false, "a session", -1, evict);
+  CHECK(evicted == std::vector<std::string>{"B", "A", "C", "D"});
+  CHECK(cache.size() == 0);
+  cache.insert(d, "D");
   cache.clear();
   CHECK(cache.size() == 0);
   CHECK(cache.find(c) == nullptr);

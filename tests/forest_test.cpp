@@ -22,10 +22,13 @@
 #include "ccoll/forest/exact.hpp"
 #include "ccoll/forest/packed_forest.hpp"
 #include "ccoll/physical/presets.hpp"
+#include "ccoll/plan/rooted.hpp"
+#include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/solve/arborescence.hpp"
 #include "ccoll/solve/lp.hpp"
 #include "ccoll/solve/mwu_packing.hpp"
 #include "ccoll/solve/steiner.hpp"
+#include "ccoll/sync/connection.hpp"
 #include "collective_reference.hpp"
 #include "forest_harness.hpp"
 #include "sweep.hpp"
@@ -922,6 +925,18 @@ TEST_CASE(
       using AG = ccoll::AllGather<ccoll::transport::HostThreads, ccoll::algo::PackedForest>;
       CHECK_NOTHROW(RS{config, forest});
       CHECK_NOTHROW(AG{config, forest});
+      if (!active[0]) {
+        // A relay as the root: the error names the ranks that can be.
+        ccoll::plan::PlanRequest req;
+        req.count = 100;
+        req.collective = C::broadcast;
+        req.root = 0;
+        CHECK_THROWS_WITH_AS(
+            forest.build(req),
+            doctest::Contains("broadcast, rank 0 (gpu0), is a relay; roots are "
+                              "active workers: ranks 1 (gpu1), 2 (gpu2), 5 (gpu5)"),
+            ccoll::Error);
+      }
       // Broadcast and reduce from the last active rank, rank 0 a relay or not: the relays pass
       // their buffers through untouched, the active ranks get the root's data or the sum.
       ccoll::Broadcast<ccoll::transport::HostThreads, ccoll::algo::PackedForest> bc(config, forest);
@@ -997,4 +1012,46 @@ TEST_CASE(
     for (auto& t : threads) t.join();
     for (const auto& w : wrong) CHECK_MESSAGE(w.empty(), w);
   }
+}
+
+TEST_CASE("reference plans: a rooted collective whose rank 0 cannot be its root") {
+  // PlanCache builds reference plans before any call: of a broadcast or reduce, for its first
+  // root that plans (a forest's relays cannot be roots), and an error that is not about the root
+  // comes back as root 0's after one more build.
+  using Cache = ccoll::runtime::PlanCache<ccoll::sync::ConnectionRef>;
+  ccoll::Config config;
+  config.nranks = 4;
+  int builds = 0;
+  int relays = 1;  // ranks below this cannot be the root
+  const ccoll::runtime::PlanSource rooted = [&](const ccoll::plan::PlanRequest& req) {
+    ++builds;
+    if (req.root < relays)
+      throw ccoll::Error(ccoll::ErrorCode::InvalidArgument, -1,
+                         "rank " + std::to_string(req.root) + " is a relay");
+    ccoll::plan::PlanRequest r = req;
+    r.collective = ccoll::plan::Collective::broadcast;
+    ccoll::plan::Plan p = ccoll::plan::build_chain_broadcast(r);
+    for (int q = 0; q < relays; ++q) p.active[static_cast<std::size_t>(q)] = false;
+    return p;
+  };
+  const Cache first_root_2 = [&] {
+    relays = 2;
+    return Cache(config, 4, rooted, "stub");
+  }();
+  CHECK(first_root_2.collective() == ccoll::plan::Collective::broadcast);
+  CHECK(first_root_2.active() == std::vector<bool>{false, false, true, true});
+  relays = 4;  // no rank plans as the root: root 0's error
+  CHECK_THROWS_WITH_AS(Cache(config, 4, rooted, "stub"), doctest::Contains("rank 0 is a relay"),
+                       ccoll::Error);
+  // Without a root: every count fails alike, and the retry stops after one root.
+  const ccoll::runtime::PlanSource no_count =
+      [&](const ccoll::plan::PlanRequest& req) -> ccoll::plan::Plan {
+    ++builds;
+    throw ccoll::Error(ccoll::ErrorCode::InvalidArgument, -1,
+                       "no plan of " + std::to_string(req.count / 4096) + " x 4096 elements");
+  };
+  builds = 0;
+  CHECK_THROWS_WITH_AS(Cache(config, 4, no_count, "stub"),
+                       doctest::Contains("no plan of 1 x 4096 elements"), ccoll::Error);
+  CHECK(builds == 4 + 1);  // counts m = 4, 3, 2, 1 at root 0; root 1 at m = 4
 }

@@ -8,11 +8,13 @@
 #   hetero: 4 hosts of 1 rank, one at RATE/4 (a star: the forest's bound is the ring's there).
 #
 #   run.sh BUILD OUT_DIR          (root: the lab needs network namespaces)
+# COLLECTIVES and ALGOS choose others (collectives-2026-11-29d.md: broadcast and reduce, root 0).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 build=$1 out=$2
 perf=$build/benchmarks/ccoll_perf ccoll=$build/tools/ccoll
 RATE=${RATE:-1gbit} SIZE=${SIZE:-16M} ITERS=${ITERS:-3}
+COLLECTIVES=${COLLECTIVES:-reduce_scatter all_gather} ALGOS=${ALGOS:-ring,forest}
 mkdir -p "$out"
 trap 'scripts/netlab down >/dev/null 2>&1 || true' EXIT
 lab() {  # name ranks, then netlab up options
@@ -22,12 +24,12 @@ lab() {  # name ranks, then netlab up options
   scripts/netlab up --rate "$RATE" "$@"
   scripts/netlab status >"$out/$name.lab.txt"
   scripts/netlab topology >"$out/$name.topology.json"
-  for c in reduce_scatter all_gather; do
-    "$ccoll" simulate --topology "$out/$name.topology.json" --collective "$c" --algo ring,forest \
+  for c in $COLLECTIVES; do
+    "$ccoll" simulate --topology "$out/$name.topology.json" --collective "$c" --algo "$ALGOS" \
       --bytes "$SIZE" >"$out/$name-$c.sim.txt" 2>&1
     echo "sim $name $c rc=$?"
     scripts/netlab run --timeout 1200 -- -np "$np" "$perf" --transport mpi-hybrid \
-      --topology "$out/$name.topology.json" -C "$c" -a ring,forest --peer mpi -b "$SIZE" \
+      --topology "$out/$name.topology.json" -C "$c" -a "$ALGOS" --peer mpi -b "$SIZE" \
       -e "$SIZE" -n "$ITERS" -w 1 -r 2 -m 0 --timeout 600000 --json "$out/$name-$c.json" \
       >"$out/$name-$c.txt" 2>&1
     echo "run $name $c rc=$?"

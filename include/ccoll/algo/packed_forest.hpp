@@ -30,6 +30,7 @@
 
 #include "ccoll/algo/concepts.hpp"
 #include "ccoll/algo/registered.hpp"
+#include "ccoll/core/error.hpp"
 #include "ccoll/forest/equal_share.hpp"
 #include "ccoll/forest/packed_forest.hpp"
 #include "ccoll/forest/to_plan.hpp"
@@ -63,7 +64,23 @@ class PackedForest {
         plan::PlanRequest checked = req;
         checked.nranks = nranks();
         plan::detail::check_root(checked);
-        root_node = state_->ranks.rank_node[static_cast<std::size_t>(req.root)];
+        const auto root = static_cast<std::size_t>(req.root);
+        root_node = state_->ranks.rank_node[root];
+        if (!state_->ranks.active[root]) {
+          const auto rank_named = [this](std::size_t r) {
+            const int node = state_->ranks.rank_node[r];
+            return std::to_string(r) + " (" +
+                   state_->topology.nodes[physical::PhysicalTopology::idx(node)].id + ")";
+          };
+          std::string workers;
+          for (std::size_t r = 0; r < state_->ranks.active.size(); ++r)
+            if (state_->ranks.active[r]) workers += (workers.empty() ? "" : ", ") + rank_named(r);
+          throw Error(ErrorCode::InvalidArgument, -1,
+                      "the root of a forest's " +
+                          std::string(plan::collective_name(req.collective)) + ", rank " +
+                          rank_named(root) + ", is a relay; roots are active workers: ranks " +
+                          workers);
+        }
       }
       return forest::forest_block_plan(
           equal_share(plan::reduces(req.collective) ? forest::ShareStage::reduce

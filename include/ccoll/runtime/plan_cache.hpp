@@ -134,6 +134,7 @@ class PlanCache {
       std::uint64_t count = 0;
       plan::Plan first;
       int first_root = 0;
+      std::string full_count_error;  // root 0's at nranks x nch x 4096
       try {
         for (int m = nranks;; --m) {
           count = static_cast<std::uint64_t>(m) * nch * 4096;
@@ -141,13 +142,16 @@ class PlanCache {
             first = build(count, elem, 0);
             break;
           } catch (const Error& e) {
+            if (m == nranks) full_count_error = e.what();
             if (e.code() != ErrorCode::InvalidArgument || m <= 1) throw;
           }
         }
       } catch (const Error& e) {
         // A broadcast or reduce is planned from active roots only (any count), and rank 0 may be
         // a relay: the first rank that plans as the root, at most nranks - 1 more builds (as many
-        // as the counts above). Where none plans, the error is root 0's.
+        // as the counts above). A root whose error is root 0's word for word shows that the root
+        // is not what fails (a collective without one, say): no more tries. Where none plans,
+        // the error is root 0's.
         if (e.code() != ErrorCode::InvalidArgument) throw;
         const std::exception_ptr root0_error = std::current_exception();
         count = static_cast<std::uint64_t>(nranks) * nch * 4096;
@@ -157,6 +161,7 @@ class PlanCache {
             break;
           } catch (const Error& again) {
             if (again.code() != ErrorCode::InvalidArgument) throw;
+            if (again.what() == full_count_error) std::rethrow_exception(root0_error);
           }
         }
         if (first_root == nranks || !plan::has_root(first.collective))

@@ -7,11 +7,13 @@
 // port), so the two ends of a connection stay in step without a barrier: every message has one
 // send port and one receive port. cuda-virtual builds a block per (channel, rank) of the plan and
 // counts on the plan's connections; cuda-p2p builds its own rank's blocks and counts on the
-// communicator's connection set (ports renumbered onto it).
+// communicator's connection set (ports renumbered onto it). Both place FIFO slots `slot_stride`
+// apart.
 //
 // Plain C++ (no CUDA call): the fast suite tests it (tests/cuda_protocol_test.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -19,8 +21,19 @@
 #include <vector>
 
 #include "ccoll/plan/plan.hpp"
+#include "ccoll/runtime/program_context.hpp"
 
 namespace ccoll::transport::cuda {
+
+// The line the executors align device tables and FIFO slots to.
+inline constexpr std::uint64_t kDeviceLine = 128;
+
+// The bytes between two FIFO slots on a GPU: a slot, and the slack that lets every message keep
+// its chunk's offset modulo 16 bytes (runtime::kBlockSlotSlack: the block's 16-byte packs), on
+// whole lines.
+inline std::uint64_t slot_stride(std::uint64_t slot_bytes) {
+  return (slot_bytes + runtime::kBlockSlotSlack + kDeviceLine - 1) / kDeviceLine * kDeviceLine;
+}
 
 // What block b runs.
 struct BlockProgram {
@@ -78,6 +91,24 @@ struct BlockTablesImage {
     return {advances.data() + prog.first_advance, prog.nadvance};
   }
 
+  // The ranks block b exchanges messages with (the other ends of the connections it advances),
+  // each once, in rank order: the peers whose calls a cuda-p2p block compares with its own
+  // (call_record.hpp). keys[i]: the ends (from, to) of connection i as the tables count them.
+  template <class Keys>
+  std::vector<std::int32_t> peers_of(std::uint32_t b, const Keys& keys) const {
+    const std::int32_t rank = programs[b].rank;
+    std::vector<std::int32_t> peers;
+    for (const BaseAdvance& a : advances_of(b)) {
+      const auto& k = keys[a.connection];
+      const auto from = static_cast<std::int32_t>(k.from), to = static_cast<std::int32_t>(k.to);
+      const std::int32_t other = from == rank ? to : from;
+      if (other != rank) peers.push_back(other);
+    }
+    std::sort(peers.begin(), peers.end());
+    peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+    return peers;
+  }
+
  private:
   std::vector<std::uint32_t> messages_;  // per connection, for the block being added
 };
@@ -86,7 +117,7 @@ struct BlockTablesImage {
 // table and counter, share a line), and a host image of it to copy in one transfer.
 class TableSections {
  public:
-  static constexpr std::size_t kLine = 128;
+  static constexpr std::size_t kLine = kDeviceLine;
   // The offset of a new section of `bytes`.
   std::size_t add(std::size_t bytes) {
     const std::size_t at = total_;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ccoll/core/error.hpp"
@@ -63,6 +64,24 @@ inline std::uint32_t default_channels(int device, std::uint32_t blocks_per_chann
   return f.ok ? f.channels : 1;  // nothing fits: one channel, refused at launch with the figures
 }
 
+// What a launch of blocks_per_channel x channels blocks at `threads` per block (0: the default)
+// gets on `device` against the kernels' launch bounds, before any kernel is known (each launch
+// then fits its kernel's real occupancy: KernelFits). Not ok when the device cannot be queried.
+inline LaunchFit bounded_fit(int device, std::uint32_t blocks_per_channel, std::uint32_t channels,
+                             unsigned threads) {
+  DeviceShape d;
+  if (!query_device_shape(device, &d)) return LaunchFit{};
+  const std::vector<Occupancy> occupancy =
+      bounded_occupancy(threads, d.max_threads_per_sm, d.max_blocks_per_sm);
+  FitRequest r;
+  r.blocks_per_channel = blocks_per_channel;
+  r.channels = channels;
+  r.threads = threads;
+  r.sms = d.sms;
+  r.occupancy = occupancy;
+  return fit_launch(r);
+}
+
 // Blocks per SM of `kernel` at the requested threads, or at every default choice.
 template <class Kernel>
 std::vector<Occupancy> kernel_occupancy(Kernel kernel, unsigned requested_threads) {
@@ -91,7 +110,7 @@ class KernelFits {
   // The fit of `r` (blocks and channels) for `kernel` at `threads` per block (0: the default).
   template <class Kernel>
   LaunchFit fit(Kernel kernel, unsigned threads, FitRequest r) {
-    const void* key = reinterpret_cast<const void*>(kernel);
+    const Key key{reinterpret_cast<const void*>(kernel), threads};
     auto it = occupancy_.find(key);
     if (it == occupancy_.end())
       it = occupancy_.emplace(key, kernel_occupancy(kernel, threads)).first;
@@ -101,7 +120,8 @@ class KernelFits {
   }
 
  private:
-  std::map<const void*, std::vector<Occupancy>> occupancy_;  // per kernel instantiation
+  using Key = std::pair<const void*, unsigned>;  // a kernel instantiation, the threads asked for
+  std::map<Key, std::vector<Occupancy>> occupancy_;
 };
 
 }  // namespace ccoll::transport::cuda

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cassert>
 #include <cstddef>
 #include <list>
 #include <string>
@@ -34,8 +35,8 @@ class DevicePlanCache {
   }
 
   // Makes room for one more plan under `capacity` (at least 1): evicts the least recently used
-  // one, handing it to evict(plan) first. With a session open nothing may be evicted: Unsupported,
-  // naming `who` ("an open cuda::Session", say) and `rank`.
+  // ones, handing each to evict(plan) first. With a session open nothing may be evicted:
+  // Unsupported, naming `who` ("an open cuda::Session", say) and `rank`.
   template <class Evict>
   void make_room(std::size_t capacity, bool session_open, const std::string& who, int rank,
                  Evict&& evict) {
@@ -45,18 +46,20 @@ class DevicePlanCache {
       throw Error(ErrorCode::Unsupported, rank,
                   who + " uses more distinct counts than Config::max_cached_plans (" +
                       std::to_string(capacity) + ")");
-    auto it = plans_.find(lru_.back());
-    evict(it->second.plan);
-    plans_.erase(it);
-    lru_.pop_back();
+    while (plans_.size() >= capacity) {
+      auto it = plans_.find(lru_.back());
+      evict(it->second.plan);
+      plans_.erase(it);
+      lru_.pop_back();
+    }
   }
 
-  // Caches `plan` for `key` (not cached yet) as the most recently used; the cached plan.
+  // Caches `plan` for `key`, which find() did not find, as the most recently used; the cached
+  // plan.
   DevicePlan& insert(const runtime::PlanKey& key, DevicePlan plan) {
+    assert(plans_.find(key) == plans_.end());
     lru_.push_front(key);
-    auto [it, inserted] = plans_.emplace(key, Entry{std::move(plan), lru_.begin()});
-    (void)inserted;
-    return it->second.plan;
+    return plans_.emplace(key, Entry{std::move(plan), lru_.begin()}).first->second.plan;
   }
 
   std::size_t size() const { return plans_.size(); }

@@ -99,12 +99,14 @@
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/sync/connection.hpp"
 #include "ccoll/transport/concept.hpp"
+#include "ccoll/transport/cuda/block_tables.hpp"
 #include "ccoll/transport/cuda/call_buffers.hpp"
 #include "ccoll/transport/cuda/check.cuh"
 #include "ccoll/transport/cuda/control_page.cuh"
 #include "ccoll/transport/cuda/device_fit.cuh"
 #include "ccoll/transport/cuda/device_memory.cuh"
 #include "ccoll/transport/cuda/device_plan_cache.hpp"
+#include "ccoll/transport/cuda/failure_record.hpp"
 #include "ccoll/transport/cuda/fd_passing.hpp"
 #include "ccoll/transport/cuda/ipc_memory.cuh"
 #include "ccoll/transport/cuda/p2p_kernel.cuh"
@@ -161,7 +163,7 @@ struct CudaP2P {
     if (c.nchannels == 0) {
       int sharing = 1;
       const int device = cuda::busiest_device(options, c.nranks, &sharing);
-      const std::uint64_t stride = (c.slot_bytes + runtime::kBlockSlotSlack + 127) / 128 * 128;
+      const std::uint64_t stride = cuda::slot_stride(c.slot_bytes);
       const std::uint64_t peers = static_cast<std::uint64_t>(std::max(1, c.nranks - 1));
       c.nchannels =
           cuda::default_channels(device, static_cast<std::uint32_t>(sharing), options.threads,
@@ -182,27 +184,19 @@ struct CudaP2P {
         throw_invalid_argument(-1, "cuda::P2POptions::threads",
                                "0 (chosen per launch) or a multiple of 32 in 32..1024",
                                std::to_string(options_.threads));
-      slot_stride_ = (config_.slot_bytes + runtime::kBlockSlotSlack + 127) / 128 * 128;
+      slot_stride_ = cuda::slot_stride(config_.slot_bytes);
       const auto& keys = plans_.keys();
       // As many blocks as any plan has channels (see runtime/communicator.hpp).
       nchannels_ = std::max<std::uint32_t>({1, plans_.channels(), config_.nchannels});
       for (const auto& k : keys) nchannels_ = std::max(nchannels_, k.channel + 1);
       {
+        // The threads at which the busiest device holds its ranks' blocks, against the kernels'
+        // launch bounds (each launch fits its kernel's real occupancy).
         int sharing = 1;
         const int device = cuda::busiest_device(options_, config_.nranks, &sharing);
-        cuda::DeviceShape shape;
-        if (cuda::query_device_shape(device, &shape)) {
-          const auto occupancy = cuda::bounded_occupancy(options_.threads, shape.max_threads_per_sm,
-                                                         shape.max_blocks_per_sm);
-          cuda::FitRequest r;
-          r.blocks_per_channel = static_cast<std::uint32_t>(sharing);
-          r.channels = nchannels_;
-          r.threads = options_.threads;
-          r.sms = shape.sms;
-          r.occupancy = occupancy;
-          const cuda::LaunchFit fit = cuda::fit_launch(r);
-          if (fit.ok) default_threads_ = fit.threads;
-        }
+        const cuda::LaunchFit fit = cuda::bounded_fit(device, static_cast<std::uint32_t>(sharing),
+                                                      nchannels_, options_.threads);
+        if (fit.ok) default_threads_ = fit.threads;
       }
       for (int r = 0; r < config_.nranks; ++r)
         layouts_.push_back(cuda::P2PFifoLayout::make(keys, r, slot_stride_, config_.nslots));
@@ -212,23 +206,8 @@ struct CudaP2P {
       else
         start_threads();
       // Every rank's view of the connection set: plain pointers, valid in this process.
-      std::vector<sync::ConnectionRef> refs(keys.size());
-      for (std::size_t i = 0; i < keys.size(); ++i) {
-        const int from = keys[i].from, to = keys[i].to;
-        sync::ConnectionRef& c = refs[i];
-        c.slot_bytes = slot_stride_;
-        c.nslots = config_.nslots;
-        c.from = from;
-        c.to = to;
-        std::byte* at_to = bases_[static_cast<std::size_t>(to)];
-        std::byte* at_from = bases_[static_cast<std::size_t>(from)];
-        if (at_to == nullptr || at_from == nullptr) continue;  // not this process's connection
-        const auto& lt = layouts_[static_cast<std::size_t>(to)];
-        const auto& lf = layouts_[static_cast<std::size_t>(from)];
-        c.slots = at_to + lt.slots[i];
-        c.tail = reinterpret_cast<std::uint64_t*>(at_to + lt.tail[i]);
-        c.head = reinterpret_cast<std::uint64_t*>(at_from + lf.head[i]);
-      }
+      std::vector<sync::ConnectionRef> refs =
+          cuda::p2p_connection_refs(keys, layouts_, bases_, slot_stride_, config_.nslots);
       refs_ = refs;
       plans_.set_connections(std::move(refs));
     }
@@ -828,12 +807,12 @@ struct CudaP2P {
       r.sms = st.sms;
       const cuda::LaunchFit fit = st.fits.fit(kernel, options_.threads, r);
       if (!fit.ok)
-        throw Error(ErrorCode::Unsupported, st.rank,
-                    fit.refusal("cuda-p2p: " + std::to_string(sharing) + " rank(s) on device " +
-                                    std::to_string(st.device) + " need",
-                                "ranks x channels", st.device,
-                                "lower Config::nchannels or P2POptions::threads, or put fewer "
-                                "ranks on one device"));
+        throw Error(
+            ErrorCode::Unsupported, st.rank,
+            fit.refusal("cuda-p2p: " + std::to_string(sharing) + " rank(s) on one device need",
+                        "ranks x channels", st.device,
+                        "lower Config::nchannels or P2POptions::threads, or put fewer "
+                        "ranks on one device"));
       st.launch_fit = fit;
       return fit.threads;
     }
@@ -880,12 +859,7 @@ struct CudaP2P {
       std::vector<std::uint32_t> peer_begin{0};
       for (std::uint32_t c = 0; c < nch; ++c) {
         const std::uint32_t b = image.add_block(p, c, st.rank, ports, nkeys);
-        std::set<std::int32_t> block_peers;
-        for (const cuda::BaseAdvance& a : image.advances_of(b)) {
-          const int other =
-              keys[a.connection].from == st.rank ? keys[a.connection].to : keys[a.connection].from;
-          if (other != st.rank) block_peers.insert(other);
-        }
+        const std::vector<std::int32_t> block_peers = image.peers_of(b, keys);
         peers.insert(peers.end(), block_peers.begin(), block_peers.end());
         peer_begin.push_back(static_cast<std::uint32_t>(peers.size()));
       }

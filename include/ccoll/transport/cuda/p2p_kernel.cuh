@@ -178,9 +178,9 @@ __global__ void p2p_session_kernel(const P2PSessionArgs args) {
                             args.abort, args.timeout_ns))
         return;
     }
-    if (threadIdx.x == 0 && !session_item_done(args.queue, j, gridDim.x, args.abort)) stop = true;
-    __syncthreads();
-    if (stop) return;
+    // The leader's verdict through the barrier itself: `stop` is the leader's to rewrite next.
+    const bool cut = threadIdx.x == 0 && !session_item_done(args.queue, j, gridDim.x, args.abort);
+    if (__syncthreads_or(cut ? 1 : 0) != 0) return;
   }
 }
 

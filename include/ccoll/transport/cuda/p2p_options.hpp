@@ -1,9 +1,11 @@
 // ccoll/transport/cuda/p2p_options.hpp: what a user chooses for transport::CudaP2P (placement,
-// launch, sharing, agreement) and where one rank's FIFO memory keeps what its peers write. Plain
-// C++, so that the layout is tested without a GPU (tests/cuda_protocol_test.cpp).
+// launch, sharing, agreement), where one rank's FIFO memory keeps what its peers write, and the
+// connections a process sees through the ranks' memory. Plain C++, so that the layout is tested
+// without a GPU (tests/cuda_protocol_test.cpp).
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -70,5 +72,29 @@ struct P2PFifoLayout {
     return l;
   }
 };
+
+// Every connection of the set as this process sees it: its slots and tail in the receiver's FIFO
+// memory, its head in the sender's. bases[r]: rank r's FIFO memory mapped into this process
+// (layouts[r] places it), null where it is not; a connection without both ends here keeps null
+// pointers: no block of this process uses it.
+inline std::vector<sync::ConnectionRef> p2p_connection_refs(
+    const std::vector<runtime::ConnectionKey>& keys, const std::vector<P2PFifoLayout>& layouts,
+    const std::vector<std::byte*>& bases, std::uint64_t slot_stride, std::uint32_t nslots) {
+  std::vector<sync::ConnectionRef> refs(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const auto to = static_cast<std::size_t>(keys[i].to);
+    const auto from = static_cast<std::size_t>(keys[i].from);
+    sync::ConnectionRef& c = refs[i];
+    c.slot_bytes = slot_stride;
+    c.nslots = nslots;
+    c.from = keys[i].from;
+    c.to = keys[i].to;
+    if (bases[to] == nullptr || bases[from] == nullptr) continue;
+    c.slots = bases[to] + layouts[to].slots[i];
+    c.tail = reinterpret_cast<std::uint64_t*>(bases[to] + layouts[to].tail[i]);
+    c.head = reinterpret_cast<std::uint64_t*>(bases[from] + layouts[from].head[i]);
+  }
+  return refs;
+}
 
 }  // namespace ccoll::transport::cuda

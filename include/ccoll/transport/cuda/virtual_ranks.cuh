@@ -48,7 +48,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -69,6 +68,7 @@
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/connection.hpp"
 #include "ccoll/transport/concept.hpp"
+#include "ccoll/transport/cuda/block_tables.hpp"
 #include "ccoll/transport/cuda/call_buffers.hpp"
 #include "ccoll/transport/cuda/check.cuh"
 #include "ccoll/transport/cuda/device_fit.cuh"
@@ -108,7 +108,7 @@ struct CudaVirtualRanks {
     // device's memory for the FIFO slots of at most P(P-1) connections per channel.
     if (c.nchannels == 0) {
       const std::uint64_t p = static_cast<std::uint64_t>(c.nranks);
-      const std::uint64_t stride = (c.slot_bytes + runtime::kBlockSlotSlack + 127) / 128 * 128;
+      const std::uint64_t stride = cuda::slot_stride(c.slot_bytes);
       c.nchannels = cuda::default_channels(options.device, static_cast<std::uint32_t>(c.nranks),
                                            options.threads, p * (p - 1) * c.nslots * stride,
                                            cuda::kMaxDefaultChannels, 2);
@@ -143,20 +143,11 @@ struct CudaVirtualRanks {
                   "cudaDeviceGetAttribute(MultiProcessorCount)");
       // What a plan of nranks x nchannels blocks gets, against the kernels' launch bounds; each
       // launch fits its own plan to its kernel's occupancy (launch_fit_).
-      cuda::DeviceShape shape;
-      if (cuda::query_device_shape(device_, &shape)) {
-        const auto occupancy = cuda::bounded_occupancy(options_.threads, shape.max_threads_per_sm,
-                                                       shape.max_blocks_per_sm);
-        cuda::FitRequest r;
-        r.blocks_per_channel = static_cast<std::uint32_t>(config_.nranks);
-        r.channels = std::max<std::uint32_t>(1, config_.nchannels);
-        r.threads = options_.threads;
-        r.sms = sms_;
-        r.occupancy = occupancy;
-        launch_fit_ = cuda::fit_launch(r);
-      }
+      launch_fit_ =
+          cuda::bounded_fit(device_, static_cast<std::uint32_t>(config_.nranks),
+                            std::max<std::uint32_t>(1, config_.nchannels), options_.threads);
       // One slot pool for the connection set: every plan's connection maps onto it.
-      slot_stride_ = (config_.slot_bytes + runtime::kBlockSlotSlack + 127) / 128 * 128;
+      slot_stride_ = cuda::slot_stride(config_.slot_bytes);
       const std::size_t nkeys = plans_.keys().size();
       pool_ = cuda::DeviceMemory(std::max<std::size_t>(1, nkeys) * config_.nslots * slot_stride_);
       std::vector<sync::DeviceConnectionRef> refs(nkeys);
