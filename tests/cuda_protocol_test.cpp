@@ -511,6 +511,21 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("cuda-p2p threads: each rank's device, by default round robin, checked") {
+  P2POptions o;
+  CHECK(rank_devices(o, 5, 2) == std::vector<int>{0, 1, 0, 1, 0});
+  CHECK(rank_devices(o, 3, 8) == std::vector<int>{0, 1, 2});
+  o.devices = {3, 3, 1};
+  CHECK(rank_devices(o, 3, 4) == std::vector<int>{3, 3, 1});
+  CHECK_THROWS_WITH_AS(
+      rank_devices(o, 4, 4),
+      doctest::Contains("argument 'cuda::P2POptions::devices': expected 4 devices"), ccoll::Error);
+  CHECK_THROWS_WITH_AS(
+      rank_devices(o, 3, 2),
+      doctest::Contains("argument 'cuda::P2POptions::devices[0]': expected a device in 0..1"),
+      ccoll::Error);
+}
+
 TEST_CASE("cuda-p2p connections: slots and tail in the receiver's memory, head in the sender's") {
   std::mt19937 rng(11);
   for (int iter = 0; iter < 100; ++iter) {

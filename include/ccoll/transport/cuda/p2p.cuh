@@ -28,6 +28,8 @@
 //     meet through a rendezvous on a path-named Unix socket (rendezvous.hpp), which passes the
 //     descriptors with SCM_RIGHTS. Rank, size and session come from Config or the environment, as
 //     for transport::SharedMemory.
+// How the ranks find each other's memory in either mode: p2p_bootstrap.cuh; where a rank's FIFO
+// memory keeps what: p2p_options.hpp.
 //
 // Memory: a connection u->v of the plan's connection set has its slots and its tail counter in
 // the receiver v's memory (the sender writes them over the interconnect, the receiver polls its
@@ -109,6 +111,7 @@
 #include "ccoll/transport/cuda/failure_record.hpp"
 #include "ccoll/transport/cuda/fd_passing.hpp"
 #include "ccoll/transport/cuda/ipc_memory.cuh"
+#include "ccoll/transport/cuda/p2p_bootstrap.cuh"
 #include "ccoll/transport/cuda/p2p_kernel.cuh"
 #include "ccoll/transport/cuda/p2p_options.hpp"
 #include "ccoll/transport/cuda/peer_presence.hpp"
@@ -620,30 +623,9 @@ struct CudaP2P {
             ErrorCode::System, -1,
             std::string("no CUDA device: ") +
                 (e == cudaSuccess ? "cudaGetDeviceCount found none" : cudaGetErrorString(e)));
-      std::vector<int> devices = options_.devices;
-      if (devices.empty())
-        for (int r = 0; r < config_.nranks; ++r) devices.push_back(r % count);
-      if (devices.size() != static_cast<std::size_t>(config_.nranks))
-        throw_invalid_argument(-1, "cuda::P2POptions::devices",
-                               std::to_string(config_.nranks) + " devices (one per rank) or none",
-                               std::to_string(devices.size()));
-      for (int r = 0; r < config_.nranks; ++r) {
-        const int d = devices[static_cast<std::size_t>(r)];
-        if (d < 0 || d >= count)
-          throw_invalid_argument(r, "cuda::P2POptions::devices[" + std::to_string(r) + "]",
-                                 "a device in 0.." + std::to_string(count - 1), std::to_string(d));
-        ++per_device_[d];
-      }
-      const auto& keys = plans_.keys();
-      std::set<std::pair<int, int>> pairs;
-      for (const auto& k : keys) {
-        const int du = devices[static_cast<std::size_t>(k.from)];
-        const int dv = devices[static_cast<std::size_t>(k.to)];
-        if (du == dv) continue;
-        if (!pairs.insert({std::min(du, dv), std::max(du, dv)}).second) continue;
-        enable_peer_access(du, dv, k.from, k.to);
-        enable_peer_access(dv, du, k.to, k.from);
-      }
+      const std::vector<int> devices = cuda::rank_devices(options_, config_.nranks, count);
+      for (int d : devices) ++per_device_[d];
+      cuda::enable_connected_peers(plans_.keys(), devices);
       control_ = cuda::ControlPage::allocate(cuda::ControlLayout::make(config_.nranks, nchannels_));
       for (int r = 0; r < config_.nranks; ++r) {
         const int d = devices[static_cast<std::size_t>(r)];
@@ -658,39 +640,6 @@ struct CudaP2P {
         local_.push_back(r);
       }
     }
-
-    // Rank `rank` on device `from` writes to and reads from rank `peer`'s memory on device `to`.
-    static void enable_peer_access(int from, int to, int rank, int peer) {
-      int can = 0;
-      cuda::check(cudaDeviceCanAccessPeer(&can, from, to), "cudaDeviceCanAccessPeer", rank);
-      if (can == 0)
-        throw Error(ErrorCode::Unsupported, rank,
-                    "cuda-p2p: ranks " + std::to_string(rank) + " (device " + std::to_string(from) +
-                        ") and " + std::to_string(peer) + " (device " + std::to_string(to) +
-                        ") are connected by the plan, but device " + std::to_string(from) +
-                        " cannot access device " + std::to_string(to) +
-                        "'s memory (cudaDeviceCanAccessPeer): no NVLink or PCIe peer path");
-      cuda::check(cudaSetDevice(from), "cudaSetDevice", rank);
-      const cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
-      if (e == cudaErrorPeerAccessAlreadyEnabled) {
-        (void)cudaGetLastError();  // not an error here; clear it
-        return;
-      }
-      cuda::check(
-          e,
-          "cudaDeviceEnablePeerAccess(" + std::to_string(from) + " -> " + std::to_string(to) + ")",
-          rank);
-    }
-
-    // What each process tells the others in the rendezvous.
-    struct ProcessRecord {
-      std::int32_t rank = 0;
-      std::int32_t device = 0;
-      char bus_id[32] = {};
-      cuda::IpcDescription memory;
-      std::uint32_t memory_fds = 0;   // 1: the first descriptor is the cuMem export
-      std::uint32_t control_fds = 0;  // rank 0: 1, the control page follows
-    };
 
     // Processes: export this rank's FIFO memory, meet the others, map theirs.
     void join_processes() {
@@ -707,7 +656,7 @@ struct CudaP2P {
           cuda::ControlLayout::make(config_.nranks, nchannels_);
       cuda::UniqueFd control_fd;
       if (me == 0) control_fd = cuda::ControlPage::create_shared(control_layout);
-      ProcessRecord mine;
+      cuda::P2PProcessRecord mine;
       mine.rank = me;
       mine.device = device;
       cuda::check(cudaDeviceGetPCIBusId(mine.bus_id, sizeof mine.bus_id - 1, device),
@@ -723,22 +672,22 @@ struct CudaP2P {
         fds.push_back(control_fd.get());
       }
       const auto* raw = reinterpret_cast<const std::byte*>(&mine);
-      auto all =
-          cuda::rendezvous_all_gather(socket_path(), me, config_.nranks, plans_.fingerprint(),
-                                      std::span(raw, sizeof mine), fds, config_.timeout);
-      std::vector<ProcessRecord> records(all.size());
+      auto all = cuda::rendezvous_all_gather(cuda::p2p_socket_path(options_, config_), me,
+                                             config_.nranks, plans_.fingerprint(),
+                                             std::span(raw, sizeof mine), fds, config_.timeout);
+      std::vector<cuda::P2PProcessRecord> records(all.size());
       for (std::size_t q = 0; q < all.size(); ++q) {
-        if (all[q].bytes.size() != sizeof(ProcessRecord))
+        if (all[q].bytes.size() != sizeof(cuda::P2PProcessRecord))
           throw Error(
               ErrorCode::Mismatch, me,
               "cuda-p2p: rank " + std::to_string(q) + " sent a record of another ccoll version");
-        std::memcpy(&records[q], all[q].bytes.data(), sizeof(ProcessRecord));
+        std::memcpy(&records[q], all[q].bytes.data(), sizeof(cuda::P2PProcessRecord));
       }
       // The control page: rank 0's, passed with its record.
       if (me == 0) {
         control_ = cuda::ControlPage::map_shared(control_layout, control_fd.get(), me);
       } else {
-        const ProcessRecord& r0 = records[0];
+        const cuda::P2PProcessRecord& r0 = records[0];
         auto& fds0 = all[0].fds;
         if (r0.control_fds != 1 || fds0.size() != r0.memory_fds + 1)
           throw Error(ErrorCode::System, me, "cuda-p2p: rank 0's control page did not arrive");
@@ -753,8 +702,8 @@ struct CudaP2P {
       }
       imported_.resize(static_cast<std::size_t>(config_.nranks));
       for (int q : peers_) {
-        const ProcessRecord& r = records[static_cast<std::size_t>(q)];
-        check_peer_path(me, device, mine.bus_id, q, r);
+        const cuda::P2PProcessRecord& r = records[static_cast<std::size_t>(q)];
+        cuda::check_peer_path(me, device, mine.bus_id, q, r);
         auto& qfds = all[static_cast<std::size_t>(q)].fds;
         cuda::UniqueFd fd;
         if (r.memory_fds == 1 && !qfds.empty()) fd = std::move(qfds[0]);
@@ -764,36 +713,6 @@ struct CudaP2P {
       }
       states_.push_back(std::move(s));
       local_.push_back(me);
-    }
-
-    // Refuses a peer on another device this one cannot reach (when that device is visible here;
-    // otherwise the import itself reports it).
-    static void check_peer_path(int me, int device, const char* my_bus, int q,
-                                const ProcessRecord& r) {
-      if (std::strncmp(my_bus, r.bus_id, sizeof r.bus_id) == 0) return;  // the same GPU
-      int theirs = -1;
-      if (cudaDeviceGetByPCIBusId(&theirs, r.bus_id) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return;
-      }
-      int can = 0;
-      cuda::check(cudaDeviceCanAccessPeer(&can, device, theirs), "cudaDeviceCanAccessPeer", me);
-      if (can == 0)
-        throw Error(ErrorCode::Unsupported, me,
-                    "cuda-p2p: ranks " + std::to_string(me) + " (GPU " + my_bus + ") and " +
-                        std::to_string(q) + " (GPU " + r.bus_id +
-                        ") are connected by the plan, but the first cannot access the second's "
-                        "memory (cudaDeviceCanAccessPeer): no NVLink or PCIe peer path");
-    }
-
-    std::string socket_path() const {
-      if (!options_.socket_path.empty()) return options_.socket_path;
-      runtime::Fingerprint h;
-      h.mix(config_.session);
-      char name[48];
-      std::snprintf(name, sizeof name, "/p2p-%016llx.sock",
-                    static_cast<unsigned long long>(h.value()));
-      return transport::detail::token_dir(config_.rank) + name;
     }
 
     // Blocks of all ranks sharing this device must be resident at once (see the header comment):

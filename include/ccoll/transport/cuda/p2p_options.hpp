@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ccoll/core/error.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/sync/connection.hpp"
 
@@ -37,6 +38,25 @@ struct P2POptions {
   // poll of host-mapped memory per peer and call. false: a mismatch runs into the timeouts.
   bool check_calls = true;
 };
+
+// Threads mode: the device of each rank (P2POptions::devices, or rank r on device r % count),
+// checked against the `count` devices there are.
+inline std::vector<int> rank_devices(const P2POptions& options, int nranks, int count) {
+  std::vector<int> devices = options.devices;
+  if (devices.empty())
+    for (int r = 0; r < nranks; ++r) devices.push_back(r % std::max(1, count));
+  if (devices.size() != static_cast<std::size_t>(nranks))
+    throw_invalid_argument(-1, "cuda::P2POptions::devices",
+                           std::to_string(nranks) + " devices (one per rank) or none",
+                           std::to_string(devices.size()));
+  for (int r = 0; r < nranks; ++r) {
+    const int d = devices[static_cast<std::size_t>(r)];
+    if (d < 0 || d >= count)
+      throw_invalid_argument(r, "cuda::P2POptions::devices[" + std::to_string(r) + "]",
+                             "a device in 0.." + std::to_string(count - 1), std::to_string(d));
+  }
+  return devices;
+}
 
 // Where one rank's FIFO memory keeps what its peers write and what it polls (offsets; kNone: not
 // in this rank's memory).
