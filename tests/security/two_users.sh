@@ -92,7 +92,9 @@ as "$victim" env CCOLL_RANK=0 CCOLL_SIZE=2 CCOLL_SESSION=demo "$work/example" \
 rank0=$!
 token=""
 for _ in $(seq 1 100); do  # up to 10 s
-  token=$(find "/tmp/ccoll-$victim" -maxdepth 1 -type f 2>/dev/null | head -n 1) || true
+  # The published token, not the temporary file it is renamed from (NAME.tmp.PID).
+  token=$(find "/tmp/ccoll-$victim" -maxdepth 1 -type f ! -name '*.tmp.*' 2>/dev/null |
+    head -n 1) || true
   [ -n "$token" ] && break
   sleep 0.1
 done
