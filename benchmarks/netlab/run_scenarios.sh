@@ -2,7 +2,8 @@
 # The multi-host benchmark of docs/mpi.md: ccoll_perf on the network lab (scripts/netlab), one
 # scenario after another, every algorithm paired with the MPI library's MPI_Allreduce on the same
 # processes, buffers and sizes (alternating blocks). Each scenario's physical topology is the lab's
-# own (scripts/netlab topology: the shaped rates as link bandwidths), which the forest plans on.
+# own (scripts/netlab topology: what TCP carries over each shaped link as its bandwidth), which the
+# forest plans on.
 #
 #   benchmarks/netlab/run_scenarios.sh [OUT_DIR]        # default docs/results/netlab-<date>
 #   SCENARIOS="hetero racks" SIZE=16M ITERS=2 benchmarks/netlab/run_scenarios.sh /tmp/out
