@@ -524,6 +524,13 @@ TEST_CASE("cuda-p2p threads: each rank's device, by default round robin, checked
       rank_devices(o, 3, 2),
       doctest::Contains("argument 'cuda::P2POptions::devices[0]': expected a device in 0..1"),
       ccoll::Error);
+  // Peer access: each pair of distinct devices a connection joins, once, lower device first.
+  const std::vector<int> devices{0, 0, 1, 2};
+  const std::vector<ccoll::runtime::ConnectionKey> keys{{0, 0, 1}, {0, 1, 2}, {0, 2, 1}, {0, 3, 2},
+                                                        {1, 2, 0}, {1, 0, 3}, {1, 3, 0}};
+  const std::vector<DevicePair> want{{0, 1, 1, 2}, {0, 2, 0, 3}, {1, 2, 2, 3}};
+  CHECK(connected_device_pairs(keys, devices) == want);
+  CHECK(connected_device_pairs(keys, {0, 0, 0, 0}).empty());
 }
 
 TEST_CASE("cuda-p2p connections: slots and tail in the receiver's memory, head in the sender's") {
@@ -533,7 +540,8 @@ TEST_CASE("cuda-p2p connections: slots and tail in the receiver's memory, head i
     const std::uint32_t nslots = 1 + rng() % 4;
     const std::uint64_t stride = slot_stride(100 + rng() % 2000);
     std::vector<ccoll::runtime::ConnectionKey> keys;
-    for (std::uint32_t ch = 0; ch < 1 + rng() % 3; ++ch)
+    const std::uint32_t nch = 1 + rng() % 3;
+    for (std::uint32_t ch = 0; ch < nch; ++ch)
       for (int a = 0; a < nranks; ++a)
         for (int b = 0; b < nranks; ++b)
           if (a != b && rng() % 2 == 0)
@@ -577,6 +585,8 @@ TEST_CASE("cuda-p2p connections: slots and tail in the receiver's memory, head i
       CHECK(in(c.tail, to, sizeof(std::uint64_t)));
       CHECK(in(c.head, from, sizeof(std::uint64_t)));
       CHECK(c.slots == bases[to] + layouts[to].slots[i]);
+      CHECK(c.tail == reinterpret_cast<std::uint64_t*>(bases[to] + layouts[to].tail[i]));
+      CHECK(c.head == reinterpret_cast<std::uint64_t*>(bases[from] + layouts[from].head[i]));
     }
   }
   CHECK(slot_stride(1024) == 1152);  // 1024 + 16 bytes of slack, on 128-byte lines

@@ -150,8 +150,9 @@ class PlanCache {
         // A broadcast or reduce is planned from active roots only (any count), and rank 0 may be
         // a relay: the first rank that plans as the root, at most nranks - 1 more builds (as many
         // as the counts above). A root whose error is root 0's word for word shows that the root
-        // is not what fails (a collective without one, say): no more tries. Where none plans,
-        // the error is root 0's.
+        // is not what fails (a collective without one, say): no more tries. So a plan source's
+        // error for a rank that cannot be the root names that rank, as the library's do. Where
+        // none plans, the error is root 0's.
         if (e.code() != ErrorCode::InvalidArgument) throw;
         const std::exception_ptr root0_error = std::current_exception();
         count = static_cast<std::uint64_t>(nranks) * nch * 4096;

@@ -31,7 +31,7 @@ inline constexpr std::uint64_t kDeviceLine = 128;
 // The bytes between two FIFO slots on a GPU: a slot, and the slack that lets every message keep
 // its chunk's offset modulo 16 bytes (runtime::kBlockSlotSlack: the block's 16-byte packs), on
 // whole lines.
-inline std::uint64_t slot_stride(std::uint64_t slot_bytes) {
+constexpr std::uint64_t slot_stride(std::uint64_t slot_bytes) {
   return (slot_bytes + runtime::kBlockSlotSlack + kDeviceLine - 1) / kDeviceLine * kDeviceLine;
 }
 

@@ -10,18 +10,16 @@
 // control page as descriptors; a rank refuses a connected peer on a GPU it cannot reach.
 //
 // The executor (p2p.cuh) keeps what these produce; the choice of devices is plain C++
-// (rank_devices, tested in tests/cuda_protocol_test.cpp).
+// (rank_devices, connected_device_pairs: p2p_options.hpp, tested in tests/cuda_protocol_test.cpp).
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <set>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "ccoll/core/config.hpp"
@@ -58,14 +56,9 @@ inline void enable_peer_access(int from, int to, int rank, int peer) {
 // Threads mode: peer access both ways between every two devices a connection joins.
 inline void enable_connected_peers(const std::vector<runtime::ConnectionKey>& keys,
                                    const std::vector<int>& devices) {
-  std::set<std::pair<int, int>> pairs;
-  for (const auto& k : keys) {
-    const int du = devices[static_cast<std::size_t>(k.from)];
-    const int dv = devices[static_cast<std::size_t>(k.to)];
-    if (du == dv) continue;
-    if (!pairs.insert({std::min(du, dv), std::max(du, dv)}).second) continue;
-    enable_peer_access(du, dv, k.from, k.to);
-    enable_peer_access(dv, du, k.to, k.from);
+  for (const DevicePair& p : connected_device_pairs(keys, devices)) {
+    enable_peer_access(p.a, p.b, p.rank_a, p.rank_b);
+    enable_peer_access(p.b, p.a, p.rank_b, p.rank_a);
   }
 }
 

@@ -178,7 +178,8 @@ __global__ void p2p_session_kernel(const P2PSessionArgs args) {
                             args.abort, args.timeout_ns))
         return;
     }
-    // The leader's verdict through the barrier itself: `stop` is the leader's to rewrite next.
+    // The leader's verdict through the barrier itself, not the shared `stop`: the leader rewrites
+    // that at the next item's top, perhaps before every thread has read it.
     const bool cut = threadIdx.x == 0 && !session_item_done(args.queue, j, gridDim.x, args.abort);
     if (__syncthreads_or(cut ? 1 : 0) != 0) return;
   }

@@ -58,6 +58,33 @@ inline std::vector<int> rank_devices(const P2POptions& options, int nranks, int 
   return devices;
 }
 
+// Threads mode: the pairs of distinct devices (lower first, each once) that a connection joins,
+// each with the ranks of the first connection found between them: the devices that need peer
+// access both ways.
+struct DevicePair {
+  int a = 0, b = 0;            // devices, a < b
+  int rank_a = 0, rank_b = 0;  // ranks on a and b that a connection joins
+  bool operator==(const DevicePair&) const = default;
+};
+inline std::vector<DevicePair> connected_device_pairs(
+    const std::vector<runtime::ConnectionKey>& keys, const std::vector<int>& devices) {
+  std::vector<DevicePair> pairs;
+  for (const auto& k : keys) {
+    const int ru = k.from, rv = k.to;
+    const int du = devices[static_cast<std::size_t>(ru)],
+              dv = devices[static_cast<std::size_t>(rv)];
+    if (du == dv) continue;
+    const DevicePair p = du < dv ? DevicePair{du, dv, ru, rv} : DevicePair{dv, du, rv, ru};
+    if (std::none_of(pairs.begin(), pairs.end(),
+                     [&](const DevicePair& q) { return q.a == p.a && q.b == p.b; }))
+      pairs.push_back(p);
+  }
+  std::sort(pairs.begin(), pairs.end(), [](const DevicePair& x, const DevicePair& y) {
+    return x.a != y.a ? x.a < y.a : x.b < y.b;
+  });
+  return pairs;
+}
+
 // Where one rank's FIFO memory keeps what its peers write and what it polls (offsets; kNone: not
 // in this rank's memory).
 struct P2PFifoLayout {

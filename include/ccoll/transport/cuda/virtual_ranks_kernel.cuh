@@ -110,7 +110,8 @@ __global__ void session_kernel(const SessionArgs args) {
       ok = run_block<T, Op>(*item_tables, blockIdx.x, item_input, item_output, args.abort,
                             args.timeout_ns);
     if (!ok) return;
-    // The leader's verdict through the barrier itself: `stop` is the leader's to rewrite next.
+    // The leader's verdict through the barrier itself, not the shared `stop`: the leader rewrites
+    // that at the next item's top, perhaps before every thread has read it.
     const bool cut = group.leader() && !session_item_done<WorkItem, sync::Scope::device>(
                                            args.queue, j, nblocks, args.abort);
     if (group.any(cut)) return;
