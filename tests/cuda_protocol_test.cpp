@@ -463,6 +463,25 @@ TEST_CASE("failure root cause: timeouts before aborts; only aborts: the host's a
         "rank 3, channel 0, step 2: waiting for a free slot at rank 4");
 }
 
+namespace {
+
+// A random connection set of `nranks` ranks on 1-3 channels (each ordered pair joined or not), in
+// the order a PlanCache keeps its keys.
+std::vector<ccoll::runtime::ConnectionKey> random_connection_set(std::mt19937& rng, int nranks) {
+  std::vector<ccoll::runtime::ConnectionKey> keys;
+  const std::uint32_t nch = 1 + rng() % 3;
+  for (std::uint32_t ch = 0; ch < nch; ++ch)
+    for (int a = 0; a < nranks; ++a)
+      for (int b = 0; b < nranks; ++b)
+        if (a != b && rng() % 2 == 0)
+          keys.push_back(
+              {ch, static_cast<ccoll::plan::Rank>(a), static_cast<ccoll::plan::Rank>(b)});
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+}  // namespace
+
 TEST_CASE(
     "p2p FIFO layout: a connection's slots and tail in its receiver, its head in its sender") {
   using ccoll::transport::cuda::P2PFifoLayout;
@@ -471,14 +490,7 @@ TEST_CASE(
     const int nranks = 1 + static_cast<int>(rng() % 8);
     const std::uint32_t nslots = 1 + rng() % 4;
     const std::uint64_t stride = 128 * (1 + rng() % 4);
-    std::vector<ccoll::runtime::ConnectionKey> keys;
-    for (std::uint32_t ch = 0; ch < 1 + rng() % 3; ++ch)
-      for (int a = 0; a < nranks; ++a)
-        for (int b = 0; b < nranks; ++b)
-          if (a != b && rng() % 2 == 0)
-            keys.push_back(
-                {ch, static_cast<ccoll::plan::Rank>(a), static_cast<ccoll::plan::Rank>(b)});
-    std::sort(keys.begin(), keys.end());
+    const std::vector<ccoll::runtime::ConnectionKey> keys = random_connection_set(rng, nranks);
     for (int rank = 0; rank < nranks; ++rank) {
       CAPTURE(iter);
       CAPTURE(rank);
@@ -539,15 +551,7 @@ TEST_CASE("cuda-p2p connections: slots and tail in the receiver's memory, head i
     const int nranks = 2 + static_cast<int>(rng() % 7);
     const std::uint32_t nslots = 1 + rng() % 4;
     const std::uint64_t stride = slot_stride(100 + rng() % 2000);
-    std::vector<ccoll::runtime::ConnectionKey> keys;
-    const std::uint32_t nch = 1 + rng() % 3;
-    for (std::uint32_t ch = 0; ch < nch; ++ch)
-      for (int a = 0; a < nranks; ++a)
-        for (int b = 0; b < nranks; ++b)
-          if (a != b && rng() % 2 == 0)
-            keys.push_back(
-                {ch, static_cast<ccoll::plan::Rank>(a), static_cast<ccoll::plan::Rank>(b)});
-    std::sort(keys.begin(), keys.end());
+    const std::vector<ccoll::runtime::ConnectionKey> keys = random_connection_set(rng, nranks);
     std::vector<P2PFifoLayout> layouts;
     std::vector<std::vector<std::byte>> memory(static_cast<std::size_t>(nranks));
     std::vector<std::byte*> bases;
