@@ -16,9 +16,11 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "allreduce_reference.hpp"
@@ -492,6 +494,52 @@ TEST_CASE("plans on simulated blocks: a ring whose chunks start on 16-byte bound
     };
     check_plan<float, ReduceOp::sum>(ring, pc);
     check_plan<Half, ReduceOp::avg>(ring, pc);
+  }
+}
+
+TEST_CASE("plans on simulated blocks: binary trees' 1x3, 3x1 and 3x3 steps, with packs") {
+  // A tree's broadcast to two children (1 source, output + 2 sends), its reduce from two children
+  // (own input + 2 receives, 1 send) and its root (3 sources, output + 2 sends) have compile-time
+  // operand counts on a block (runtime/block_loops.hpp); 2^17 elements in power-of-two chunks make
+  // every step's pointers 16-byte aligned, so the pack path runs them.
+  for (const bool overlap : {true, false}) {
+    const Builder tree = [overlap](plan::PlanRequest r) {
+      r.nranks = 7;
+      r.overlap = overlap;
+      return plan::build_tree(r);
+    };
+    const Builder dbtree = [](plan::PlanRequest r) {
+      r.nranks = 8;
+      return plan::build_double_binary_tree(r);
+    };
+    for (const Builder* build : {&tree, &dbtree}) {
+      PlanCase pc{};
+      pc.count = 1u << 17;
+      pc.exact = true;
+      // The shapes are there: (sources, destinations) of every step.
+      plan::PlanRequest req;
+      req.count = pc.count;
+      req.slot_bytes = 64u << 10;
+      req.nslots = 2;
+      std::set<std::pair<std::uint32_t, std::uint32_t>> shapes;
+      for (const auto& ch : (*build)(req).channels)
+        for (const auto& prog : ch.programs)
+          for (const auto& st : prog.steps)
+            shapes.emplace(st.recv_count + (st.src != plan::Source::None ? 1u : 0u),
+                           st.send_count + (st.write_output ? 1u : 0u));
+      CHECK(shapes.count({3, 1}) == 1);
+      CHECK(shapes.count({1, 3}) == 1);
+      if (build == &tree && overlap) CHECK(shapes.count({3, 3}) == 1);
+      for (const std::uint32_t threads : kBlockSizes) {
+        CAPTURE(overlap);
+        CAPTURE(threads);
+        pc.block_threads = threads;
+        pc.in_place = threads % 2 == 0;
+        check_plan<float, ReduceOp::sum>(*build, pc);
+        check_plan<Half, ReduceOp::avg>(*build, pc);
+        check_plan<double, ReduceOp::max>(*build, pc);
+      }
+    }
   }
 }
 

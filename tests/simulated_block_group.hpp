@@ -11,9 +11,12 @@
 
 #include <atomic>
 #include <barrier>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <new>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "ccoll/runtime/interpreter.hpp"
@@ -33,6 +36,10 @@ struct SimulatedBlock {
   // Totals over the steps the leader ran: elements in scalar heads and tails, and whole packs.
   std::atomic<std::uint64_t> scalar_elems{0};
   std::atomic<std::uint64_t> packs{0};
+  // The step's operands (runtime/step_operands.hpp), as a CUDA block keeps them in shared memory.
+  // Bytes, in which the trivial StepOperands<T> of whatever element type the block runs exists
+  // implicitly (C++20's implicit object creation), as in a CUDA block's shared memory.
+  alignas(runtime::StepOperands<double>) std::byte operands[sizeof(runtime::StepOperands<double>)];
 };
 
 // One member's view of its block.
@@ -57,6 +64,14 @@ class SimulatedBlockGroup {
     return block_->word[parity];
   }
   void fence_before_post() const { std::atomic_thread_fence(std::memory_order_seq_cst); }
+  // Every member gets the same object; the leader writes it before the barrier that starts a step
+  // and the members read it after (the interpreter's protocol).
+  template <class T>
+  runtime::StepOperands<T>* shared_operands() const {
+    static_assert(sizeof(runtime::StepOperands<T>) == sizeof(runtime::StepOperands<double>));
+    static_assert(std::is_trivial_v<runtime::StepOperands<T>>);
+    return std::launder(reinterpret_cast<runtime::StepOperands<T>*>(block_->operands));
+  }
   // Observes the interpreter's pack split (runtime::detail::block_pass), so that tests can tell
   // that the vector path ran.
   void on_pack_split(const runtime::detail::PackSplit& split) const {

@@ -86,28 +86,48 @@ CCOLL_HD inline PackSplit pack_split(T* const* dsts, std::uint32_t ndst, const T
   return split;
 }
 
+// Where a pass finds its operands' first whole packs. Fixed shapes (compile-time counts) hold the
+// pointers themselves, indexed by unrolled constants, so they live in registers for the whole
+// pass. Other shapes read each pointer from the step's operand table (runtime/step_operands.hpp:
+// shared memory on a GPU) at every pack, since a run-time-indexed array would sit in local memory.
+template <class P, std::uint32_t N>
+struct PackPointers {
+  P at[N];
+  CCOLL_HD CCOLL_FORCEINLINE P operator[](std::uint32_t k) const { return at[k]; }
+};
+
+template <class T, class E>
+struct PackTable {
+  E* const* table;     // the step's operand pointers
+  std::uint64_t head;  // elements before the first whole pack
+  CCOLL_HD CCOLL_FORCEINLINE auto operator[](std::uint32_t k) const {
+    using P = std::conditional_t<std::is_const_v<E>, const Pack<T>*, Pack<T>*>;
+    return reinterpret_cast<P>(table[k] + head);
+  }
+};
+
 // Packs p, p + stride, ..., p + (U - 1) * stride of every source folded into every destination;
 // all loads of a source are issued before any of them is used. NS/ND > 0: compile-time counts.
 template <class T, ReduceOp Op, bool Fin, class Acc, std::uint32_t NS, std::uint32_t ND,
-          std::uint32_t U>
-CCOLL_HD CCOLL_FORCEINLINE void fold_packs(T* const* dsts, std::uint32_t ndst, const T* const* srcs,
+          std::uint32_t U, class Dsts, class Srcs>
+CCOLL_HD CCOLL_FORCEINLINE void fold_packs(const Dsts& dsts, std::uint32_t ndst, const Srcs& srcs,
                                            std::uint32_t nsrc, std::uint64_t p,
-                                           std::uint64_t stride, int nactive) {
+                                           std::uint32_t stride, int nactive) {
   constexpr std::uint32_t kE = Pack<T>::kElems;
-  const std::uint32_t ns = NS > 0 ? NS : nsrc;
-  const std::uint32_t nd = ND > 0 ? ND : ndst;
   Pack<T> x[U];
   Acc acc[U][kE];
-  const auto* s0 = reinterpret_cast<const Pack<T>*>(srcs[0]);
-  CCOLL_PRAGMA_UNROLL
-  for (std::uint32_t u = 0; u < U; ++u) x[u] = s0[p + u * stride];
+  {
+    const Pack<T>* const s0 = srcs[0];
+    CCOLL_PRAGMA_UNROLL
+    for (std::uint32_t u = 0; u < U; ++u) x[u] = s0[p + u * stride];
+  }
   CCOLL_PRAGMA_UNROLL
   for (std::uint32_t u = 0; u < U; ++u) {
     CCOLL_PRAGMA_UNROLL
     for (std::uint32_t e = 0; e < kE; ++e) acc[u][e] = static_cast<Acc>(x[u].v[e]);
   }
-  for (std::uint32_t k = 1; k < ns; ++k) {
-    const auto* sk = reinterpret_cast<const Pack<T>*>(srcs[k]);
+  const auto fold_source = [&](std::uint32_t k) {
+    const Pack<T>* const sk = srcs[k];
     CCOLL_PRAGMA_UNROLL
     for (std::uint32_t u = 0; u < U; ++u) x[u] = sk[p + u * stride];
     CCOLL_PRAGMA_UNROLL
@@ -116,6 +136,18 @@ CCOLL_HD CCOLL_FORCEINLINE void fold_packs(T* const* dsts, std::uint32_t ndst, c
       for (std::uint32_t e = 0; e < kE; ++e)
         acc[u][e] = combine<Op>(acc[u][e], static_cast<Acc>(x[u].v[e]));
     }
+  };
+  const auto store_destination = [&](std::uint32_t k) {
+    Pack<T>* const dk = dsts[k];
+    CCOLL_PRAGMA_UNROLL
+    for (std::uint32_t u = 0; u < U; ++u) dk[p + u * stride] = x[u];
+  };
+  // Compile-time counts unroll completely, so that PackPointers' indices are constants.
+  if constexpr (NS > 0) {
+    CCOLL_PRAGMA_UNROLL
+    for (std::uint32_t k = 1; k < NS; ++k) fold_source(k);
+  } else {
+    for (std::uint32_t k = 1; k < nsrc; ++k) fold_source(k);
   }
   CCOLL_PRAGMA_UNROLL
   for (std::uint32_t u = 0; u < U; ++u) {
@@ -125,27 +157,49 @@ CCOLL_HD CCOLL_FORCEINLINE void fold_packs(T* const* dsts, std::uint32_t ndst, c
       x[u].v[e] = static_cast<T>(acc[u][e]);
     }
   }
-  for (std::uint32_t k = 0; k < nd; ++k) {
-    auto* dk = reinterpret_cast<Pack<T>*>(dsts[k]);
+  if constexpr (ND > 0) {
     CCOLL_PRAGMA_UNROLL
-    for (std::uint32_t u = 0; u < U; ++u) dk[p + u * stride] = x[u];
+    for (std::uint32_t k = 0; k < ND; ++k) store_destination(k);
+  } else {
+    for (std::uint32_t k = 0; k < ndst; ++k) store_destination(k);
   }
 }
 
-// Elements [lo, hi) one at a time, member i taking lo + i, lo + i + stride, ... A call on the GPU:
-// the scalar head and tail are short, and inlined at each of their dozen sites they would spill
-// the registers of the pack loops around them.
+// The pass over whole packs: member i takes packs i, i + stride, ..., kU of them at a time.
+template <class T, ReduceOp Op, bool Fin, class Acc, std::uint32_t NS, std::uint32_t ND,
+          class Group, class Dsts, class Srcs>
+CCOLL_HD CCOLL_FORCEINLINE void pack_pass(const Group& g, const Dsts& dsts, std::uint32_t nd,
+                                          const Srcs& srcs, std::uint32_t ns, std::uint64_t packs,
+                                          int nactive) {
+  const auto stride = static_cast<std::uint32_t>(g.stride());
+  std::uint64_t p = g.first();
+  constexpr std::uint32_t kU = kPackUnrollFor<T, Acc>;
+  for (; p + (kU - 1) * stride < packs; p += kU * stride)
+    fold_packs<T, Op, Fin, Acc, NS, ND, kU>(dsts, nd, srcs, ns, p, stride, nactive);
+  for (; p < packs; p += stride)
+    fold_packs<T, Op, Fin, Acc, NS, ND, 1>(dsts, nd, srcs, ns, p, stride, nactive);
+}
+
+// The scalar head [0, head) and tail [body, n) one element at a time, member i taking the i-th
+// element of each, then every stride-th. One call on the GPU, after the packs: the edges are short,
+// and inlined at each of their dozen sites they would spill the registers of the pack loops around
+// them, as would values that the pack loops need kept across a call before them.
 template <class T, ReduceOp Op, bool Fin, class Acc, std::uint32_t NS, std::uint32_t ND,
           class Group>
-CCOLL_HD CCOLL_DEVICE_NOINLINE void fold_scalars(const Group& g, T* const* dsts, std::uint32_t ndst,
-                                                 const T* const* srcs, std::uint32_t nsrc,
-                                                 std::uint64_t lo, std::uint64_t hi, int nactive) {
+CCOLL_HD CCOLL_DEVICE_NOINLINE void fold_edges(const Group& g, T* const* dsts, std::uint32_t ndst,
+                                               const T* const* srcs, std::uint32_t nsrc,
+                                               std::uint64_t head, std::uint64_t body,
+                                               std::uint64_t n, int nactive) {
   const std::uint32_t ns = NS > 0 ? NS : nsrc;
   const std::uint32_t nd = ND > 0 ? ND : ndst;
-  for (std::uint64_t i = lo + g.first(); i < hi; i += g.stride()) {
-    const T v = fold_element<T, Op, Fin, Acc>(srcs, ns, i, nactive);
-    for (std::uint32_t k = 0; k < nd; ++k) dsts[k][i] = v;
-  }
+  const auto fold = [&](std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t i = lo + g.first(); i < hi; i += g.stride()) {
+      const T v = fold_element<T, Op, Fin, Acc>(srcs, ns, i, nactive);
+      for (std::uint32_t k = 0; k < nd; ++k) dsts[k][i] = v;
+    }
+  };
+  fold(0, head);
+  fold(body, n);
 }
 
 template <class T, ReduceOp Op, bool Fin, class Acc, std::uint32_t NS, std::uint32_t ND,
@@ -157,49 +211,70 @@ CCOLL_HD void block_pass(const Group& g, T* const* dsts, std::uint32_t ndst, con
   const PackSplit split = pack_split(dsts, nd, srcs, ns, n);
   // A group may watch the split (the host model of a block in the tests checks that packs ran).
   if constexpr (requires { g.on_pack_split(split); }) g.on_pack_split(split);
-  fold_scalars<T, Op, Fin, Acc, NS, ND>(g, dsts, nd, srcs, ns, 0, split.head, nactive);
   if (split.packs > 0) {
-    // Pointers to the first whole pack (at most kMaxStepPorts + 1 of each).
-    const T* psrcs[kMaxStepPorts + 1];
-    T* pdsts[kMaxStepPorts + 1];
-    for (std::uint32_t k = 0; k < ns; ++k) psrcs[k] = srcs[k] + split.head;
-    for (std::uint32_t k = 0; k < nd; ++k) pdsts[k] = dsts[k] + split.head;
-    const std::uint64_t stride = g.stride();
-    std::uint64_t p = g.first();
-    constexpr std::uint32_t kU = kPackUnrollFor<T, Acc>;
-    for (; p + (kU - 1) * stride < split.packs; p += kU * stride)
-      fold_packs<T, Op, Fin, Acc, NS, ND, kU>(pdsts, nd, psrcs, ns, p, stride, nactive);
-    for (; p < split.packs; p += stride)
-      fold_packs<T, Op, Fin, Acc, NS, ND, 1>(pdsts, nd, psrcs, ns, p, stride, nactive);
+    if constexpr (NS > 0 && ND > 0) {
+      PackPointers<const Pack<T>*, NS> psrcs;
+      PackPointers<Pack<T>*, ND> pdsts;
+      CCOLL_PRAGMA_UNROLL
+      for (std::uint32_t k = 0; k < NS; ++k)
+        psrcs.at[k] = reinterpret_cast<const Pack<T>*>(srcs[k] + split.head);
+      CCOLL_PRAGMA_UNROLL
+      for (std::uint32_t k = 0; k < ND; ++k)
+        pdsts.at[k] = reinterpret_cast<Pack<T>*>(dsts[k] + split.head);
+      pack_pass<T, Op, Fin, Acc, NS, ND>(g, pdsts, nd, psrcs, ns, split.packs, nactive);
+    } else {
+      pack_pass<T, Op, Fin, Acc, NS, ND>(g, PackTable<T, T>{dsts, split.head}, nd,
+                                         PackTable<T, const T>{srcs, split.head}, ns, split.packs,
+                                         nactive);
+    }
   }
   const std::uint64_t body = split.head + split.packs * Pack<T>::kElems;
-  fold_scalars<T, Op, Fin, Acc, NS, ND>(g, dsts, nd, srcs, ns, body, n, nactive);
+  if (split.head > 0 || body < n)
+    fold_edges<T, Op, Fin, Acc, NS, ND>(g, dsts, nd, srcs, ns, split.head, body, n, nactive);
 }
 
-// The block path's dispatch: the common shapes with compile-time operand counts, the others with
-// run-time ones (and float accumulation where general_pass uses it, so results match the host).
+// The block path's dispatch: the shapes of ring, tree and double binary tree steps with
+// compile-time operand counts (pointers in registers), the others with run-time ones. 16-bit
+// floats fold three or more operands in float, as general_pass does, so results match the host.
 template <class T, ReduceOp Op, bool Fin, class Group>
 CCOLL_HD void block_element_loop(const Group& g, T* const* dsts, std::uint32_t ndst,
                                  const T* const* srcs, std::uint32_t nsrc, std::uint64_t n,
                                  int nactive) {
-  if (nsrc == 1 && ndst == 1) {
-    if (!Fin && dsts[0] == srcs[0]) return;  // an in-place local copy moves nothing
-    block_pass<T, Op, Fin, T, 1, 1>(g, dsts, ndst, srcs, nsrc, n, nactive);
-  } else if (nsrc == 1 && ndst == 2) {
-    block_pass<T, Op, Fin, T, 1, 2>(g, dsts, ndst, srcs, nsrc, n, nactive);
-  } else if (nsrc == 2 && ndst == 1) {
-    block_pass<T, Op, Fin, T, 2, 1>(g, dsts, ndst, srcs, nsrc, n, nactive);
-  } else if (nsrc == 2 && ndst == 2) {
-    block_pass<T, Op, Fin, T, 2, 2>(g, dsts, ndst, srcs, nsrc, n, nactive);
-  } else {
-    if constexpr (kWidensToFloat<T>) {
-      if (nsrc >= 3) {
-        block_pass<T, Op, Fin, float, 0, 0>(g, dsts, ndst, srcs, nsrc, n, nactive);
-        return;
-      }
-    }
-    block_pass<T, Op, Fin, T, 0, 0>(g, dsts, ndst, srcs, nsrc, n, nactive);
+  using Wide = std::conditional_t<kWidensToFloat<T>, float, T>;  // 3 or more operands
+  const std::uint32_t shape = nsrc * 16 + ndst;
+  switch (shape) {
+    case 1 * 16 + 1:                           // a copy: ring, tree and direct
+      if (!Fin && dsts[0] == srcs[0]) return;  // an in-place local copy moves nothing
+      block_pass<T, Op, Fin, T, 1, 1>(g, dsts, ndst, srcs, nsrc, n, nactive);
+      return;
+    case 1 * 16 + 2:  // ring's all-gather steps: output and the next rank
+      block_pass<T, Op, Fin, T, 1, 2>(g, dsts, ndst, srcs, nsrc, n, nactive);
+      return;
+    case 1 * 16 + 3:  // a tree's broadcast to two children
+      block_pass<T, Op, Fin, T, 1, 3>(g, dsts, ndst, srcs, nsrc, n, nactive);
+      return;
+    case 2 * 16 + 1:  // ring's reduce-scatter steps
+      block_pass<T, Op, Fin, T, 2, 1>(g, dsts, ndst, srcs, nsrc, n, nactive);
+      return;
+    case 2 * 16 + 2:
+      block_pass<T, Op, Fin, T, 2, 2>(g, dsts, ndst, srcs, nsrc, n, nactive);
+      return;
+    case 3 * 16 + 1:  // a tree's reduce from two children
+      block_pass<T, Op, Fin, Wide, 3, 1>(g, dsts, ndst, srcs, nsrc, n, nactive);
+      return;
+    case 3 * 16 + 3:  // a tree's root: reduce, then broadcast
+      block_pass<T, Op, Fin, Wide, 3, 3>(g, dsts, ndst, srcs, nsrc, n, nactive);
+      return;
+    default:
+      break;
   }
+  if constexpr (kWidensToFloat<T>) {
+    if (nsrc >= 3) {
+      block_pass<T, Op, Fin, float, 0, 0>(g, dsts, ndst, srcs, nsrc, n, nactive);
+      return;
+    }
+  }
+  block_pass<T, Op, Fin, T, 0, 0>(g, dsts, ndst, srcs, nsrc, n, nactive);
 }
 
 }  // namespace ccoll::runtime::detail

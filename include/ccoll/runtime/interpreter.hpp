@@ -56,7 +56,7 @@ template <class Group, class T, class C>
 CCOLL_HD bool message_arrived(const ProgramContext<T, C>& ctx, const C& c, std::uint64_t m,
                               std::uint64_t count) {
   if constexpr (LowLatencyConnection<C>) {
-    if (ctx.low_latency) {
+    if (low_latency_steps<Group>(ctx)) {
       using LL = protocol::LowLatency;
       return LL::arrived<C::scope>(
           LL::trailer(c.ll_lines(m), kPackedLowLatency<Group>, count * sizeof(T)), ctx.ll_signature,
@@ -111,21 +111,31 @@ CCOLL_HD StepFailure blocked_port(const ProgramContext<T, C>& ctx, std::uint32_t
   return f;
 }
 
-// Executes step s, whose messages are known to be there (all members of g call it). Returns false
-// only for a LowLatency step that gave up waiting for a line (deadline or abort).
+// Whether steps of this program run as packed payload (Simple slots, or one thread's packed
+// LowLatency messages, kPackedLowLatency) rather than as flagged lines (execute_step_ll).
+template <class Group, class T, class C>
+CCOLL_HD CCOLL_FORCEINLINE bool runs_payload(const ProgramContext<T, C>& ctx) {
+  if constexpr (!kPackedLowLatency<Group>) return !low_latency_steps<Group>(ctx);
+  return true;
+}
+
+template <class Group, class T, class C>
+CCOLL_HD CCOLL_FORCEINLINE bool packed_low_latency(const ProgramContext<T, C>& ctx) {
+  if constexpr (kPackedLowLatency<Group>) return low_latency_steps<Group>(ctx);
+  return false;
+}
+
+// The leader resolves step s's operands into `ops` (runtime/step_operands.hpp), once its messages
+// are known to be there, before the barrier that starts the step: the operand order of the fold
+// (the local operand at src_position among the received ones), then the output and the sends.
 //
 // Simple and packed LowLatency messages (kPackedLowLatency) are both contiguous payload, read and
 // written in place; they differ in where the payload lies (the slot, or the LL slot after the
 // trailer) and in how the leader announces a message (the tail counter, or the trailer).
-template <class T, ReduceOp Op, class Group, class C>
-CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, const plan::Step& s) {
-  bool packed = false;
-  if constexpr (LowLatencyConnection<C>) {
-    if (ctx.low_latency) {
-      if constexpr (!kPackedLowLatency<Group>) return execute_step_ll<T, Op>(g, ctx, s);
-      packed = true;
-    }
-  }
+template <class Group, ReduceOp Op, class T, class C>
+CCOLL_HD void resolve_operands(const ProgramContext<T, C>& ctx, const plan::Step& s,
+                               StepOperands<T>& ops) {
+  const bool packed = packed_low_latency<Group>(ctx);
   const auto payload = [&](const plan::Port& p) -> std::byte* {
     const C& c = ctx.connections[p.connection];
     const std::uint64_t m = message_number(ctx, p);
@@ -134,10 +144,9 @@ CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
         return reinterpret_cast<std::byte*>(c.ll_lines(m)) +
                protocol::LowLatency::kPackedPayloadOffset;
     }
+    (void)packed;
     return c.slot(m);
   };
-  const T* srcs[kMaxStepPorts + 1];
-  T* dsts[kMaxStepPorts + 1];
   std::uint32_t nsrc = 0, ndst = 0;
   const T* local = s.src == plan::Source::Input    ? ctx.input + s.offset
                    : s.src == plan::Source::Output ? ctx.output + s.offset
@@ -147,15 +156,31 @@ CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
   std::uint64_t shift = 0;
   if constexpr (!Group::kSingleThread) shift = (s.offset * sizeof(T)) & (kBlockSlotSlack - 1);
   for (std::uint32_t k = 0; k < s.recv_count; ++k) {
-    if (local != nullptr && k == s.src_position) srcs[nsrc++] = local;
-    srcs[nsrc++] = reinterpret_cast<const T*>(payload(ctx.ports[s.recv_begin + k]) + shift);
+    if (local != nullptr && k == s.src_position) ops.srcs[nsrc++] = local;
+    ops.srcs[nsrc++] = reinterpret_cast<const T*>(payload(ctx.ports[s.recv_begin + k]) + shift);
   }
-  if (local != nullptr && s.src_position >= s.recv_count) srcs[nsrc++] = local;
-  if (s.write_output) dsts[ndst++] = ctx.output + s.offset;
+  if (local != nullptr && s.src_position >= s.recv_count) ops.srcs[nsrc++] = local;
+  if (s.write_output) ops.dsts[ndst++] = ctx.output + s.offset;
   for (std::uint32_t k = 0; k < s.send_count; ++k)
-    dsts[ndst++] = reinterpret_cast<T*>(payload(ctx.ports[s.send_begin + k]) + shift);
-  if (nsrc > 0 && ndst > 0 && s.count > 0) {
-    const bool fin = s.final && Op == ReduceOp::avg;
+    ops.dsts[ndst++] = reinterpret_cast<T*>(payload(ctx.ports[s.send_begin + k]) + shift);
+  ops.nsrc = nsrc;
+  ops.ndst = ndst;
+  ops.count = s.count;
+  ops.finalize = s.final && Op == ReduceOp::avg;
+}
+
+// Executes step s, whose messages are known to be there and whose operands the leader resolved
+// into `ops` before the barrier that started it (all members of g call it). Returns false only for
+// a LowLatency step that gave up waiting for a line (past line_deadline_ns, 0: none, or on an
+// abort). Members other than the leader read nothing of the plan: only `ops`.
+template <class T, ReduceOp Op, class Group, class C>
+CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, const plan::Step& s,
+                           const StepOperands<T>& ops, std::uint64_t line_deadline_ns) {
+  if constexpr (LowLatencyConnection<C> && !kPackedLowLatency<Group>) {
+    if (low_latency_steps<Group>(ctx)) return execute_step_ll<T, Op>(g, ctx, s, line_deadline_ns);
+  }
+  (void)line_deadline_ns;
+  if (ops.nsrc > 0 && ops.ndst > 0 && ops.count > 0) {
     bool done = false;
 #if !CCOLL_DEVICE_PASS  // non-temporal stores are a host feature (HostGroup only)
     if constexpr (Group::kSingleThread) {
@@ -164,28 +189,35 @@ CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
       const std::uint32_t first_send = s.write_output ? 1u : 0u;
       if (ctx.stream_output && s.write_output) streamed |= 1u;
       if (ctx.stream_slots)
-        for (std::uint32_t k = first_send; k < ndst; ++k) streamed |= 1u << k;
+        for (std::uint32_t k = first_send; k < ops.ndst; ++k) streamed |= 1u << k;
       if (streamed != 0) {
-        if (fin)
-          detail::element_loop_streaming<T, Op, true>(dsts, ndst, streamed, srcs, nsrc, s.count,
-                                                      ctx.nactive);
+        if (ops.finalize)
+          detail::element_loop_streaming<T, Op, true>(ops.dsts, ops.ndst, streamed, ops.srcs,
+                                                      ops.nsrc, ops.count, ctx.nactive);
         else
-          detail::element_loop_streaming<T, Op, false>(dsts, ndst, streamed, srcs, nsrc, s.count,
-                                                       ctx.nactive);
+          detail::element_loop_streaming<T, Op, false>(ops.dsts, ops.ndst, streamed, ops.srcs,
+                                                       ops.nsrc, ops.count, ctx.nactive);
         detail::stream_fence();
         done = true;
       }
     }
 #endif
     if (!done) {
-      if (fin)
-        detail::element_loop<T, Op, true>(g, dsts, ndst, srcs, nsrc, s.count, ctx.nactive);
-      else
-        detail::element_loop<T, Op, false>(g, dsts, ndst, srcs, nsrc, s.count, ctx.nactive);
+      if constexpr (Op == ReduceOp::avg) {
+        if (ops.finalize) {
+          detail::element_loop<T, Op, true>(g, ops.dsts, ops.ndst, ops.srcs, ops.nsrc, ops.count,
+                                            ctx.nactive);
+          done = true;
+        }
+      }
+      if (!done)
+        detail::element_loop<T, Op, false>(g, ops.dsts, ops.ndst, ops.srcs, ops.nsrc, ops.count,
+                                           ctx.nactive);
     }
   }
   g.sync();  // every member's writes and reads of the slots are done
   if (g.leader()) {
+    const bool packed = packed_low_latency<Group>(ctx);
     g.fence_before_post();
     for (std::uint32_t k = 0; k < s.recv_count; ++k) {
       const plan::Port& p = ctx.ports[s.recv_begin + k];
@@ -204,6 +236,7 @@ CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
           continue;
         }
       }
+      (void)packed;
       post_sent<Group>(c, m, s.count * sizeof(T));
     }
   }
@@ -242,51 +275,66 @@ template <class T, ReduceOp Op, class Group, class C>
 CCOLL_HD bool try_step(const Group& g, const ProgramContext<T, C>& ctx, std::uint32_t& pc) {
   if (pc >= ctx.nsteps) return false;
   const plan::Step& s = ctx.steps[pc];
-  const bool ready = g.any(g.leader() ? step_ready<Group>(ctx, s) : false);
-  if (!ready) return false;
+  StepOperands<T> own;
+  StepOperands<T>& ops = step_operands<T>(g, own);
+  bool ready = false;
+  if (g.leader()) {
+    ready = step_ready<Group>(ctx, s);
+    if (ready && runs_payload<Group>(ctx)) resolve_operands<Group, Op>(ctx, s, ops);
+  }
+  if (!g.any(ready)) return false;
   // A LowLatency step fails only at the deadline or on an abort, which the caller then reports.
-  if (!execute_step<T, Op>(g, ctx, s)) return false;
+  if (!execute_step<T, Op>(g, ctx, s, ops, ctx.deadline_ns)) return false;
   ++pc;
   publish_progress(g, ctx, pc);
   return true;
 }
 
-// [C-Cube] Sec. IV-B's "wait" form: runs the whole program, waiting for each step. Returns true
-// when it completed; otherwise *failure says which step and peer it gave up on.
+// [C-Cube] Sec. IV-B's "wait" form: runs the whole program, waiting for each step until the
+// context's deadline, or deadline_ns where it has none (sync::now_ns(); 0: none). Returns true when
+// it completed; otherwise *failure says which step and peer it gave up on. The context is only
+// read, so a CUDA block may keep it in shared memory (transport/cuda/block_program.cuh), where it
+// holds no register through the element loops.
 template <class T, ReduceOp Op, class Group, class C>
-CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& context,
+CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& ctx,
                           std::uint64_t deadline_ns, StepFailure* failure) {
-  ProgramContext<T, C> ctx = context;  // the polls inside LowLatency steps share the deadline
-  if (ctx.deadline_ns == 0) ctx.deadline_ns = deadline_ns;
+  // Read at each use: ctx may be in shared memory, and the value in a register across the loop
+  // would cost the element loops one.
+  const auto deadline = [&] { return ctx.deadline_ns != 0 ? ctx.deadline_ns : deadline_ns; };
+  StepOperands<T> own;
+  StepOperands<T>& ops = step_operands<T>(g, own);
   for (std::uint32_t pc = 0; pc < ctx.nsteps; ++pc) {
     const plan::Step& s = ctx.steps[pc];
     sync::WaitResult r = sync::WaitResult::Ok;
     if (g.leader()) {
+      const std::uint64_t wait_until = deadline();
       for (std::uint32_t k = 0; k < s.recv_count && r == sync::WaitResult::Ok; ++k) {
         const plan::Port& p = ctx.ports[s.recv_begin + k];
         const C& c = ctx.connections[p.connection];
         const std::uint64_t m = message_number(ctx, p);
         bool polled = false;
         if constexpr (LowLatencyConnection<C>) {
-          if (ctx.low_latency) {
+          if (low_latency_steps<Group>(ctx)) {
             using LL = protocol::LowLatency;
             r = LL::wait_arrival<C::scope>(
                 LL::trailer(c.ll_lines(m), kPackedLowLatency<Group>, s.count * sizeof(T)),
-                ctx.ll_signature, LL::flag(m), ctx.abort, deadline_ns);
+                ctx.ll_signature, LL::flag(m), ctx.abort, wait_until);
             polled = true;
           }
         }
-        if (!polled) r = c.wait_recv(m, ctx.abort, deadline_ns);
+        if (!polled) r = c.wait_recv(m, ctx.abort, wait_until);
       }
       for (std::uint32_t k = 0; k < s.send_count && r == sync::WaitResult::Ok; ++k) {
         const plan::Port& p = ctx.ports[s.send_begin + k];
-        r = ctx.connections[p.connection].wait_send(message_number(ctx, p), ctx.abort, deadline_ns);
+        r = ctx.connections[p.connection].wait_send(message_number(ctx, p), ctx.abort, wait_until);
       }
       if (r != sync::WaitResult::Ok && failure != nullptr)
         *failure = blocked_port<Group>(ctx, pc, r);
+      if (r == sync::WaitResult::Ok && runs_payload<Group>(ctx))
+        resolve_operands<Group, Op>(ctx, s, ops);
     }
     if (g.any(r != sync::WaitResult::Ok)) return false;
-    if (!execute_step<T, Op>(g, ctx, s)) {
+    if (!execute_step<T, Op>(g, ctx, s, ops, deadline())) {
       if (failure != nullptr && g.leader()) {
         const bool aborted =
             ctx.abort != nullptr &&

@@ -33,10 +33,10 @@ struct LlUnit {
 // lines of every received message, folds them with the local operand in the order of Step::
 // src_position (in Acc, as element_loop does, so both protocols compute the same bits), writes
 // the output and stores the result as lines into every send. Returns false if a line did not
-// come before the deadline or an abort.
+// come before deadline_ns (0: none) or an abort.
 template <class T, ReduceOp Op, bool Fin, class Acc, class Group, class C>
 CCOLL_HD bool ll_pass(const Group& g, const ProgramContext<T, C>& ctx, const plan::Step& s,
-                      const T* local) {
+                      const T* local, std::uint64_t deadline_ns) {
   using LL = protocol::LowLatency;
   using U = LlUnit<T>;
   constexpr sync::Scope kScope = C::scope;
@@ -87,7 +87,7 @@ CCOLL_HD bool ll_pass(const Group& g, const ProgramContext<T, C>& ctx, const pla
         std::uint32_t w[U::kLines];
         for (std::uint32_t q = 0; q < U::kLines; ++q) {
           const sync::WaitResult res = LL::wait<kScope>(rl[r] + u * U::kLines + q, rf[r], &w[q],
-                                                        false, ctx.abort, ctx.deadline_ns);
+                                                        false, ctx.abort, deadline_ns);
           if (res != sync::WaitResult::Ok) return false;
         }
         std::memcpy(v, w, sizeof w);
@@ -119,10 +119,10 @@ CCOLL_HD bool ll_pass(const Group& g, const ProgramContext<T, C>& ctx, const pla
 }  // namespace detail
 
 // Step s in LowLatency as flagged lines (all members of g call it); false if it gave up waiting
-// for a line.
+// for a line past deadline_ns (0: none) or on an abort.
 template <class T, ReduceOp Op, class Group, class C>
-CCOLL_HD bool execute_step_ll(const Group& g, const ProgramContext<T, C>& ctx,
-                              const plan::Step& s) {
+CCOLL_HD bool execute_step_ll(const Group& g, const ProgramContext<T, C>& ctx, const plan::Step& s,
+                              std::uint64_t deadline_ns) {
   static_assert(!kPackedLowLatency<Group>,
                 "one-thread groups pack their LowLatency messages (execute_step)");
   const T* local = s.src == plan::Source::Input    ? ctx.input + s.offset
@@ -132,11 +132,11 @@ CCOLL_HD bool execute_step_ll(const Group& g, const ProgramContext<T, C>& ctx,
   const bool fin = s.final && Op == ReduceOp::avg;
   bool ok = true;
   if (detail::kWidensToFloat<T> && nsrc >= 3) {
-    ok = fin ? detail::ll_pass<T, Op, true, float>(g, ctx, s, local)
-             : detail::ll_pass<T, Op, false, float>(g, ctx, s, local);
+    ok = fin ? detail::ll_pass<T, Op, true, float>(g, ctx, s, local, deadline_ns)
+             : detail::ll_pass<T, Op, false, float>(g, ctx, s, local, deadline_ns);
   } else {
-    ok = fin ? detail::ll_pass<T, Op, true, T>(g, ctx, s, local)
-             : detail::ll_pass<T, Op, false, T>(g, ctx, s, local);
+    ok = fin ? detail::ll_pass<T, Op, true, T>(g, ctx, s, local, deadline_ns)
+             : detail::ll_pass<T, Op, false, T>(g, ctx, s, local, deadline_ns);
   }
   g.sync();  // every member's reads of the received lines are done
   // A member that gave up did so at the deadline or on an abort, which the leader sees too.
@@ -147,7 +147,7 @@ CCOLL_HD bool execute_step_ll(const Group& g, const ProgramContext<T, C>& ctx,
         (ctx.abort != nullptr &&
          sync::AtomicWord<std::uint32_t>(const_cast<std::uint32_t*>(ctx.abort)).load_relaxed() !=
              0) ||
-        (ctx.deadline_ns != 0 && sync::now_ns() >= ctx.deadline_ns);
+        (deadline_ns != 0 && sync::now_ns() >= deadline_ns);
   if (g.any(failed)) return false;
   if (g.leader()) {
     g.fence_before_post();

@@ -14,15 +14,12 @@
 #include "ccoll/core/platform.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/runtime/connection.hpp"
+#include "ccoll/runtime/step_operands.hpp"
 #include "ccoll/sync/connection.hpp"
 #include "ccoll/sync/counter.hpp"
 #include "ccoll/sync/poll.hpp"
 
 namespace ccoll::runtime {
-
-// The most receive (and send) ports one step may have; a step with more is rejected when the plan
-// is loaded (check_step_shapes), so the interpreter needs no allocation.
-inline constexpr std::uint32_t kMaxStepPorts = 15;
 
 // One host thread.
 struct HostGroup {
@@ -103,6 +100,27 @@ concept LowLatencyConnection = requires(const C& c, std::uint64_t m) {
   { c.has_low_latency() } -> std::same_as<bool>;
   { C::scope } -> std::convertible_to<sync::Scope>;
 };
+
+// Whether a Group runs LowLatency plans as LowLatency (the default), or every plan as Simple. A
+// GPU launch kernel says false (transport/cuda/block_group.cuh): with the LL path compiled beside
+// the Simple loop it would spill registers the Simple loop needs (docs/gpu.md), so the path is not
+// compiled at all, whatever the context says.
+template <class Group>
+inline constexpr bool kRunsLowLatency = [] {
+  if constexpr (requires { Group::kRunsLowLatency; })
+    return bool{Group::kRunsLowLatency};
+  else
+    return true;
+}();
+
+// Whether this program's steps move LowLatency messages on Group.
+template <class Group, class T, class C>
+CCOLL_HD CCOLL_FORCEINLINE bool low_latency_steps(const ProgramContext<T, C>& ctx) {
+  if constexpr (LowLatencyConnection<C> && kRunsLowLatency<Group>)
+    return ctx.low_latency;
+  else
+    return false;
+}
 
 // Why a program stopped before its end.
 struct StepFailure {

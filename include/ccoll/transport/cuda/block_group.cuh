@@ -6,7 +6,8 @@
 // fence by thread 0 order every thread's slot writes before the stores that post them ([C-Cube]
 // Fig. 11 uses threadfence around its lock for the same reason). That fence is the step's only
 // one: the posts after it are relaxed stores (kFenceOrdersPosts), where release stores would each
-// be a fence of their own.
+// be a fence of their own. The leader also resolves the step's operand pointers into shared memory
+// before that barrier, so the other threads never chase the plan's tables.
 //
 // The member functions are __host__ __device__ so that the interpreter's CCOLL_HD templates
 // instantiate cleanly in nvcc's host pass; they are only ever called on the device.
@@ -15,12 +16,16 @@
 #include <cstdint>
 
 #include "ccoll/core/platform.hpp"
+#include "ccoll/runtime/step_operands.hpp"
 
 namespace ccoll::transport::cuda {
 
 struct BlockGroup {
   static constexpr bool kSingleThread = false;
   static constexpr bool kFenceOrdersPosts = true;  // runtime/program_context.hpp
+  // Every plan runs as Simple (runtime/program_context.hpp, kRunsLowLatency): the launch kernels
+  // have no LowLatency path, which would spill the Simple loop's registers.
+  static constexpr bool kRunsLowLatency = false;
 
   CCOLL_HD std::uint64_t first() const {
 #if CCOLL_DEVICE_PASS
@@ -59,6 +64,18 @@ struct BlockGroup {
   CCOLL_HD void fence_before_post() const {
 #if CCOLL_DEVICE_PASS
     __threadfence_system();
+#endif
+  }
+  // The step's operands, which the leader resolves and every thread reads (runtime/
+  // step_operands.hpp): one copy per block in shared memory, where a per-thread array would live in
+  // local memory, a copy per thread.
+  template <class T>
+  CCOLL_HD runtime::StepOperands<T>* shared_operands() const {
+#if CCOLL_DEVICE_PASS
+    __shared__ runtime::StepOperands<T> operands;
+    return &operands;
+#else
+    return nullptr;  // the host pass never runs a block
 #endif
   }
 };

@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <new>
 #include <type_traits>
 
 #include "ccoll/core/op.hpp"
@@ -75,37 +76,54 @@ struct BasicPlanTables {
 using PlanTables = BasicPlanTables<sync::Scope::device>;
 
 // Block `block` runs its program of one call; false: it failed and raised the abort word.
+//
+// The program's context lives in shared memory, written once per call by the leader: every thread
+// reads the few fields it needs from there (runtime/step_operands.hpp does the same for each
+// step's operands), instead of holding the whole context in registers that the element loops need.
 template <class T, ReduceOp Op, sync::Scope S>
 __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, const void* input,
                           void* output, std::uint32_t* abort, std::uint64_t timeout_ns) {
+  using Context = runtime::ProgramContext<T, sync::BasicConnectionRef<S>>;
   const ScopedBlockGroup<S> group;
-  const BlockProgram program = tables.programs[block];
-  runtime::ProgramContext<T, sync::BasicConnectionRef<S>> ctx;
-  ctx.steps = tables.steps + program.first_step;
-  ctx.nsteps = program.nsteps;
-  ctx.ports = tables.ports;
-  ctx.connections = tables.connections;
-  std::uint64_t* base = tables.bases + static_cast<std::uint64_t>(block) * tables.nconnections;
-  ctx.base = base;
-  ctx.input = static_cast<const T*>(input);
-  ctx.output = static_cast<T*>(output);
-  ctx.nactive = tables.nactive;
-  ctx.rank = program.rank;
-  ctx.channel = program.channel;
-  ctx.abort = abort;
-  ctx.progress = tables.progress + static_cast<std::uint64_t>(program.rank) * tables.nchannels +
-                 program.channel;
-  ctx.progress_base = runtime::progress_base_of_call(tables.calls[block]);
-  __shared__ std::uint64_t deadline;
+  // Raw storage: a __shared__ variable cannot have a constructor.
+  __shared__ alignas(Context) unsigned char context_storage[sizeof(Context)];
+  auto* const shared_ctx = reinterpret_cast<Context*>(context_storage);
+  // Where the leader stopped, if it did.
+  __shared__ alignas(
+      runtime::StepFailure) unsigned char failure_storage[sizeof(runtime::StepFailure)];
+  auto* const failure = reinterpret_cast<runtime::StepFailure*>(failure_storage);
   if (group.leader()) {
+    new (failure_storage) runtime::StepFailure;
+    const BlockProgram program = tables.programs[block];
+    Context& ctx = *new (context_storage) Context;
+    ctx.steps = tables.steps + program.first_step;
+    ctx.nsteps = program.nsteps;
+    ctx.ports = tables.ports;
+    ctx.connections = tables.connections;
+    ctx.base = tables.bases + static_cast<std::uint64_t>(block) * tables.nconnections;
+    ctx.input = static_cast<const T*>(input);
+    ctx.output = static_cast<T*>(output);
+    ctx.nactive = tables.nactive;
+    ctx.rank = program.rank;
+    ctx.channel = program.channel;
+    ctx.abort = abort;
+    ctx.progress = tables.progress + static_cast<std::uint64_t>(program.rank) * tables.nchannels +
+                   program.channel;
+    ctx.progress_base = runtime::progress_base_of_call(tables.calls[block]);
     // 0: no deadline; a timeout past the end of the clock never expires.
     const std::uint64_t now = sync::now_ns();
-    deadline = timeout_ns == 0 ? 0 : timeout_ns > ~now ? ~std::uint64_t{0} : now + timeout_ns;
+    ctx.deadline_ns = timeout_ns == 0     ? 0
+                      : timeout_ns > ~now ? ~std::uint64_t{0}
+                                          : now + timeout_ns;
   }
   group.sync();
-  runtime::StepFailure failure;
-  const bool ok = runtime::run_program<T, Op>(group, ctx, deadline, &failure);
+  const Context& ctx = *shared_ctx;
+  const bool ok = runtime::run_program<T, Op>(group, ctx, 0, failure);
   group.sync();  // the leader's last posts read the bases
+  // Read again rather than held in registers through the program's steps.
+  const BlockProgram program = tables.programs[block];
+  std::uint64_t* const base =
+      tables.bases + static_cast<std::uint64_t>(block) * tables.nconnections;
   if (ok) {
     for (std::uint32_t i = threadIdx.x; i < program.nadvance; i += blockDim.x) {
       const BaseAdvance a = tables.advances[program.first_advance + i];
@@ -114,7 +132,7 @@ __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, cons
     if (group.leader()) ++tables.calls[block];
   } else if (group.leader()) {
     BlockFailure f;
-    f.step = failure;
+    f.step = *failure;
     f.rank = program.rank;
     f.channel = program.channel;
     f.when_ns = sync::now_ns();

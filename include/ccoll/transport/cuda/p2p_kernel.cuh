@@ -149,9 +149,10 @@ struct P2PSessionArgs {
 // a block touches only its channel's connections, counters and bases, whatever the plan, so no
 // block waits for another between items (unlike the virtual ranks' session, whose plans share one
 // slot pool). A block past the item's plan has nothing to do in it but to arrive.
-// No launch bounds: held to 64 registers, its loop over the queue spills 100 to 200 bytes, and
-// unbounded it takes 88 to 96 without spilling (scripts/kernel_resources). Its launches fit their
-// threads per block to that (launch_fit.hpp).
+// No launch bounds: unbounded it takes 62 to 64 registers for f32 sum and bf16 avg without
+// spilling (scripts/kernel_resources), and dtypes with wider accumulators may take more, where a
+// bound would make them spill. Its launches fit their threads per block to what ptxas gave it
+// (launch_fit.hpp).
 template <class T, ReduceOp Op>
 __global__ void p2p_session_kernel(const P2PSessionArgs args) {
   // Raw storage: a __shared__ variable cannot have a constructor.

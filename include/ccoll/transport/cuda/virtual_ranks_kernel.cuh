@@ -64,9 +64,10 @@ struct SessionArgs {
 // through its FIFOs alone, so blocks of different channels may be on different items. A block's
 // outputs need only be seen on this GPU when it arrives: the last block fences at system scope
 // before it publishes the item's completion to the host.
-// No launch bounds: held to 64 registers, its loop over the queue spills 100 to 200 bytes, and
-// unbounded it takes 88 to 96 without spilling (scripts/kernel_resources). Its launches fit their
-// threads per block to that (launch_fit.hpp).
+// No launch bounds: unbounded it takes 62 to 64 registers for f32 sum and bf16 avg without
+// spilling (scripts/kernel_resources), and dtypes with wider accumulators may take more, where a
+// bound would make them spill. Its launches fit their threads per block to what ptxas gave it
+// (launch_fit.hpp).
 template <class T, ReduceOp Op>
 __global__ void session_kernel(const SessionArgs args) {
   const DeviceScopeBlockGroup group;
