@@ -65,7 +65,8 @@ class SimulatedBlockGroup {
   }
   void fence_before_post() const { std::atomic_thread_fence(std::memory_order_seq_cst); }
   // Every member gets the same object; the leader writes it before the barrier that starts a step
-  // and the members read it after (the interpreter's protocol).
+  // and the members read it after (the interpreter's protocol). One element type per block: a
+  // block that ran steps of another type would need the object made anew in the storage.
   template <class T>
   runtime::StepOperands<T>* shared_operands() const {
     static_assert(sizeof(runtime::StepOperands<T>) == sizeof(runtime::StepOperands<double>));

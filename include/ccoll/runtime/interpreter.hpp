@@ -172,7 +172,8 @@ CCOLL_HD void resolve_operands(const ProgramContext<T, C>& ctx, const plan::Step
 // Executes step s, whose messages are known to be there and whose operands the leader resolved
 // into `ops` before the barrier that started it (all members of g call it). Returns false only for
 // a LowLatency step that gave up waiting for a line (past line_deadline_ns, 0: none, or on an
-// abort). Members other than the leader read nothing of the plan: only `ops`.
+// abort). On the payload path, members other than the leader read nothing of the plan: only `ops`
+// (a LowLatency step of several threads, execute_step_ll, reads the step itself).
 template <class T, ReduceOp Op, class Group, class C>
 CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, const plan::Step& s,
                            const StepOperands<T>& ops, std::uint64_t line_deadline_ns) {

@@ -85,8 +85,9 @@ struct ProgramContext {
   // The plan's messages are LowLatency lines (every connection has an LL region; see
   // protocol/low_latency.hpp); false: Simple slots and tail counters.
   bool low_latency = false;
-  // LowLatency: the deadline (sync::now_ns(); 0 = none) of the polls of lines inside a step, which
-  // a group of several threads makes without the leader's check.
+  // The deadline (sync::now_ns(); 0 = none) of run_program's waits, where it takes precedence over
+  // the one run_program is given, and of the polls of LowLatency lines inside a step, which a group
+  // of several threads makes without the leader's check.
   std::uint64_t deadline_ns = 0;
   // LowLatency: the call's signature (protocol::LowLatency::signature), which the trailer of every
   // message sent carries and that of every message received must match.
