@@ -635,8 +635,8 @@ void check_mapped_call(plan::Collective c, const Builder& build, int p, std::uin
   std::vector<const T*> in(np);
   std::vector<T*> out(np);
   for (std::size_t r = 0; r < np; ++r) {
-    in[r] = static_cast<const T*>(mapped.input[r]);
-    out[r] = static_cast<T*>(mapped.output[r]);
+    in[r] = static_cast<const T*>(mapped.rank[r].input);
+    out[r] = static_cast<T*>(mapped.rank[r].output);
   }
   run_plan<T, Op>(plan, in, out, block_threads);
   meet.arrive_and_wait();
@@ -718,8 +718,8 @@ TEST_CASE("virtual ranks' buffer mapping: bad arguments name the rank; a shape n
   const std::vector<void*> outs{a.data(), b.data(), c.data()};
   const auto mapped = checked_buffers(3, root_only, outs, 4, DataType::f32, ReduceOp::sum,
                                       {plan::Collective::broadcast, 0});
-  CHECK(mapped.input[0] == a.data());
-  CHECK(mapped.output[2] == c.data());
+  CHECK(mapped.rank[0].input == a.data());
+  CHECK(mapped.rank[2].output == c.data());
   CHECK(code_of([&] {
           checked_buffers(3, root_only, outs, 4, DataType::f32, ReduceOp::sum,
                           {plan::Collective::broadcast, 1});
@@ -729,8 +729,8 @@ TEST_CASE("virtual ranks' buffer mapping: bad arguments name the rank; a shape n
   const std::vector<void*> gather_outs{d.data(), e.data(), f.data()};
   const auto gathered = checked_buffers(3, sends, gather_outs, 4, DataType::f32, ReduceOp::sum,
                                         {plan::Collective::all_gather, 0});
-  CHECK(static_cast<const float*>(gathered.input[2]) + 8 == c.data());
-  CHECK(gathered.output[1] == e.data());
+  CHECK(static_cast<const float*>(gathered.rank[2].input) + 8 == c.data());
+  CHECK(gathered.rank[1].output == e.data());
   // The default shape is the executor's collective, which must then have no root.
   using transport::cuda::call_shape;
   CHECK(call_shape(std::nullopt, plan::Collective::all_gather) ==

@@ -1,9 +1,10 @@
 // The host-device protocols of the CUDA transports that are not the step interpreter, run on host
 // threads over the same memory a kernel and its host share (no GPU): a persistent session's work
-// queue (transport/cuda/session_protocol.hpp: items, `posted`, completion in order, wrap-around,
-// abort), the ranks' agreement on each call (transport/cuda/call_record.hpp), the choice of a
-// failed job's root cause (transport/cuda/failure_record.hpp), where CudaP2P places a rank's
-// FIFO memory (transport/cuda/p2p_options.hpp), and the host half of a plan's device tables
+// queue (transport/cuda/session_protocol.hpp: slots and their tickets, completion in order,
+// wrap-around, sessions one after another on the same memory, abort), the ranks' agreement on each
+// call (transport/cuda/call_record.hpp), the choice of a failed job's root cause
+// (transport/cuda/failure_record.hpp), where CudaP2P places a rank's FIFO memory
+// (transport/cuda/p2p_options.hpp), and the host half of a plan's device tables
 // (transport/cuda/block_tables.hpp, device_plan_cache.hpp). Threads stand for the kernel's
 // blocks: each runs the leader's code of a block.
 #include <doctest/doctest.h>
@@ -49,17 +50,17 @@ struct TestItem {
 // The memory of one queue, as the host and the "device" share it.
 struct QueueMemory {
   explicit QueueMemory(std::uint32_t depth)
-      : items(depth), arrivals(depth + 1, 0), control(std::make_unique<SessionQueueControl>()) {}
+      : slots(depth), arrivals(depth + 1, 0), control(std::make_unique<SessionQueueControl>()) {}
   SessionQueueView<TestItem> view(std::uint32_t depth) {
     SessionQueueView<TestItem> v;
-    v.items = items.data();
+    v.slots = slots.data();
     v.depth = depth;
     v.control = control.get();
     v.arrivals = arrivals.data();
     v.completed = arrivals.data() + depth;
     return v;
   }
-  std::vector<TestItem> items;
+  std::vector<SessionSlot<TestItem>> slots;
   std::vector<std::uint64_t> arrivals;  // depth arrival words, then the device's `completed`
   std::unique_ptr<SessionQueueControl> control;
 };
@@ -87,11 +88,12 @@ struct SimulatedSessionKernel {
   void run(unsigned b) {
     std::uint64_t last_completed_seen = 0;
     for (std::uint64_t j = 0;; ++j) {
-      if (!session_wait_posted(q_, j, abort_)) {
+      const TestItem* const posted = session_wait_item(q_, j, abort_);
+      if (posted == nullptr) {
         ++aborted;
         return;
       }
-      const TestItem item = q_.items[j % q_.depth];
+      const TestItem item = *posted;
       if (item.seq != j) ++stale;
       if (item.value < 0) return;
       // Blocks of different speeds: some items keep one block longer, so that blocks are on
@@ -151,20 +153,22 @@ BlockFailure failure(std::int32_t rank, std::uint32_t channel, sync::WaitResult 
 
 TEST_CASE("session ring: slots, back-pressure tickets, the stop item") {
   QueueMemory m(3);
-  m.control->posted = 99;  // a previous session's words: a new ring starts from zero
+  // A previous session's words: a new ring starts from zero, or its kernel could take a stale
+  // slot whose ticket happens to be the one it waits for.
+  for (auto& slot : m.slots) slot.ticket = 1;
   m.control->completed = 99;
-  SessionRing<TestItem> ring(m.items.data(), m.control.get(), 3);
-  CHECK(m.control->posted == 0);
+  SessionRing<TestItem> ring(m.slots.data(), m.control.get(), 3);
+  for (const auto& slot : m.slots) CHECK(slot.ticket == 0);
   CHECK(ring.completed() == 0);
   CHECK(ring.ticket_freeing_next() == 0);
   for (std::uint64_t t = 1; t <= 3; ++t) {
-    CHECK(&ring.next_slot() == &m.items[(t - 1) % 3]);
+    CHECK(&ring.next_slot() == &m.slots[(t - 1) % 3].item);
     CHECK(ring.post() == t);
-    CHECK(m.control->posted == t);
+    CHECK(m.slots[(t - 1) % 3].ticket == t);  // each item publishes itself
   }
   // The fourth item reuses the first slot: ticket 1 must have completed.
   CHECK(ring.ticket_freeing_next() == 1);
-  CHECK(&ring.next_slot() == &m.items[0]);
+  CHECK(&ring.next_slot() == &m.slots[0].item);
   CHECK_FALSE(ring.has_completed(1));
   m.control->completed = 1;
   CHECK(ring.has_completed(1));
@@ -176,9 +180,9 @@ TEST_CASE("session ring: slots, back-pressure tickets, the stop item") {
   stop.seq = 4;
   stop.value = -1;
   ring.post_stop(stop);
-  CHECK(m.control->posted == 5);
+  CHECK(m.slots[4 % 3].ticket == 5);
   CHECK(ring.posted() == 4);
-  CHECK(m.items[4 % 3].value == -1);
+  CHECK(m.slots[4 % 3].item.value == -1);
 }
 
 TEST_CASE("session queue: items complete in order through many wrap-arounds") {
@@ -190,7 +194,7 @@ TEST_CASE("session queue: items complete in order through many wrap-arounds") {
       QueueMemory m(depth);
       std::uint32_t abort = 0;
       std::vector<std::int64_t> out(n * nblocks, 0);
-      SessionRing<TestItem> ring(m.items.data(), m.control.get(), depth);
+      SessionRing<TestItem> ring(m.slots.data(), m.control.get(), depth);
       SimulatedSessionKernel kernel(m.view(depth), nblocks, &abort, &out);
       std::uint64_t outstanding_max = 0;
       bool timely = true;
@@ -232,11 +236,54 @@ TEST_CASE("session queue: items complete in order through many wrap-arounds") {
     }
 }
 
+TEST_CASE("session queue: sessions one after another on the same memory take no stale item") {
+  // An executor's queue memory serves every session it opens (session_queue.cuh). The first
+  // session leaves its tickets in the slots; the second, of another depth, must wait for its own.
+  QueueMemory m(4);
+  std::uint32_t abort = 0;
+  std::uint64_t value = 1;
+  // A session of one item leaves tickets 1 and 2 (its stop item) in the first two slots: exactly
+  // what the next session's first two items are published with.
+  for (const auto& [depth, n] :
+       {std::pair{4u, std::uint64_t{1}}, std::pair{4u, std::uint64_t{7}},
+        std::pair{3u, std::uint64_t{7}}, std::pair{2u, std::uint64_t{7}}}) {
+    CAPTURE(depth);
+    CAPTURE(n);
+    const unsigned nblocks = 2;
+    // What SessionQueue does on the device before the kernel: its arrival and completion words.
+    std::fill(m.arrivals.begin(), m.arrivals.end(), 0);
+    SessionRing<TestItem> ring(m.slots.data(), m.control.get(), depth);
+    std::vector<std::int64_t> out(n * nblocks, 0);
+    SimulatedSessionKernel kernel(m.view(depth), nblocks, &abort, &out);
+    // The blocks wait before the first item is written, as a kernel launched with its session does.
+    std::this_thread::sleep_for(2ms);
+    std::vector<std::int64_t> expected;
+    for (std::uint64_t j = 0; j < n; ++j) {
+      const std::uint64_t freeing = ring.ticket_freeing_next();
+      if (freeing != 0) REQUIRE(wait_for(ring, freeing));
+      ring.next_slot() = TestItem{j, static_cast<std::int64_t>(value)};
+      expected.push_back(static_cast<std::int64_t>(value++));
+      ring.post();
+    }
+    REQUIRE(wait_for(ring, n));
+    if (ring.ticket_freeing_next() != 0) REQUIRE(wait_for(ring, ring.ticket_freeing_next()));
+    ring.post_stop(TestItem{n, -1});
+    kernel.join();
+    CHECK(kernel.stale == 0);
+    CHECK(kernel.aborted == 0);
+    std::size_t wrong = 0;
+    for (std::uint64_t j = 0; j < n; ++j)
+      for (unsigned b = 0; b < nblocks; ++b)
+        if (out[j * nblocks + b] != expected[j] * (b + 1)) ++wrong;
+    CHECK(wrong == 0);
+  }
+}
+
 TEST_CASE("session queue: the abort word ends blocks waiting for an item") {
   QueueMemory m(4);
   std::uint32_t abort = 0;
   std::vector<std::int64_t> out(64, 0);
-  SessionRing<TestItem> ring(m.items.data(), m.control.get(), 4);
+  SessionRing<TestItem> ring(m.slots.data(), m.control.get(), 4);
   SimulatedSessionKernel kernel(m.view(4), 3, &abort, &out);
   TestItem& slot = ring.next_slot();
   slot.seq = 0;
@@ -257,7 +304,7 @@ TEST_CASE("session queue: an item after one cut short never completes; the abort
   QueueMemory m(4);
   auto q = m.view(4);
   std::uint32_t abort = 0;
-  SessionRing<TestItem> ring(m.items.data(), m.control.get(), 4);
+  SessionRing<TestItem> ring(m.slots.data(), m.control.get(), 4);
   for (std::uint64_t j = 0; j < 2; ++j) {
     ring.next_slot() = TestItem{j, 1};
     ring.post();
@@ -281,7 +328,7 @@ TEST_CASE("session queue: an item's last block publishes it only after the item 
   QueueMemory m(4);
   auto q = m.view(4);
   std::uint32_t abort = 0;
-  SessionRing<TestItem> ring(m.items.data(), m.control.get(), 4);
+  SessionRing<TestItem> ring(m.slots.data(), m.control.get(), 4);
   for (std::uint64_t j = 0; j < 2; ++j) {
     ring.next_slot() = TestItem{j, 1};
     ring.post();

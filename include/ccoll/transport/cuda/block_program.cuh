@@ -64,7 +64,8 @@ struct BasicPlanTables {
   const BaseAdvance* advances = nullptr;
   BlockFailure* failures = nullptr;  // nblocks
   // Gradient queuing ([C-Cube] Sec. III-D, runtime/layer_readiness.hpp): steps done by each
-  // program, rank-major (progress[rank * nchannels + channel]), and each block's calls so far.
+  // program, rank-major (progress[rank * nchannels + channel]; null: no consumer reads them, and
+  // the blocks store none), and each block's calls so far.
   std::uint64_t* progress = nullptr;
   std::uint64_t* calls = nullptr;  // nblocks
   std::uint32_t nconnections = 0;
@@ -107,8 +108,12 @@ __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, cons
     ctx.rank = program.rank;
     ctx.channel = program.channel;
     ctx.abort = abort;
-    ctx.progress = tables.progress + static_cast<std::uint64_t>(program.rank) * tables.nchannels +
-                   program.channel;
+    // No progress words (no consumer reads them): the step loop stores none.
+    ctx.progress = tables.progress == nullptr
+                       ? nullptr
+                       : tables.progress +
+                             static_cast<std::uint64_t>(program.rank) * tables.nchannels +
+                             program.channel;
     ctx.progress_base = runtime::progress_base_of_call(tables.calls[block]);
     // 0: no deadline; a timeout past the end of the clock never expires.
     const std::uint64_t now = sync::now_ns();

@@ -25,11 +25,17 @@ namespace ccoll::transport::cuda {
 // parameters, 2 KiB of the 4 KiB every GPU accepts.
 inline constexpr int kMaxVirtualRanks = 128;
 
-// One call's buffers: rank r's input and output as addresses of index 0 of the plan's space
-// (relays, a broadcast's non-roots' input, a reduce's non-roots' output: unused).
+// One rank's buffers as addresses of index 0 of the plan's space, side by side so that a block
+// reads both with one 16-byte access (a session's work item is in host-mapped memory).
+struct alignas(16) RankBuffers {
+  const void* input = nullptr;
+  void* output = nullptr;
+};
+
+// One call's buffers, rank by rank (relays, a broadcast's non-roots' input, a reduce's non-roots'
+// output: unused).
 struct CallBuffers {
-  const void* input[kMaxVirtualRanks] = {};
-  void* output[kMaxVirtualRanks] = {};
+  RankBuffers rank[kMaxVirtualRanks] = {};
 };
 
 // The shape of a call on an executor of `collective`'s plans: the one given, which must name that
@@ -77,8 +83,8 @@ inline CallBuffers checked_buffers(int nranks, std::span<const void* const> send
     if (!a.ok()) throw Error(a.error, r, a.reason);
     const runtime::CallLayout l = runtime::call_layout(shape, count, r, contributing);
     const runtime::IndexBases at = runtime::index_bases(l, sends[i], recvs[i], size_of(dtype));
-    b.input[r] = at.input;
-    b.output[r] = at.output;
+    b.rank[r].input = at.input;
+    b.rank[r].output = at.output;
   }
   return b;
 }

@@ -301,6 +301,9 @@ struct CudaP2P {
         cuda::check(cudaStreamWaitEvent(stream, st.last_call, 0), "cudaStreamWaitEvent", rank);
       cuda::P2PKernelArgs args;
       args.plan = dp.plan;
+      // Progress words only for a plan some consumer reads (layer_readiness): otherwise the
+      // blocks store none (block_program.cuh).
+      if (!dp.progress_read) args.plan.tables.progress = nullptr;
       args.agreement = agreement(rank);
       args.abort = control_.abort_device();
       args.timeout_ns = timeout_ns();
@@ -382,7 +385,8 @@ struct CudaP2P {
     // for calls of `count` elements in device memory, and its per-channel progress words. A
     // consumer kernel (on another stream of the rank's device) calls runtime::layer_ready /
     // wait_layer_ready with them and the call base of the call it waits for, next_call_base()
-    // taken just before that call is enqueued. Valid while the plan stays cached (at most
+    // taken just before that call is enqueued; launched calls store progress only once this was
+    // taken for their plan (sessions always do). Valid while the plan stays cached (at most
     // Config::max_cached_plans counts per rank) and the executor lives.
     // The table's memory is freed in stream order when this is destroyed: destroy it after the
     // consumer kernels that read it.
@@ -395,7 +399,8 @@ struct CudaP2P {
                                          std::span<const std::uint64_t> layer_end) {
       RankState& st = state(rank);
       cuda::check(cudaSetDevice(st.device), "cudaSetDevice", rank);
-      const DevicePlan& dp = device_plan(st, count, elem_size);
+      DevicePlan& dp = device_plan(st, count, elem_size);
+      dp.progress_read = true;  // calls launched from now on publish their progress
       const runtime::LayerChunkTable table(dp.prepared->plan, rank, layer_end);
       DeviceLayerReadiness r;
       // On the rank's upload stream, waited for: no synchronous copy, which another rank's kernel
@@ -501,6 +506,8 @@ struct CudaP2P {
       const cuda::P2PPlan* device_plan = nullptr;  // in `memory`, for sessions' work items
       unsigned nblocks = 0;
       std::uint64_t calls = 0;  // calls of this plan enqueued (layer readiness' call base)
+      // A consumer took layer_readiness: launched calls publish progress (sessions always do).
+      bool progress_read = false;
     };
 
     // What one local rank owns; touched only by the thread that calls for that rank.

@@ -161,9 +161,10 @@ __global__ void p2p_session_kernel(const P2PSessionArgs args) {
   __shared__ bool stop;
   for (std::uint64_t j = 0;; ++j) {
     if (threadIdx.x == 0) {
-      stop = !session_wait_posted(args.queue, j, args.abort);
+      const P2PWorkItem* const posted = session_wait_item(args.queue, j, args.abort);
+      stop = posted == nullptr;
       if (!stop) {
-        *item = args.queue.items[j % args.queue.depth];
+        *item = *posted;
         stop = item->plan == nullptr;
       }
     }

@@ -6,11 +6,13 @@
 //   s.wait(tickets.back());   // or s.done(ticket) to poll; s.close() ends the kernel
 //
 // The kernel (virtual_ranks_kernel.cuh, session_kernel) polls a ring of work items in host-mapped
-// memory, the queue every CUDA session shares (session_queue.cuh): enqueue() writes item j and
-// publishes it with one release store of `posted`; the blocks run it as soon as they see it, and
-// the last block to finish it publishes `completed`. So a call costs the host a few hundred bytes
-// of stores and the device one poll of host memory, instead of a kernel launch. Back-pressure:
-// enqueue() waits while `depth` items are outstanding. (CudaP2P's session: p2p_session.cuh.)
+// memory, the queue every CUDA session shares (session_queue.cuh): enqueue() writes item j (the
+// plan's tables and 16 bytes per rank) into its slot and publishes it with one release store of the
+// slot's ticket; each block's leader spins on that ticket, then reads the tables pointer and its
+// rank's buffers (one 16-byte access), runs the item, and the last block to finish it publishes
+// `completed`. So a call costs the host a store per rank and the device one successful poll and two
+// reads of host memory per block, instead of a kernel launch. Back-pressure: enqueue() waits while
+// `depth` items are outstanding. (CudaP2P's session: p2p_session.cuh.)
 //
 // One element type and op per session, as template arguments: the kernel is compiled for them
 // alone (a run-time choice would compile all 35 pairs into every program that opens a session). Its
@@ -23,6 +25,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -76,7 +79,8 @@ class Session {
     WorkItem& item = queue_.next(failures());
     const auto plan = ex_.session_plan(count, sizeof(T), nblocks_);
     item.tables = plan.tables;
-    item.buffers = buffers;
+    // The executor's ranks only: the rest of the item (up to kMaxVirtualRanks) is never read.
+    std::copy_n(buffers.rank, ex_.nranks(), item.buffers.rank);
     return queue_.post();
   }
 

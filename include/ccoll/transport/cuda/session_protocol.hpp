@@ -1,13 +1,17 @@
 // ccoll/transport/cuda/session_protocol.hpp: the protocol of a persistent session's work queue,
 // host half and device half, as plain __host__ __device__ code over plain memory.
 //
-// A session kernel stays resident and takes its calls from a ring of `depth` work items in
-// host-mapped memory. The host writes item j and publishes it with one release store of `posted`;
-// every block runs it as soon as it sees it; the last block to finish item j publishes
-// `completed = j + 1`, in order (only after item j - 1 was published). Back-pressure: the host
-// writes item j + depth only once item j has completed, so the kernel's per-item arrival words can
-// be reused without a reset race. The host posts a stop item (whatever the transport's item type
-// says ends the kernel) to end it.
+// A session kernel stays resident and takes its calls from a ring of `depth` slots in host-mapped
+// memory. The host writes item j into slot j % depth and publishes it with one release store of
+// the slot's own ticket, j + 1. Each block's leader spins on that one word (sync::poll_until: no
+// sleep for the first 50 us; on a GPU the abort word is read once per 16 us, not per poll), then
+// reads what it needs of the item, which starts on the ticket's line; it polls no separate
+// counter. Every block runs the
+// item as soon as it sees it; the last block to finish item j publishes `completed = j + 1`, in
+// order (only after item j - 1 was published). Back-pressure: the host writes item j + depth only
+// once item j has completed, so a slot's ticket only grows and the kernel's per-item arrival words
+// can be reused without a reset race. The host posts a stop item (whatever the transport's item
+// type says ends the kernel) to end it.
 //
 // Nothing here calls CUDA: session_queue.cuh adds the memory, the stream and the kernel's end,
 // and the fast suite runs this protocol on host threads (tests/cuda_protocol_test.cpp).
@@ -17,7 +21,7 @@
 
 #include "ccoll/core/platform.hpp"
 #include "ccoll/sync/atomic.hpp"
-#include "ccoll/sync/backoff.hpp"
+#include "ccoll/sync/poll.hpp"
 
 #if !CCOLL_DEVICE_PASS
 #include <atomic>
@@ -29,17 +33,22 @@ namespace ccoll::transport::cuda {
 // are built (session_queue.cuh, SessionQueueMemory), so its size is fixed then.
 inline constexpr std::uint32_t kMaxSessionDepth = 64;
 
-// The words the host and the kernel share while a session runs (host-mapped), each on its own
-// line: the host writes `posted`, the kernel `completed`.
+// The word the kernel publishes to the host while a session runs (host-mapped).
 struct SessionQueueControl {
-  alignas(128) std::uint64_t posted = 0;     // items the host has written
   alignas(128) std::uint64_t completed = 0;  // items every block has finished
+};
+
+// One slot of the ring (host-mapped): an item and the ticket that publishes it, read together.
+template <class Item>
+struct alignas(64) SessionSlot {
+  std::uint64_t ticket = 0;  // j + 1 once item j is in the slot (0: none this session)
+  Item item;
 };
 
 // What the kernel needs of the queue (all pointers as the device sees them).
 template <class Item>
 struct SessionQueueView {
-  Item* items = nullptr;  // host-mapped ring of `depth` items
+  SessionSlot<Item>* slots = nullptr;  // host-mapped ring of `depth` slots
   std::uint32_t depth = 1;
   SessionQueueControl* control = nullptr;  // host-mapped
   std::uint64_t* arrivals = nullptr;       // device memory, depth words: blocks done with item j
@@ -61,19 +70,17 @@ CCOLL_HD inline void session_fence() {
 #endif
 }
 
-// The block leader's wait for item j to be posted; false: the abort word was raised. No deadline:
-// a session may wait for its next call as long as it likes.
+// The block leader's wait for item j: the item, or nullptr when the abort word was raised. It
+// polls the slot's ticket alone; the acquire that sees j + 1 makes the item's fields visible. No
+// deadline: a session may wait for its next call as long as it likes.
 template <class Item>
-CCOLL_HD inline bool session_wait_posted(const SessionQueueView<Item>& q, std::uint64_t j,
-                                         std::uint32_t* abort) {
-  sync::AtomicWord<std::uint64_t> posted(&q.control->posted);
-  sync::AtomicWord<std::uint32_t> aborted(abort);
-  sync::Backoff backoff;
-  while (posted.load_acquire() <= j) {
-    if (aborted.load_relaxed() != 0) return false;
-    backoff.pause();
-  }
-  return true;
+CCOLL_HD inline const Item* session_wait_item(const SessionQueueView<Item>& q, std::uint64_t j,
+                                              const std::uint32_t* abort) {
+  SessionSlot<Item>& slot = q.slots[j % q.depth];
+  sync::AtomicWord<std::uint64_t> ticket(&slot.ticket);
+  const sync::WaitResult r =
+      sync::poll_until([&] { return ticket.load_acquire() == j + 1; }, abort, 0);
+  return r == sync::WaitResult::Ok ? &slot.item : nullptr;
 }
 
 // The block leader's arrival after item j, its outputs written: the last of `nblocks` to arrive
@@ -90,12 +97,9 @@ CCOLL_HD inline bool session_item_done(const SessionQueueView<Item>& q, std::uin
   // posts item j + depth only after it has seen item j complete.
   arrived.store_relaxed(0);
   sync::AtomicWord<std::uint64_t, sync::Scope::device> completed(q.completed);
-  sync::AtomicWord<std::uint32_t> aborted(abort);
-  sync::Backoff in_order;
-  while (completed.load_acquire() < j) {
-    if (aborted.load_relaxed() != 0) return false;
-    in_order.pause();
-  }
+  if (sync::poll_until([&] { return completed.load_acquire() >= j; }, abort, 0) !=
+      sync::WaitResult::Ok)
+    return false;
   session_fence();
   completed.store_release(j + 1);
   sync::AtomicWord<std::uint64_t>(&q.control->completed).store_release(j + 1);
@@ -109,12 +113,14 @@ template <class Item>
 class SessionRing {
  public:
   SessionRing() = default;
-  // `items` (depth of them) and `control` as the host sees them. Starts a new sequence: the
-  // control words are zeroed, so no kernel may be using them.
-  SessionRing(Item* items, SessionQueueControl* control, std::uint32_t depth)
-      : items_(items), control_(control), depth_(depth == 0 ? 1 : depth) {
-    sync::AtomicWord<std::uint64_t>(&control_->completed).store_relaxed(0);
-    sync::AtomicWord<std::uint64_t>(&control_->posted).store_release(0);
+  // `slots` (depth of them) and `control` as the host sees them. Starts a new sequence: the
+  // tickets and the completion word are zeroed (a previous session's ticket could otherwise pass
+  // for this one's), so no kernel may be using them.
+  SessionRing(SessionSlot<Item>* slots, SessionQueueControl* control, std::uint32_t depth)
+      : slots_(slots), control_(control), depth_(depth == 0 ? 1 : depth) {
+    for (std::uint32_t i = 0; i < depth_; ++i)
+      sync::AtomicWord<std::uint64_t>(&slots_[i].ticket).store_relaxed(0);
+    sync::AtomicWord<std::uint64_t>(&control_->completed).store_release(0);
   }
 
   std::uint32_t depth() const { return depth_; }
@@ -127,23 +133,27 @@ class SessionRing {
   // The ticket that must complete before the next item's slot is free (0: it is free now): the
   // kernel may still be reading the item `depth` posts back, and its arrival word.
   std::uint64_t ticket_freeing_next() const { return posted_ >= depth_ ? posted_ - depth_ + 1 : 0; }
-  // The slot of the next item; the caller has waited for ticket_freeing_next().
-  Item& next_slot() const { return items_[posted_ % depth_]; }
-  // Publishes the item written into next_slot(); its ticket.
+  // The item the next post publishes; the caller has waited for ticket_freeing_next().
+  Item& next_slot() const { return slots_[posted_ % depth_].item; }
+  // Publishes the item written into next_slot() (a release store of its slot's ticket); its
+  // ticket.
   std::uint64_t post() {
-    ++posted_;
-    sync::AtomicWord<std::uint64_t>(&control_->posted).store_release(posted_);
-    return posted_;
+    publish();
+    return ++posted_;
   }
-  // Writes `stop` into next_slot() and publishes it, without a ticket: the kernel ends when it
-  // reaches it, after every posted item.
+  // Writes `stop` into next_slot() and publishes it (ticket posted() + 1, not counted in posted()):
+  // the kernel ends when it reaches it, after every posted item.
   void post_stop(const Item& stop) {
     next_slot() = stop;
-    sync::AtomicWord<std::uint64_t>(&control_->posted).store_release(posted_ + 1);
+    publish();
   }
 
  private:
-  Item* items_ = nullptr;
+  void publish() {
+    sync::AtomicWord<std::uint64_t>(&slots_[posted_ % depth_].ticket).store_release(posted_ + 1);
+  }
+
+  SessionSlot<Item>* slots_ = nullptr;
   SessionQueueControl* control_ = nullptr;
   std::uint32_t depth_ = 1;
   std::uint64_t posted_ = 0;

@@ -1,12 +1,12 @@
 // ccoll/transport/cuda/session_queue.cuh: the work queue of a persistent session kernel, shared by
 // every CUDA transport's session (session.cuh for CudaVirtualRanks, p2p_session.cuh for CudaP2P).
 //
-// The protocol (the ring of items, `posted`, `completed`, the blocks' arrivals) is
+// The protocol (the ring of slots and their tickets, `completed`, the blocks' arrivals) is
 // session_protocol.hpp's, plain code the fast suite runs on host threads. This header adds what
 // needs CUDA: the queue's memory and the session's stream.
 //
 // Memory: a session's queue lives in memory its executor allocated when it was built
-// (SessionQueueMemory, kMaxSessionDepth items), so that opening and closing a session allocates
+// (SessionQueueMemory, kMaxSessionDepth slots), so that opening and closing a session allocates
 // and frees nothing. Freeing waits for the whole device (device_memory.cuh), where the session
 // kernels of other ranks, or of this rank's next session, may be waiting for this thread.
 //
@@ -30,7 +30,7 @@
 
 namespace ccoll::transport::cuda {
 
-// The memory of one session queue at a time: kMaxSessionDepth items and the control words in
+// The memory of one session queue at a time: kMaxSessionDepth slots and the control word in
 // host-mapped memory, the arrival and completion words in device memory. An executor allocates
 // one per session it may have open at once, when it is built.
 template <class Item>
@@ -39,10 +39,10 @@ class SessionQueueMemory {
   SessionQueueMemory() = default;
   // On the current device (`rank`: for errors).
   explicit SessionQueueMemory(int rank)
-      : host_(sizeof(SessionQueueControl) + sizeof(Item) * kMaxSessionDepth),
+      : host_(sizeof(SessionQueueControl) + sizeof(SessionSlot<Item>) * kMaxSessionDepth),
         words_(sizeof(std::uint64_t) * (kMaxSessionDepth + 1)),
         rank_(rank) {
-    static_assert(sizeof(SessionQueueControl) % alignof(Item) == 0);
+    static_assert(sizeof(SessionQueueControl) % alignof(SessionSlot<Item>) == 0);
   }
 
   bool empty() const { return host_.size() == 0; }
@@ -50,13 +50,13 @@ class SessionQueueMemory {
   SessionQueueControl* control_host() const {
     return reinterpret_cast<SessionQueueControl*>(host_.host());
   }
-  Item* items_host() const {
-    return reinterpret_cast<Item*>(host_.host() + sizeof(SessionQueueControl));
+  SessionSlot<Item>* slots_host() const {
+    return reinterpret_cast<SessionSlot<Item>*>(host_.host() + sizeof(SessionQueueControl));
   }
   SessionQueueView<Item> view(std::uint32_t depth) const {
     SessionQueueView<Item> v;
     v.control = reinterpret_cast<SessionQueueControl*>(host_.device());
-    v.items = reinterpret_cast<Item*>(host_.device() + sizeof(SessionQueueControl));
+    v.slots = reinterpret_cast<SessionSlot<Item>*>(host_.device() + sizeof(SessionQueueControl));
     v.depth = depth;
     v.arrivals = reinterpret_cast<std::uint64_t*>(words_.get());
     v.completed = v.arrivals + depth;
@@ -86,7 +86,7 @@ class SessionQueue {
                              std::to_string(depth));
     if (memory.empty())
       throw Error(ErrorCode::InvalidArgument, rank_, "the executor has no session queue memory");
-    ring_ = SessionRing<Item>(memory.items_host(), memory.control_host(), depth);
+    ring_ = SessionRing<Item>(memory.slots_host(), memory.control_host(), depth);
     view_ = memory.view(depth);
     check(cudaMemsetAsync(memory.words(), 0, sizeof(std::uint64_t) * (depth + 1), stream_),
           "cudaMemsetAsync(session)", rank_);

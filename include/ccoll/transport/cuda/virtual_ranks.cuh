@@ -216,6 +216,9 @@ struct CudaVirtualRanks {
       const runtime::CallLayout layout = runtime::call_layout(s, count, 0, plans_.active());
       DevicePlan& dp = device_plan(layout.plan_count, sizeof(T), s.root);
       args.tables = dp.tables;
+      // Progress words only for a plan some consumer reads (layer_readiness): otherwise the
+      // blocks store none (block_program.cuh).
+      if (!dp.progress_read) args.tables.progress = nullptr;
       args.timeout_ns = timeout_ns();
       args.abort = abort_device_word();
       launch(cuda::virtual_ranks_kernel<T, Op>, dp.nblocks, args, stream, dp.tables.nchannels);
@@ -302,7 +305,8 @@ struct CudaVirtualRanks {
     // of `count` elements in device memory, and its per-channel progress words. A consumer kernel
     // (the next forward pass, on another stream) calls runtime::layer_ready / wait_layer_ready
     // with them and the call base of the call it waits for: next_call_base() taken just before
-    // that call is enqueued.
+    // that call is enqueued. Launched calls store progress only once this was taken for their
+    // plan (sessions always do).
     // The table's memory is freed in stream order when this is destroyed: destroy it after the
     // consumer kernels that read it.
     struct DeviceLayerReadiness {
@@ -313,7 +317,8 @@ struct CudaVirtualRanks {
     };
     DeviceLayerReadiness layer_readiness(int rank, std::size_t count, std::size_t elem_size,
                                          std::span<const std::uint64_t> layer_end) {
-      const DevicePlan& dp = device_plan(count, elem_size);
+      DevicePlan& dp = device_plan(count, elem_size);
+      dp.progress_read = true;  // calls launched from now on publish their progress
       const runtime::LayerChunkTable table(dp.prepared->plan, rank, layer_end);
       DeviceLayerReadiness r;
       r.memory = cuda::StreamMemory(std::max<std::size_t>(1, table.flat().size_bytes()),
@@ -394,6 +399,8 @@ struct CudaVirtualRanks {
       const cuda::PlanTables* device_tables = nullptr;  // the same, in device memory
       unsigned nblocks = 0;
       std::uint64_t calls = 0;  // calls enqueued (run_all and sessions)
+      // A consumer took layer_readiness: launched calls publish progress (sessions always do).
+      bool progress_read = false;
     };
 
     std::uint32_t* abort_host_word() const {

@@ -12,7 +12,7 @@
 
 #include "ccoll/core/op.hpp"
 #include "ccoll/sync/atomic.hpp"
-#include "ccoll/sync/backoff.hpp"
+#include "ccoll/sync/poll.hpp"
 #include "ccoll/transport/cuda/block_program.cuh"
 #include "ccoll/transport/cuda/call_buffers.hpp"
 #include "ccoll/transport/cuda/launch_fit.hpp"
@@ -33,9 +33,8 @@ struct KernelArgs {
 template <class T, ReduceOp Op>
 __global__ void __launch_bounds__(kMaxThreadsPerBlock, kMinBlocksPerSm)
     virtual_ranks_kernel(const KernelArgs args) {
-  const std::int32_t rank = args.tables.programs[blockIdx.x].rank;
-  run_block<T, Op>(args.tables, blockIdx.x, args.buffers.input[rank], args.buffers.output[rank],
-                   args.abort, args.timeout_ns);
+  const RankBuffers mine = args.buffers.rank[args.tables.programs[blockIdx.x].rank];
+  run_block<T, Op>(args.tables, blockIdx.x, mine.input, mine.output, args.abort, args.timeout_ns);
 }
 
 }  // namespace ccoll::transport::cuda
@@ -72,7 +71,6 @@ template <class T, ReduceOp Op>
 __global__ void session_kernel(const SessionArgs args) {
   const DeviceScopeBlockGroup group;
   const unsigned nblocks = gridDim.x;
-  sync::AtomicWord<std::uint32_t> abort(args.abort);
   sync::AtomicWord<std::uint64_t, sync::Scope::device> completed(args.queue.completed);
   __shared__ const PlanTables* tables;
   __shared__ const void* input;
@@ -82,21 +80,23 @@ __global__ void session_kernel(const SessionArgs args) {
   for (std::uint64_t j = 0;; ++j) {
     if (group.leader()) {
       // No deadline while idle: a session may wait for its next call as long as it likes.
-      stop = !session_wait_posted(args.queue, j, args.abort);
+      // The item's fields are host-mapped: each read below crosses PCIe once (the rank's two
+      // buffers in one 16-byte access).
+      const WorkItem* const item = session_wait_item(args.queue, j, args.abort);
+      stop = item == nullptr;
       if (!stop) {
-        const WorkItem& item = args.queue.items[j % args.queue.depth];
-        tables = item.tables;
+        tables = item->tables;
         stop = tables == nullptr;
         if (!stop && blockIdx.x < tables->nblocks) {
-          const std::int32_t rank = tables->programs[blockIdx.x].rank;
-          input = item.buffers.input[rank];
-          output = item.buffers.output[rank];
+          const RankBuffers mine = item->buffers.rank[tables->programs[blockIdx.x].rank];
+          input = mine.input;
+          output = mine.output;
         }
       }
-      if (!stop && j > 0 && tables != previous) {
-        sync::Backoff wait_all;
-        while (completed.load_acquire() < j && abort.load_relaxed() == 0) wait_all.pause();
-      }
+      // A new plan shares the slot pool with the last one: every block must be done with it. An
+      // abort ends this wait too, and the block's call then fails at once on the same word.
+      if (!stop && j > 0 && tables != previous)
+        sync::poll_until([&] { return completed.load_acquire() >= j; }, args.abort, 0);
     }
     group.sync();
     if (stop) return;
