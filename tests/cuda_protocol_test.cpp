@@ -237,16 +237,20 @@ TEST_CASE("session queue: items complete in order through many wrap-arounds") {
 }
 
 TEST_CASE("session queue: sessions one after another on the same memory take no stale item") {
-  // An executor's queue memory serves every session it opens (session_queue.cuh). The first
-  // session leaves its tickets in the slots; the second, of another depth, must wait for its own.
+  // An executor's queue memory serves every session it opens (session_queue.cuh). Each session
+  // leaves its tickets in the slots; the next, of the same depth or another, must wait for its own.
   QueueMemory m(4);
   std::uint32_t abort = 0;
   std::uint64_t value = 1;
   // A session of one item leaves tickets 1 and 2 (its stop item) in the first two slots: exactly
   // what the next session's first two items are published with.
-  for (const auto& [depth, n] :
-       {std::pair{4u, std::uint64_t{1}}, std::pair{4u, std::uint64_t{7}},
-        std::pair{3u, std::uint64_t{7}}, std::pair{2u, std::uint64_t{7}}}) {
+  struct Session {
+    std::uint32_t depth;
+    std::uint64_t n;
+  };
+  for (const Session session : {Session{4, 1}, Session{4, 7}, Session{3, 7}, Session{2, 7}}) {
+    const std::uint32_t depth = session.depth;
+    const std::uint64_t n = session.n;
     CAPTURE(depth);
     CAPTURE(n);
     const unsigned nblocks = 2;
