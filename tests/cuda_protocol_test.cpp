@@ -23,10 +23,13 @@
 #include <utility>
 #include <vector>
 
+#include "ccoll/algo/registry.hpp"
 #include "ccoll/plan/direct.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/ring.hpp"
 #include "ccoll/plan/rooted.hpp"
+#include "ccoll/protocol/low_latency.hpp"
+#include "ccoll/protocol/protocol.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/transport/cuda/block_tables.hpp"
 #include "ccoll/transport/cuda/call_record.hpp"
@@ -541,12 +544,15 @@ TEST_CASE(
     const int nranks = 1 + static_cast<int>(rng() % 8);
     const std::uint32_t nslots = 1 + rng() % 4;
     const std::uint64_t stride = 128 * (1 + rng() % 4);
+    const std::uint64_t ll_slot = rng() % 2 == 0 ? 0 : 128 * (1 + rng() % 3);
     const std::vector<ccoll::runtime::ConnectionKey> keys = random_connection_set(rng, nranks);
     for (int rank = 0; rank < nranks; ++rank) {
       CAPTURE(iter);
       CAPTURE(rank);
-      const P2PFifoLayout l = P2PFifoLayout::make(keys, rank, stride, nslots);
+      CAPTURE(ll_slot);
+      const P2PFifoLayout l = P2PFifoLayout::make(keys, rank, stride, nslots, ll_slot);
       REQUIRE(l.slots.size() == keys.size());
+      REQUIRE(l.ll_slots.size() == keys.size());
       // [begin, end) of every region this rank's memory holds: none may overlap or leave it.
       std::vector<std::pair<std::uint64_t, std::uint64_t>> regions;
       for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -554,6 +560,11 @@ TEST_CASE(
         CHECK((l.slots[i] != P2PFifoLayout::kNone) == in);
         CHECK((l.tail[i] != P2PFifoLayout::kNone) == in);
         CHECK((l.head[i] != P2PFifoLayout::kNone) == out);
+        CHECK((l.ll_slots[i] != P2PFifoLayout::kNone) == (in && ll_slot > 0));
+        if (in && ll_slot > 0) {
+          regions.emplace_back(l.ll_slots[i], l.ll_slots[i] + ll_slot * nslots);
+          CHECK(l.ll_slots[i] % 128 == 0);  // LL slots on whole device lines
+        }
         if (in) {
           regions.emplace_back(l.slots[i], l.slots[i] + stride * nslots);
           regions.emplace_back(l.tail[i], l.tail[i] + ccoll::sync::kCounterStride);
@@ -602,12 +613,13 @@ TEST_CASE("cuda-p2p connections: slots and tail in the receiver's memory, head i
     const int nranks = 2 + static_cast<int>(rng() % 7);
     const std::uint32_t nslots = 1 + rng() % 4;
     const std::uint64_t stride = slot_stride(100 + rng() % 2000);
+    const std::uint64_t ll_slot = rng() % 2 == 0 ? 0 : p2p_low_latency_slot_bytes(stride);
     const std::vector<ccoll::runtime::ConnectionKey> keys = random_connection_set(rng, nranks);
     std::vector<P2PFifoLayout> layouts;
     std::vector<std::vector<std::byte>> memory(static_cast<std::size_t>(nranks));
     std::vector<std::byte*> bases;
     for (int r = 0; r < nranks; ++r) {
-      layouts.push_back(P2PFifoLayout::make(keys, r, stride, nslots));
+      layouts.push_back(P2PFifoLayout::make(keys, r, stride, nslots, ll_slot));
       memory[static_cast<std::size_t>(r)].resize(layouts.back().total);
       // Ranks of another process: not mapped here (rank 0 always is).
       bases.push_back(r > 0 && rng() % 4 == 0 ? nullptr
@@ -618,7 +630,7 @@ TEST_CASE("cuda-p2p connections: slots and tail in the receiver's memory, head i
       const auto* q = static_cast<const std::byte*>(p);
       return q >= b && q + bytes <= b + memory[r].size();
     };
-    const auto refs = p2p_connection_refs(keys, layouts, bases, stride, nslots);
+    const auto refs = p2p_connection_refs(keys, layouts, bases, stride, nslots, ll_slot);
     REQUIRE(refs.size() == keys.size());
     for (std::size_t i = 0; i < keys.size(); ++i) {
       CAPTURE(iter);
@@ -634,7 +646,17 @@ TEST_CASE("cuda-p2p connections: slots and tail in the receiver's memory, head i
         CHECK(c.slots == nullptr);
         CHECK(c.head == nullptr);
         CHECK(c.tail == nullptr);
+        CHECK_FALSE(c.has_low_latency());
         continue;
+      }
+      CHECK(c.has_low_latency() == (ll_slot > 0));
+      if (ll_slot > 0) {
+        CHECK(c.ll_slot_bytes == ll_slot);
+        CHECK(in(c.ll_slots, to, ll_slot * nslots));
+        CHECK(c.ll_slots == bases[to] + layouts[to].ll_slots[i]);
+        // Message m's lines are in LL slot m % nslots.
+        CHECK(reinterpret_cast<std::byte*>(c.ll_lines(nslots + 1)) ==
+              c.ll_slots + (nslots == 1 ? 0 : ll_slot));
       }
       CHECK(in(c.slots, to, stride * nslots));
       CHECK(in(c.tail, to, sizeof(std::uint64_t)));
@@ -646,6 +668,67 @@ TEST_CASE("cuda-p2p connections: slots and tail in the receiver's memory, head i
   }
   CHECK(slot_stride(1024) == 1152);  // 1024 + 16 bytes of slack, on 128-byte lines
   CHECK(slot_stride(1) == 128);
+  CHECK(p2p_low_latency_slot_bytes(slot_stride(1 << 20)) == 64 * 1024);
+  CHECK(p2p_low_latency_slot_bytes(slot_stride(1024)) == 1152);
+}
+
+TEST_CASE("LowLatency slots of a GPU plan hold its largest message, lines and trailer") {
+  // A GPU plan's LL slots (cuda-virtual's own per plan; cuda-p2p's must be at least this large to
+  // run the plan as LowLatency): the flagged lines of the largest message, on whole lines.
+  using ccoll::protocol::LowLatency;
+  for (const char* name : {"ring", "dbtree", "direct", "oneshot"})
+    for (int p : {2, 3, 8})
+      // Counts whose messages are whole multiples of 64 bytes too, whose data lines fill whole
+      // 128-byte lines: the trailer then needs a line more.
+      for (std::uint64_t count : {1ul, 5ul, 16ul * p, 64ul * p, 1000ul, 100000ul})
+        for (std::uint64_t elem : {1u, 2u, 4u, 8u}) {
+          CAPTURE(name);
+          CAPTURE(p);
+          CAPTURE(count);
+          CAPTURE(elem);
+          ccoll::plan::PlanRequest req;
+          req.nranks = p;
+          req.count = count;
+          req.elem_size = elem;
+          req.slot_bytes = 64 << 10;
+          req.nslots = 4;
+          ccoll::algo::AlgorithmRequest areq;
+          areq.nranks = p;
+          const auto topo =
+              ccoll::algo::make_algorithm(ccoll::algo::find_algorithm(name).algorithm, areq);
+          const ccoll::plan::Plan pl = ccoll::protocol::build_for(
+              ccoll::protocol::Id::low_latency, req,
+              [&](const ccoll::plan::PlanRequest& r) { return topo.build(r); });
+          const std::uint64_t ll = low_latency_slot_bytes(pl, elem);
+          CHECK(ll % 128 == 0);
+          std::uint64_t largest = 0;
+          for (const auto& ch : pl.channels)
+            for (const auto& prog : ch.programs)
+              for (const auto& s : prog.steps)
+                if (s.recv_count + s.send_count > 0) largest = std::max(largest, s.count);
+          CHECK(LowLatency::lines(largest * elem) * LowLatency::kLineBytes <= ll);
+          CHECK(ll < LowLatency::lines(largest * elem) * LowLatency::kLineBytes + 128);
+          CHECK(largest <= pl.slot_elems);
+          // Never more than the Simple slot the plan was chunked for (less its slack).
+          CHECK(ll <= slot_stride(req.slot_bytes));
+        }
+  // Fixed points: a ring of 2 ranks at 32 floats, one channel, moves messages of 16 floats, 64
+  // bytes: 16 data lines fill a device line, and the trailer takes a second one. 28 floats move
+  // 14-float messages, whose 14 lines and trailer fill one device line exactly.
+  ccoll::plan::PlanRequest req;
+  req.nranks = 2;
+  req.count = 32;
+  req.elem_size = 4;
+  req.slot_bytes = 64 << 10;
+  const auto ring_of = [&](std::uint64_t count) {
+    req.count = count;
+    return ccoll::protocol::build_for(
+        ccoll::protocol::Id::low_latency, req,
+        [](const ccoll::plan::PlanRequest& r) { return ccoll::plan::build_ring(r); });
+  };
+  CHECK(low_latency_slot_bytes(ring_of(32), 4) == 256);
+  CHECK(low_latency_slot_bytes(ring_of(28), 4) == 128);
+  CHECK(low_latency_slot_bytes(ring_of(2), 4) == 128);
 }
 
 namespace {

@@ -25,6 +25,7 @@
 #include "ccoll/ccoll.hpp"
 #include "ccoll/protocol/low_latency.hpp"
 #include "ccoll/protocol/simple.hpp"
+#include "ccoll/transport/cuda/block_tables.hpp"
 #include "simulated_block_group.hpp"
 
 using namespace ccoll;
@@ -343,8 +344,9 @@ TEST_CASE("threads LL: no tail counter is written; heads advance; LL slots are s
   for (const sync::ConnectionRef& c : pp->connections) {
     CHECK(c.has_low_latency());
     CHECK(c.ll_slots != c.slots);
-    CHECK(*c.tail == 0);  // LowLatency signals arrival through the lines only
-    CHECK(*c.head > 0);   // ... and frees slots as Simple does
+    CHECK(c.ll_slot_bytes == c.slot_bytes);  // a host area's LL slots are as large as its slots
+    CHECK(*c.tail == 0);                     // LowLatency signals arrival through the lines only
+    CHECK(*c.head > 0);                      // ... and frees slots as Simple does
   }
 }
 
@@ -500,100 +502,213 @@ TEST_CASE("Config::protocol: forced, named in the fingerprint, bad values refuse
   CHECK(ll_twice.plan(1000, DataType::f32).slot_elems * 4 == 56);
 }
 
+// A simulated block that runs LowLatency steps only, as the GPU's LowLatency kernels do
+// (transport/cuda/block_group.cuh, LowLatencyBlockGroup): no Simple path is compiled.
+struct LowLatencyOnlyGroup : testing::SimulatedBlockGroup {
+  using testing::SimulatedBlockGroup::SimulatedBlockGroup;
+  static constexpr bool kRunsSimple = false;
+};
+static_assert(!runtime::kRunsSimple<LowLatencyOnlyGroup>);
+static_assert(runtime::kFlaggedLowLatency<LowLatencyOnlyGroup, sync::ConnectionRef>);
+
 TEST_CASE("block groups run LowLatency steps: simulated blocks of 1..8 threads, bitwise") {
-  // The GPU's data path on the host: a block's members poll and write lines in parallel.
-  for (const char* name : {"ring", "oneshot", "recdoubling"}) {
-    for (int p : {2, 3, 5}) {
-      algo::AlgorithmRequest areq;
-      areq.nranks = p;
-      const algo::Registered topo =
-          algo::make_algorithm(algo::find_algorithm(name).algorithm, areq);
-      for (std::uint64_t n : {1, 7, 300}) {
-        plan::PlanRequest req;
-        req.nranks = p;
-        req.count = n;
-        req.elem_size = 2;
-        req.slot_bytes = 256;
-        req.nslots = 2;
-        const plan::Plan pl =
-            protocol::build_for(protocol::Id::low_latency, req, [&](plan::PlanRequest r) {
-              schedule::Phased::configure(r);
-              return topo.build(r);
-            });
-        plan::verify_or_throw(pl);
-        const std::size_t nconn = pl.connections.size();
-        std::vector<std::uint64_t> ll(nconn * pl.nslots * 256 / 8 + 1, 0);
-        std::vector<sync::ConnectionCounters> counters(nconn);
-        std::vector<sync::ConnectionRef> refs(nconn);
-        for (std::size_t i = 0; i < nconn; ++i) {
-          counters[i].tail = counters[i].head = 0;
-          refs[i].slots = nullptr;  // LowLatency never touches the Simple slots
-          refs[i].ll_slots = reinterpret_cast<std::byte*>(ll.data() + i * pl.nslots * 256 / 8);
-          refs[i].tail = &counters[i].tail;
-          refs[i].head = &counters[i].head;
-          refs[i].slot_bytes = 256;
-          refs[i].nslots = pl.nslots;
-          refs[i].from = pl.connections[i].from;
-          refs[i].to = pl.connections[i].to;
-        }
-        const std::vector<std::uint64_t> base(nconn + 1, 0);
-        std::vector<std::vector<Half>> in(static_cast<std::size_t>(p)), out(in.size());
-        for (int r = 0; r < p; ++r) {
-          for (std::uint64_t i = 0; i < n; ++i)
-            in[static_cast<std::size_t>(r)].push_back(testing::value<Half>(ReduceOp::sum, r, p, i));
-          out[static_cast<std::size_t>(r)].assign(n, Half(-1.0f));
-        }
-        std::uint32_t abort_word = 0;
-        for (std::uint32_t threads_per_block : {1u, 3u, 8u}) {
-          std::vector<runtime::ProgramContext<Half>> ctxs;
-          for (std::uint32_t c = 0; c < pl.channels.size(); ++c)
-            for (int r = 0; r < p; ++r) {
-              const auto& steps = pl.channels[c].programs[static_cast<std::size_t>(r)].steps;
-              if (steps.empty()) continue;
-              runtime::ProgramContext<Half> ctx;
-              ctx.steps = steps.data();
-              ctx.nsteps = static_cast<std::uint32_t>(steps.size());
-              ctx.ports = pl.ports.data();
-              ctx.connections = refs.data();
-              ctx.base = base.data();
-              ctx.input = in[static_cast<std::size_t>(r)].data();
-              ctx.output = out[static_cast<std::size_t>(r)].data();
-              ctx.nactive = p;
-              ctx.rank = r;
-              ctx.channel = c;
-              ctx.abort = &abort_word;
-              ctx.low_latency = true;
-              ctxs.push_back(ctx);
-            }
-          const std::uint64_t deadline = sync::now_ns() + 20'000'000'000ull;
-          std::vector<int> ok(ctxs.size(), 0);
-          std::vector<std::unique_ptr<testing::SimulatedBlock>> blocks;
-          std::vector<std::thread> threads;
-          for (std::size_t b = 0; b < ctxs.size(); ++b) {
-            blocks.push_back(std::make_unique<testing::SimulatedBlock>(threads_per_block));
-            testing::SimulatedBlock& block = *blocks.back();
-            for (std::uint32_t i = 0; i < threads_per_block; ++i)
-              threads.emplace_back([&, b, i] {
-                const testing::SimulatedBlockGroup g(block, i);
-                const bool done =
-                    runtime::run_program<Half, ReduceOp::sum>(g, ctxs[b], deadline, nullptr);
-                if (g.leader()) ok[b] = done ? 1 : 0;
+  // The GPU's data path on the host: a block's members poll and write lines in parallel, from the
+  // operands their leader resolved. Both groups: one that runs either protocol as the context
+  // says, on LL slots as large as Simple ones (the host areas), and one that runs only
+  // LowLatency, on LL slots sized to the plan's largest message (a GPU plan's).
+  for (const bool only_ll : {false, true})
+    for (const char* name : {"ring", "oneshot", "recdoubling", "dbtree", "tree", "direct"}) {
+      for (int p : {2, 3, 5, 8}) {
+        algo::AlgorithmRequest areq;
+        areq.nranks = p;
+        const algo::Registered topo =
+            algo::make_algorithm(algo::find_algorithm(name).algorithm, areq);
+        for (std::uint64_t n : {1, 7, 300}) {
+          plan::PlanRequest req;
+          req.nranks = p;
+          req.count = n;
+          req.elem_size = 2;
+          req.slot_bytes = 256;
+          req.nslots = 2;
+          const plan::Plan pl =
+              protocol::build_for(protocol::Id::low_latency, req, [&](plan::PlanRequest r) {
+                schedule::Phased::configure(r);
+                return topo.build(r);
               });
+          plan::verify_or_throw(pl);
+          const std::size_t nconn = pl.connections.size();
+          const std::uint64_t ll_slot =
+              only_ll ? transport::cuda::low_latency_slot_bytes(pl, 2) : 256;
+          REQUIRE(ll_slot <= 256);
+          REQUIRE(ll_slot % 16 == 0);
+          std::vector<std::uint64_t> ll(nconn * pl.nslots * ll_slot / 8 + 1, 0);
+          std::vector<sync::ConnectionCounters> counters(nconn);
+          std::vector<sync::ConnectionRef> refs(nconn);
+          for (std::size_t i = 0; i < nconn; ++i) {
+            counters[i].tail = counters[i].head = 0;
+            refs[i].slots = nullptr;  // LowLatency never touches the Simple slots
+            refs[i].ll_slots =
+                reinterpret_cast<std::byte*>(ll.data() + i * pl.nslots * ll_slot / 8);
+            refs[i].tail = &counters[i].tail;
+            refs[i].head = &counters[i].head;
+            refs[i].slot_bytes = 256;
+            refs[i].ll_slot_bytes = ll_slot;
+            refs[i].nslots = pl.nslots;
+            refs[i].from = pl.connections[i].from;
+            refs[i].to = pl.connections[i].to;
           }
-          for (auto& t : threads) t.join();
-          INFO(name << " P=" << p << " n=" << n << " threads=" << threads_per_block);
-          for (int x : ok) REQUIRE(x == 1);
-          for (int r = 0; r < p; ++r)
-            for (std::uint64_t i = 0; i < n; ++i) {
-              const Half ref = reference<Half, ReduceOp::sum>(p, i);
-              REQUIRE(std::bit_cast<std::uint16_t>(out[static_cast<std::size_t>(r)][i]) ==
-                      std::bit_cast<std::uint16_t>(ref));
+          const std::vector<std::uint64_t> base(nconn + 1, 0);
+          std::vector<std::vector<Half>> in(static_cast<std::size_t>(p)), out(in.size());
+          for (int r = 0; r < p; ++r) {
+            for (std::uint64_t i = 0; i < n; ++i)
+              in[static_cast<std::size_t>(r)].push_back(
+                  testing::value<Half>(ReduceOp::sum, r, p, i));
+            out[static_cast<std::size_t>(r)].assign(n, Half(-1.0f));
+          }
+          std::uint32_t abort_word = 0;
+          for (std::uint32_t threads_per_block : {1u, 3u, 8u}) {
+            std::vector<runtime::ProgramContext<Half>> ctxs;
+            for (std::uint32_t c = 0; c < pl.channels.size(); ++c)
+              for (int r = 0; r < p; ++r) {
+                const auto& steps = pl.channels[c].programs[static_cast<std::size_t>(r)].steps;
+                if (steps.empty()) continue;
+                runtime::ProgramContext<Half> ctx;
+                ctx.steps = steps.data();
+                ctx.nsteps = static_cast<std::uint32_t>(steps.size());
+                ctx.ports = pl.ports.data();
+                ctx.connections = refs.data();
+                ctx.base = base.data();
+                ctx.input = in[static_cast<std::size_t>(r)].data();
+                ctx.output = out[static_cast<std::size_t>(r)].data();
+                ctx.nactive = p;
+                ctx.rank = r;
+                ctx.channel = c;
+                ctx.abort = &abort_word;
+                // The LowLatency-only group ignores the flag: it has no other path.
+                ctx.low_latency = !only_ll;
+                ctxs.push_back(ctx);
+              }
+            const std::uint64_t deadline = sync::now_ns() + 20'000'000'000ull;
+            std::vector<int> ok(ctxs.size(), 0);
+            std::vector<std::unique_ptr<testing::SimulatedBlock>> blocks;
+            std::vector<std::thread> threads;
+            for (std::size_t b = 0; b < ctxs.size(); ++b) {
+              blocks.push_back(std::make_unique<testing::SimulatedBlock>(threads_per_block));
+              testing::SimulatedBlock& block = *blocks.back();
+              for (std::uint32_t i = 0; i < threads_per_block; ++i)
+                threads.emplace_back([&, b, i] {
+                  bool done = false;
+                  if (only_ll) {
+                    const LowLatencyOnlyGroup g(block, i);
+                    done = runtime::run_program<Half, ReduceOp::sum>(g, ctxs[b], deadline, nullptr);
+                  } else {
+                    const testing::SimulatedBlockGroup g(block, i);
+                    done = runtime::run_program<Half, ReduceOp::sum>(g, ctxs[b], deadline, nullptr);
+                  }
+                  if (i == 0) ok[b] = done ? 1 : 0;
+                });
             }
-          // Each block size starts from fresh connections.
-          for (auto& c : counters) c.tail = c.head = 0;
-          std::fill(ll.begin(), ll.end(), 0);
+            for (auto& t : threads) t.join();
+            INFO(name << " P=" << p << " n=" << n << " threads=" << threads_per_block
+                      << " only_ll=" << only_ll);
+            for (int x : ok) REQUIRE(x == 1);
+            for (int r = 0; r < p; ++r)
+              for (std::uint64_t i = 0; i < n; ++i) {
+                const Half ref = reference<Half, ReduceOp::sum>(p, i);
+                REQUIRE(std::bit_cast<std::uint16_t>(out[static_cast<std::size_t>(r)][i]) ==
+                        std::bit_cast<std::uint16_t>(ref));
+              }
+            // Nothing was written outside the LL slots, and none of them was a Simple slot.
+            CHECK(ll.back() == 0);
+            // Each block size starts from fresh connections.
+            for (auto& c : counters) c.tail = c.head = 0;
+            std::fill(ll.begin(), ll.end(), 0);
+            for (auto& o : out) std::fill(o.begin(), o.end(), Half(-1.0f));
+          }
         }
       }
     }
+}
+
+TEST_CASE(
+    "block groups, LowLatency: a member's missing line fails the whole block at the deadline") {
+  // One step: receive 64 floats on one connection, add the input, write the output. The message's
+  // trailer has arrived (so the leader's wait succeeds) but only member 0's lines have: members
+  // 1..3 give up at the deadline, and the block must fail as one, through any() from the members'
+  // own verdicts (the leader itself had everything it read).
+  using LL = protocol::LowLatency;
+  constexpr std::uint64_t n = 64;
+  constexpr std::uint32_t threads = 4;
+  plan::Step step;
+  step.offset = 0;
+  step.count = n;
+  step.recv_begin = 0;
+  step.recv_count = 1;
+  step.src = plan::Source::Input;
+  step.src_position = 1;
+  step.write_output = true;
+  step.final = true;
+  const std::vector<plan::Port> ports = {plan::Port{0, 0}};
+  std::vector<std::uint64_t> lines(LL::lines(n * sizeof(float)) + 2, 0);
+  sync::ConnectionCounters counters{};
+  sync::ConnectionRef c;
+  c.ll_slots = reinterpret_cast<std::byte*>(lines.data());
+  c.ll_slot_bytes = lines.size() * 8;
+  c.tail = &counters.tail;
+  c.head = &counters.head;
+  c.nslots = 1;
+  c.from = 1;
+  c.to = 0;
+  const std::uint64_t signature = LL::signature(n, 0, 0);
+  const std::uint32_t flag = LL::flag(0);
+  LL::store_trailer<sync::Scope::system>(LL::trailer(lines.data(), false, n * sizeof(float)),
+                                         signature, flag, true);
+  for (std::uint64_t u = 0; u < n; u += threads)  // member 0's units
+    LL::store<sync::Scope::system>(lines.data() + u, std::bit_cast<std::uint32_t>(1.0f), flag,
+                                   false);
+  const std::uint64_t base = 0;
+  const std::vector<float> in(n, 2.0f);
+  std::vector<float> out(n, -1.0f);
+  std::uint32_t abort_word = 0;
+  runtime::ProgramContext<float> ctx;
+  ctx.steps = &step;
+  ctx.nsteps = 1;
+  ctx.ports = ports.data();
+  ctx.connections = &c;
+  ctx.base = &base;
+  ctx.input = in.data();
+  ctx.output = out.data();
+  ctx.nactive = 2;
+  ctx.abort = &abort_word;
+  ctx.low_latency = true;
+  ctx.ll_signature = signature;
+  for (const bool only_ll : {false, true}) {
+    CAPTURE(only_ll);
+    testing::SimulatedBlock block(threads);
+    std::vector<int> done(threads, -1);
+    runtime::StepFailure failure;
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::uint64_t deadline = sync::now_ns() + 100'000'000ull;  // 100 ms
+    std::vector<std::thread> members;
+    for (std::uint32_t i = 0; i < threads; ++i)
+      members.emplace_back([&, i] {
+        bool ok = false;
+        if (only_ll) {
+          const LowLatencyOnlyGroup g(block, i);
+          ok = runtime::run_program<float, ReduceOp::sum>(g, ctx, deadline, &failure);
+        } else {
+          const testing::SimulatedBlockGroup g(block, i);
+          ok = runtime::run_program<float, ReduceOp::sum>(g, ctx, deadline, &failure);
+        }
+        done[i] = ok ? 1 : 0;
+      });
+    for (auto& m : members) m.join();
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (std::uint32_t i = 0; i < threads; ++i) CHECK(done[i] == 0);  // every member failed
+    CHECK(failure.result == sync::WaitResult::Timeout);
+    CHECK(failure.peer == 1);  // the sender of the message that did not come
+    CHECK(waited >= 0.09);
+    CHECK(counters.head == 0);  // the slot was not freed
   }
 }

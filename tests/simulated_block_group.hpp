@@ -4,8 +4,8 @@
 // partitioning the elements over the members, the split into a scalar head, 16-byte packs and a
 // scalar tail, the leader polling the counters and broadcasting the outcome) otherwise only run on
 // a GPU, which the fast suite has none of. Here a block is k std::threads sharing a std::barrier:
-// member i is thread i, the leader is member 0, sync() is the barrier and any() passes the leader's
-// value through shared memory between two barrier phases, as __syncthreads_or does in
+// member i is thread i, the leader is member 0, sync() is the barrier and any() ORs the members'
+// values through shared memory around one barrier, as __syncthreads_or does in
 // transport/cuda/block_group.cuh.
 #pragma once
 
@@ -29,10 +29,10 @@ struct SimulatedBlock {
 
   std::uint32_t size;
   std::barrier<> barrier;
-  // any()'s broadcast word, double-buffered by call parity: the leader may write the next call's
-  // word while a slow member still reads this call's, but never the word of the call before the
-  // previous one, since every member has passed that call's barrier since.
-  bool word[2] = {false, false};
+  // any()'s words, one per call number modulo 3: call k ORs into word[k % 3], which the leader
+  // cleared in call k - 1 before that call's barrier (so after every member read it in call k - 3,
+  // and before any member writes it in call k).
+  std::atomic<bool> word[3] = {false, false, false};
   // Totals over the steps the leader ran: elements in scalar heads and tails, and whole packs.
   std::atomic<std::uint64_t> scalar_elems{0};
   std::atomic<std::uint64_t> packs{0};
@@ -40,6 +40,9 @@ struct SimulatedBlock {
   // Bytes, in which the trivial StepOperands<T> of whatever element type the block runs exists
   // implicitly (C++20's implicit object creation), as in a CUDA block's shared memory.
   alignas(runtime::StepOperands<double>) std::byte operands[sizeof(runtime::StepOperands<double>)];
+  // The same for a LowLatency step's lines (runtime::LowLatencyOperands).
+  alignas(runtime::LowLatencyOperands<double>) std::byte
+      low_latency_operands[sizeof(runtime::LowLatencyOperands<double>)];
 };
 
 // One member's view of its block.
@@ -56,12 +59,13 @@ class SimulatedBlockGroup {
   std::uint64_t stride() const { return block_->size; }
   bool leader() const { return index_ == 0; }
   void sync() const { block_->barrier.arrive_and_wait(); }
-  // The leader's value, seen by every member; also a barrier.
-  bool any(bool leader_value) const {
-    const unsigned parity = calls_++ & 1u;
-    if (leader()) block_->word[parity] = leader_value;
+  // True if any member passes true, seen by every member; also a barrier (__syncthreads_or).
+  bool any(bool value) const {
+    const unsigned k = calls_++ % 3;
+    if (leader()) block_->word[(k + 1) % 3].store(false, std::memory_order_relaxed);
+    if (value) block_->word[k].store(true, std::memory_order_relaxed);
     block_->barrier.arrive_and_wait();
-    return block_->word[parity];
+    return block_->word[k].load(std::memory_order_relaxed);
   }
   void fence_before_post() const { std::atomic_thread_fence(std::memory_order_seq_cst); }
   // Every member gets the same object; the leader writes it before the barrier that starts a step
@@ -72,6 +76,14 @@ class SimulatedBlockGroup {
     static_assert(sizeof(runtime::StepOperands<T>) == sizeof(runtime::StepOperands<double>));
     static_assert(std::is_trivial_v<runtime::StepOperands<T>>);
     return std::launder(reinterpret_cast<runtime::StepOperands<T>*>(block_->operands));
+  }
+  template <class T>
+  runtime::LowLatencyOperands<T>* shared_low_latency_operands() const {
+    static_assert(sizeof(runtime::LowLatencyOperands<T>) ==
+                  sizeof(runtime::LowLatencyOperands<double>));
+    static_assert(std::is_trivial_v<runtime::LowLatencyOperands<T>>);
+    return std::launder(
+        reinterpret_cast<runtime::LowLatencyOperands<T>*>(block_->low_latency_operands));
   }
   // Observes the interpreter's pack split (runtime::detail::block_pass), so that tests can tell
   // that the vector path ran.
@@ -84,7 +96,7 @@ class SimulatedBlockGroup {
  private:
   SimulatedBlock* block_;
   std::uint32_t index_;
-  mutable unsigned calls_ = 0;  // any() calls so far, for the word's parity
+  mutable unsigned calls_ = 0;  // any() calls so far, for the word's index
 };
 
 // Runs body(group) on block.size threads, one member each, and joins them.

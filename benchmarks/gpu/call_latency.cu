@@ -1,7 +1,9 @@
 // ccoll_gpu_latency: the latency of small allreduces on one GPU (transport::CudaVirtualRanks), with
 // a kernel launch per call and inside a persistent session (transport::cuda::Session).
 //
-// Four figures per algorithm and size, float sum, every rank in place:
+// Four figures per algorithm, protocol and size, float sum, every rank in place (a `+ll` row is the
+// algorithm's LowLatency plan, Config::protocol "ll", which a launch runs on the LowLatency kernel
+// and a session as Simple):
 //   launch      back-to-back run_all calls between two CUDA events, per call: what an
 //               application that enqueues allreduces sees (launch gaps included), as nccl-tests;
 //   launch+sync run_all then cudaStreamSynchronize, host clock, median per call: one isolated call;
@@ -14,6 +16,7 @@
 // the session kernel stays resident: work queued there would wait for the session's end.
 //
 //   build/benchmarks/ccoll_gpu_latency [ranks=8] [channels=1] [calls=200] [max_bytes=65536]
+//                                      [protocols=simple,ll]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -163,6 +166,7 @@ int main(int argc, char** argv) {
   const int channels = argc > 2 ? std::atoi(argv[2]) : 1;
   const int calls = argc > 3 ? std::atoi(argv[3]) : 200;
   const std::size_t max_bytes = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 65536;
+  const std::string protocols = argc > 5 ? argv[5] : "simple,ll";
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("ccoll_gpu_latency: no CUDA device\n");
@@ -210,12 +214,17 @@ int main(int argc, char** argv) {
   int status = 0;
   try {
     for (const auto& [name, run] : algos) {
-      for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= 8) {
-        const Row r = run(bytes / sizeof(float));
-        std::printf("%-12s %10zu %12.2f %14.2f %12.2f %14.2f %7ld\n", name.c_str(), bytes,
-                    r.launch_us, r.launch_sync_us, r.session_us, r.session_rt_us, r.wrong);
-        std::fflush(stdout);
-        if (r.wrong != 0) status = 1;
+      for (const char* protocol : {"simple", "ll"}) {
+        if (protocols.find(protocol) == std::string::npos) continue;
+        config.protocol = protocol;
+        const std::string row_name = name + (config.protocol == "ll" ? "+ll" : "");
+        for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= 8) {
+          const Row r = run(bytes / sizeof(float));
+          std::printf("%-12s %10zu %12.2f %14.2f %12.2f %14.2f %7ld\n", row_name.c_str(), bytes,
+                      r.launch_us, r.launch_sync_us, r.session_us, r.session_rt_us, r.wrong);
+          std::fflush(stdout);
+          if (r.wrong != 0) status = 1;
+        }
       }
     }
   } catch (const std::exception& e) {

@@ -9,6 +9,7 @@
 #include "../expected_algorithms.hpp"
 #include "ccoll/algo/registry.hpp"
 #include "ccoll/physical/presets.hpp"
+#include "ccoll/protocol/protocol.hpp"
 #include "ccoll/transport/host_threads.hpp"
 
 namespace gpu_test {
@@ -50,6 +51,13 @@ Source registered_on(const std::string& name, const std::string& preset, int* nr
   probe.count = 4096;
   *nranks = reg.build(probe).nranks;
   return [reg, topology](const ccoll::plan::PlanRequest& r) { return reg.build(r); };
+}
+
+Source low_latency_below(const Source& source, std::uint64_t below) {
+  return [source, below](const ccoll::plan::PlanRequest& r) {
+    return r.count < below ? ccoll::protocol::build_for(ccoll::protocol::Id::low_latency, r, source)
+                           : source(r);
+  };
 }
 
 Source ring_without_rank1() {

@@ -30,6 +30,9 @@ Source registered(const std::string& name, int nranks);
 Source registered_on(const std::string& name, const std::string& preset, int* nranks);
 // A ring whose rank 1 has no program on channel 0: its neighbours wait for it forever.
 Source ring_without_rank1();
+// LowLatency plans of `source` below `below` elements, its own plans above: both protocols in one
+// run, on the same connections.
+Source low_latency_below(const Source& source, std::uint64_t below);
 
 // Runs one allreduce on host threads (one per rank); inputs and outputs as raw bytes per rank.
 std::vector<std::vector<std::byte>> run_on_host(const Source& source, const ccoll::Config& config,

@@ -26,6 +26,7 @@
 #include "ccoll/allreduce.hpp"
 #include "ccoll/collective.hpp"
 #include "ccoll/core/error.hpp"
+#include "ccoll/protocol/protocol.hpp"
 #include "ccoll/runtime/layer_readiness.hpp"
 #include "ccoll/transport/cuda/p2p.cuh"
 #include "ccoll/transport/cuda/p2p_session.cuh"
@@ -262,6 +263,45 @@ TEST_CASE("cuda-p2p threads: calls of different counts follow each other on the 
   }
 }
 
+TEST_CASE("cuda-p2p threads: LowLatency plans, and both protocols on the same connections") {
+  // Below 10000 elements the source builds LowLatency plans, above it Simple ones: calls of both
+  // protocols follow each other on the same connections, counters and message numbers, the
+  // LowLatency ones as flagged lines in the connections' LL slots. With 256 KiB slots a LowLatency
+  // plan of a large count has messages beyond the LL slots (64 KiB of lines): it runs as Simple.
+  const int p = 3;
+  const auto ring = gpu_test::registered("ring", p);
+  const gpu_test::Source mixed = gpu_test::low_latency_below(ring, 10000);
+  Config c = p2p_test::make_config(p, 2);
+  c.slot_bytes = 256 << 10;
+  const auto devices = devices_for(p);
+  {
+    CudaP2P::Executor ex(c, mixed, "gpu-test-mixed", threads_on(devices));
+    CHECK(protocol::is_low_latency(ex.plan(4099, sizeof(float))));
+    for (std::size_t count : {std::size_t{7}, std::size_t{100003}, std::size_t{4099},
+                              std::size_t{7}, std::size_t{9999}, std::size_t{100003}}) {
+      CAPTURE(count);
+      const auto k = p2p_test::make_case<float>(mixed, c, count, ReduceOp::sum, 9);
+      run_and_compare<float, ReduceOp::sum>(ex, devices, k, false, 0, true);
+    }
+  }
+  // Every plan LowLatency (Config::protocol "ll"), a dbtree too, and one too large for the LL
+  // slots.
+  c.protocol = "ll";
+  for (const char* algorithm : {"ring", "dbtree"}) {
+    CAPTURE(algorithm);
+    const auto source = gpu_test::registered(algorithm, p);
+    CudaP2P::Executor ex(c, source, "gpu-test-ll", threads_on(devices));
+    for (std::size_t count : {std::size_t{1}, std::size_t{33}, std::size_t{5000},
+                              std::size_t{300007}, std::size_t{33}}) {
+      CAPTURE(count);
+      const auto k = p2p_test::make_case<float>(source, c, count, ReduceOp::sum, 3);
+      run_and_compare<float, ReduceOp::sum>(ex, devices, k, false, 0, true);
+      const auto kb = p2p_test::make_case<BFloat16>(source, c, count, ReduceOp::avg, 4);
+      run_and_compare<BFloat16, ReduceOp::avg>(ex, devices, kb, true, 1, false);
+    }
+  }
+}
+
 TEST_CASE("cuda-p2p threads: the Allreduce composition, one host thread per rank") {
   const int p = 2;
   const std::size_t n = 100000;
@@ -440,10 +480,11 @@ TEST_CASE("cuda-p2p threads: ranks whose calls differ all fail with Mismatch nam
   CHECK(what[2] == what[0]);
 }
 
-TEST_CASE("cuda-p2p threads: a session per rank runs a queue of calls between launched calls") {
+namespace {
+
+void sessions_between_launches(const gpu_test::Source& source) {
   const int p = 3;
   const auto devices = devices_for(p);
-  const auto source = gpu_test::registered("ring", p);
   const Config c = p2p_test::make_config(p, 2);
   CudaP2P::Executor ex(c, source, "gpu-test", threads_on(devices));
   const std::vector<std::size_t> counts = {65537, 1,     4099, 65537, 33, 100003,
@@ -518,6 +559,14 @@ TEST_CASE("cuda-p2p threads: a session per rank runs a queue of calls between la
       CHECK(p2p_test::same_bits(bufs[j][i].result(), cases[j].expected[i]));
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("cuda-p2p threads: a session per rank runs a queue of calls between launched calls") {
+  sessions_between_launches(gpu_test::registered("ring", 3));
+  // Calls below 10000 elements on LowLatency plans: each call in its plan's protocol.
+  sessions_between_launches(gpu_test::low_latency_below(gpu_test::registered("ring", 3), 10000));
 }
 
 namespace {

@@ -32,6 +32,7 @@
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/error.hpp"
 #include "ccoll/plan/plan.hpp"
+#include "ccoll/protocol/protocol.hpp"
 #include "ccoll/runtime/layer_readiness.hpp"
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/transport/cuda/session.cuh"
@@ -45,6 +46,7 @@ using transport::CudaVirtualRanks;
 
 namespace {
 
+using gpu_test::low_latency_below;
 using gpu_test::registered;
 using gpu_test::Source;
 
@@ -70,8 +72,9 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
-Config make_config(int nranks, std::uint32_t nchannels) {
+Config make_config(int nranks, std::uint32_t nchannels, const char* protocol = "") {
   Config c;
+  c.protocol = protocol;
   c.nranks = nranks;
   c.nchannels = nchannels;
   c.slot_bytes = 64 << 10;
@@ -133,7 +136,7 @@ std::vector<std::vector<T>> run_on_gpu(CudaVirtualRanks::Executor& ex,
 
 template <class T>
 void compare_with_host(const Source& source, int nranks, std::uint32_t nchannels, std::size_t count,
-                       ReduceOp op, unsigned threads) {
+                       ReduceOp op, unsigned threads, const char* protocol = "") {
   const DataType d = data_type_of<T>();
   CAPTURE(nranks);
   CAPTURE(nchannels);
@@ -141,7 +144,8 @@ void compare_with_host(const Source& source, int nranks, std::uint32_t nchannels
   CAPTURE(to_string(d));
   CAPTURE(to_string(op));
   CAPTURE(threads);
-  const Config c = make_config(nranks, nchannels);
+  CAPTURE(protocol);
+  const Config c = make_config(nranks, nchannels, protocol);
   std::vector<std::vector<T>> in;
   for (int r = 0; r < nranks; ++r)
     in.push_back(random_values<T>(count, static_cast<unsigned>(r * 7919 + count)));
@@ -171,6 +175,78 @@ TEST_CASE("virtual ranks: every algorithm equals its host-threads run bit for bi
         compare_with_host<float>(s, p, nch, 7, ReduceOp::avg, 256);
         compare_with_host<Half>(s, p, nch, 100001, ReduceOp::sum, 512);
       }
+}
+
+TEST_CASE(
+    "virtual ranks: LowLatency plans run on their own kernel, bit for bit as on host threads") {
+  // Config::protocol "ll": every plan is a LowLatency plan, which the executor runs on its
+  // LowLatency kernel (flagged lines in the plan's own LL slots); host threads run the same plan as
+  // packed LowLatency messages. Four calls per executor (in place or not, offset or not) reuse
+  // the plan's LL slots with later flags.
+  for (const char* name : {"ring", "dbtree", "tree", "oneshot", "recdoubling", "direct"})
+    for (int p : {2, 3, 8}) {
+      CAPTURE(name);
+      const Source s = registered(name, p);
+      for (std::size_t count : {std::size_t{1}, std::size_t{4099}})
+        compare_with_host<float>(s, p, 1, count, ReduceOp::sum, 256, "ll");
+      compare_with_host<Half>(s, p, 1, 333, ReduceOp::avg, 512, "ll");
+    }
+  // Two channels, and 8-byte elements (two lines a unit).
+  for (const char* name : {"ring", "dbtree"}) {
+    CAPTURE(name);
+    compare_with_host<float>(registered(name, 4), 4, 2, 4099, ReduceOp::sum, 128, "ll");
+    compare_with_host<double>(registered(name, 4), 4, 2, 65, ReduceOp::max, 128, "ll");
+  }
+  // Plans of several counts alternate on one executor: each has its own LL slots and message
+  // numbers. The plans are LowLatency ones.
+  const Source ring = registered("ring", 4);
+  const Config c = make_config(4, 2, "ll");
+  CudaVirtualRanks::Executor ex(c, ring, "gpu-test");
+  CHECK(ex.plan(1000, sizeof(float)).algorithm == "ring+ll");
+  for (int round = 0; round < 3; ++round)
+    for (std::size_t count : {std::size_t{5}, std::size_t{1000}, std::size_t{20000}}) {
+      CAPTURE(round);
+      CAPTURE(count);
+      std::vector<std::vector<float>> in;
+      for (int r = 0; r < 4; ++r)
+        in.push_back(random_values<float>(count, static_cast<unsigned>(r * 31 + count + round)));
+      const auto expect = run_on_host(ring, c, in, DataType::f32, ReduceOp::sum);
+      const auto got = run_on_gpu(ex, in, DataType::f32, ReduceOp::sum, false, 0, nullptr);
+      for (int r = 0; r < 4; ++r)
+        CHECK(same_bits(got[static_cast<std::size_t>(r)], expect[static_cast<std::size_t>(r)]));
+    }
+  // With 256 KiB slots, a LowLatency plan of a large count has messages beyond the 64 KiB of lines
+  // a GPU runs as LowLatency (kMaxLowLatencySlotBytes): it runs as Simple, on the other kernel.
+  {
+    Config big = make_config(4, 2, "ll");
+    big.slot_bytes = 256 << 10;
+    std::vector<std::vector<float>> in;
+    const std::size_t count = (std::size_t{1} << 20) + 3;
+    for (int r = 0; r < 4; ++r)
+      in.push_back(random_values<float>(count, static_cast<unsigned>(77 + r)));
+    CudaVirtualRanks::Executor large(big, ring, "gpu-test");
+    CHECK(large.plan(count, sizeof(float)).algorithm == "ring+ll");
+    const auto expect = run_on_host(ring, big, in, DataType::f32, ReduceOp::sum);
+    const auto got = run_on_gpu(large, in, DataType::f32, ReduceOp::sum, false, 0, nullptr);
+    for (int r = 0; r < 4; ++r)
+      CHECK(same_bits(got[static_cast<std::size_t>(r)], expect[static_cast<std::size_t>(r)]));
+  }
+  // A source that builds LowLatency plans below 10000 elements and Simple ones above: the two
+  // kernels alternate on the executor's slot pool.
+  const Source mixed = low_latency_below(ring, 10000);
+  const Config plain = make_config(4, 2);
+  CudaVirtualRanks::Executor both(plain, mixed, "gpu-test-mixed");
+  for (std::size_t count : {std::size_t{5}, std::size_t{100003}, std::size_t{5}, std::size_t{9999},
+                            std::size_t{100003}}) {
+    CAPTURE(count);
+    std::vector<std::vector<float>> in;
+    for (int r = 0; r < 4; ++r)
+      in.push_back(random_values<float>(count, static_cast<unsigned>(r * 17 + count)));
+    const auto expect = run_on_host(mixed, plain, in, DataType::f32, ReduceOp::sum);
+    const auto got = run_on_gpu(both, in, DataType::f32, ReduceOp::sum, true, 0, nullptr);
+    for (int r = 0; r < 4; ++r)
+      CHECK(same_bits(got[static_cast<std::size_t>(r)], expect[static_cast<std::size_t>(r)]));
+  }
 }
 
 TEST_CASE("virtual ranks: every dtype and op, odd counts, block sizes") {
@@ -485,10 +561,12 @@ TEST_CASE("virtual ranks: a missing peer times out with rank, channel and step; 
   for (auto* ptr : buf) REQUIRE_CUDA(cudaFree(ptr));
 }
 
-TEST_CASE("persistent session: a sequence of calls on one resident kernel") {
+namespace {
+
+void session_sequence(const Source& source) {
   const int p = 4;
   const Config c = make_config(p, 2);
-  CudaVirtualRanks::Executor ex(c, registered("ring", p), "gpu-test");
+  CudaVirtualRanks::Executor ex(c, source, "gpu-test");
   cudaStream_t stream = nullptr;
   REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   // Layers of different sizes in one fused buffer per rank, like a backward pass.
@@ -542,7 +620,7 @@ TEST_CASE("persistent session: a sequence of calls on one resident kernel") {
     for (int r = 0; r < p; ++r)
       part[static_cast<std::size_t>(r)].assign(in[static_cast<std::size_t>(r)].begin() + at,
                                                in[static_cast<std::size_t>(r)].begin() + at + n);
-    const auto got = run_on_host(registered("ring", p), one, part, DataType::f32, ReduceOp::sum);
+    const auto got = run_on_host(source, one, part, DataType::f32, ReduceOp::sum);
     for (int r = 0; r < p; ++r)
       std::copy(got[static_cast<std::size_t>(r)].begin(), got[static_cast<std::size_t>(r)].end(),
                 expect[static_cast<std::size_t>(r)].begin() + at);
@@ -565,6 +643,15 @@ TEST_CASE("persistent session: a sequence of calls on one resident kernel") {
     REQUIRE_CUDA(cudaFree(out[static_cast<std::size_t>(r)]));
   }
   REQUIRE_CUDA(cudaStreamDestroy(stream));
+}
+
+}  // namespace
+
+TEST_CASE("persistent session: a sequence of calls on one resident kernel") {
+  session_sequence(registered("ring", 4));
+  // The calls below 10000 elements on LowLatency plans: the session kernel runs each call in its
+  // plan's protocol.
+  session_sequence(low_latency_below(registered("ring", 4), 10000));
 }
 
 TEST_CASE("persistent session: a missing peer ends the kernel with a timeout") {

@@ -8,8 +8,8 @@
 //   - HostGroup: one host thread (the host-threads and shared-memory executors);
 //   - a CUDA thread block (transport/cuda/block_group.cuh), used by the persistent kernel,
 // so the logic the GPU runs is the logic the CPU tests exercise. A Group provides first()/stride()
-// (the elements a member handles), sync() (a barrier), leader() and any(v) (the leader's v,
-// broadcast to all members).
+// (the elements a member handles), sync() (a barrier), leader() and any(v) (whether any member
+// passed true, to every member).
 //
 // A plan runs in one of two protocols (protocol/protocol.hpp). Simple: the step's element loop
 // reads and writes slots, and the leader posts the tail counters. LowLatency (ProgramContext::
@@ -82,6 +82,24 @@ CCOLL_HD bool step_ready(const ProgramContext<T, C>& ctx, const plan::Step& s) {
   return true;
 }
 
+// Has all of message m arrived? As message_arrived, and for flagged LowLatency lines, whose
+// trailer is not written after the other lines, every data line too (for error reports).
+template <class Group, class T, class C>
+CCOLL_HD bool message_complete(const ProgramContext<T, C>& ctx, const C& c, std::uint64_t m,
+                               std::uint64_t count) {
+  if (!message_arrived<Group>(ctx, c, m, count)) return false;
+  if constexpr (kFlaggedLowLatency<Group, C>) {
+    if (low_latency_steps<Group>(ctx)) {
+      using LL = protocol::LowLatency;
+      const std::uint64_t* const lines = c.ll_lines(m);
+      std::uint32_t data = 0;
+      for (std::uint64_t i = 0; i < LL::data_lines(count * sizeof(T)); ++i)
+        if (!LL::load<C::scope>(lines + i, LL::flag(m), &data, false)) return false;
+    }
+  }
+  return true;
+}
+
 // The first port step s is still blocked on, for error reports (Group: the group that runs it).
 template <class Group, class T, class C>
 CCOLL_HD StepFailure blocked_port(const ProgramContext<T, C>& ctx, std::uint32_t step_index,
@@ -93,7 +111,7 @@ CCOLL_HD StepFailure blocked_port(const ProgramContext<T, C>& ctx, std::uint32_t
   for (std::uint32_t k = 0; k < s.recv_count; ++k) {
     const plan::Port& p = ctx.ports[s.recv_begin + k];
     const C& c = ctx.connections[p.connection];
-    if (!message_arrived<Group>(ctx, c, message_number(ctx, p), s.count)) {
+    if (!message_complete<Group>(ctx, c, message_number(ctx, p), s.count)) {
       f.peer = c.from;
       f.waiting_for_slot = false;
       return f;
@@ -169,16 +187,32 @@ CCOLL_HD void resolve_operands(const ProgramContext<T, C>& ctx, const plan::Step
   ops.finalize = s.final && Op == ReduceOp::avg;
 }
 
+// The leader resolves step s's operands for the data path it runs on: flagged LowLatency lines
+// (kFlaggedLowLatency) into the group's LowLatencyOperands, otherwise payload into `ops`.
+template <class Group, ReduceOp Op, class T, class C>
+CCOLL_HD CCOLL_FORCEINLINE void resolve_step(const Group& g, const ProgramContext<T, C>& ctx,
+                                             const plan::Step& s, StepOperands<T>& ops) {
+  if constexpr (kFlaggedLowLatency<Group, C>) {
+    if (!runs_payload<Group>(ctx)) {
+      resolve_low_latency_operands<Op>(ctx, s, low_latency_operands<T>(g));
+      return;
+    }
+  }
+  (void)g;
+  resolve_operands<Group, Op>(ctx, s, ops);
+}
+
 // Executes step s, whose messages are known to be there and whose operands the leader resolved
 // into `ops` before the barrier that started it (all members of g call it). Returns false only for
 // a LowLatency step that gave up waiting for a line (past line_deadline_ns, 0: none, or on an
-// abort). On the payload path, members other than the leader read nothing of the plan: only `ops`
-// (a LowLatency step of several threads, execute_step_ll, reads the step itself).
+// abort). Members other than the leader read nothing of the plan: only `ops`, or the group's
+// LowLatencyOperands for a LowLatency step of several threads (execute_step_ll).
 template <class T, ReduceOp Op, class Group, class C>
 CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, const plan::Step& s,
                            const StepOperands<T>& ops, std::uint64_t line_deadline_ns) {
-  if constexpr (LowLatencyConnection<C> && !kPackedLowLatency<Group>) {
-    if (low_latency_steps<Group>(ctx)) return execute_step_ll<T, Op>(g, ctx, s, line_deadline_ns);
+  if constexpr (kFlaggedLowLatency<Group, C>) {
+    if (low_latency_steps<Group>(ctx))
+      return execute_step_ll<T, Op>(g, ctx, s, low_latency_operands<T>(g), line_deadline_ns);
   }
   (void)line_deadline_ns;
   if (ops.nsrc > 0 && ops.ndst > 0 && ops.count > 0) {
@@ -281,7 +315,7 @@ CCOLL_HD bool try_step(const Group& g, const ProgramContext<T, C>& ctx, std::uin
   bool ready = false;
   if (g.leader()) {
     ready = step_ready<Group>(ctx, s);
-    if (ready && runs_payload<Group>(ctx)) resolve_operands<Group, Op>(ctx, s, ops);
+    if (ready) resolve_step<Group, Op>(g, ctx, s, ops);
   }
   if (!g.any(ready)) return false;
   // A LowLatency step fails only at the deadline or on an abort, which the caller then reports.
@@ -331,8 +365,7 @@ CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& ctx,
       }
       if (r != sync::WaitResult::Ok && failure != nullptr)
         *failure = blocked_port<Group>(ctx, pc, r);
-      if (r == sync::WaitResult::Ok && runs_payload<Group>(ctx))
-        resolve_operands<Group, Op>(ctx, s, ops);
+      if (r == sync::WaitResult::Ok) resolve_step<Group, Op>(g, ctx, s, ops);
     }
     if (g.any(r != sync::WaitResult::Ok)) return false;
     if (!execute_step<T, Op>(g, ctx, s, ops, deadline())) {

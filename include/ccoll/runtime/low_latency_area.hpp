@@ -44,9 +44,11 @@ inline void attach_area_with_low_latency(AreaCommunicator& comm, std::byte* area
   const LowLatencyAreaLayout layout = low_latency_area_layout(comm);
   std::vector<sync::ConnectionRef> connections =
       area_connections(area, layout.area, comm.connection_keys(), comm.config().nslots);
-  for (std::size_t i = 0; i < connections.size(); ++i)
+  for (std::size_t i = 0; i < connections.size(); ++i) {
     connections[i].ll_slots =
         area + layout.ll_slots + i * comm.config().nslots * layout.area.slot_stride;
+    connections[i].ll_slot_bytes = layout.area.slot_stride;
+  }
   comm.attach(
       AreaControlPlane(area, layout.area, comm.nranks(),
                        static_cast<long>(comm.config().timeout.count()), comm.wait_policy()),

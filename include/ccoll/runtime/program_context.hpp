@@ -4,8 +4,10 @@
 // of a port, and the leader's posts after a step.
 //
 // A Group provides first()/stride() (the elements a member handles), sync() (a barrier), leader()
-// and any(v) (the leader's v, broadcast to all members), fence_before_post() (what the leader
-// issues after the step's barrier, before its posts) and kSingleThread.
+// and any(v) (a barrier that returns to every member whether any member passed true: the leader
+// passes its verdict, the others false unless they report a failure of their own),
+// fence_before_post() (what the leader issues after the step's barrier, before its posts) and
+// kSingleThread.
 #pragma once
 
 #include <concepts>
@@ -29,7 +31,7 @@ struct HostGroup {
   CCOLL_HD static constexpr std::uint64_t stride() { return 1; }
   CCOLL_HD static constexpr bool leader() { return true; }
   CCOLL_HD static constexpr void sync() {}
-  CCOLL_HD static constexpr bool any(bool leader_value) { return leader_value; }
+  CCOLL_HD static constexpr bool any(bool value) { return value; }
   CCOLL_HD static constexpr void fence_before_post() {}
 };
 
@@ -102,10 +104,11 @@ concept LowLatencyConnection = requires(const C& c, std::uint64_t m) {
   { C::scope } -> std::convertible_to<sync::Scope>;
 };
 
-// Whether a Group runs LowLatency plans as LowLatency (the default), or every plan as Simple. A
-// GPU launch kernel says false (transport/cuda/block_group.cuh): with the LL path compiled beside
-// the Simple loop it would spill registers the Simple loop needs (docs/gpu.md), so the path is not
-// compiled at all, whatever the context says.
+// Which protocols a Group's steps run (protocol/protocol.hpp). By default both, as the context
+// says. A GPU launch kernel compiles one data path only, so that neither costs the other
+// registers: the Simple kernel (transport/cuda/block_group.cuh) says kRunsLowLatency = false and
+// runs every plan as Simple, whatever the context says; the LowLatency kernel says kRunsSimple =
+// false, and its executor launches it for LowLatency plans only.
 template <class Group>
 inline constexpr bool kRunsLowLatency = [] {
   if constexpr (requires { Group::kRunsLowLatency; })
@@ -113,14 +116,27 @@ inline constexpr bool kRunsLowLatency = [] {
   else
     return true;
 }();
+template <class Group>
+inline constexpr bool kRunsSimple = [] {
+  if constexpr (requires { Group::kRunsSimple; })
+    return bool{Group::kRunsSimple};
+  else
+    return true;
+}();
 
 // Whether this program's steps move LowLatency messages on Group.
 template <class Group, class T, class C>
 CCOLL_HD CCOLL_FORCEINLINE bool low_latency_steps(const ProgramContext<T, C>& ctx) {
-  if constexpr (LowLatencyConnection<C> && kRunsLowLatency<Group>)
-    return ctx.low_latency;
-  else
+  static_assert(kRunsSimple<Group> || (kRunsLowLatency<Group> && LowLatencyConnection<C>),
+                "a group that runs no Simple steps must run LowLatency ones");
+  if constexpr (LowLatencyConnection<C> && kRunsLowLatency<Group>) {
+    if constexpr (kRunsSimple<Group>)
+      return ctx.low_latency;
+    else
+      return true;
+  } else {
     return false;
+  }
 }
 
 // Why a program stopped before its end.
@@ -143,6 +159,12 @@ CCOLL_HD inline std::uint64_t message_number(const ProgramContext<T, C>& ctx, co
 // communicator runs the same group, so the two ends of a connection agree.
 template <class Group>
 inline constexpr bool kPackedLowLatency = Group::kSingleThread;
+
+// Whether Group may run steps as flagged lines on connections C (runtime/low_latency_step.hpp):
+// only then does it need the shared LowLatencyOperands (runtime/step_operands.hpp).
+template <class Group, class C>
+inline constexpr bool kFlaggedLowLatency =
+    LowLatencyConnection<C>&& kRunsLowLatency<Group> && !kPackedLowLatency<Group>;
 
 // The leader's posts of a step, after g.fence_before_post(): relaxed stores where that fence
 // orders them (kFenceOrdersPosts), release stores otherwise.

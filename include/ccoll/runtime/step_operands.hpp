@@ -33,6 +33,24 @@ struct StepOperands {
   bool finalize;  // the last fold of an avg: divide by the active ranks
 };
 
+// A LowLatency step as a group of several threads runs it (runtime/low_latency_step.hpp): the
+// first line of every message it receives and sends with the message's flag, in port order, and
+// where the local operand falls among the received ones. Same rules as StepOperands.
+template <class T>
+struct LowLatencyOperands {
+  const std::uint64_t* recv[kMaxStepPorts];
+  std::uint64_t* send[kMaxStepPorts];
+  std::uint32_t recv_flag[kMaxStepPorts];
+  std::uint32_t send_flag[kMaxStepPorts];
+  const T* local;  // null: the step folds only what it receives
+  T* output;       // null: the step writes no output
+  std::uint64_t count;
+  std::uint32_t nrecv;
+  std::uint32_t nsend;
+  std::uint32_t local_at;  // the local operand's place in the fold (nrecv + 1 if none)
+  bool finalize;
+};
+
 // The storage a group's members share for one step's operands: the group's own when it has some
 // (`shared_operands<T>()`, a CUDA block's shared memory), otherwise `own`.
 template <class T, class Group>
@@ -43,6 +61,14 @@ CCOLL_HD CCOLL_FORCEINLINE StepOperands<T>& step_operands(const Group& g, StepOp
   } else {
     return own;
   }
+}
+
+// The same for a LowLatency step of a group of several threads, which must have shared storage
+// (`shared_low_latency_operands<T>()`): its members could not otherwise see what the leader
+// resolved.
+template <class T, class Group>
+CCOLL_HD CCOLL_FORCEINLINE LowLatencyOperands<T>& low_latency_operands(const Group& g) {
+  return *g.template shared_low_latency_operands<T>();
 }
 
 }  // namespace ccoll::runtime

@@ -7,9 +7,11 @@
 // receiver may read it once tail >= m + 1. Both counters only grow, across calls.
 //
 // A connection may also have a region for the low-latency protocol (protocol/low_latency.hpp):
-// nslots slots of slot_bytes more, written only as LL messages and never as Simple slots, so a
-// flag is never confused with Simple payload. Message m of an LL plan lives in LL slot m % nslots;
-// the head counter guards it as in Simple, and the tail is not used.
+// nslots LL slots of ll_slot_bytes each, written only as LL messages and never as Simple slots, so
+// a flag is never confused with Simple payload. Message m of an LL plan lives in LL slot
+// m % nslots; the head counter guards it as in Simple, and the tail is not used. The host
+// transports give LL slots the Simple slots' size; a GPU plan sizes them to its own largest
+// message (transport/cuda/block_tables.hpp), since LL plans carry small messages.
 //
 // The counters sit on their own 128-byte lines (a GPU L2 line; two x86 lines, which also defeats
 // the adjacent-line prefetcher) so that a sender polling head does not steal the line the receiver
@@ -51,16 +53,17 @@ struct BasicConnectionRef {
   std::uint32_t nslots = 1;
   std::int32_t from = 0;  // ranks, for error messages
   std::int32_t to = 0;
-  std::byte* ll_slots = nullptr;  // nslots * slot_bytes bytes of LL lines; nullptr: Simple only
+  std::byte* ll_slots = nullptr;  // nslots * ll_slot_bytes bytes of LL lines; nullptr: Simple only
+  std::uint64_t ll_slot_bytes = 0;  // a multiple of 16
   // ConnectionCounters::head_seen, where the sender is one host thread or process (nullptr: read
   // head on every check).
   std::uint64_t* head_seen = nullptr;
 
   // Absolute message number m (base of this call + the port's sequence number).
   CCOLL_HD std::byte* slot(std::uint64_t m) const { return slots + (m % nslots) * slot_bytes; }
-  // The LL lines of message m (8-byte aligned: slot_bytes is a multiple of 16).
+  // The LL lines of message m (8-byte aligned: ll_slot_bytes is a multiple of 16).
   CCOLL_HD std::uint64_t* ll_lines(std::uint64_t m) const {
-    return reinterpret_cast<std::uint64_t*>(ll_slots + (m % nslots) * slot_bytes);
+    return reinterpret_cast<std::uint64_t*>(ll_slots + (m % nslots) * ll_slot_bytes);
   }
   CCOLL_HD bool has_low_latency() const { return ll_slots != nullptr; }
   // Sender side: may message m be written?

@@ -23,8 +23,9 @@ namespace ccoll::transport::cuda {
 struct BlockGroup {
   static constexpr bool kSingleThread = false;
   static constexpr bool kFenceOrdersPosts = true;  // runtime/program_context.hpp
-  // Every plan runs as Simple (runtime/program_context.hpp, kRunsLowLatency): the launch kernels
-  // have no LowLatency path, which would spill the Simple loop's registers.
+  // Every plan runs as Simple (runtime/program_context.hpp, kRunsLowLatency): the Simple kernels
+  // have no LowLatency path, which would cost the Simple loop registers. LowLatency plans run on
+  // LowLatencyBlockGroup's kernels.
   static constexpr bool kRunsLowLatency = false;
 
   CCOLL_HD std::uint64_t first() const {
@@ -53,12 +54,12 @@ struct BlockGroup {
     __syncthreads();
 #endif
   }
-  // The leader's value, seen by every thread; also a barrier.
-  CCOLL_HD bool any(bool leader_value) const {
+  // True if any thread passes true, seen by every thread; also a barrier.
+  CCOLL_HD bool any(bool value) const {
 #if CCOLL_DEVICE_PASS
-    return __syncthreads_or(leader_value ? 1 : 0) != 0;
+    return __syncthreads_or(value ? 1 : 0) != 0;
 #else
-    return leader_value;
+    return value;
 #endif
   }
   CCOLL_HD void fence_before_post() const {
@@ -78,6 +79,26 @@ struct BlockGroup {
     return nullptr;  // the host pass never runs a block
 #endif
   }
+  // The same for a LowLatency step's lines (runtime::LowLatencyOperands), which only the
+  // LowLatency kernels ask for.
+  template <class T>
+  CCOLL_HD runtime::LowLatencyOperands<T>* shared_low_latency_operands() const {
+#if CCOLL_DEVICE_PASS
+    __shared__ runtime::LowLatencyOperands<T> operands;
+    return &operands;
+#else
+    return nullptr;
+#endif
+  }
+};
+
+// A thread block (Base: BlockGroup or one with another fence) that runs only LowLatency steps
+// (runtime/program_context.hpp, kRunsSimple): the kernels built on it have no Simple element
+// loop, and the executors launch them for LowLatency plans only.
+template <class Base>
+struct LowLatencyBlockGroup : Base {
+  static constexpr bool kRunsLowLatency = true;
+  static constexpr bool kRunsSimple = false;
 };
 
 }  // namespace ccoll::transport::cuda

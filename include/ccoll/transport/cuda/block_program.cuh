@@ -52,6 +52,12 @@ template <sync::Scope S>
 using ScopedBlockGroup =
     std::conditional_t<S == sync::Scope::device, DeviceScopeBlockGroup, BlockGroup>;
 
+// The group of a kernel for counters of scope S that runs LowLatency plans (LowLatency: only
+// LowLatency steps, flagged lines) or every plan as Simple.
+template <sync::Scope S, bool LowLatency>
+using ProtocolBlockGroup =
+    std::conditional_t<LowLatency, LowLatencyBlockGroup<ScopedBlockGroup<S>>, ScopedBlockGroup<S>>;
+
 // A plan's tables, as every block of a call sees them (device memory, except `failures`, which an
 // executor may place in host-mapped memory).
 template <sync::Scope S>
@@ -68,6 +74,12 @@ struct BasicPlanTables {
   // the blocks store none), and each block's calls so far.
   std::uint64_t* progress = nullptr;
   std::uint64_t* calls = nullptr;  // nblocks
+  // LowLatency plans: the signature (protocol::LowLatency::signature) that the trailer of every
+  // message carries and every receiver expects.
+  std::uint64_t ll_signature = 0;
+  // A LowLatency plan whose connections have LL slots: run_block<..., true> runs it as such (a
+  // kernel that runs plans of both protocols reads this; the others know it from their launch).
+  std::uint32_t low_latency = 0;
   std::uint32_t nconnections = 0;
   std::uint32_t nblocks = 0;
   std::uint32_t nchannels = 1;
@@ -77,15 +89,17 @@ struct BasicPlanTables {
 using PlanTables = BasicPlanTables<sync::Scope::device>;
 
 // Block `block` runs its program of one call; false: it failed and raised the abort word.
+// LowLatency: the plan is a LowLatency plan and the connections have LL slots, which this block
+// runs as flagged lines (runtime/low_latency_step.hpp); otherwise it runs the plan as Simple.
 //
 // The program's context lives in shared memory, written once per call by the leader: every thread
 // reads the few fields it needs from there (runtime/step_operands.hpp does the same for each
 // step's operands), instead of holding the whole context in registers that the element loops need.
-template <class T, ReduceOp Op, sync::Scope S>
+template <class T, ReduceOp Op, sync::Scope S, bool LowLatency = false>
 __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, const void* input,
                           void* output, std::uint32_t* abort, std::uint64_t timeout_ns) {
   using Context = runtime::ProgramContext<T, sync::BasicConnectionRef<S>>;
-  const ScopedBlockGroup<S> group;
+  const ProtocolBlockGroup<S, LowLatency> group;
   // Raw storage: a __shared__ variable cannot have a constructor.
   __shared__ alignas(Context) unsigned char context_storage[sizeof(Context)];
   auto* const shared_ctx = reinterpret_cast<Context*>(context_storage);
@@ -108,6 +122,8 @@ __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, cons
     ctx.rank = program.rank;
     ctx.channel = program.channel;
     ctx.abort = abort;
+    ctx.low_latency = LowLatency;
+    ctx.ll_signature = tables.ll_signature;
     // No progress words (no consumer reads them): the step loop stores none.
     ctx.progress = tables.progress == nullptr
                        ? nullptr

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ccoll/plan/plan.hpp"
+#include "ccoll/protocol/low_latency.hpp"
 #include "ccoll/runtime/program_context.hpp"
 
 namespace ccoll::transport::cuda {
@@ -33,6 +34,29 @@ inline constexpr std::uint64_t kDeviceLine = 128;
 // whole lines.
 constexpr std::uint64_t slot_stride(std::uint64_t slot_bytes) {
   return (slot_bytes + runtime::kBlockSlotSlack + kDeviceLine - 1) / kDeviceLine * kDeviceLine;
+}
+
+// The most bytes of lines a LowLatency message may take on a GPU: its LL slot. A LowLatency plan
+// with larger messages runs as Simple. LL moves 4 bytes of payload per 8-byte line, half the
+// bandwidth of Simple, which pays only where a message's latency dominates; the host-measured
+// tuning tables (algo/by_size.hpp) choose LL up to megabytes at 2 and 3 ranks, where on a GPU it
+// would halve the bandwidth. 64 KiB of lines carry 32 KiB less 16 bytes of payload.
+inline constexpr std::uint64_t kMaxLowLatencySlotBytes = 64 * 1024;
+
+// The LowLatency slot a GPU plan gives each of its connections: the flagged lines (protocol/
+// low_latency.hpp) of the plan's largest message, on whole lines. LowLatency plans carry small
+// messages, so this is far less than a Simple slot (whose size, the plan's slot_elems, is what
+// the plan's chunks may reach, not what they do at a small count); a plan forced into LowLatency
+// at a large count gets LL slots about as large as its Simple ones.
+inline std::uint64_t low_latency_slot_bytes(const plan::Plan& p, std::uint64_t elem_size) {
+  std::uint64_t largest = 0;
+  for (const auto& channel : p.channels)
+    for (const auto& program : channel.programs)
+      for (const auto& s : program.steps)
+        if (s.recv_count + s.send_count > 0) largest = std::max(largest, s.count);
+  const std::uint64_t bytes =
+      protocol::LowLatency::lines(largest * elem_size) * protocol::LowLatency::kLineBytes;
+  return (bytes + kDeviceLine - 1) / kDeviceLine * kDeviceLine;
 }
 
 // What block b runs.

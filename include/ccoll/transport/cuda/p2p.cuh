@@ -38,6 +38,12 @@
 // the connection set when a plan is uploaded, so the counters and the blocks' message bases
 // outlive any one plan: calls of different counts follow each other on the same counters.
 //
+// Protocols (protocol/protocol.hpp): each connection also has LowLatency slots in the receiver's
+// memory (p2p_options.hpp: 64 KiB each, none when Config::protocol is
+// "simple"), zeroed with the FIFO memory and shared by every plan, since the message numbers are
+// the connection set's. A LowLatency plan whose messages fit them runs on the LowLatency kernel as
+// flagged lines; a larger one runs as Simple. Sessions run each call in its plan's protocol.
+//
 // Residency: blocks of different ranks wait for each other, so they must run at the same time.
 // With one rank per GPU that holds whenever one rank's blocks fit its GPU. Ranks that share a GPU
 // in threads mode need all their blocks resident at once: (ranks on the device) x (channels) <=
@@ -95,6 +101,7 @@
 #include "ccoll/core/error.hpp"
 #include "ccoll/core/op.hpp"
 #include "ccoll/plan/plan.hpp"
+#include "ccoll/protocol/low_latency.hpp"
 #include "ccoll/runtime/call_args.hpp"
 #include "ccoll/runtime/interpreter.hpp"
 #include "ccoll/runtime/layer_readiness.hpp"
@@ -161,12 +168,17 @@ struct CudaP2P {
       c.rank = -1;
     }
     // By default as many channels as the SMs of the busiest device hold for its ranks (each
-    // rank's FIFO slots: at most P - 1 incoming connections per channel), within
+    // rank's FIFO memory: at most P - 1 incoming connections per channel), within
     // kMaxDefaultP2PChannels and a sixteenth of the device's memory.
     if (c.nchannels == 0) {
       int sharing = 1;
       const int device = cuda::busiest_device(options, c.nranks, &sharing);
-      const std::uint64_t stride = cuda::slot_stride(c.slot_bytes);
+      // A FIFO slot and, unless every plan is Simple, a LowLatency slot.
+      const std::uint64_t stride =
+          cuda::slot_stride(c.slot_bytes) +
+          (c.protocol == "simple"
+               ? 0
+               : cuda::p2p_low_latency_slot_bytes(cuda::slot_stride(c.slot_bytes)));
       const std::uint64_t peers = static_cast<std::uint64_t>(std::max(1, c.nranks - 1));
       c.nchannels =
           cuda::default_channels(device, static_cast<std::uint32_t>(sharing), options.threads,
@@ -188,6 +200,9 @@ struct CudaP2P {
                                "0 (chosen per launch) or a multiple of 32 in 32..1024",
                                std::to_string(options_.threads));
       slot_stride_ = cuda::slot_stride(config_.slot_bytes);
+      // LowLatency slots unless every plan is forced into Simple.
+      ll_slot_bytes_ =
+          config_.protocol == "simple" ? 0 : cuda::p2p_low_latency_slot_bytes(slot_stride_);
       const auto& keys = plans_.keys();
       // As many blocks as any plan has channels (see runtime/communicator.hpp).
       nchannels_ = std::max<std::uint32_t>({1, plans_.channels(), config_.nchannels});
@@ -202,15 +217,16 @@ struct CudaP2P {
         if (fit.ok) default_threads_ = fit.threads;
       }
       for (int r = 0; r < config_.nranks; ++r)
-        layouts_.push_back(cuda::P2PFifoLayout::make(keys, r, slot_stride_, config_.nslots));
+        layouts_.push_back(
+            cuda::P2PFifoLayout::make(keys, r, slot_stride_, config_.nslots, ll_slot_bytes_));
       bases_.assign(static_cast<std::size_t>(config_.nranks), nullptr);
       if (options_.mode == cuda::P2POptions::Mode::processes)
         join_processes();
       else
         start_threads();
       // Every rank's view of the connection set: plain pointers, valid in this process.
-      std::vector<sync::ConnectionRef> refs =
-          cuda::p2p_connection_refs(keys, layouts_, bases_, slot_stride_, config_.nslots);
+      std::vector<sync::ConnectionRef> refs = cuda::p2p_connection_refs(
+          keys, layouts_, bases_, slot_stride_, config_.nslots, ll_slot_bytes_);
       refs_ = refs;
       plans_.set_connections(std::move(refs));
     }
@@ -295,7 +311,8 @@ struct CudaP2P {
                         "kernels, which wait for each other; pass a stream of its own "
                         "(cudaStreamNonBlocking)");
       DevicePlan& dp = device_plan(st, layout.plan_count, sizeof(T), s.root);
-      const auto kernel = cuda::p2p_kernel<T, Op>;
+      const auto kernel =
+          dp.low_latency ? cuda::p2p_kernel<T, Op, true> : cuda::p2p_kernel<T, Op, false>;
       const unsigned threads = fit_threads(st, kernel, dp.nblocks);
       if (st.launched && stream != st.last_stream)
         cuda::check(cudaStreamWaitEvent(stream, st.last_call, 0), "cudaStreamWaitEvent", rank);
@@ -508,6 +525,9 @@ struct CudaP2P {
       std::uint64_t calls = 0;  // calls of this plan enqueued (layer readiness' call base)
       // A consumer took layer_readiness: launched calls publish progress (sessions always do).
       bool progress_read = false;
+      // A LowLatency plan whose messages fit the connections' LL slots: launched calls run it on
+      // the LowLatency kernel (plan.tables.low_latency says so to sessions).
+      bool low_latency = false;
     };
 
     // What one local rank owns; touched only by the thread that calls for that rank.
@@ -761,11 +781,12 @@ struct CudaP2P {
                            cuda::check(cudaFreeAsync(old.memory, release), "cudaFreeAsync",
                                        st.rank);
                          });
-      return st.plans.insert(key, upload(st, std::move(prepared)));
+      return st.plans.insert(key, upload(st, std::move(prepared), elem_size));
     }
 
     DevicePlan upload(RankState& st,
-                      std::shared_ptr<const runtime::PreparedPlan<sync::ConnectionRef>> pp) {
+                      std::shared_ptr<const runtime::PreparedPlan<sync::ConnectionRef>> pp,
+                      std::size_t elem_size) {
       const plan::Plan& p = pp->plan;
       const auto nch = static_cast<std::uint32_t>(p.channels.size());
       if (nch > nchannels_)
@@ -828,6 +849,13 @@ struct CudaP2P {
       t.nblocks = nch;
       t.nchannels = nch;
       t.nactive = pp->nactive;
+      // Every rank decides the same from the same plan and element size (the call agreement
+      // compares them before any step).
+      dp.low_latency =
+          pp->low_latency && cuda::low_latency_slot_bytes(p, elem_size) <= ll_slot_bytes_;
+      t.low_latency = dp.low_latency ? 1u : 0u;
+      t.ll_signature =
+          protocol::LowLatency::signature(p.count, static_cast<std::uint32_t>(elem_size), 0);
       dp.plan.peers = reinterpret_cast<const std::int32_t*>(d + at_peers);
       dp.plan.peer_begin = reinterpret_cast<const std::uint32_t*>(d + at_peer_begin);
       dp.device_plan = reinterpret_cast<const cuda::P2PPlan*>(d + at_plan);
@@ -929,6 +957,7 @@ struct CudaP2P {
     cuda::P2POptions options_;
     runtime::PlanCache<sync::ConnectionRef> plans_;
     std::uint64_t slot_stride_ = 0;
+    std::uint64_t ll_slot_bytes_ = 0;  // each connection's LowLatency slot (0: none)
     std::uint32_t nchannels_ = 1;
     unsigned default_threads_ = cuda::kDefaultThreads;
     std::vector<cuda::P2PFifoLayout> layouts_;

@@ -119,14 +119,15 @@ __device__ inline bool agree_on_call(const P2PPlan& plan, const P2PAgreement& a,
 }
 
 // Launch bounds: at most 64 registers per thread, so that two blocks of 512 threads fit an SM
-// (launch_fit.hpp; scripts/kernel_resources checks that nothing spills).
-template <class T, ReduceOp Op>
+// (launch_fit.hpp; scripts/kernel_resources checks that nothing spills). LowLatency: the kernel of
+// LowLatency plans (block_program.cuh), without the Simple element loop.
+template <class T, ReduceOp Op, bool LowLatency = false>
 __global__ void __launch_bounds__(kMaxThreadsPerBlock, kMinBlocksPerSm)
     p2p_kernel(const P2PKernelArgs args) {
   if (!agree_on_call(args.plan, args.agreement, blockIdx.x, args.call, args.abort, args.timeout_ns))
     return;
-  run_block<T, Op>(args.plan.tables, blockIdx.x, args.call.input, args.call.output, args.abort,
-                   args.timeout_ns);
+  run_block<T, Op, sync::Scope::system, LowLatency>(args.plan.tables, blockIdx.x, args.call.input,
+                                                    args.call.output, args.abort, args.timeout_ns);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -176,9 +177,15 @@ __global__ void p2p_session_kernel(const P2PSessionArgs args) {
       if (!agree_on_call(*mine.plan, args.agreement, blockIdx.x, mine.call, args.abort,
                          args.timeout_ns))
         return;
-      if (!run_block<T, Op>(mine.plan->tables, blockIdx.x, mine.call.input, mine.call.output,
-                            args.abort, args.timeout_ns))
-        return;
+      // Each call in its plan's protocol: the kernel has both data paths.
+      const bool ok = mine.plan->tables.low_latency != 0
+                          ? run_block<T, Op, sync::Scope::system, true>(
+                                mine.plan->tables, blockIdx.x, mine.call.input, mine.call.output,
+                                args.abort, args.timeout_ns)
+                          : run_block<T, Op, sync::Scope::system, false>(
+                                mine.plan->tables, blockIdx.x, mine.call.input, mine.call.output,
+                                args.abort, args.timeout_ns);
+      if (!ok) return;
     }
     // The leader's verdict through the barrier itself, not the shared `stop`: the leader rewrites
     // that at the next item's top, perhaps before every thread has read it.

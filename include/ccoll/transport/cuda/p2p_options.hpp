@@ -13,6 +13,7 @@
 #include "ccoll/core/error.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/sync/connection.hpp"
+#include "ccoll/transport/cuda/block_tables.hpp"
 
 namespace ccoll::transport::cuda {
 
@@ -85,20 +86,33 @@ inline std::vector<DevicePair> connected_device_pairs(
   return pairs;
 }
 
+// The LowLatency slot of a cuda-p2p connection (protocol/low_latency.hpp): the connection set's
+// message numbers run on across plans, so its LL slots are the set's too, made with it (zeroed)
+// and as large as the largest LowLatency message a GPU runs as such (block_tables.hpp,
+// kMaxLowLatencySlotBytes), or as a Simple slot where that is smaller. A LowLatency plan with
+// larger messages runs as Simple.
+inline std::uint64_t p2p_low_latency_slot_bytes(std::uint64_t slot_stride) {
+  return std::min(slot_stride, kMaxLowLatencySlotBytes);
+}
+
 // Where one rank's FIFO memory keeps what its peers write and what it polls (offsets; kNone: not
 // in this rank's memory).
 struct P2PFifoLayout {
   static constexpr std::uint64_t kNone = ~std::uint64_t{0};
   std::vector<std::uint64_t> slots, tail, head;  // per connection of the set
+  std::vector<std::uint64_t> ll_slots;           // kNone also where ll_slot_bytes is 0
   std::uint64_t total = 0;
 
+  // ll_slot_bytes: each incoming connection's LowLatency slots (nslots of them; 0: none).
   static P2PFifoLayout make(const std::vector<runtime::ConnectionKey>& keys, int rank,
-                            std::uint64_t slot_stride, std::uint32_t nslots) {
+                            std::uint64_t slot_stride, std::uint32_t nslots,
+                            std::uint64_t ll_slot_bytes = 0) {
     P2PFifoLayout l;
     const std::size_t n = keys.size();
     l.slots.assign(n, kNone);
     l.tail.assign(n, kNone);
     l.head.assign(n, kNone);
+    l.ll_slots.assign(n, kNone);
     std::uint64_t at = 0;
     for (std::size_t i = 0; i < n; ++i) {
       if (keys[i].to == rank) {
@@ -114,19 +128,25 @@ struct P2PFifoLayout {
       if (keys[i].to == rank) {
         l.slots[i] = at;
         at += slot_stride * nslots;
+        if (ll_slot_bytes > 0) {
+          l.ll_slots[i] = at;
+          at += ll_slot_bytes * nslots;
+        }
       }
     l.total = std::max<std::uint64_t>(at, sync::kCounterStride);
     return l;
   }
 };
 
-// Every connection of the set as this process sees it: its slots and tail in the receiver's FIFO
-// memory, its head in the sender's. bases[r]: rank r's FIFO memory mapped into this process
+// Every connection of the set as this process sees it: its slots, LowLatency slots (where
+// ll_slot_bytes > 0, as the layouts were made) and tail in the receiver's FIFO memory, its head in
+// the sender's. bases[r]: rank r's FIFO memory mapped into this process
 // (layouts[r] places it), null where it is not; a connection without both ends here keeps null
 // pointers: no block of this process uses it.
 inline std::vector<sync::ConnectionRef> p2p_connection_refs(
     const std::vector<runtime::ConnectionKey>& keys, const std::vector<P2PFifoLayout>& layouts,
-    const std::vector<std::byte*>& bases, std::uint64_t slot_stride, std::uint32_t nslots) {
+    const std::vector<std::byte*>& bases, std::uint64_t slot_stride, std::uint32_t nslots,
+    std::uint64_t ll_slot_bytes = 0) {
   std::vector<sync::ConnectionRef> refs(keys.size());
   for (std::size_t i = 0; i < keys.size(); ++i) {
     const auto to = static_cast<std::size_t>(keys[i].to);
@@ -140,6 +160,10 @@ inline std::vector<sync::ConnectionRef> p2p_connection_refs(
     c.slots = bases[to] + layouts[to].slots[i];
     c.tail = reinterpret_cast<std::uint64_t*>(bases[to] + layouts[to].tail[i]);
     c.head = reinterpret_cast<std::uint64_t*>(bases[from] + layouts[from].head[i]);
+    if (ll_slot_bytes > 0) {
+      c.ll_slots = bases[to] + layouts[to].ll_slots[i];
+      c.ll_slot_bytes = ll_slot_bytes;
+    }
   }
   return refs;
 }

@@ -31,6 +31,13 @@
 // of one executor are ordered, see below), and per cached plan its tables, counters and the blocks'
 // message bases.
 //
+// Protocols (protocol/protocol.hpp): a LowLatency plan (Config::protocol "ll", or one that `auto`
+// chose) runs on a kernel of its own, which moves every message as flagged lines in LL slots that
+// belong to the plan (sized to its largest message, zeroed when it is uploaded); Simple plans, and
+// LowLatency plans whose messages are too large for LowLatency on a GPU (block_tables.hpp,
+// kMaxLowLatencySlotBytes), run on a kernel without that path. A session's kernel has both paths
+// and runs each call's plan in its own protocol.
+//
 // Ordering: calls of one executor must not overlap, since they share the slot pool. Calls on one
 // stream are ordered by the stream; when a call comes on another stream than the previous one, the
 // executor makes the new stream wait for the previous call (an event), so any mix of streams is
@@ -62,6 +69,8 @@
 #include "ccoll/core/error.hpp"
 #include "ccoll/core/op.hpp"
 #include "ccoll/plan/plan.hpp"
+#include "ccoll/protocol/low_latency.hpp"
+#include "ccoll/protocol/protocol.hpp"
 #include "ccoll/runtime/call_args.hpp"
 #include "ccoll/runtime/layer_readiness.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
@@ -221,7 +230,13 @@ struct CudaVirtualRanks {
       if (!dp.progress_read) args.tables.progress = nullptr;
       args.timeout_ns = timeout_ns();
       args.abort = abort_device_word();
-      launch(cuda::virtual_ranks_kernel<T, Op>, dp.nblocks, args, stream, dp.tables.nchannels);
+      if (dp.low_latency) {
+        launch(cuda::virtual_ranks_kernel<T, Op, true>, dp.nblocks, args, stream,
+               dp.tables.nchannels);
+      } else {
+        launch(cuda::virtual_ranks_kernel<T, Op, false>, dp.nblocks, args, stream,
+               dp.tables.nchannels);
+      }
       ++dp.calls;
     }
 
@@ -401,6 +416,9 @@ struct CudaVirtualRanks {
       std::uint64_t calls = 0;  // calls enqueued (run_all and sessions)
       // A consumer took layer_readiness: launched calls publish progress (sessions always do).
       bool progress_read = false;
+      // A LowLatency plan: its connections have LL slots of their own, and launched calls run it
+      // on the LowLatency kernel.
+      bool low_latency = false;
     };
 
     std::uint32_t* abort_host_word() const {
@@ -456,10 +474,11 @@ struct CudaVirtualRanks {
                               [this](DevicePlan& old) {
                                 if (launched_) old.memory->release_after(last_call_);
                               });
-      return device_plans_.insert(key, upload(std::move(prepared)));
+      return device_plans_.insert(key, upload(std::move(prepared), elem_size));
     }
 
-    DevicePlan upload(std::shared_ptr<const runtime::PreparedPlan<sync::DeviceConnectionRef>> pp) {
+    DevicePlan upload(std::shared_ptr<const runtime::PreparedPlan<sync::DeviceConnectionRef>> pp,
+                      std::size_t elem_size) {
       const plan::Plan& p = pp->plan;
       const auto nranks_plan = static_cast<std::uint32_t>(p.nranks);
       const auto nch = static_cast<std::uint32_t>(p.channels.size());
@@ -486,6 +505,18 @@ struct CudaVirtualRanks {
       const std::size_t at_tables = sections.add(sizeof(cuda::PlanTables));
       const std::size_t at_progress = sections.add(dp.nblocks * sizeof(std::uint64_t));
       const std::size_t at_calls = sections.add(dp.nblocks * sizeof(std::uint64_t));
+      const std::size_t uploaded = sections.total();
+      // A LowLatency plan's LL slots, last: zeroed on the device rather than uploaded. They are
+      // the plan's own, zero when it is built, so a line never holds a flag of a message number
+      // the plan's counters (which also start at zero) have not reached yet, which LL slots that
+      // plans of other counts had used could.
+      // A LowLatency plan whose messages are too large for LowLatency on a GPU
+      // (kMaxLowLatencySlotBytes) runs as Simple.
+      const std::uint64_t ll_slot =
+          protocol::is_low_latency(p) ? cuda::low_latency_slot_bytes(p, elem_size) : 0;
+      dp.low_latency = ll_slot != 0 && ll_slot <= cuda::kMaxLowLatencySlotBytes;
+      const std::size_t ll_bytes = dp.low_latency ? nconn * config_.nslots * ll_slot : 0;
+      const std::size_t at_ll = sections.add(ll_bytes);
       const std::size_t total = sections.total();
       cuda::check(cudaSetDevice(device_), "cudaSetDevice");
       dp.memory = std::make_shared<cuda::StreamMemory>(total, upload_stream_, device_);
@@ -495,8 +526,15 @@ struct CudaVirtualRanks {
       for (std::size_t i = 0; i < nconn; ++i) {
         refs[i].tail = &counters[i].tail;
         refs[i].head = &counters[i].head;
+        if (dp.low_latency) {
+          refs[i].ll_slots = d + at_ll + i * config_.nslots * ll_slot;
+          refs[i].ll_slot_bytes = ll_slot;
+        }
       }
-      std::vector<std::byte> host(total, std::byte{0});  // counters and bases start at zero
+      if (ll_bytes > 0)
+        cuda::check(cudaMemsetAsync(d + at_ll, 0, ll_bytes, upload_stream_),
+                    "cudaMemsetAsync(LowLatency slots)");
+      std::vector<std::byte> host(uploaded, std::byte{0});  // counters and bases start at zero
       cuda::put_section(host, at_programs, image.programs);
       cuda::put_section(host, at_steps, image.steps);
       cuda::put_section(host, at_ports, p.ports);
@@ -516,9 +554,14 @@ struct CudaVirtualRanks {
       t.nblocks = dp.nblocks;
       t.nchannels = nch;
       t.nactive = pp->nactive;
+      // Every block of a call is in this one kernel: the signature need only be the same in all
+      // of them (the ranks of separate processes compare their calls' arguments through it).
+      t.ll_signature =
+          protocol::LowLatency::signature(p.count, static_cast<std::uint32_t>(elem_size), 0);
+      t.low_latency = dp.low_latency ? 1u : 0u;
       std::memcpy(host.data() + at_tables, &t, sizeof t);
       dp.device_tables = reinterpret_cast<const cuda::PlanTables*>(d + at_tables);
-      upload_bytes(d, host.data(), total);
+      upload_bytes(d, host.data(), uploaded);  // waits for the zeroing too
       dp.prepared = std::move(pp);
       return dp;
     }

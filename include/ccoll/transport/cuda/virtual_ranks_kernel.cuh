@@ -29,12 +29,15 @@ struct KernelArgs {
 };
 
 // Launch bounds: at most 64 registers per thread, so that two blocks of 512 threads fit an SM
-// (launch_fit.hpp; scripts/kernel_resources checks that nothing spills).
-template <class T, ReduceOp Op>
+// (launch_fit.hpp; scripts/kernel_resources checks that nothing spills). LowLatency: the kernel of
+// LowLatency plans (block_program.cuh), which has no Simple element loop; the other one runs
+// every plan as Simple.
+template <class T, ReduceOp Op, bool LowLatency = false>
 __global__ void __launch_bounds__(kMaxThreadsPerBlock, kMinBlocksPerSm)
     virtual_ranks_kernel(const KernelArgs args) {
   const RankBuffers mine = args.buffers.rank[args.tables.programs[blockIdx.x].rank];
-  run_block<T, Op>(args.tables, blockIdx.x, mine.input, mine.output, args.abort, args.timeout_ns);
+  run_block<T, Op, sync::Scope::device, LowLatency>(args.tables, blockIdx.x, mine.input,
+                                                    mine.output, args.abort, args.timeout_ns);
 }
 
 }  // namespace ccoll::transport::cuda
@@ -63,6 +66,7 @@ struct SessionArgs {
 // through its FIFOs alone, so blocks of different channels may be on different items. A block's
 // outputs need only be seen on this GPU when it arrives: the last block fences at system scope
 // before it publishes the item's completion to the host.
+// Each call runs in its plan's protocol (PlanTables::low_latency): the kernel has both data paths.
 // No launch bounds: unbounded it takes 62 to 64 registers for f32 sum and bf16 avg without
 // spilling (scripts/kernel_resources), and dtypes with wider accumulators may take more, where a
 // bound would make them spill. Its launches fit their threads per block to what ptxas gave it
@@ -108,8 +112,12 @@ __global__ void session_kernel(const SessionArgs args) {
     previous = item_tables;
     bool ok = true;
     if (blockIdx.x < item_tables->nblocks)
-      ok = run_block<T, Op>(*item_tables, blockIdx.x, item_input, item_output, args.abort,
-                            args.timeout_ns);
+      ok =
+          item_tables->low_latency != 0
+              ? run_block<T, Op, sync::Scope::device, true>(
+                    *item_tables, blockIdx.x, item_input, item_output, args.abort, args.timeout_ns)
+              : run_block<T, Op, sync::Scope::device, false>(
+                    *item_tables, blockIdx.x, item_input, item_output, args.abort, args.timeout_ns);
     if (!ok) return;
     // The leader's verdict through the barrier itself, not the shared `stop`: the leader rewrites
     // that at the next item's top, perhaps before every thread has read it.
