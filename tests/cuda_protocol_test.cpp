@@ -672,6 +672,33 @@ TEST_CASE("cuda-p2p connections: slots and tail in the receiver's memory, head i
   CHECK(p2p_low_latency_slot_bytes(slot_stride(1024)) == 1152);
 }
 
+TEST_CASE("cuda-p2p runs a plan as LowLatency from the plan and the configuration alone") {
+  // The decision every rank of a job makes for itself: it must not depend on which peers' memory
+  // a process maps (a process sees LL slots only on its own connections).
+  ccoll::plan::PlanRequest req;
+  req.nranks = 3;
+  req.elem_size = 4;
+  req.slot_bytes = 256 << 10;
+  const auto ring = [&](std::uint64_t count, ccoll::protocol::Id id) {
+    req.count = count;
+    return ccoll::protocol::build_for(
+        id, req, [](const ccoll::plan::PlanRequest& r) { return ccoll::plan::build_ring(r); });
+  };
+  const std::uint64_t ll_slot = p2p_low_latency_slot_bytes(slot_stride(req.slot_bytes));
+  CHECK(ll_slot == kMaxLowLatencySlotBytes);
+  CHECK(p2p_runs_low_latency(ring(1000, ccoll::protocol::Id::low_latency), 4, ll_slot));
+  CHECK_FALSE(p2p_runs_low_latency(ring(1000, ccoll::protocol::Id::low_latency), 4, 0));
+  CHECK_FALSE(p2p_runs_low_latency(ring(1000, ccoll::protocol::Id::simple), 4, ll_slot));
+  // Messages of 128 KiB less 8 bytes: lines beyond the 64 KiB LL slot, so Simple.
+  const ccoll::plan::Plan large = ring(std::uint64_t{1} << 20, ccoll::protocol::Id::low_latency);
+  CHECK(ccoll::protocol::is_low_latency(large));
+  CHECK_FALSE(p2p_runs_low_latency(large, 4, ll_slot));
+  // The boundary: messages of 8190 floats take 8190 data lines and 2 trailer lines, 64 KiB
+  // exactly; 8191 floats take a line more.
+  CHECK(p2p_runs_low_latency(ring(3 * 8190, ccoll::protocol::Id::low_latency), 4, ll_slot));
+  CHECK_FALSE(p2p_runs_low_latency(ring(3 * 8191, ccoll::protocol::Id::low_latency), 4, ll_slot));
+}
+
 TEST_CASE("LowLatency slots of a GPU plan hold its largest message, lines and trailer") {
   // A GPU plan's LL slots (cuda-virtual's own per plan; cuda-p2p's must be at least this large to
   // run the plan as LowLatency): the flagged lines of the largest message, on whole lines.

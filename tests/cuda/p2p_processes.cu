@@ -24,6 +24,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../process_ranks.hpp"
@@ -121,6 +122,38 @@ TEST_CASE("cuda-p2p processes: results equal host threads bit for bit") {
           300000ms);
       check_all_ok(out);
     }
+}
+
+TEST_CASE("cuda-p2p processes: LowLatency and Simple calls, every rank choosing the same") {
+  // LowLatency plans below 10000 elements. In a tree or double binary tree no process maps every
+  // connection of the plan, yet every rank must run each call in the same protocol.
+  for (const std::pair<const char*, int>& plan : {std::pair{"tree", 3}, std::pair{"dbtree", 4}}) {
+    const char* const algorithm = plan.first;
+    const int p = plan.second;
+    CAPTURE(algorithm);
+    CAPTURE(p);
+    const auto source = gpu_test::low_latency_below(gpu_test::registered(algorithm, p), 10000);
+    const Config c = p2p_test::make_config(p, 2);
+    const auto small = p2p_test::make_case<float>(source, c, 33, ReduceOp::sum, 5);
+    const auto mid = p2p_test::make_case<BFloat16>(source, c, 4099, ReduceOp::avg, 6);
+    const auto large = p2p_test::make_case<float>(source, c, 65537, ReduceOp::sum, 7);
+    const std::string name = session((std::string(algorithm) + "-ll" + std::to_string(p)).c_str());
+    const auto out = process_ranks::on_processes(
+        p,
+        [&](int rank) -> std::string {
+          CudaP2P::Executor ex(process_config(p, rank, 2, name), source, "gpu-test-ll",
+                               on_my_device(rank));
+          for (const std::string& wrong :
+               {run_rank<float, ReduceOp::sum>(ex, rank, small, false, 0),
+                run_rank<float, ReduceOp::sum>(ex, rank, large, true, 0),
+                run_rank<BFloat16, ReduceOp::avg>(ex, rank, mid, false, 1),
+                run_rank<float, ReduceOp::sum>(ex, rank, small, true, 1)})
+            if (!wrong.empty()) return wrong;
+          return "";
+        },
+        300000ms);
+    check_all_ok(out);
+  }
 }
 
 TEST_CASE("cuda-p2p processes: a rank that never starts is named by the rendezvous") {

@@ -47,7 +47,7 @@ struct LowLatencyOperands {
   std::uint64_t count;
   std::uint32_t nrecv;
   std::uint32_t nsend;
-  std::uint32_t local_at;  // the local operand's place in the fold (nrecv + 1 if none)
+  std::uint32_t local_at;  // the local operand's place in the fold (kMaxStepPorts + 1 if none)
   bool finalize;
 };
 

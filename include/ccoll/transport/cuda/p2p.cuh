@@ -849,10 +849,9 @@ struct CudaP2P {
       t.nblocks = nch;
       t.nchannels = nch;
       t.nactive = pp->nactive;
-      // Every rank decides the same from the same plan and element size (the call agreement
-      // compares them before any step).
-      dp.low_latency =
-          pp->low_latency && cuda::low_latency_slot_bytes(p, elem_size) <= ll_slot_bytes_;
+      // Every rank decides the same from the same plan (the fingerprint) and element size (the
+      // call agreement compares the element types before any step).
+      dp.low_latency = cuda::p2p_runs_low_latency(p, elem_size, ll_slot_bytes_);
       t.low_latency = dp.low_latency ? 1u : 0u;
       t.ll_signature =
           protocol::LowLatency::signature(p.count, static_cast<std::uint32_t>(elem_size), 0);

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "ccoll/core/error.hpp"
+#include "ccoll/plan/plan.hpp"
+#include "ccoll/protocol/protocol.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/sync/connection.hpp"
 #include "ccoll/transport/cuda/block_tables.hpp"
@@ -93,6 +95,16 @@ inline std::vector<DevicePair> connected_device_pairs(
 // larger messages runs as Simple.
 inline std::uint64_t p2p_low_latency_slot_bytes(std::uint64_t slot_stride) {
   return std::min(slot_stride, kMaxLowLatencySlotBytes);
+}
+
+// Whether cuda-p2p runs plan `p` (elements of elem_size) as LowLatency, on connections whose LL
+// slots hold ll_slot_bytes (0: none): from the plan and the configuration alone, so that every rank
+// decides the same. (Whether a process sees LL slots on every connection of a plan would not do:
+// a process maps only its own and its peers' memory.)
+inline bool p2p_runs_low_latency(const plan::Plan& p, std::uint64_t elem_size,
+                                 std::uint64_t ll_slot_bytes) {
+  return protocol::is_low_latency(p) && ll_slot_bytes > 0 &&
+         low_latency_slot_bytes(p, elem_size) <= ll_slot_bytes;
 }
 
 // Where one rank's FIFO memory keeps what its peers write and what it polls (offsets; kNone: not
