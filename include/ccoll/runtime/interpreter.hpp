@@ -374,8 +374,21 @@ CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& ctx,
             ctx.abort != nullptr &&
             sync::AtomicWord<std::uint32_t>(const_cast<std::uint32_t*>(ctx.abort)).load_relaxed() !=
                 0;
-        *failure = blocked_port<Group>(
-            ctx, pc, aborted ? sync::WaitResult::Aborted : sync::WaitResult::Timeout);
+        const sync::WaitResult why =
+            aborted ? sync::WaitResult::Aborted : sync::WaitResult::Timeout;
+        *failure = blocked_port<Group>(ctx, pc, why);
+        // A LowLatency step of several threads: the message a member gave up on, even if its
+        // lines have all landed since.
+        if constexpr (kFlaggedLowLatency<Group, C>) {
+          if (!runs_payload<Group>(ctx)) {
+            const std::uint32_t k =
+                sync::AtomicWord<std::uint32_t>(&low_latency_operands<T>(g).gave_up).load_relaxed();
+            if (k < s.recv_count) {
+              failure->peer = ctx.connections[ctx.ports[s.recv_begin + k].connection].from;
+              failure->waiting_for_slot = false;
+            }
+          }
+        }
       }
       return false;
     }

@@ -15,6 +15,7 @@
 #include "ccoll/runtime/element_fold.hpp"
 #include "ccoll/runtime/program_context.hpp"
 #include "ccoll/runtime/step_operands.hpp"
+#include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/poll.hpp"
 
 namespace ccoll::runtime {
@@ -34,10 +35,11 @@ struct LlUnit {
 // order of Step::src_position (in Acc, as element_loop does, so both protocols compute the same
 // bits), writes the output and stores the result as lines into every send. Every pointer comes
 // from `ops`, which the leader resolved (resolve_low_latency_operands). Returns false if a line
-// did not come before deadline_ns (0: none) or an abort.
+// did not come before deadline_ns (0: none) or an abort, after recording which received message
+// it was in ops.gave_up.
 template <class T, ReduceOp Op, bool Fin, class Acc, class Group, class C>
-CCOLL_HD bool ll_pass(const Group& g, const ProgramContext<T, C>& ctx,
-                      const LowLatencyOperands<T>& ops, std::uint64_t deadline_ns) {
+CCOLL_HD bool ll_pass(const Group& g, const ProgramContext<T, C>& ctx, LowLatencyOperands<T>& ops,
+                      std::uint64_t deadline_ns) {
   using LL = protocol::LowLatency;
   using U = LlUnit<T>;
   constexpr sync::Scope kScope = C::scope;
@@ -76,7 +78,10 @@ CCOLL_HD bool ll_pass(const Group& g, const ProgramContext<T, C>& ctx,
         for (std::uint32_t q = 0; q < U::kLines; ++q) {
           const sync::WaitResult res =
               LL::wait<kScope>(lines + q, flag, &w[q], false, ctx.abort, deadline_ns);
-          if (res != sync::WaitResult::Ok) return false;
+          if (res != sync::WaitResult::Ok) {
+            sync::AtomicWord<std::uint32_t>(&ops.gave_up).store_relaxed(r);
+            return false;
+          }
         }
         std::memcpy(v, w, sizeof w);
         ++r;
@@ -143,6 +148,7 @@ CCOLL_HD void resolve_low_latency_operands(const ProgramContext<T, C>& ctx, cons
   ops.local_at = ops.local == nullptr
                      ? kMaxStepPorts + 1
                      : (s.src_position < s.recv_count ? s.src_position : s.recv_count);
+  ops.gave_up = kMaxStepPorts;
   ops.finalize = s.final && Op == ReduceOp::avg;
 }
 
@@ -151,7 +157,7 @@ CCOLL_HD void resolve_low_latency_operands(const ProgramContext<T, C>& ctx, cons
 // abort. Members other than the leader read only `ops`, never the plan.
 template <class T, ReduceOp Op, class Group, class C>
 CCOLL_HD bool execute_step_ll(const Group& g, const ProgramContext<T, C>& ctx, const plan::Step& s,
-                              const LowLatencyOperands<T>& ops, std::uint64_t deadline_ns) {
+                              LowLatencyOperands<T>& ops, std::uint64_t deadline_ns) {
   static_assert(!kPackedLowLatency<Group>,
                 "one-thread groups pack their LowLatency messages (execute_step)");
   const std::uint32_t nsrc = ops.nrecv + (ops.local != nullptr ? 1u : 0u);

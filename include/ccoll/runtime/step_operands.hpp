@@ -48,6 +48,10 @@ struct LowLatencyOperands {
   std::uint32_t nrecv;
   std::uint32_t nsend;
   std::uint32_t local_at;  // the local operand's place in the fold (kMaxStepPorts + 1 if none)
+  // The received message a member gave up waiting for (kMaxStepPorts: none), for the failure
+  // report: written with a relaxed atomic store by any member that gives up, read by the leader
+  // after the barrier that ends the step.
+  std::uint32_t gave_up;
   bool finalize;
 };
 
