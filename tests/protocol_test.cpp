@@ -633,9 +633,9 @@ TEST_CASE("block groups run LowLatency steps: simulated blocks of 1..8 threads, 
 TEST_CASE(
     "block groups, LowLatency: a member's missing line fails the whole block at the deadline") {
   // One step: receive 64 floats on one connection, add the input, write the output. The message's
-  // trailer has arrived (so the leader's wait succeeds) but only member 0's lines have: members
-  // 1..3 give up at the deadline, and the block must fail as one, through any() from the members'
-  // own verdicts (the leader itself had everything it read).
+  // trailer has arrived but only member 0's lines have: members 1..3 give up at the deadline, and
+  // the block must fail as one, through any() from the members' own verdicts (the leader itself
+  // had everything it read).
   using LL = protocol::LowLatency;
   constexpr std::uint64_t n = 64;
   constexpr std::uint32_t threads = 4;

@@ -51,7 +51,10 @@
 // Ordering of flagged lines: a single-thread sender stores the trailer's last line last, with
 // release, and the receiver loads it with acquire, so once it is there every earlier line of the
 // message is too. Groups of several threads write lines in parallel; their receivers poll every
-// line. The head counter (slot free) works as in Simple, in both encodings.
+// line, and wait for the trailer only of an empty message (a wait for it before the step would
+// cost a round trip; runtime/interpreter.hpp), so the signature is not compared there: the GPU
+// executors, which run such groups, compare the calls' arguments otherwise. The head counter
+// (slot free) works as in Simple, in both encodings.
 #pragma once
 
 #include <cstdint>

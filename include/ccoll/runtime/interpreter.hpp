@@ -350,11 +350,18 @@ CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& ctx,
         bool polled = false;
         if constexpr (LowLatencyConnection<C>) {
           if (low_latency_steps<Group>(ctx)) {
-            using LL = protocol::LowLatency;
-            r = LL::wait_arrival<C::scope>(
-                LL::trailer(c.ll_lines(m), kPackedLowLatency<Group>, s.count * sizeof(T)),
-                ctx.ll_signature, LL::flag(m), ctx.abort, wait_until);
             polled = true;
+            // Flagged lines: the members poll every line they fold, so a wait for the trailer
+            // here would only put a round trip before the step's barrier. Only an empty message
+            // is its trailer alone. (The trailer's signature then goes unchecked: groups of
+            // several threads run on GPUs, whose executors compare the calls' arguments
+            // otherwise, in one kernel or through cuda-p2p's call records.)
+            if (kPackedLowLatency<Group> || s.count == 0) {
+              using LL = protocol::LowLatency;
+              r = LL::wait_arrival<C::scope>(
+                  LL::trailer(c.ll_lines(m), kPackedLowLatency<Group>, s.count * sizeof(T)),
+                  ctx.ll_signature, LL::flag(m), ctx.abort, wait_until);
+            }
           }
         }
         if (!polled) r = c.wait_recv(m, ctx.abort, wait_until);
