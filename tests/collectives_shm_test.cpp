@@ -13,6 +13,7 @@
 #include "ccoll/algo/direct.hpp"
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/ccoll.hpp"
+#include "ccoll/runtime/area_control_plane.hpp"
 #include "collective_reference.hpp"
 #include "process_ranks.hpp"
 
@@ -105,10 +106,11 @@ TEST_CASE("shm eager broadcast and reduce: many calls in processes; a disagreeme
           ccoll::testing::check_collective_cases(bc, bc.rank(r), p, {1, 131}, false);
       if (wrong.empty())
         wrong = ccoll::testing::check_collective_cases(rd, rd.rank(r), p, {1, 131, 2000}, false);
-      // A disagreement (process 1 passes another count) is reported on every process by the call
-      // after it at the latest.
+      // A disagreement (process 1 passes another count) is reported on every process by the time
+      // its pending comparisons would fill the control plane's descriptors.
       std::vector<float> in(64, 1.0f), res(64, -1.0f);
-      for (int i = 0; i < 2 && wrong.empty(); ++i) {
+      const auto calls = runtime::AreaControlPlane::kMaxUnverifiedCalls + 1;
+      for (std::uint64_t i = 0; i < calls && wrong.empty(); ++i) {
         try {
           rd.run(in.data(), res.data(), r == 1 ? 48 : 64, DataType::f32, ReduceOp::sum, 0);
         } catch (const Error& e) {

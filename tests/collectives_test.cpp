@@ -25,6 +25,7 @@
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/algo/tree.hpp"
 #include "ccoll/ccoll.hpp"
+#include "ccoll/runtime/area_control_plane.hpp"
 #include "collective_reference.hpp"
 
 using namespace ccoll;
@@ -322,11 +323,15 @@ Config eager_config(int p) {
   return c;
 }
 
-// Every rank makes up to two calls with its own arguments (call(rank, i), i = 0, 1) and returns
-// what it threw first: an eager call that disagrees must be reported on every rank by the next.
-std::vector<std::string> two_calls(int p, const std::function<void(int, int)>& call) {
+// An eager call is compared at the latest when its rank's pending comparisons fill the control
+// plane's descriptors: the call after kMaxUnverifiedCalls more.
+constexpr int kCallsToReport = static_cast<int>(runtime::AreaControlPlane::kMaxUnverifiedCalls) + 1;
+
+// Every rank makes up to kCallsToReport calls with its own arguments (call(rank, i)) and returns
+// what it threw first: an eager call that disagrees must be reported on every rank by then.
+std::vector<std::string> calls_until_error(int p, const std::function<void(int, int)>& call) {
   return on_threads(p, [&](int r) -> std::string {
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kCallsToReport; ++i) {
       try {
         call(r, i);
       } catch (const Error& e) {
@@ -371,12 +376,13 @@ TEST_CASE("eager broadcast and reduce: every plan, roots, counts and FIFO depth,
   for (int r = 0; r < 4; ++r) CHECK(outcome[static_cast<std::size_t>(r)] == "");
 }
 
-TEST_CASE("eager broadcast and reduce: a disagreement is reported on every rank by its next call") {
+TEST_CASE(
+    "eager broadcast and reduce: a disagreement is reported on every rank within a few calls") {
   const int p = 4;
   SUBCASE("broadcast: counts that differ") {
     Broadcast<transport::HostThreads, algo::Direct> bc(eager_config(p));
     std::vector<std::vector<float>> buf(p, std::vector<float>(16, 1.0f));
-    const auto outcome = two_calls(p, [&](int r, int) {
+    const auto outcome = calls_until_error(p, [&](int r, int) {
       bc.rank(r).run(buf[static_cast<std::size_t>(r)].data(),
                      buf[static_cast<std::size_t>(r)].data(), r == 3 ? 8 : 10, DataType::f32, 0);
     });
@@ -390,7 +396,7 @@ TEST_CASE("eager broadcast and reduce: a disagreement is reported on every rank 
     Reduce<transport::HostThreads, algo::Direct> rd(eager_config(p));
     std::vector<float> in(10, 1.0f);
     std::vector<std::vector<float>> out(p, std::vector<float>(10, -1.0f));
-    const auto outcome = two_calls(p, [&](int r, int) {
+    const auto outcome = calls_until_error(p, [&](int r, int) {
       rd.rank(r).run(in.data(), out[static_cast<std::size_t>(r)].data(), 10, DataType::f32,
                      ReduceOp::sum, r == 3 ? 1 : 0);
     });
@@ -433,7 +439,7 @@ TEST_CASE("eager broadcast and reduce: a disagreement is reported on every rank 
     Broadcast<transport::HostThreads, algo::Ring> bc(eager_config(p));
     std::vector<float> in(10, 5.0f);
     std::vector<std::vector<float>> out(p, std::vector<float>(10, -1.0f));
-    const auto outcome = two_calls(p, [&](int r, int) {
+    const auto outcome = calls_until_error(p, [&](int r, int) {
       bc.rank(r).run(in.data(), out[static_cast<std::size_t>(r)].data(), 10, DataType::f32,
                      r == 2 ? 7 : 0);
     });
@@ -445,45 +451,63 @@ TEST_CASE("eager broadcast and reduce: a disagreement is reported on every rank 
   }
 }
 
-TEST_CASE("eager broadcast and reduce: a root and a leaf return before the others call") {
-  // Rank 1 calls only once rank 0's call has returned: under agreement first, rank 0 would wait
-  // for rank 1's arguments until its timeout.
+TEST_CASE("eager broadcast and reduce: a root and a leaf run many calls ahead of the others") {
+  // Rank 1 begins only once rank 0 has returned from all its calls: under agreement first, rank 0
+  // would wait for rank 1's arguments to its first call until its timeout. Rank 0 may run as
+  // many calls ahead as the control plane leaves uncompared (and its FIFO holds: one message
+  // per call here); each call's data must still reach rank 1's call of the same number.
   const int p = 2;
+  const int ahead = static_cast<int>(runtime::AreaControlPlane::kMaxUnverifiedCalls);
   Config c = eager_config(p);
+  c.slot_bytes = 4096;
+  c.nslots = static_cast<std::uint32_t>(ahead);
   c.timeout = std::chrono::milliseconds(5000);
+  const std::size_t n = 100;
   auto check = [&](auto& coll, auto call) {
     std::atomic<bool> returned{false};
     const auto outcome = on_threads(p, [&](int r) -> std::string {
       if (r == 0) {
-        call(coll, 0);
+        for (int i = 0; i < ahead; ++i) call(coll, 0, i);
         returned.store(true);
         return "";
       }
       const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
       while (!returned.load())
         if (std::chrono::steady_clock::now() > give_up) return "rank 0 did not return first";
-      call(coll, 1);
+      for (int i = 0; i < ahead; ++i) call(coll, 1, i);
       return "";
     });
     for (int r = 0; r < p; ++r) CHECK(outcome[static_cast<std::size_t>(r)] == "");
   };
+  // buf[r][i]: rank r's buffer of call i.
+  std::vector<std::vector<std::vector<float>>> buf(
+      p, std::vector<std::vector<float>>(static_cast<std::size_t>(ahead)));
   SUBCASE("broadcast from rank 0") {
     Broadcast<transport::HostThreads, algo::Direct> bc(c);
-    std::vector<std::vector<float>> buf(p, std::vector<float>(100, 0.0f));
-    std::fill(buf[0].begin(), buf[0].end(), 2.5f);
-    check(bc, [&](auto& coll, int r) {
-      float* b = buf[static_cast<std::size_t>(r)].data();
-      coll.rank(r).run(b, b, 100, DataType::f32, 0);
+    for (int i = 0; i < ahead; ++i) {
+      buf[0][static_cast<std::size_t>(i)].assign(n, static_cast<float>(i) + 0.5f);
+      buf[1][static_cast<std::size_t>(i)].assign(n, -1.0f);
+    }
+    check(bc, [&](auto& coll, int r, int i) {
+      float* b = buf[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)].data();
+      coll.rank(r).run(b, b, n, DataType::f32, 0);
     });
-    CHECK(buf[1] == std::vector<float>(100, 2.5f));
+    for (int i = 0; i < ahead; ++i)
+      CHECK(buf[1][static_cast<std::size_t>(i)] ==
+            std::vector<float>(n, static_cast<float>(i) + 0.5f));
   }
   SUBCASE("reduce to rank 1") {
     Reduce<transport::HostThreads, algo::Direct> rd(c);
-    std::vector<std::vector<float>> buf(p, std::vector<float>(100, 1.5f));
-    check(rd, [&](auto& coll, int r) {
-      float* b = buf[static_cast<std::size_t>(r)].data();
-      coll.rank(r).run(b, b, 100, DataType::f32, ReduceOp::sum, 1);
+    for (int i = 0; i < ahead; ++i) {
+      buf[0][static_cast<std::size_t>(i)].assign(n, static_cast<float>(i));
+      buf[1][static_cast<std::size_t>(i)].assign(n, 1.5f);
+    }
+    check(rd, [&](auto& coll, int r, int i) {
+      float* b = buf[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)].data();
+      coll.rank(r).run(b, b, n, DataType::f32, ReduceOp::sum, 1);
     });
-    CHECK(buf[1] == std::vector<float>(100, 3.0f));
+    for (int i = 0; i < ahead; ++i)
+      CHECK(buf[1][static_cast<std::size_t>(i)] ==
+            std::vector<float>(n, static_cast<float>(i) + 1.5f));
   }
 }

@@ -17,7 +17,7 @@
 // root only (null elsewhere is fine). Every call is checked on every rank and across ranks (count,
 // datatype, op, collective and root must agree) before any buffer is written, as Allreduce's;
 // broadcasts and reduces of at most Config::eager_rooted_bytes (off by default) return after their
-// steps instead and are compared at the rank's next call (runtime/communicator.hpp).
+// steps instead and are compared at one of the rank's next calls (runtime/communicator.hpp).
 //
 // Each object holds its own executor (connections, shared memory), built for its collective: the
 // logical topology must plan it (algo::Ring: rings and chains; algo::Direct: one hop; broadcast and

@@ -48,11 +48,12 @@ struct Config {
   // transports check first); ranks may differ in it.
   std::uint64_t in_band_agreement_bytes = 64u << 10;
   // Broadcasts and reduces of at most this many bytes return as soon as this rank's steps are
-  // done, and compare every rank's arguments when this rank's next call begins (0 = never, the
+  // done, and compare every rank's arguments at one of this rank's next calls (0 = never, the
   // default): a broadcast's root and a reduce's leaves, which receive nothing, then need not wait
-  // for the others, as MPI libraries' eager sends do not (docs/collectives.md). The difference is
-  // what a disagreement costs: it is reported on every rank (Mismatch), by a rank that returned
-  // early only at its next call; buffers may have been written and the communicator is aborted.
+  // for the others, and may run several calls ahead of them, as MPI libraries' eager sends do
+  // (docs/collectives.md). The difference is what a disagreement costs: it is reported on every
+  // rank (Mismatch), by a rank that returned early only at one of its next calls (within 15);
+  // buffers may have been written and the communicator is aborted.
   // Calls whose slots may stream (stream_slot_bytes) always check first. HostThreads and
   // SharedMemory read it (other transports check first); ranks may differ in it.
   std::uint64_t eager_rooted_bytes = 0;

@@ -2,11 +2,11 @@
 // (host threads, processes on one host): agreement through per-rank descriptors and an abort
 // record, both in the shared area (runtime/shared_area.hpp).
 //
-// Each rank has two call descriptors, for calls of odd and even number. Agreement on call `seq`,
-// rank r:
-//   1. r makes sure every rank has acknowledged call seq-2 (read the descriptors of this parity),
-//      writes its descriptor (count, dtype, op, local verdict and reason, and on rank 0 its
-//      per-call choice) and publishes seq last (release);
+// Each rank has kCallDescriptors call descriptors (runtime/shared_area.hpp), call s in
+// s % kCallDescriptors. Agreement on call `seq`, rank r:
+//   1. r makes sure every rank has acknowledged call seq - kCallDescriptors (read the descriptors
+//      r is about to reuse), writes its descriptor (count, dtype, op, local verdict and reason,
+//      and on rank 0 its per-call choice) and publishes seq last (release);
 //   2. r waits for every rank's descriptor of seq and compares them: every rank reaches the same
 //      verdict from the same data, so a mismatch or a bad argument anywhere makes every rank throw
 //      before any rank has touched a buffer; then r acknowledges seq.
@@ -14,7 +14,10 @@
 // them, so a small call costs one wave of handoffs instead of two; a disagreement then aborts the
 // communicator (also on ranks that compared first: each rank decides by its own count and Config),
 // and check_peers() stops ranks that wait for a peer that disagrees. Eager broadcasts and reduces
-// (Config::eager_rooted_bytes) publish the same way and verify at their rank's next call. A
+// (Config::eager_rooted_bytes) publish the same way and are compared later, at one of their rank's
+// next calls: once every rank's arguments are in, and at the latest when the rank would leave
+// more than kMaxUnverifiedCalls calls uncompared, so a rank runs up to that many calls ahead of
+// its slowest peer's arrival instead of waiting for it every call. A
 // LowLatency call in which every rank takes part skips step 2 (settle): its messages carry the
 // arguments and are taken only by ranks with the same ones (protocol/low_latency.hpp), so its
 // completion is the comparison, and ranks that disagree wait until check_peers() names the rank
@@ -106,6 +109,19 @@ class AreaControlPlane {
     return read_verdict(seq, deadline_ns, where, true);
   }
 
+  // Eager calls a rank may leave uncompared when it publishes its next call: the descriptors it
+  // reuses then belong to calls every rank has compared (write_descriptor).
+  static constexpr std::uint64_t kMaxUnverifiedCalls = kCallDescriptors - 2;
+  std::uint64_t max_unverified_calls() const { return kMaxUnverifiedCalls; }
+
+  // Whether every rank has published its arguments to call `seq`: a look, no wait.
+  bool published_by_all(std::uint64_t seq, FailurePoint where) const {
+    if (known_[static_cast<std::size_t>(where.rank)].published_by_all >= seq) return true;
+    for (int q = 0; q < nranks_; ++q)
+      if (sync::AtomicWord<std::uint64_t>(&call_of(q, seq).seq).load_acquire() < seq) return false;
+    return true;
+  }
+
   // A call whose messages carried its signature (protocol/low_latency.hpp) and whose plan makes
   // every rank's output depend on every rank's input has completed: every rank has published it
   // (a rank publishes before its steps), and none of this rank's reads of call seq is left.
@@ -168,43 +184,62 @@ class AreaControlPlane {
     }
   };
 
-  CallDescriptor& call_of(int q, std::uint64_t seq) const { return descriptors_[q].call[seq & 1]; }
+  CallSummaryWords& call_of(int q, std::uint64_t seq) const {
+    return descriptors_[q].call[seq % kCallDescriptors];
+  }
+  CallDetail& detail_of(int q, std::uint64_t seq) const {
+    return descriptors_[q].detail[seq % kCallDescriptors];
+  }
+  // What common_verdict() compares of rank q's call `seq` (read after its seq, with acquire).
+  struct DescriptorView {
+    std::uint64_t count;
+    std::uint32_t dtype, op, status, shape, root_choice;
+    const char* reason;
+  };
+  DescriptorView view_of(int q, std::uint64_t seq) const {
+    const CallSummaryWords& w = call_of(q, seq);
+    const CallKind k = CallKind::unpack(w.kind);
+    return {w.count, k.dtype, k.op, k.status, w.shape, w.root_choice, detail_of(q, seq).reason};
+  }
 
-  // Publishes this rank's arguments to call `seq` (its seq last, with release). The descriptor
-  // of parity seq % 2 was last used by call seq-2; every rank must have read it. A rank reads the
-  // descriptors of a call before it returns from that call, so once this rank has seen every
-  // rank's descriptor of call seq-1 (its own last agreement), every rank is done with seq-2 and
-  // nothing needs to be read here: the common case, which then touches no other rank's memory.
-  // Otherwise (this rank's last call failed before it read the others) it waits for every
-  // rank's acknowledgement of seq-2.
+  // Publishes this rank's arguments to call `seq` (its seq last, with release). Its descriptor
+  // was last used by call seq - kCallDescriptors, which every rank must have read. A rank that
+  // publishes call s has compared every call up to s - kCallDescriptors + 1 (the communicator
+  // leaves at most kMaxUnverifiedCalls eager calls uncompared), so once this rank has seen every
+  // rank's descriptor of call seq-1, every rank is done with seq - kCallDescriptors and nothing
+  // needs to be read here: the common case, which then touches no other rank's memory. Otherwise
+  // (this rank runs ahead with eager calls, or its last call failed before it read the others)
+  // it waits for every rank's acknowledgement of that call, remembering the least it saw.
   void write_descriptor(const CallArgs& args, std::uint64_t seq, bool in_band,
                         std::uint64_t deadline_ns, FailurePoint where) {
     const int rank = where.rank;
     Known& known = known_[static_cast<std::size_t>(rank)];
-    if (seq > 2 && known.published_by_all + 1 < seq && known.acked_by_all + 2 < seq) {
+    if (seq > kCallDescriptors && known.published_by_all + 1 < seq &&
+        known.acked_by_all + kCallDescriptors < seq) {
       std::uint64_t least = ~std::uint64_t{0};
       for (int q = 0; q < nranks_; ++q) {
-        wait_word(&descriptors_[q].ack, seq - 2, rank, q, deadline_ns, seq);
+        wait_word(&descriptors_[q].ack, seq - kCallDescriptors, rank, q, deadline_ns, seq);
         least =
             std::min(least, sync::AtomicWord<std::uint64_t>(&descriptors_[q].ack).load_acquire());
       }
       known.acked_by_all = least;
     }
-    CallDescriptor& mine = call_of(rank, seq);
+    CallSummaryWords& mine = call_of(rank, seq);
+    CallDetail& detail = detail_of(rank, seq);
+    const CallKind kind{static_cast<std::uint32_t>(args.dtype), static_cast<std::uint32_t>(args.op),
+                        args.ok() ? 0u : 1u + static_cast<std::uint32_t>(args.error),
+                        in_band ? 1u : 0u};
     sync::AtomicWord<std::uint64_t>(&mine.count).store_relaxed(args.count);
-    sync::AtomicWord<std::uint32_t>(&mine.dtype)
-        .store_relaxed(static_cast<std::uint32_t>(args.dtype));
-    sync::AtomicWord<std::uint32_t>(&mine.op).store_relaxed(static_cast<std::uint32_t>(args.op));
-    sync::AtomicWord<std::uint32_t>(&mine.status)
-        .store_relaxed(args.ok() ? 0u : 1u + static_cast<std::uint32_t>(args.error));
-    sync::AtomicWord<std::uint32_t>(&mine.in_band).store_relaxed(in_band ? 1u : 0u);
+    sync::AtomicWord<std::uint32_t>(&mine.kind).store_relaxed(kind.pack());
     sync::AtomicWord<std::uint32_t>(&mine.shape).store_relaxed(encode_shape(args.shape));
-    mine.root_choice = rank == 0 ? args.root_choice : 0u;
-    mine.placement = args.placement;
-    if (!args.ok() || mine.reason[0] != 0) {
-      std::memset(mine.reason, 0, sizeof mine.reason);
-      std::memcpy(mine.reason, args.reason.data(),
-                  std::min(args.reason.size(), sizeof mine.reason - 1));
+    sync::AtomicWord<std::uint32_t>(&mine.root_choice)
+        .store_relaxed(rank == 0 ? args.root_choice : 0u);
+    // Stored only when it changes: the line stays this rank's while its calls stage.
+    if (!(detail.placement == args.placement)) detail.placement = args.placement;
+    if (!args.ok() || detail.reason[0] != 0) {
+      std::memset(detail.reason, 0, sizeof detail.reason);
+      std::memcpy(detail.reason, args.reason.data(),
+                  std::min(args.reason.size(), sizeof detail.reason - 1));
     }
     sync::AtomicWord<std::uint64_t>(&mine.seq).store_release(seq);
   }
@@ -224,17 +259,18 @@ class AreaControlPlane {
     // way this rank compares: a disagreement then aborts the communicator.
     bool steps_ran = in_band;
     for (int q = 0; q < nranks_ && !steps_ran; ++q)
-      steps_ran = sync::AtomicWord<std::uint32_t>(&call_of(q, seq).in_band).load_relaxed() != 0;
+      steps_ran =
+          CallKind::unpack(sync::AtomicWord<std::uint32_t>(&call_of(q, seq).kind).load_relaxed())
+              .in_band != 0;
     // Read (rank 0's root choice included) before the acknowledgement, after which the others
-    // may reuse the descriptors of this parity.
+    // may reuse these descriptors.
     Agreement a =
-        common_verdict([this, seq](int q) -> const CallDescriptor& { return call_of(q, seq); },
-                       nranks_, seq, steps_ran);
+        common_verdict([this, seq](int q) { return view_of(q, seq); }, nranks_, seq, steps_ran);
     if (a.verdict.empty() && !in_band) {
-      const CallDescriptor& first = call_of(0, seq);
+      const CallDetail& first = detail_of(0, seq);
       a.symmetric = first.placement.window != 0;
       for (int q = 1; q < nranks_ && a.symmetric; ++q)
-        a.symmetric = call_of(q, seq).placement == first.placement;
+        a.symmetric = detail_of(q, seq).placement == first.placement;
     }
     acknowledge(where.rank, seq);
     // Messages of a call the ranks disagree on leave the connections out of step.
@@ -245,28 +281,29 @@ class AreaControlPlane {
     return a;
   }
 
-  CallSummary summary(int q, int parity) const {
-    CallDescriptor& d = descriptors_[q].call[parity];
+  CallSummary summary(int q, std::size_t slot) const {
+    CallSummaryWords& d = descriptors_[q].call[slot];
     CallSummary c{};
     c.seq = sync::AtomicWord<std::uint64_t>(&d.seq).load_acquire();
     // Acquire, so that a second look at seq (check_in_band_calls) comes after these loads.
     c.count = sync::AtomicWord<std::uint64_t>(&d.count).load_acquire();
-    c.dtype = sync::AtomicWord<std::uint32_t>(&d.dtype).load_acquire();
-    c.op = sync::AtomicWord<std::uint32_t>(&d.op).load_acquire();
-    c.status = sync::AtomicWord<std::uint32_t>(&d.status).load_acquire();
-    c.in_band = sync::AtomicWord<std::uint32_t>(&d.in_band).load_acquire();
+    const CallKind k = CallKind::unpack(sync::AtomicWord<std::uint32_t>(&d.kind).load_acquire());
+    c.dtype = k.dtype;
+    c.op = k.op;
+    c.status = k.status;
+    c.in_band = k.in_band;
     c.shape = sync::AtomicWord<std::uint32_t>(&d.shape).load_acquire();
     return c;
   }
 
-  // For each parity, the newest call any rank has published: if it runs in band and its ranks
-  // disagree, raise the record (Mismatch, or the bad arguments' code) naming the first rank that
-  // differs from the first to publish. A descriptor rewritten while it is read is skipped (its
+  // For each descriptor slot, the newest call any rank has published: if it runs in band and its
+  // ranks disagree, raise the record (Mismatch, or the bad arguments' code) naming the first rank
+  // that differs from the first to publish. A descriptor rewritten while it is read is skipped (its
   // seq changes; it is looked at again on the next check).
   void check_in_band_calls() {
-    for (int parity = 0; parity < 2; ++parity) {
+    for (std::size_t slot = 0; slot < kCallDescriptors; ++slot) {
       std::uint64_t newest = 0;
-      for (int q = 0; q < nranks_; ++q) newest = std::max(newest, summary(q, parity).seq);
+      for (int q = 0; q < nranks_; ++q) newest = std::max(newest, summary(q, slot).seq);
       if (newest == 0) continue;
       bool in_band = false;
       int first = -1;
@@ -274,8 +311,8 @@ class AreaControlPlane {
       CallSummary reference{};
       ErrorCode code = ErrorCode::Mismatch;
       for (int q = 0; q < nranks_ && culprit < 0; ++q) {
-        const CallSummary c = summary(q, parity);
-        if (c.seq != newest || summary(q, parity).seq != newest) continue;
+        const CallSummary c = summary(q, slot);
+        if (c.seq != newest || summary(q, slot).seq != newest) continue;
         in_band = in_band || c.in_band != 0;
         if (c.status != 0) {
           culprit = q;

@@ -17,7 +17,7 @@
 //      LowLatency plan in which every rank takes part is compared by its messages, whose trailers
 //      carry the arguments (protocol/low_latency.hpp), and needs no comparison after the steps;
 //      an eager call (a broadcast or reduce of at most Config::eager_rooted_bytes) returns here
-//      and is compared when the rank's next call begins;
+//      and is compared when one of the rank's next calls begins (compare_eager_calls());
 //   5. the connections' per-call bases advance by their messages per call: counters never reset,
 //      the next call's messages follow this call's.
 // A transport whose ranks can read each other's registered windows passes the call's placement
@@ -68,6 +68,10 @@ inline void check_config(const Config& config, int nranks) {
   if (config.timeout.count() <= 0)
     throw_invalid_argument(-1, "Config::timeout", "> 0 ms", std::to_string(config.timeout.count()));
 }
+
+// How many eager calls a rank leaves uncompared before it looks whether its peers' arguments to
+// them are in (Communicator::compare_eager_calls): the calls whose summaries share a cache line.
+inline constexpr std::uint64_t kEagerComparePeriod = 4;
 
 // Timeouts from which a call's deadline starts from sync::coarse_now_ns(): a tick (at most 10 ms)
 // early is then at most 10% of the timeout.
@@ -173,19 +177,6 @@ class Communicator {
     o.deadline_ns = sync::deadline_after(o.start_ns, config_.timeout);
     FailurePoint here{rank, -1, -1, -1, FailurePoint::Waiting::nothing};
     if (plane_.aborted()) throw plane_.stopped_error(here, st.seq + 1);
-    if constexpr (InBandControlPlane<P>) {
-      // This rank's last call returned eagerly: compare its arguments before publishing these
-      // (the control plane's descriptors of that call stay until this rank has read them).
-      if (st.unverified_seq != 0) {
-        const std::uint64_t eager_seq = std::exchange(st.unverified_seq, 0);
-        const Agreement verdict = plane_.verify(eager_seq, o.deadline_ns, here);
-        if (!verdict.verdict.empty())
-          throw Error(verdict.code, rank,
-                      verdict.verdict + " (compared when call " + std::to_string(eager_seq + 1) +
-                          " began: Config::eager_rooted_bytes)");
-      }
-    }
-
     // 1. Local checks; rank 0 chooses how every rank writes its slots in this call.
     const bool allreduce = shape.collective == plan::Collective::allreduce;
     if (shape.collective != plans_.collective())
@@ -211,6 +202,7 @@ class Communicator {
       eager = plan::has_root(shape.collective) && !may_stream && config_.eager_rooted_bytes != 0 &&
               bytes <= config_.eager_rooted_bytes;
       in_band = in_band || eager;
+      compare_eager_calls(st, eager, o.deadline_ns, here);
     }
     // Small calls agree in band, after their steps, so they stage whatever their buffers.
     const bool windowed = placement.window != 0 && !in_band;
@@ -300,8 +292,8 @@ class Communicator {
     if constexpr (InBandControlPlane<P>) {
       if (eager) {
         // A broadcast's root or a reduce's leaf has received nothing that carried the others'
-        // arguments: the comparison waits for this rank's next call.
-        st.unverified_seq = o.seq;
+        // arguments: the comparison waits for one of this rank's next calls.
+        if (st.unverified_count++ == 0) st.unverified_first = o.seq;
       } else if (in_band && pp->low_latency && pp->nactive == nranks_) {
         // Every message taken carried this call's arguments, and every rank's input reached
         // this rank: every rank passed the same ones (protocol/low_latency.hpp).
@@ -318,6 +310,34 @@ class Communicator {
   }
 
  private:
+  // Compares the eager calls this rank returned from before every rank's arguments were in
+  // (oldest first; their descriptors stay until this rank has read them): every
+  // kEagerComparePeriod calls, those whose arguments are all in by then, without waiting; the
+  // oldest ones, waiting, while this call would leave more uncompared than the control plane
+  // holds; and all of them before a call that is not eager, which waits for its peers anyway and
+  // must report an earlier disagreement first. So a broadcast's root (a reduce's leaf) runs up to
+  // max_unverified_calls() calls ahead of its slowest peer, as far as its connections' FIFOs
+  // allow, where comparing at once would make it wait for that peer's arrival every call; and it
+  // reads its peers' descriptors once per period, a cache line per peer for the period's calls
+  // (runtime/shared_area.hpp), not once per call.
+  void compare_eager_calls(rank_state& st, bool eager, std::uint64_t deadline_ns,
+                           FailurePoint here) {
+    const std::uint64_t most = plane_.max_unverified_calls();
+    if (eager && st.unverified_count < most && st.unverified_count % kEagerComparePeriod != 0)
+      return;
+    while (st.unverified_count != 0) {
+      const std::uint64_t seq = st.unverified_first;
+      if (eager && st.unverified_count < most && !plane_.published_by_all(seq, here)) return;
+      ++st.unverified_first;
+      --st.unverified_count;
+      const Agreement verdict = plane_.verify(seq, deadline_ns, here);
+      if (!verdict.verdict.empty())
+        throw Error(verdict.code, here.rank,
+                    verdict.verdict + " (compared when call " + std::to_string(st.seq + 1) +
+                        " began: Config::eager_rooted_bytes)");
+    }
+  }
+
   // Records a timed call in its bucket's tuner, scaled to the bucket's smallest size so that calls
   // of different sizes in one bucket compare as per-byte times.
   static void record(SlotStoreTuner& tuner, std::uint32_t mode, std::uint64_t bytes,

@@ -128,6 +128,11 @@ concept InBandControlPlane = ControlPlane<P> &&
   // After the steps of a call whose messages compared the arguments instead (LowLatency trailers,
   // every rank active): every rank has published call `seq`, none needs reading.
   p.settle(seq, where);
+  // Eager calls (Config::eager_rooted_bytes) are compared later, in order: whether every rank has
+  // published call `seq` yet (no wait), and how many calls a rank may leave uncompared when it
+  // publishes its next.
+  { p.published_by_all(seq, where) } -> std::same_as<bool>;
+  { p.max_unverified_calls() } -> std::convertible_to<std::uint64_t>;
 };
 
 // The first failure as every rank reports it, from the abort record.

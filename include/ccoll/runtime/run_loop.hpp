@@ -39,8 +39,10 @@ inline std::size_t slot_store_bucket(std::uint64_t bytes) {
 // What one rank keeps between calls (only that rank's thread touches it).
 template <Connection C>
 struct alignas(128) RankState {
-  std::uint64_t seq = 0;                             // calls attempted
-  std::uint64_t unverified_seq = 0;                  // an eager call to compare (0: none)
+  std::uint64_t seq = 0;  // calls attempted
+  // Eager calls returned from but not yet compared: unverified_count calls from unverified_first.
+  std::uint64_t unverified_first = 0;
+  std::uint64_t unverified_count = 0;
   std::vector<std::uint64_t> base_by_set;            // messages of earlier calls per set connection
   std::vector<std::uint64_t> base;                   // per connection of the current plan
   std::vector<std::uint32_t> pcs;                    // per channel: next step

@@ -27,7 +27,7 @@ namespace ccoll::runtime {
 
 // Changes with the area's layout and with the format of its messages, so that processes of
 // builds that would misread each other never attach to one area.
-inline constexpr std::uint64_t kAreaMagic = 0x63636f6c6c763034ull;  // "ccollv04"
+inline constexpr std::uint64_t kAreaMagic = 0x63636f6c6c763035ull;  // "ccollv05"
 inline constexpr std::size_t kPage = 4096;
 
 struct alignas(128) AreaHeader {
@@ -43,20 +43,40 @@ struct alignas(128) AreaHeader {
   alignas(128) sync::AbortRecord abort;
 };
 
-// One rank's arguments for one call, published for the others to compare. Each rank has two,
-// used by calls of alternate parity, so that a rank may publish call s while a slower peer still
-// reads call s-1 (runtime/area_control_plane.hpp).
-struct alignas(128) CallDescriptor {
+// One rank's arguments for one call, published for the others to compare. Each rank has
+// kCallDescriptors of them, used in turn (call s in s % kCallDescriptors), so that a rank may
+// publish call s while a slower peer still reads one of the calls before it: one call earlier in
+// the common case, several when eager broadcasts and reduces run ahead
+// (runtime/area_control_plane.hpp). What every comparison reads is packed four calls to a cache
+// line (CallSummaryWords), so a rank that compares several calls at once reads one line per peer
+// for four of them; the rest (CallDetail) is read only by calls that agree before their steps
+// (the placement) and when a rank's arguments are bad (the reason).
+inline constexpr std::uint64_t kCallDescriptors = 16;
+
+// The kind of a call in one word: datatype, op, status (0: arguments fine; otherwise
+// 1 + ErrorCode) and in_band (1: the rank checks this call after its steps, not before), a byte
+// each.
+struct CallKind {
+  std::uint32_t dtype = 0, op = 0, status = 0, in_band = 0;
+  std::uint32_t pack() const { return dtype | op << 8 | status << 16 | in_band << 24; }
+  static CallKind unpack(std::uint32_t w) {
+    return {w & 0xffu, w >> 8 & 0xffu, w >> 16 & 0xffu, w >> 24 & 0xffu};
+  }
+};
+
+struct CallSummaryWords {
   std::uint64_t seq = 0;  // the call this describes (1, 2, ...); written last (release)
   std::uint64_t count = 0;
-  std::uint32_t dtype = 0;
-  std::uint32_t op = 0;
-  std::uint32_t status = 0;       // 0: arguments fine; otherwise 1 + ErrorCode
-  std::uint32_t root_choice = 0;  // rank 0 only: CallArgs::root_choice
-  std::uint32_t in_band = 0;      // 1: the rank checks this call after its steps, not before
   std::uint32_t shape = 0;        // encode_shape(CallArgs::shape)
-  WindowPlacement placement;      // CallArgs::placement
-  char reason[160] = {};          // the local error's text (truncated)
+  std::uint32_t kind = 0;         // CallKind::pack()
+  std::uint32_t root_choice = 0;  // rank 0 only: CallArgs::root_choice
+  std::uint32_t unused = 0;
+};
+static_assert(sizeof(CallSummaryWords) == 32);
+
+struct alignas(128) CallDetail {
+  WindowPlacement placement;  // CallArgs::placement
+  char reason[160] = {};      // the local error's text (truncated)
 };
 
 // What one rank publishes to the others: its calls' arguments and its liveness.
@@ -64,7 +84,8 @@ struct alignas(128) RankDescriptor {
   std::uint64_t ack = 0;  // the last call whose descriptors this rank has read
   std::uint32_t attached_generation = 0;
   std::int64_t pid = 0;  // processes: the process that claimed this rank (0: threads)
-  CallDescriptor call[2];
+  alignas(128) CallSummaryWords call[kCallDescriptors];
+  CallDetail detail[kCallDescriptors];
 };
 
 struct AreaLayout {
