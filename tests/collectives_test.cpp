@@ -336,17 +336,23 @@ std::vector<std::string> calls_until_error(int p, const std::function<void(int, 
         call(r, i);
       } catch (const Error& e) {
         return std::string(e.code() == ErrorCode::Mismatch ? "Mismatch" : to_string(e.code())) +
-               ": " + e.what();
+               ": " + e.what() + " [call " + std::to_string(i + 1) + "]";
       }
     }
     return "no error";
   });
 }
 
+// The call (1, 2, ...) at which calls_until_error()'s rank threw (0: none).
+int call_that_threw(const std::string& outcome) {
+  const auto at = outcome.rfind(" [call ");
+  return at == std::string::npos ? 0 : std::stoi(outcome.substr(at + 7));
+}
+
 }  // namespace
 
 TEST_CASE("eager broadcast and reduce: every plan, roots, counts and FIFO depth, many calls") {
-  // Roots and leaves run ahead of the others by up to the FIFO's depth and one comparison.
+  // Roots and leaves run ahead of the others by up to the FIFO's depth (a few calls here).
   for (int p : {1, 2, 3, 4, 5, 8}) {
     Broadcast<transport::HostThreads, algo::Ring> chain(eager_config(p));
     check_every_case(chain, p, {1, 65, 1000}, p == 3);
@@ -390,6 +396,12 @@ TEST_CASE(
       INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
       CHECK(outcome[static_cast<std::size_t>(r)].rfind("Mismatch", 0) == 0);
       CHECK(outcome[static_cast<std::size_t>(r)].find("rank 3") != std::string::npos);
+      // The ranks stay within the FIFO's depth (2) of each other, so every rank has published
+      // call 1 by the time any rank has made kEagerComparePeriod more calls: the first periodic
+      // comparison finds the disagreement, well before the descriptors fill up.
+      CHECK(call_that_threw(outcome[static_cast<std::size_t>(r)]) >= 1);
+      CHECK(call_that_threw(outcome[static_cast<std::size_t>(r)]) <=
+            static_cast<int>(runtime::kEagerComparePeriod) + 1);
     }
   }
   SUBCASE("reduce: roots that differ, so that no rank waits for a message that comes") {
@@ -422,7 +434,8 @@ TEST_CASE(
         } catch (const Error& e) {
           seen += e.code() == ErrorCode::Mismatch ? "Mismatch " : "other ";
         }
-        // The others compare the first call only at their second: rank 1 retries before that.
+        // The others have not compared the first call by their second (they compare every few
+        // calls); they stop at the abort rank 1 raises.
         if (r != 1 && i == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
       return seen;
@@ -452,39 +465,49 @@ TEST_CASE(
 }
 
 TEST_CASE("eager broadcast and reduce: a root and a leaf run many calls ahead of the others") {
-  // Rank 1 begins only once rank 0 has returned from all its calls: under agreement first, rank 0
-  // would wait for rank 1's arguments to its first call until its timeout. Rank 0 may run as
-  // many calls ahead as the control plane leaves uncompared (and its FIFO holds: one message
-  // per call here); each call's data must still reach rank 1's call of the same number.
+  // Rank 0 (a broadcast's root, a reduce's leaf) makes all its calls while rank 1 starts late.
+  // It returns from kMaxUnverifiedCalls calls before rank 1 has made one (under agreement first,
+  // or comparing at the next call, it would wait for rank 1's arguments to its first call), and
+  // then waits in the next: its comparisons would otherwise overrun the control plane's
+  // descriptors. Its later calls reuse every descriptor while it runs ahead; each call's data
+  // must still reach rank 1's call of the same number.
   const int p = 2;
   const int ahead = static_cast<int>(runtime::AreaControlPlane::kMaxUnverifiedCalls);
+  const int calls = 3 * static_cast<int>(runtime::kCallDescriptors);
   Config c = eager_config(p);
-  c.slot_bytes = 4096;
-  c.nslots = static_cast<std::uint32_t>(ahead);
+  c.slot_bytes = 4096;  // one message per call: the FIFO holds rank 0's calls ahead
+  c.nslots = static_cast<std::uint32_t>(ahead + 1);
   c.timeout = std::chrono::milliseconds(5000);
   const std::size_t n = 100;
   auto check = [&](auto& coll, auto call) {
-    std::atomic<bool> returned{false};
+    std::atomic<int> returned{0};
+    int returned_before_rank1 = -1;
     const auto outcome = on_threads(p, [&](int r) -> std::string {
       if (r == 0) {
-        for (int i = 0; i < ahead; ++i) call(coll, 0, i);
-        returned.store(true);
+        for (int i = 0; i < calls; ++i) {
+          call(coll, 0, i);
+          returned.store(i + 1);
+        }
         return "";
       }
       const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-      while (!returned.load())
-        if (std::chrono::steady_clock::now() > give_up) return "rank 0 did not return first";
-      for (int i = 0; i < ahead; ++i) call(coll, 1, i);
+      while (returned.load() < ahead)
+        if (std::chrono::steady_clock::now() > give_up)
+          return "rank 0 returned from " + std::to_string(returned.load()) + " calls alone";
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      returned_before_rank1 = returned.load();
+      for (int i = 0; i < calls; ++i) call(coll, 1, i);
       return "";
     });
     for (int r = 0; r < p; ++r) CHECK(outcome[static_cast<std::size_t>(r)] == "");
+    CHECK(returned_before_rank1 == ahead);
   };
   // buf[r][i]: rank r's buffer of call i.
   std::vector<std::vector<std::vector<float>>> buf(
-      p, std::vector<std::vector<float>>(static_cast<std::size_t>(ahead)));
+      p, std::vector<std::vector<float>>(static_cast<std::size_t>(calls)));
   SUBCASE("broadcast from rank 0") {
     Broadcast<transport::HostThreads, algo::Direct> bc(c);
-    for (int i = 0; i < ahead; ++i) {
+    for (int i = 0; i < calls; ++i) {
       buf[0][static_cast<std::size_t>(i)].assign(n, static_cast<float>(i) + 0.5f);
       buf[1][static_cast<std::size_t>(i)].assign(n, -1.0f);
     }
@@ -492,13 +515,13 @@ TEST_CASE("eager broadcast and reduce: a root and a leaf run many calls ahead of
       float* b = buf[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)].data();
       coll.rank(r).run(b, b, n, DataType::f32, 0);
     });
-    for (int i = 0; i < ahead; ++i)
+    for (int i = 0; i < calls; ++i)
       CHECK(buf[1][static_cast<std::size_t>(i)] ==
             std::vector<float>(n, static_cast<float>(i) + 0.5f));
   }
   SUBCASE("reduce to rank 1") {
     Reduce<transport::HostThreads, algo::Direct> rd(c);
-    for (int i = 0; i < ahead; ++i) {
+    for (int i = 0; i < calls; ++i) {
       buf[0][static_cast<std::size_t>(i)].assign(n, static_cast<float>(i));
       buf[1][static_cast<std::size_t>(i)].assign(n, 1.5f);
     }
@@ -506,7 +529,7 @@ TEST_CASE("eager broadcast and reduce: a root and a leaf run many calls ahead of
       float* b = buf[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)].data();
       coll.rank(r).run(b, b, n, DataType::f32, ReduceOp::sum, 1);
     });
-    for (int i = 0; i < ahead; ++i)
+    for (int i = 0; i < calls; ++i)
       CHECK(buf[1][static_cast<std::size_t>(i)] ==
             std::vector<float>(n, static_cast<float>(i) + 1.5f));
   }

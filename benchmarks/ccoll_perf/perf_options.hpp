@@ -362,7 +362,8 @@ inline std::string usage_text() {
                           them), default: the library's (64K)
       --eager_rooted B    ccoll::Config::eager_rooted_bytes: broadcasts and reduces of at
                           most B bytes return once the rank's steps are done and compare
-                          arguments at the rank's next call; default: the library's (0: never)
+                          arguments at one of the rank's next calls; default: the library's
+                          (0: never)
       --window 0|1        --transport shm: put every rank's buffers in a registered window
                           of the collective (allocate_window), so that calls read their peers'
                           buffers directly instead of staging them (allreduce: above

@@ -15,9 +15,9 @@
 // communicator (also on ranks that compared first: each rank decides by its own count and Config),
 // and check_peers() stops ranks that wait for a peer that disagrees. Eager broadcasts and reduces
 // (Config::eager_rooted_bytes) publish the same way and are compared later, at one of their rank's
-// next calls: once every rank's arguments are in, and at the latest when the rank would leave
-// more than kMaxUnverifiedCalls calls uncompared, so a rank runs up to that many calls ahead of
-// its slowest peer's arrival instead of waiting for it every call. A
+// next calls: once every rank's arguments are in, and at the latest when kMaxUnverifiedCalls are
+// pending, so a rank runs that many calls ahead of its slowest peer's arrival instead of waiting
+// for it every call. A
 // LowLatency call in which every rank takes part skips step 2 (settle): its messages carry the
 // arguments and are taken only by ranks with the same ones (protocol/low_latency.hpp), so its
 // completion is the comparison, and ranks that disagree wait until check_peers() names the rank
@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -109,9 +110,10 @@ class AreaControlPlane {
     return read_verdict(seq, deadline_ns, where, true);
   }
 
-  // Eager calls a rank may leave uncompared when it publishes its next call: the descriptors it
-  // reuses then belong to calls every rank has compared (write_descriptor).
-  static constexpr std::uint64_t kMaxUnverifiedCalls = kCallDescriptors - 2;
+  // Eager calls pending comparison at which a rank's next call waits for the oldest: a rank then
+  // publishes call s with at most kMaxUnverifiedCalls - 1 earlier calls uncompared, having
+  // compared every call up to s - kCallDescriptors + 1, on which write_descriptor relies.
+  static constexpr std::uint64_t kMaxUnverifiedCalls = kCallDescriptors - 1;
   std::uint64_t max_unverified_calls() const { return kMaxUnverifiedCalls; }
 
   // Whether every rank has published its arguments to call `seq`: a look, no wait.
@@ -205,7 +207,7 @@ class AreaControlPlane {
   // Publishes this rank's arguments to call `seq` (its seq last, with release). Its descriptor
   // was last used by call seq - kCallDescriptors, which every rank must have read. A rank that
   // publishes call s has compared every call up to s - kCallDescriptors + 1 (the communicator
-  // leaves at most kMaxUnverifiedCalls eager calls uncompared), so once this rank has seen every
+  // leaves fewer than kMaxUnverifiedCalls eager calls uncompared), so once this rank has seen every
   // rank's descriptor of call seq-1, every rank is done with seq - kCallDescriptors and nothing
   // needs to be read here: the common case, which then touches no other rank's memory. Otherwise
   // (this rank runs ahead with eager calls, or its last call failed before it read the others)
@@ -226,6 +228,10 @@ class AreaControlPlane {
     }
     CallSummaryWords& mine = call_of(rank, seq);
     CallDetail& detail = detail_of(rank, seq);
+    // The old call's seq goes first, so that check_peers() never takes the new fields for the old
+    // call's (it reads seq, the fields, then seq again).
+    sync::AtomicWord<std::uint64_t>(&mine.seq).store_relaxed(0);
+    std::atomic_thread_fence(std::memory_order_release);
     const CallKind kind{static_cast<std::uint32_t>(args.dtype), static_cast<std::uint32_t>(args.op),
                         args.ok() ? 0u : 1u + static_cast<std::uint32_t>(args.error),
                         in_band ? 1u : 0u};

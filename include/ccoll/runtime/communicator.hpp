@@ -293,7 +293,8 @@ class Communicator {
       if (eager) {
         // A broadcast's root or a reduce's leaf has received nothing that carried the others'
         // arguments: the comparison waits for one of this rank's next calls.
-        if (st.unverified_count++ == 0) st.unverified_first = o.seq;
+        if (st.unverified_first == st.unverified_end) st.unverified_first = o.seq;
+        st.unverified_end = o.seq + 1;
       } else if (in_band && pp->low_latency && pp->nactive == nranks_) {
         // Every message taken carried this call's arguments, and every rank's input reached
         // this rank: every rank passed the same ones (protocol/low_latency.hpp).
@@ -323,13 +324,12 @@ class Communicator {
   void compare_eager_calls(rank_state& st, bool eager, std::uint64_t deadline_ns,
                            FailurePoint here) {
     const std::uint64_t most = plane_.max_unverified_calls();
-    if (eager && st.unverified_count < most && st.unverified_count % kEagerComparePeriod != 0)
-      return;
-    while (st.unverified_count != 0) {
+    const auto pending = [&st] { return st.unverified_end - st.unverified_first; };
+    if (eager && pending() < most && pending() % kEagerComparePeriod != 0) return;
+    while (pending() != 0) {
       const std::uint64_t seq = st.unverified_first;
-      if (eager && st.unverified_count < most && !plane_.published_by_all(seq, here)) return;
+      if (eager && pending() < most && !plane_.published_by_all(seq, here)) return;
       ++st.unverified_first;
-      --st.unverified_count;
       const Agreement verdict = plane_.verify(seq, deadline_ns, here);
       if (!verdict.verdict.empty())
         throw Error(verdict.code, here.rank,

@@ -40,9 +40,11 @@ inline std::size_t slot_store_bucket(std::uint64_t bytes) {
 template <Connection C>
 struct alignas(128) RankState {
   std::uint64_t seq = 0;  // calls attempted
-  // Eager calls returned from but not yet compared: unverified_count calls from unverified_first.
+  // Eager calls returned from but not yet compared: [unverified_first, unverified_end). A call
+  // between two eager ones that failed after publishing its arguments lies inside the range and
+  // is compared with them.
   std::uint64_t unverified_first = 0;
-  std::uint64_t unverified_count = 0;
+  std::uint64_t unverified_end = 0;
   std::vector<std::uint64_t> base_by_set;            // messages of earlier calls per set connection
   std::vector<std::uint64_t> base;                   // per connection of the current plan
   std::vector<std::uint32_t> pcs;                    // per channel: next step
