@@ -26,14 +26,13 @@
 // first failure wins the record, so every rank reports the root cause. Ranks that are processes
 // record their pid in their descriptor; check_peers() (every kPeerCheckNs of waiting) raises the
 // record for a rank whose process is gone, so a killed peer is reported within a fraction of a
-// second, naming it, whatever Config::timeout is.
+// second, naming it, whatever Config::timeout is; a wait for one rank checks that rank only.
 #pragma once
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -134,8 +133,15 @@ class AreaControlPlane {
 
   // Raises the abort record for the first rank whose process no longer exists, and for an
   // in-band call whose ranks disagree (a rank may wait for messages its peer never sends).
-  void check_peers() {
+  void check_peers() { check_peers(-1); }
+  // The same for a rank that waits for `waited_for` (-1: for any rank): only that rank's process
+  // is checked. A rank that returned from its last calls (eager broadcasts and reduces return
+  // early) and exited has left its messages in its peers' FIFOs; a peer still finishing them
+  // while it waits for another rank must not report it dead. A dead rank that someone does wait
+  // for is found by that waiter, whose abort stops the others.
+  void check_peers(int waited_for) {
     for (int q = 0; q < nranks_; ++q) {
+      if (waited_for >= 0 && q != waited_for) continue;
       const auto pid =
           static_cast<pid_t>(sync::AtomicWord<std::int64_t>(&descriptors_[q].pid).load_acquire());
       if (pid > 0 && pid != ::getpid() && process_gone(pid)) {
@@ -229,17 +235,17 @@ class AreaControlPlane {
     CallSummaryWords& mine = call_of(rank, seq);
     CallDetail& detail = detail_of(rank, seq);
     // The old call's seq goes first, so that check_peers() never takes the new fields for the old
-    // call's (it reads seq, the fields, then seq again).
+    // call's (it reads seq, the fields, then seq again): the fields are stored with release, so a
+    // reader that sees one of them sees this store too.
     sync::AtomicWord<std::uint64_t>(&mine.seq).store_relaxed(0);
-    std::atomic_thread_fence(std::memory_order_release);
     const CallKind kind{static_cast<std::uint32_t>(args.dtype), static_cast<std::uint32_t>(args.op),
                         args.ok() ? 0u : 1u + static_cast<std::uint32_t>(args.error),
                         in_band ? 1u : 0u};
-    sync::AtomicWord<std::uint64_t>(&mine.count).store_relaxed(args.count);
-    sync::AtomicWord<std::uint32_t>(&mine.kind).store_relaxed(kind.pack());
-    sync::AtomicWord<std::uint32_t>(&mine.shape).store_relaxed(encode_shape(args.shape));
+    sync::AtomicWord<std::uint64_t>(&mine.count).store_release(args.count);
+    sync::AtomicWord<std::uint32_t>(&mine.kind).store_release(kind.pack());
+    sync::AtomicWord<std::uint32_t>(&mine.shape).store_release(encode_shape(args.shape));
     sync::AtomicWord<std::uint32_t>(&mine.root_choice)
-        .store_relaxed(rank == 0 ? args.root_choice : 0u);
+        .store_release(rank == 0 ? args.root_choice : 0u);
     // Stored only when it changes: the line stays this rank's while its calls stage.
     if (!(detail.placement == args.placement)) detail.placement = args.placement;
     if (!args.ok() || detail.reason[0] != 0) {
@@ -350,7 +356,7 @@ class AreaControlPlane {
           now + kPeerCheckNs < deadline_ns ? now + kPeerCheckNs : deadline_ns;
       r = c.wait(target, &header_->abort.flag, slice, policy_);
       if (r != sync::WaitResult::Timeout || slice == deadline_ns) break;
-      check_peers();
+      check_peers(peer);
     }
     if (r == sync::WaitResult::Ok) return;
     FailurePoint where{rank, -1, -1, peer, FailurePoint::Waiting::arrival};
