@@ -26,8 +26,7 @@
 // first failure wins the record, so every rank reports the root cause. Ranks that are processes
 // record their pid in their descriptor; check_peers() (every kPeerCheckNs of waiting) raises the
 // record for a rank whose process is gone, so a killed peer is reported within a fraction of a
-// second, naming it, whatever Config::timeout is. A process that destroys its communicator marks
-// its rank as left (a negative pid), which is reported only to a rank that waits for it.
+// second, naming it, whatever Config::timeout is.
 #pragma once
 
 #include <signal.h>
@@ -134,25 +133,12 @@ class AreaControlPlane {
 
   // Raises the abort record for the first rank whose process no longer exists, and for an
   // in-band call whose ranks disagree (a rank may wait for messages its peer never sends).
-  void check_peers() { check_peers(kNoRank); }
-  // The same for a rank that waits for `waited_for` (kEveryRank: for all of them): a rank that
-  // left (destroyed its communicator: a negative pid, runtime/shared_area.hpp) is reported only
-  // when waited for. A rank that returned from its last calls (eager broadcasts and reduces
-  // return early) and exited has left its messages in its peers' FIFOs, so a peer still
-  // finishing them while it waits for another rank must not report it; one that waits for it
-  // would wait for ever.
-  static constexpr int kNoRank = -1;
-  static constexpr int kEveryRank = -2;  // transport::SharedWindow::kEveryPeer
-  void check_peers(int waited_for) {
+  void check_peers() {
     for (int q = 0; q < nranks_; ++q) {
       const auto pid =
           static_cast<pid_t>(sync::AtomicWord<std::int64_t>(&descriptors_[q].pid).load_acquire());
       if (pid > 0 && pid != ::getpid() && process_gone(pid)) {
         raise(ErrorCode::Aborted, FailurePoint{q, -1, -1, q, FailurePoint::Waiting::dead});
-        return;
-      }
-      if (pid < 0 && (waited_for == q || waited_for == kEveryRank)) {
-        raise(ErrorCode::Aborted, FailurePoint{q, -1, -1, q, FailurePoint::Waiting::left});
         return;
       }
     }
@@ -363,7 +349,7 @@ class AreaControlPlane {
           now + kPeerCheckNs < deadline_ns ? now + kPeerCheckNs : deadline_ns;
       r = c.wait(target, &header_->abort.flag, slice, policy_);
       if (r != sync::WaitResult::Timeout || slice == deadline_ns) break;
-      check_peers(peer);
+      check_peers();
     }
     if (r == sync::WaitResult::Ok) return;
     FailurePoint where{rank, -1, -1, peer, FailurePoint::Waiting::arrival};

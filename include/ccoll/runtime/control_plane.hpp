@@ -26,15 +26,13 @@ struct FailurePoint {
   int channel = -1;  // -1: outside the steps (agreement, plan lookup)
   std::int64_t step = -1;
   int peer = -1;
-  // What the rank was waiting for; `dead`: the rank itself is gone (its process exited without
-  // leaving); `left`: it destroyed its communicator while a peer waited for it.
+  // What the rank was waiting for; `dead`: the rank itself is gone (its process exited).
   enum class Waiting : std::uint32_t {
     nothing = 0,
     message = 1,
     free_slot = 2,
     arrival = 3,
-    dead = 4,
-    left = 5
+    dead = 4
   };
   Waiting waiting_for = Waiting::nothing;
 };
@@ -143,10 +141,6 @@ inline std::string describe_abort(const sync::AbortRecord& a) {
   std::ostringstream os;
   if (a.waiting_for == static_cast<std::uint32_t>(FailurePoint::Waiting::dead)) {
     os << "rank " << a.rank << " died (its process is gone)";
-    return os.str();
-  }
-  if (a.waiting_for == static_cast<std::uint32_t>(FailurePoint::Waiting::left)) {
-    os << "rank " << a.rank << " left (it destroyed its communicator while waited for)";
     return os.str();
   }
   if (static_cast<ErrorCode>(a.code) == ErrorCode::Mismatch) {

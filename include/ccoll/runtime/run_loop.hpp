@@ -81,31 +81,6 @@ struct StepOptions {
   std::uint32_t progress_channels = 0;
 };
 
-// Checks the peers' processes (ControlPlane::check_peers), naming the peers this rank's
-// unfinished channels wait for where the control plane tells those apart (AreaControlPlane: a
-// rank that left is reported only to a rank that waits for it).
-template <class T, ControlPlane P, Connection C>
-void check_blocking_peers(P& plane, ProgramContext<T, C>& ctx, const plan::Plan& p,
-                          const RankState<C>& st, int rank) {
-  if constexpr (requires { plane.check_peers(0); }) {
-    bool checked = false;
-    for (std::uint32_t c = 0; c < p.channels.size(); ++c) {
-      const auto& steps = p.channels[c].programs[static_cast<std::size_t>(rank)].steps;
-      if (st.pcs[c] >= steps.size()) continue;
-      ctx.steps = steps.data();
-      ctx.nsteps = static_cast<std::uint32_t>(steps.size());
-      ctx.channel = c;
-      const StepFailure f = blocked_port<HostGroup>(ctx, st.pcs[c], sync::WaitResult::Timeout);
-      if (f.peer < 0) continue;  // the channel can go on now
-      plane.check_peers(f.peer);
-      checked = true;
-    }
-    if (!checked) plane.check_peers();
-  } else {
-    plane.check_peers();
-  }
-}
-
 template <class T, ReduceOp Op, ControlPlane P, Connection C>
 void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, const T* input,
                T* output, const StepOptions& o, const sync::WaitPolicy& policy) {
@@ -157,7 +132,7 @@ void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, 
       if (next_peer_check == 0) {
         next_peer_check = now + kPeerCheckIntervalNs;
       } else if (now >= next_peer_check) {
-        check_blocking_peers(plane, ctx, p, st, rank);
+        plane.check_peers();
         next_peer_check = now + kPeerCheckIntervalNs;
       }
     }

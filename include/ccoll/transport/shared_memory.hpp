@@ -124,12 +124,6 @@ struct SharedMemory {
     }
     ~Executor() {
       if (header_ != nullptr) {
-        // Left, not dead: a peer still finishing calls this rank returned from early (eager
-        // broadcasts and reduces) must not report it gone; one waiting for it reports it left.
-        auto* d = reinterpret_cast<runtime::RankDescriptor*>(
-            area_ + runtime::area_layout(comm_).descriptors);
-        std::int64_t self = ::getpid();
-        sync::AtomicWord<std::int64_t>(&d[config_.rank].pid).compare_exchange(self, -self);
         const std::uint32_t left =
             sync::AtomicWord<std::uint32_t>(&header_->left).fetch_add_acq_rel(1) + 1;
         if (left == static_cast<std::uint32_t>(config_.nranks)) unlink_if_ours();
@@ -201,9 +195,8 @@ struct SharedMemory {
       const auto id = static_cast<std::uint32_t>(windows_.size());
       auto& plane = comm_.control_plane();
       const int rank = config_.rank;
-      // Raises the abort record for a peer whose process is gone, or that left while waited for.
-      auto check_peers = [&plane, rank, id](int waited_for) {
-        plane.check_peers(waited_for);
+      auto check_peers = [&plane, rank, id] {
+        plane.check_peers();  // raises the abort record for a peer whose process is gone
         if (!plane.aborted()) return;
         const Error e = plane.stopped_error(
             runtime::FailurePoint{rank, -1, -1, -1, runtime::FailurePoint::Waiting::arrival}, 0);
@@ -527,9 +520,8 @@ struct SharedMemory {
         if (!sync::AtomicWord<std::int64_t>(&d[config_.rank].pid)
                  .compare_exchange(expected, self) &&
             expected != self) {
-          // A negative pid: a process that held the rank and left (~Executor).
           const auto holder = static_cast<pid_t>(expected);
-          if (holder > 0 && (::kill(holder, 0) == 0 || errno != ESRCH)) {
+          if (::kill(holder, 0) == 0 || errno != ESRCH) {
             throw Error(ErrorCode::Mismatch, config_.rank,
                         "rank " + std::to_string(config_.rank) + " of segment '" + name_ +
                             "' is already held by process " + std::to_string(holder) +
