@@ -129,8 +129,8 @@ concept InBandControlPlane = ControlPlane<P> &&
   // every rank active): every rank has published call `seq`, none needs reading.
   p.settle(seq, where);
   // Eager calls (Config::eager_rooted_bytes) are compared later, in order: whether every rank has
-  // published call `seq` yet (no wait), and how many calls a rank may leave uncompared when it
-  // publishes its next.
+  // published call `seq` yet (no wait), and how many pending calls make a rank's next call wait
+  // for the oldest.
   { p.published_by_all(seq, where) } -> std::same_as<bool>;
   { p.max_unverified_calls() } -> std::convertible_to<std::uint64_t>;
 };
