@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ccoll/algo/direct.hpp"
@@ -19,6 +20,7 @@
 
 using namespace ccoll;
 using namespace std::chrono_literals;
+using process_ranks::error_code_of;
 using process_ranks::on_processes;
 using process_ranks::require_all_ok;
 
@@ -121,5 +123,64 @@ TEST_CASE("shm eager broadcast and reduce: many calls in processes; a disagreeme
     });
     INFO("P=" << p);
     require_all_ok(out);
+  }
+}
+
+TEST_CASE("shm eager broadcast: a root that returned from its calls and exited is not dead") {
+  // Rank 0 broadcasts along the chain 0 -> 1 -> 2 and its process exits once its calls have
+  // returned, its messages still in rank 1's FIFO. Rank 2 waits for rank 1, which starts late,
+  // for longer than the peer checks' interval: rank 0's process is gone by then, but it left (it
+  // destroyed its communicator) and nobody waits for it, so it must not be reported dead.
+  const int p = 3;
+  const int calls = static_cast<int>(runtime::AreaControlPlane::kMaxUnverifiedCalls);
+  const std::string session = process_ranks::unique_session("coll-eager-exit");
+  auto out = on_processes(p, [&](int r) -> std::string {
+    Config c = shm_config(p, r, session);
+    c.eager_rooted_bytes = 4096;
+    c.slot_bytes = 4096;  // one message per call and channel: rank 0's calls fit the FIFO
+    c.nslots = static_cast<std::uint32_t>(calls);
+    Broadcast<transport::SharedMemory, algo::Ring> bc(c);
+    if (r == 1) std::this_thread::sleep_for(400ms);
+    for (int i = 0; i < calls; ++i) {
+      std::vector<float> buf(64, r == 0 ? static_cast<float>(i) : -1.0f);
+      bc.run(buf.data(), buf.data(), buf.size(), DataType::f32, 0);
+      if (buf != std::vector<float>(64, static_cast<float>(i)))
+        return "call " + std::to_string(i) + ": wrong data";
+    }
+    return "";
+  });
+  require_all_ok(out);
+}
+
+TEST_CASE("shm: a rank waiting for a rank that left is told so, long before its timeout") {
+  // Rank 0 runs one call fewer and destroys its communicator; rank 1 waits for it in its last
+  // call: for its arguments (an allreduce that agrees first) or for its message (an eager
+  // broadcast, which waits in its steps). Rank 1 reports that rank 0 left, within a fraction of
+  // a second of a 10 s timeout; rank 0 reports nothing.
+  for (const bool eager : {false, true}) {
+    const std::string session = process_ranks::unique_session("coll-left");
+    const auto start = std::chrono::steady_clock::now();
+    auto out = on_processes(2, [&](int r) -> std::string {
+      Config c = shm_config(2, r, session);
+      c.eager_rooted_bytes = eager ? 4096 : 0;
+      std::vector<float> buf(eager ? 64 : 1u << 16, 1.0f);
+      const int calls = r == 0 ? 1 : 2;
+      if (eager) {
+        Broadcast<transport::SharedMemory, algo::Ring> bc(c);
+        for (int i = 0; i < calls; ++i)
+          bc.run(buf.data(), buf.data(), buf.size(), DataType::f32, 0);
+      } else {
+        Allreduce<transport::SharedMemory, algo::Ring> ar(c);
+        for (int i = 0; i < calls; ++i)
+          ar.run(buf.data(), buf.data(), buf.size(), DataType::f32, ReduceOp::sum);
+      }
+      return "";
+    });
+    const auto took = std::chrono::steady_clock::now() - start;
+    INFO("eager " << eager << ": " << out[0].message << " | " << out[1].message);
+    CHECK(out[0].exit_code == 0);
+    CHECK(error_code_of(out[1]) == static_cast<int>(ErrorCode::Aborted));
+    CHECK(out[1].message.find("rank 0 left") != std::string::npos);
+    CHECK(took < 5s);
   }
 }

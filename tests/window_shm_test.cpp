@@ -520,7 +520,7 @@ TEST_CASE(
     const Outcome& o = out[static_cast<std::size_t>(r)];
     INFO("rank " << r << ": " << o.message);
     CHECK(error_code_of(o) == static_cast<int>(ErrorCode::Aborted));
-    CHECK(o.message.find("rank 2 died") != std::string::npos);
+    CHECK(o.message.find("rank 2 left") != std::string::npos);
   }
   CHECK(took < 5s);
   CHECK(shm_entries_with(session) == 0);

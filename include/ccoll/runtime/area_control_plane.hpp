@@ -26,7 +26,11 @@
 // first failure wins the record, so every rank reports the root cause. Ranks that are processes
 // record their pid in their descriptor; check_peers() (every kPeerCheckNs of waiting) raises the
 // record for a rank whose process is gone, so a killed peer is reported within a fraction of a
-// second, naming it, whatever Config::timeout is.
+// second, naming it, whatever Config::timeout is. A process that destroys its communicator negates
+// its pid (left, not dead): a rank that returned from its last eager calls and exited has left
+// its messages in its peers' FIFOs, and a peer still finishing them must not report it dead. A
+// rank that waits for a rank that left waits until its deadline, and the timeout says that the
+// rank left.
 #pragma once
 
 #include <signal.h>
@@ -133,16 +137,24 @@ class AreaControlPlane {
 
   // Raises the abort record for the first rank whose process no longer exists, and for an
   // in-band call whose ranks disagree (a rank may wait for messages its peer never sends).
+  // A rank that left (a negative pid) is not dead: its pid is read again once its process is
+  // found gone, since a process negates its pid before it exits.
   void check_peers() {
     for (int q = 0; q < nranks_; ++q) {
-      const auto pid =
-          static_cast<pid_t>(sync::AtomicWord<std::int64_t>(&descriptors_[q].pid).load_acquire());
-      if (pid > 0 && pid != ::getpid() && process_gone(pid)) {
+      const sync::AtomicWord<std::int64_t> word(&descriptors_[q].pid);
+      const std::int64_t pid = word.load_acquire();
+      if (pid > 0 && pid != ::getpid() && process_gone(static_cast<pid_t>(pid)) &&
+          word.load_acquire() == pid) {
         raise(ErrorCode::Aborted, FailurePoint{q, -1, -1, q, FailurePoint::Waiting::dead});
         return;
       }
     }
     check_in_band_calls();
+  }
+
+  // Whether rank q's process destroyed its communicator (processes only).
+  bool left(int q) const {
+    return sync::AtomicWord<std::int64_t>(&descriptors_[q].pid).load_acquire() < 0;
   }
 
   // The first rank that has not yet published its arguments to call `seq` (-1: none): in an
@@ -350,6 +362,10 @@ class AreaControlPlane {
       r = c.wait(target, &header_->abort.flag, slice, policy_);
       if (r != sync::WaitResult::Timeout || slice == deadline_ns) break;
       check_peers();
+      // The word is checked again after left() is read: the peer's stores all precede its leaving,
+      // so a word still short then stays short.
+      if (!aborted() && left(peer) && !c.check(target))
+        raise(ErrorCode::Aborted, FailurePoint{peer, -1, -1, peer, FailurePoint::Waiting::left});
     }
     if (r == sync::WaitResult::Ok) return;
     FailurePoint where{rank, -1, -1, peer, FailurePoint::Waiting::arrival};
@@ -357,7 +373,7 @@ class AreaControlPlane {
     raise(ErrorCode::Timeout, where);
     throw Error(ErrorCode::Timeout, rank,
                 "rank " + std::to_string(peer) + " did not arrive at call " + std::to_string(seq) +
-                    " within " + std::to_string(timeout_ms_) + " ms");
+                    " within " + std::to_string(timeout_ms_) + " ms" + left_note(*this, peer));
   }
 
   AreaHeader* header_ = nullptr;

@@ -26,13 +26,15 @@ struct FailurePoint {
   int channel = -1;  // -1: outside the steps (agreement, plan lookup)
   std::int64_t step = -1;
   int peer = -1;
-  // What the rank was waiting for; `dead`: the rank itself is gone (its process exited).
+  // What the rank was waiting for; `dead`: the rank itself is gone (its process exited without
+  // destroying its communicator); `left`: it destroyed its communicator while a peer waited for it.
   enum class Waiting : std::uint32_t {
     nothing = 0,
     message = 1,
     free_slot = 2,
     arrival = 3,
-    dead = 4
+    dead = 4,
+    left = 5
   };
   Waiting waiting_for = Waiting::nothing;
 };
@@ -135,12 +137,31 @@ concept InBandControlPlane = ControlPlane<P> &&
   { p.max_unverified_calls() } -> std::convertible_to<std::uint64_t>;
 };
 
+// What a timeout waiting for rank q adds where the control plane knows that q's process
+// destroyed its communicator (AreaControlPlane::left): that rank ran fewer calls than this one.
+template <class P>
+std::string left_note(const P& plane, int q) {
+  if constexpr (requires {
+                  { plane.left(q) } -> std::convertible_to<bool>;
+                }) {
+    if (q >= 0 && plane.left(q))
+      return " (rank " + std::to_string(q) +
+             " destroyed its communicator: it ran fewer calls than this rank)";
+  }
+  return {};
+}
+
 // The first failure as every rank reports it, from the abort record.
 inline std::string describe_abort(const sync::AbortRecord& a) {
   if (!a.settle()) return "another rank failed";
   std::ostringstream os;
   if (a.waiting_for == static_cast<std::uint32_t>(FailurePoint::Waiting::dead)) {
     os << "rank " << a.rank << " died (its process is gone)";
+    return os.str();
+  }
+  if (a.waiting_for == static_cast<std::uint32_t>(FailurePoint::Waiting::left)) {
+    os << "rank " << a.rank
+       << " left (it destroyed its communicator while a rank waited for it: it ran fewer calls)";
     return os.str();
   }
   if (static_cast<ErrorCode>(a.code) == ErrorCode::Mismatch) {

@@ -81,6 +81,32 @@ struct StepOptions {
   std::uint32_t progress_channels = 0;
 };
 
+// Raises the abort record, naming the rank, when one of this rank's unfinished channels waits for
+// a rank that left (a control plane that tells, AreaControlPlane::left): every post of a rank
+// precedes its leaving, so a port still blocked on it after left() was read stays blocked.
+template <class T, ControlPlane P, Connection C>
+void raise_if_waiting_for_left(P& plane, ProgramContext<T, C>& ctx, const plan::Plan& p,
+                               const RankState<C>& st, int rank) {
+  if constexpr (requires {
+                  { plane.left(0) } -> std::convertible_to<bool>;
+                }) {
+    for (std::uint32_t c = 0; c < p.channels.size(); ++c) {
+      const auto& steps = p.channels[c].programs[static_cast<std::size_t>(rank)].steps;
+      if (st.pcs[c] >= steps.size()) continue;
+      ctx.steps = steps.data();
+      ctx.nsteps = static_cast<std::uint32_t>(steps.size());
+      ctx.channel = c;
+      const int q = blocked_port<HostGroup>(ctx, st.pcs[c], sync::WaitResult::Timeout).peer;
+      if (q < 0 || !plane.left(q)) continue;
+      if (blocked_port<HostGroup>(ctx, st.pcs[c], sync::WaitResult::Timeout).peer != q) continue;
+      plane.raise(ErrorCode::Aborted, FailurePoint{q, -1, -1, q, FailurePoint::Waiting::left});
+      return;
+    }
+  } else {
+    (void)plane, (void)ctx, (void)p, (void)st, (void)rank;
+  }
+}
+
 template <class T, ReduceOp Op, ControlPlane P, Connection C>
 void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, const T* input,
                T* output, const StepOptions& o, const sync::WaitPolicy& policy) {
@@ -133,6 +159,7 @@ void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, 
         next_peer_check = now + kPeerCheckIntervalNs;
       } else if (now >= next_peer_check) {
         plane.check_peers();
+        if (!plane.aborted()) raise_if_waiting_for_left(plane, ctx, p, st, rank);
         next_peer_check = now + kPeerCheckIntervalNs;
       }
     }
@@ -158,7 +185,7 @@ void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, 
             throw Error(ErrorCode::Timeout, rank,
                         "rank " + std::to_string(absent) + " did not arrive at call " +
                             std::to_string(o.seq) + " within " + std::to_string(o.timeout_ms) +
-                            " ms");
+                            " ms" + left_note(plane, absent));
           }
         }
         plane.raise(ErrorCode::Timeout, where);
@@ -167,7 +194,7 @@ void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, 
            << ": waiting for "
            << (f.waiting_for_slot ? "a free slot at rank " : "a message from rank ") << f.peer
            << " for " << (sync::now_ns() - o.start_ns) / 1000000 << " ms (Config::timeout "
-           << o.timeout_ms << " ms)";
+           << o.timeout_ms << " ms)" << left_note(plane, f.peer);
         throw Error(ErrorCode::Timeout, rank, os.str());
       }
     }

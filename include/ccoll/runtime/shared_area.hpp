@@ -83,7 +83,9 @@ struct alignas(128) CallDetail {
 struct alignas(128) RankDescriptor {
   std::uint64_t ack = 0;  // the last call whose descriptors this rank has read
   std::uint32_t attached_generation = 0;
-  std::int64_t pid = 0;  // processes: the process that claimed this rank (0: threads)
+  // Processes: the process that claimed this rank (0: threads), negated once it left (destroyed
+  // its communicator).
+  std::int64_t pid = 0;
   alignas(128) CallSummaryWords call[kCallDescriptors];
   CallDetail detail[kCallDescriptors];
 };

@@ -124,6 +124,12 @@ struct SharedMemory {
     }
     ~Executor() {
       if (header_ != nullptr) {
+        // Left, not dead (AreaControlPlane::check_peers): a peer may still be finishing calls
+        // this rank returned from early (eager broadcasts and reduces) after this process exits.
+        auto* d = reinterpret_cast<runtime::RankDescriptor*>(
+            area_ + runtime::area_layout(comm_).descriptors);
+        std::int64_t self = ::getpid();
+        sync::AtomicWord<std::int64_t>(&d[config_.rank].pid).compare_exchange(self, -self);
         const std::uint32_t left =
             sync::AtomicWord<std::uint32_t>(&header_->left).fetch_add_acq_rel(1) + 1;
         if (left == static_cast<std::uint32_t>(config_.nranks)) unlink_if_ours();
@@ -195,8 +201,12 @@ struct SharedMemory {
       const auto id = static_cast<std::uint32_t>(windows_.size());
       auto& plane = comm_.control_plane();
       const int rank = config_.rank;
-      auto check_peers = [&plane, rank, id] {
+      auto check_peers = [&plane, rank, id](int waited_for) {
         plane.check_peers();  // raises the abort record for a peer whose process is gone
+        if (!plane.aborted() && waited_for >= 0 && plane.left(waited_for))
+          plane.raise(ErrorCode::Aborted,
+                      runtime::FailurePoint{waited_for, -1, -1, waited_for,
+                                            runtime::FailurePoint::Waiting::left});
         if (!plane.aborted()) return;
         const Error e = plane.stopped_error(
             runtime::FailurePoint{rank, -1, -1, -1, runtime::FailurePoint::Waiting::arrival}, 0);
@@ -520,8 +530,10 @@ struct SharedMemory {
         if (!sync::AtomicWord<std::int64_t>(&d[config_.rank].pid)
                  .compare_exchange(expected, self) &&
             expected != self) {
-          const auto holder = static_cast<pid_t>(expected);
-          if (::kill(holder, 0) == 0 || errno != ESRCH) {
+          // A negative pid: a process that held the rank and left (~Executor). It may take the
+          // rank again; another process may only if the holder has exited.
+          const auto holder = static_cast<pid_t>(expected < 0 ? -expected : expected);
+          if (holder != ::getpid() && (::kill(holder, 0) == 0 || errno != ESRCH)) {
             throw Error(ErrorCode::Mismatch, config_.rank,
                         "rank " + std::to_string(config_.rank) + " of segment '" + name_ +
                             "' is already held by process " + std::to_string(holder) +

@@ -49,11 +49,14 @@ static_assert(sizeof(WindowHeader) <= kWindowDataOffset);
 
 class SharedWindow {
  public:
-  // Collective: every rank calls it with the same id. `check_peers` is called now and then while
-  // waiting for peers: it throws once a peer's process is gone or the communicator is aborted.
+  // Collective: every rank calls it with the same id. `check_peers(q)` is called now and then
+  // while waiting for rank q (-1: for every peer to map this rank's segment): it throws once a
+  // peer's process is gone, once q has left (destroyed its communicator), or once the communicator
+  // is aborted. A rank that left never creates the segment waited for: it would have had to wait
+  // for this rank to map it.
   SharedWindow(const std::string& segment_prefix, std::uint32_t id, int rank, int nranks,
                std::size_t bytes, std::uint64_t deadline_ns,
-               const std::function<void()>& check_peers)
+               const std::function<void(int)>& check_peers)
       : id_(id),
         rank_(rank),
         nranks_(nranks),
@@ -130,11 +133,11 @@ class SharedWindow {
 
   // Maps rank q's segment once it exists and is ready.
   void open_peer(int q, const std::string& name, std::uint64_t deadline_ns,
-                 const std::function<void()>& check_peers) {
+                 const std::function<void(int)>& check_peers) {
     sync::Backoff backoff;
     for (std::uint32_t polls = 0;; ++polls) {
       if (try_open(q, name)) return;
-      if ((polls & 63u) == 63u) check_peers();
+      if ((polls & 63u) == 63u) check_peers(q);
       if (sync::now_ns() >= deadline_ns)
         throw Error(ErrorCode::Timeout, rank_,
                     "window " + std::to_string(id_) + ": rank " + std::to_string(q) +
@@ -179,13 +182,13 @@ class SharedWindow {
     return true;
   }
 
-  void wait_attached(std::uint64_t deadline_ns, const std::function<void()>& check_peers) {
+  void wait_attached(std::uint64_t deadline_ns, const std::function<void(int)>& check_peers) {
     auto* h = reinterpret_cast<WindowHeader*>(bases_[static_cast<std::size_t>(rank_)]);
     const auto peers = static_cast<std::uint64_t>(nranks_ - 1);
     sync::Backoff backoff;
     for (std::uint32_t polls = 0;
          sync::AtomicWord<std::uint64_t>(&h->attached).load_acquire() < peers; ++polls) {
-      if ((polls & 63u) == 63u) check_peers();
+      if ((polls & 63u) == 63u) check_peers(-1);
       if (sync::now_ns() >= deadline_ns)
         throw Error(ErrorCode::Timeout, rank_,
                     "window " + std::to_string(id_) +
