@@ -18,6 +18,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -853,6 +854,142 @@ TEST_CASE("block tables: each block's steps and base advances, as the kernels re
           }
         }
       }
+}
+
+namespace {
+
+// Checks every block of `image` (built on `ports`, connections numbered as `refs`): its
+// block-local program, copied by fill_block_cache as three members of a group would, resolves
+// every port of every step to the connection ref and message number the global tables give.
+void check_block_local_form(const BlockTablesImage& image, std::span<const ccoll::plan::Port> ports,
+                            const std::vector<ccoll::sync::ConnectionRef>& refs,
+                            const std::vector<std::uint64_t>& base_rows, std::size_t nconn,
+                            std::size_t* cached_blocks) {
+  using ccoll::sync::ConnectionRef;
+  alignas(16) std::byte cache[kBlockTableCacheBytes];
+  for (std::uint32_t b = 0; b < image.programs.size(); ++b) {
+    CAPTURE(b);
+    const BlockProgram& prog = image.programs[b];
+    std::uint32_t nports = 0;
+    for (std::uint32_t k = 0; k < prog.nsteps; ++k)
+      nports +=
+          image.steps[prog.first_step + k].recv_count + image.steps[prog.first_step + k].send_count;
+    CHECK(prog.nlocal_ports == nports);
+    const BlockCacheLayout l = block_cache_layout<sizeof(ConnectionRef)>(prog);
+    CHECK(l.ports >= prog.nsteps * sizeof(ccoll::plan::Step));
+    CHECK(l.connections >= l.ports + nports * sizeof(ccoll::plan::Port));
+    CHECK(l.bases >= l.connections + prog.nadvance * sizeof(ConnectionRef));
+    CHECK(l.bytes >= l.bases + prog.nadvance * sizeof(std::uint64_t));
+    CHECK(l.bytes % 16 == 0);
+    if (!block_cached<sizeof(ConnectionRef)>(prog)) {
+      CHECK(l.bytes > kBlockTableCacheBytes);
+      continue;
+    }
+    ++*cached_blocks;
+    std::memset(cache, 0xab, sizeof cache);
+    const std::uint64_t* row = base_rows.data() + std::size_t{b} * nconn;
+    ProgramTables<ConnectionRef> t;
+    for (std::uint64_t member = 0; member < 3; ++member)
+      t = fill_block_cache(cache, prog, image.local_steps.data(), image.local_ports.data(),
+                           refs.data(), row, image.advances.data(), member, 3);
+    REQUIRE(reinterpret_cast<const std::byte*>(t.steps) == cache + l.steps);
+    for (std::uint32_t k = 0; k < prog.nsteps; ++k) {
+      CAPTURE(k);
+      const ccoll::plan::Step& g = image.steps[prog.first_step + k];
+      const ccoll::plan::Step& s = t.steps[k];
+      CHECK(s.offset == g.offset);
+      CHECK(s.count == g.count);
+      CHECK(s.recv_count == g.recv_count);
+      CHECK(s.send_count == g.send_count);
+      CHECK(s.src == g.src);
+      CHECK(s.src_position == g.src_position);
+      CHECK(s.write_output == g.write_output);
+      CHECK(s.final == g.final);
+      const auto same_port = [&](std::uint32_t global_at, std::uint32_t local_at) {
+        const ccoll::plan::Port& gp = ports[global_at];
+        REQUIRE(local_at < prog.nlocal_ports);
+        const ccoll::plan::Port& lp = t.ports[local_at];
+        REQUIRE(lp.connection < prog.nadvance);
+        const ConnectionRef& want = refs[gp.connection];
+        const ConnectionRef& got = t.connections[lp.connection];
+        CHECK(got.slots == want.slots);
+        CHECK(got.tail == want.tail);
+        CHECK(got.head == want.head);
+        CHECK(got.from == want.from);
+        CHECK(got.to == want.to);
+        CHECK(t.base[lp.connection] + lp.seq == row[gp.connection] + gp.seq);
+      };
+      for (std::uint32_t j = 0; j < g.recv_count; ++j)
+        same_port(g.recv_begin + j, s.recv_begin + j);
+      for (std::uint32_t j = 0; j < g.send_count; ++j)
+        same_port(g.send_begin + j, s.send_begin + j);
+    }
+  }
+}
+
+// Connection refs whose fields name their connection, and random message bases per block.
+std::vector<ccoll::sync::ConnectionRef> numbered_refs(std::size_t n) {
+  std::vector<ccoll::sync::ConnectionRef> refs(n);
+  static std::byte slots[1];
+  static std::uint64_t counters[1];
+  for (std::size_t i = 0; i < n; ++i) {
+    refs[i].slots = slots + i;  // never dereferenced: only compared
+    refs[i].tail = counters + 2 * i;
+    refs[i].head = counters + 2 * i + 1;
+    refs[i].from = static_cast<std::int32_t>(i);
+    refs[i].to = static_cast<std::int32_t>(1000 + i);
+  }
+  return refs;
+}
+
+}  // namespace
+
+TEST_CASE("block tables: the block-local form resolves every port as the global tables do") {
+  std::mt19937_64 rng(11);
+  std::size_t cached = 0, blocks = 0;
+  for (int nranks = 1; nranks <= 6; ++nranks)
+    for (std::uint32_t nch = 1; nch <= 3; ++nch) {
+      std::vector<ccoll::plan::Plan> plans = table_plans(nranks, nch);
+      // A program of thousands of pipelined steps: too large to cache, run from global memory.
+      ccoll::plan::PlanRequest big;
+      big.nranks = nranks;
+      big.count = 1u << 20;
+      big.nchannels = nch;
+      big.slot_bytes = 1024;
+      plans.push_back(ccoll::plan::build_ring(big));
+      for (const ccoll::plan::Plan& p : plans) {
+        CAPTURE(p.algorithm);
+        CAPTURE(nranks);
+        CAPTURE(nch);
+        const auto plan_channels = static_cast<std::uint32_t>(p.channels.size());
+        // cuda-virtual: a block per (channel, rank) on the plan's connections.
+        const std::size_t nconn = p.connections.size();
+        BlockTablesImage image;
+        for (std::uint32_t c = 0; c < plan_channels; ++c)
+          for (int r = 0; r < p.nranks; ++r) image.add_block(p, c, r, p.ports, nconn);
+        REQUIRE(image.local_steps.size() == image.steps.size());
+        std::vector<std::uint64_t> bases(image.programs.size() * nconn);
+        for (auto& v : bases) v = rng() >> 8;
+        check_block_local_form(image, p.ports, numbered_refs(nconn), bases, nconn, &cached);
+        blocks += image.programs.size();
+        // cuda-p2p: one rank's blocks, ports renumbered onto a larger connection set.
+        const std::size_t nkeys = 2 * nconn + 3;
+        std::vector<ccoll::plan::Port> ports = p.ports;
+        for (auto& port : ports)
+          port.connection = static_cast<std::uint32_t>(2 * port.connection + 1);
+        for (int r = 0; r < p.nranks; ++r) {
+          BlockTablesImage mine;
+          for (std::uint32_t c = 0; c < plan_channels; ++c) mine.add_block(p, c, r, ports, nkeys);
+          std::vector<std::uint64_t> rows(mine.programs.size() * nkeys);
+          for (auto& v : rows) v = rng() >> 8;
+          check_block_local_form(mine, ports, numbered_refs(nkeys), rows, nkeys, &cached);
+          blocks += mine.programs.size();
+        }
+      }
+    }
+  // Both kinds occur: the short programs are cached, the long ring's are not.
+  CHECK(cached > 0);
+  CHECK(cached < blocks);
 }
 
 TEST_CASE("table sections: each on its own 128-byte lines, in order, none overlapping") {

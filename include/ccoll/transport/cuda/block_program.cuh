@@ -68,6 +68,10 @@ struct BasicPlanTables {
   const sync::BasicConnectionRef<S>* connections = nullptr;
   std::uint64_t* bases = nullptr;  // nblocks x nconnections, block-private rows
   const BaseAdvance* advances = nullptr;
+  // The programs in block-local form (block_tables.hpp), which a block whose program fits copies
+  // into shared memory at the start of a call.
+  const plan::Step* local_steps = nullptr;
+  const plan::Port* local_ports = nullptr;
   BlockFailure* failures = nullptr;  // nblocks
   // Gradient queuing ([C-Cube] Sec. III-D, runtime/layer_readiness.hpp): steps done by each
   // program, rank-major (progress[rank * nchannels + channel]; null: no consumer reads them, and
@@ -95,11 +99,23 @@ using PlanTables = BasicPlanTables<sync::Scope::device>;
 // The program's context lives in shared memory, written once per call by the leader: every thread
 // reads the few fields it needs from there (runtime/step_operands.hpp does the same for each
 // step's operands), instead of holding the whole context in registers that the element loops need.
+// So does the program itself where it fits (block_tables.hpp, fill_block_cache): its steps, ports,
+// connection refs and this call's message bases, copied by every thread at the start of the call.
 template <class T, ReduceOp Op, sync::Scope S, bool LowLatency = false>
 __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, const void* input,
                           void* output, std::uint32_t* abort, std::uint64_t timeout_ns) {
-  using Context = runtime::ProgramContext<T, sync::BasicConnectionRef<S>>;
+  using Connection = sync::BasicConnectionRef<S>;
+  using Context = runtime::ProgramContext<T, Connection>;
   const ProtocolBlockGroup<S, LowLatency> group;
+  __shared__ alignas(16) std::byte table_cache[kBlockTableCacheBytes];
+  {
+    const BlockProgram program = tables.programs[block];
+    if (block_cached<sizeof(Connection)>(program))
+      fill_block_cache(table_cache, program, tables.local_steps, tables.local_ports,
+                       tables.connections,
+                       tables.bases + static_cast<std::uint64_t>(block) * tables.nconnections,
+                       tables.advances, group.first(), group.stride());
+  }
   // Raw storage: a __shared__ variable cannot have a constructor.
   __shared__ alignas(Context) unsigned char context_storage[sizeof(Context)];
   auto* const shared_ctx = reinterpret_cast<Context*>(context_storage);
@@ -111,11 +127,20 @@ __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, cons
     new (failure_storage) runtime::StepFailure;
     const BlockProgram program = tables.programs[block];
     Context& ctx = *new (context_storage) Context;
-    ctx.steps = tables.steps + program.first_step;
     ctx.nsteps = program.nsteps;
-    ctx.ports = tables.ports;
-    ctx.connections = tables.connections;
-    ctx.base = tables.bases + static_cast<std::uint64_t>(block) * tables.nconnections;
+    if (block_cached<sizeof(Connection)>(program)) {
+      // Where fill_block_cache put them (the barrier below waits for the copy).
+      const BlockCacheLayout l = block_cache_layout<sizeof(Connection)>(program);
+      ctx.steps = reinterpret_cast<const plan::Step*>(table_cache + l.steps);
+      ctx.ports = reinterpret_cast<const plan::Port*>(table_cache + l.ports);
+      ctx.connections = reinterpret_cast<const Connection*>(table_cache + l.connections);
+      ctx.base = reinterpret_cast<const std::uint64_t*>(table_cache + l.bases);
+    } else {
+      ctx.steps = tables.steps + program.first_step;
+      ctx.ports = tables.ports;
+      ctx.connections = tables.connections;
+      ctx.base = tables.bases + static_cast<std::uint64_t>(block) * tables.nconnections;
+    }
     ctx.input = static_cast<const T*>(input);
     ctx.output = static_cast<T*>(output);
     ctx.nactive = tables.nactive;

@@ -10,6 +10,16 @@
 // communicator's connection set (ports renumbered onto it). Both place FIFO slots `slot_stride`
 // apart.
 //
+// Each block also has its program in a block-local form: its steps with their port ranges
+// counted from the block's own ports, and those ports naming connections by their place in the
+// block's advances (its connections, each once). A block whose local form fits
+// kBlockTableCacheBytes copies it into shared memory at the start of a call, with its connections'
+// refs and message bases gathered beside it (fill_block_cache), so the leader's step loop reads
+// step, port, connection and base from shared memory instead of chasing them through global
+// memory, one dependent load after another, at every step. A larger program (thousands of
+// pipelined steps: bandwidth-bound, where the chase hides behind the data) runs from the global
+// tables as they are.
+//
 // Plain C++ (no CUDA call): the fast suite tests it (tests/cuda_protocol_test.cpp).
 #pragma once
 
@@ -20,6 +30,7 @@
 #include <span>
 #include <vector>
 
+#include "ccoll/core/platform.hpp"
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/protocol/low_latency.hpp"
 #include "ccoll/runtime/program_context.hpp"
@@ -67,6 +78,8 @@ struct BlockProgram {
   std::uint32_t channel = 0;
   std::uint32_t first_advance = 0;  // this block's entries of the tables' advances
   std::uint32_t nadvance = 0;
+  std::uint32_t first_local_port = 0;  // this block's entries of the tables' local ports
+  std::uint32_t nlocal_ports = 0;
 };
 
 // At the end of a call, block b adds `messages` to its base of connection `connection`.
@@ -75,11 +88,15 @@ struct BaseAdvance {
   std::uint32_t messages = 0;
 };
 
-// The blocks' programs, their steps (one array, each program a run of it) and their advances.
+// The blocks' programs, their steps (one array, each program a run of it) and their advances;
+// the same steps in block-local form (local_steps, parallel to steps) and their ports
+// (local_ports: each block's a run of it, first_local_port on).
 struct BlockTablesImage {
   std::vector<BlockProgram> programs;
   std::vector<plan::Step> steps;
   std::vector<BaseAdvance> advances;
+  std::vector<plan::Step> local_steps;
+  std::vector<plan::Port> local_ports;
 
   // Appends the block that runs rank `rank`'s program of channel `channel`. `ports` are the plan's
   // ports with their connection indices as the tables count them (fewer than nconnections).
@@ -105,6 +122,26 @@ struct BlockTablesImage {
     for (std::size_t i = 0; i < nconnections; ++i)
       if (messages_[i] != 0) advances.push_back({static_cast<std::uint32_t>(i), messages_[i]});
     b.nadvance = static_cast<std::uint32_t>(advances.size()) - b.first_advance;
+    // The block-local form: each step's receive ports, then its send ports, on a connection's
+    // place among the block's advances.
+    for (std::uint32_t k = 0; k < b.nadvance; ++k)
+      messages_[advances[b.first_advance + k].connection] = k;
+    b.first_local_port = static_cast<std::uint32_t>(local_ports.size());
+    for (const auto& s : prog) {
+      plan::Step local = s;
+      local.recv_begin = static_cast<std::uint32_t>(local_ports.size()) - b.first_local_port;
+      for (std::uint32_t k = 0; k < s.recv_count; ++k) {
+        const plan::Port& port = ports[s.recv_begin + k];
+        local_ports.push_back({messages_[port.connection], port.seq});
+      }
+      local.send_begin = static_cast<std::uint32_t>(local_ports.size()) - b.first_local_port;
+      for (std::uint32_t k = 0; k < s.send_count; ++k) {
+        const plan::Port& port = ports[s.send_begin + k];
+        local_ports.push_back({messages_[port.connection], port.seq});
+      }
+      local_steps.push_back(local);
+    }
+    b.nlocal_ports = static_cast<std::uint32_t>(local_ports.size()) - b.first_local_port;
     programs.push_back(b);
     return static_cast<std::uint32_t>(programs.size() - 1);
   }
@@ -136,6 +173,86 @@ struct BlockTablesImage {
  private:
   std::vector<std::uint32_t> messages_;  // per connection, for the block being added
 };
+
+// The shared memory a block keeps its program in (fill_block_cache): a few hundred steps of the
+// short programs whose time is the leader's step loop; two 512-thread blocks per SM keep 24 KiB
+// of an SM's 228 KiB for it.
+inline constexpr std::uint32_t kBlockTableCacheBytes = 12 * 1024;
+
+// Where each part of a block's cached program lies (bytes from the cache's start, 16-aligned),
+// and the bytes it takes. ConnectionBytes: sizeof the connection ref the kernel reads.
+struct BlockCacheLayout {
+  std::uint32_t steps = 0;
+  std::uint32_t ports = 0;
+  std::uint32_t connections = 0;
+  std::uint32_t bases = 0;
+  std::uint64_t bytes = 0;
+};
+
+CCOLL_HD constexpr std::uint64_t align16(std::uint64_t n) {
+  return (n + 15) / 16 * 16;
+}
+
+template <std::size_t ConnectionBytes>
+CCOLL_HD constexpr BlockCacheLayout block_cache_layout(const BlockProgram& b) {
+  BlockCacheLayout l;
+  std::uint64_t at = 0;
+  l.steps = 0;
+  at = align16(std::uint64_t{b.nsteps} * sizeof(plan::Step));
+  l.ports = static_cast<std::uint32_t>(at);
+  at += align16(std::uint64_t{b.nlocal_ports} * sizeof(plan::Port));
+  l.connections = static_cast<std::uint32_t>(at);
+  at += align16(std::uint64_t{b.nadvance} * ConnectionBytes);
+  l.bases = static_cast<std::uint32_t>(at);
+  at += align16(std::uint64_t{b.nadvance} * sizeof(std::uint64_t));
+  l.bytes = at;
+  return l;
+}
+
+// Whether block b's program runs from shared memory.
+template <std::size_t ConnectionBytes>
+CCOLL_HD constexpr bool block_cached(const BlockProgram& b) {
+  return block_cache_layout<ConnectionBytes>(b).bytes <= kBlockTableCacheBytes;
+}
+
+// A block's program as its step loop reads it: steps, ports, connections and the connections'
+// message bases at the start of the call, indexed alike.
+template <class C>
+struct ProgramTables {
+  const plan::Step* steps = nullptr;
+  const plan::Port* ports = nullptr;
+  const C* connections = nullptr;
+  const std::uint64_t* base = nullptr;
+};
+
+// Copies block b's program in its block-local form into `cache` (kBlockTableCacheBytes, 16-byte
+// aligned; block_cached<sizeof(C)>(b) must hold), each member of the group a share: member
+// `first` of `stride` copies words first, first + stride, ... The connections' refs and the
+// bases of this call are gathered from the global tables (`connections` and `base_row` are
+// indexed by the tables' connection numbers). The members must meet at a barrier before the
+// tables are read. Returns where the cached program lies.
+template <class C>
+CCOLL_HD ProgramTables<C> fill_block_cache(std::byte* cache, const BlockProgram& b,
+                                           const plan::Step* local_steps,
+                                           const plan::Port* local_ports, const C* connections,
+                                           const std::uint64_t* base_row,
+                                           const BaseAdvance* advances, std::uint64_t first,
+                                           std::uint64_t stride) {
+  const BlockCacheLayout l = block_cache_layout<sizeof(C)>(b);
+  auto* const steps = reinterpret_cast<plan::Step*>(cache + l.steps);
+  auto* const ports = reinterpret_cast<plan::Port*>(cache + l.ports);
+  auto* const conns = reinterpret_cast<C*>(cache + l.connections);
+  auto* const bases = reinterpret_cast<std::uint64_t*>(cache + l.bases);
+  for (std::uint64_t i = first; i < b.nsteps; i += stride) steps[i] = local_steps[b.first_step + i];
+  for (std::uint64_t i = first; i < b.nlocal_ports; i += stride)
+    ports[i] = local_ports[b.first_local_port + i];
+  for (std::uint64_t i = first; i < b.nadvance; i += stride) {
+    const std::uint32_t c = advances[b.first_advance + i].connection;
+    conns[i] = connections[c];
+    bases[i] = base_row[c];
+  }
+  return {steps, ports, conns, bases};
+}
 
 // The sections of one allocation, each starting on a 128-byte line (no two blocks' words, and no
 // table and counter, share a line), and a host image of it to copy in one transfer.

@@ -819,6 +819,10 @@ struct CudaP2P {
       const std::size_t at_conns = sections.add(nkeys * sizeof(sync::ConnectionRef));
       const std::size_t at_advances =
           sections.add(image.advances.size() * sizeof(cuda::BaseAdvance));
+      const std::size_t at_local_steps =
+          sections.add(image.local_steps.size() * sizeof(plan::Step));
+      const std::size_t at_local_ports =
+          sections.add(image.local_ports.size() * sizeof(plan::Port));
       const std::size_t at_progress =
           sections.add(static_cast<std::size_t>(p.nranks) * nch * sizeof(std::uint64_t));
       const std::size_t at_calls = sections.add(nch * sizeof(std::uint64_t));
@@ -831,6 +835,8 @@ struct CudaP2P {
       cuda::put_section(host, at_ports, ports);
       cuda::put_section(host, at_conns, refs_);
       cuda::put_section(host, at_advances, image.advances);
+      cuda::put_section(host, at_local_steps, image.local_steps);
+      cuda::put_section(host, at_local_ports, image.local_ports);
       cuda::put_section(host, at_peers, peers);
       cuda::put_section(host, at_peer_begin, peer_begin);
       dp.memory = cuda::allocate_in_stream_order(host.size(), st.upload, st.device, st.rank);
@@ -842,6 +848,8 @@ struct CudaP2P {
       t.connections = reinterpret_cast<const sync::ConnectionRef*>(d + at_conns);
       t.bases = reinterpret_cast<std::uint64_t*>(st.bases.get());
       t.advances = reinterpret_cast<const cuda::BaseAdvance*>(d + at_advances);
+      t.local_steps = reinterpret_cast<const plan::Step*>(d + at_local_steps);
+      t.local_ports = reinterpret_cast<const plan::Port*>(d + at_local_ports);
       t.failures = control_.failures_device(st.rank);
       t.progress = reinterpret_cast<std::uint64_t*>(d + at_progress);
       t.calls = reinterpret_cast<std::uint64_t*>(d + at_calls);

@@ -501,6 +501,10 @@ struct CudaVirtualRanks {
       const std::size_t at_bases = sections.add(dp.nblocks * nconn * sizeof(std::uint64_t));
       const std::size_t at_advances =
           sections.add(image.advances.size() * sizeof(cuda::BaseAdvance));
+      const std::size_t at_local_steps =
+          sections.add(image.local_steps.size() * sizeof(plan::Step));
+      const std::size_t at_local_ports =
+          sections.add(image.local_ports.size() * sizeof(plan::Port));
       const std::size_t at_failures = sections.add(dp.nblocks * sizeof(cuda::BlockFailure));
       const std::size_t at_tables = sections.add(sizeof(cuda::PlanTables));
       const std::size_t at_progress = sections.add(dp.nblocks * sizeof(std::uint64_t));
@@ -540,6 +544,8 @@ struct CudaVirtualRanks {
       cuda::put_section(host, at_ports, p.ports);
       cuda::put_section(host, at_conns, refs);
       cuda::put_section(host, at_advances, image.advances);
+      cuda::put_section(host, at_local_steps, image.local_steps);
+      cuda::put_section(host, at_local_ports, image.local_ports);
       cuda::PlanTables& t = dp.tables;
       t.programs = reinterpret_cast<const cuda::BlockProgram*>(d + at_programs);
       t.steps = reinterpret_cast<const plan::Step*>(d + at_steps);
@@ -547,6 +553,8 @@ struct CudaVirtualRanks {
       t.connections = reinterpret_cast<const sync::DeviceConnectionRef*>(d + at_conns);
       t.bases = reinterpret_cast<std::uint64_t*>(d + at_bases);
       t.advances = reinterpret_cast<const cuda::BaseAdvance*>(d + at_advances);
+      t.local_steps = reinterpret_cast<const plan::Step*>(d + at_local_steps);
+      t.local_ports = reinterpret_cast<const plan::Port*>(d + at_local_ports);
       t.failures = reinterpret_cast<cuda::BlockFailure*>(d + at_failures);
       t.progress = reinterpret_cast<std::uint64_t*>(d + at_progress);
       t.calls = reinterpret_cast<std::uint64_t*>(d + at_calls);
