@@ -153,34 +153,44 @@ TEST_CASE("shm eager broadcast: a root that returned from its calls and exited i
 }
 
 TEST_CASE("shm: a rank waiting for a rank that left is told so, long before its timeout") {
-  // Rank 0 runs one call fewer and destroys its communicator; rank 1 waits for it in its last
-  // call: for its arguments (an allreduce that agrees first) or for its message (an eager
-  // broadcast, which waits in its steps). Rank 1 reports that rank 0 left, within a fraction of
-  // a second of a 10 s timeout; rank 0 reports nothing.
-  for (const bool eager : {false, true}) {
+  // Rank 0 makes fewer calls and destroys its communicator; rank 1 waits for it in its last call:
+  // for its arguments (an allreduce that agrees first), for its message (an eager broadcast,
+  // which waits in its steps) or for a free slot in its FIFO (an eager reduce whose leaf, with one
+  // slot, runs a call ahead: its third message needs the slot of a second that rank 0, gone after
+  // one call, never took). Rank 1 reports that rank 0 left, within a fraction of a second of a
+  // 10 s timeout; rank 0 reports nothing.
+  enum class Wait { arguments, message, free_slot };
+  for (const Wait wait : {Wait::arguments, Wait::message, Wait::free_slot}) {
     const std::string session = process_ranks::unique_session("coll-left");
     const auto start = std::chrono::steady_clock::now();
     auto out = on_processes(2, [&](int r) -> std::string {
       Config c = shm_config(2, r, session);
-      c.eager_rooted_bytes = eager ? 4096 : 0;
-      std::vector<float> buf(eager ? 64 : 1u << 16, 1.0f);
-      const int calls = r == 0 ? 1 : 2;
-      if (eager) {
+      c.eager_rooted_bytes = wait == Wait::arguments ? 0 : 4096;
+      std::vector<float> buf(wait == Wait::arguments ? 1u << 16 : 64, 1.0f);
+      if (wait == Wait::arguments) {
+        Allreduce<transport::SharedMemory, algo::Ring> ar(c);
+        for (int i = 0; i < (r == 0 ? 1 : 2); ++i)
+          ar.run(buf.data(), buf.data(), buf.size(), DataType::f32, ReduceOp::sum);
+      } else if (wait == Wait::message) {
         Broadcast<transport::SharedMemory, algo::Ring> bc(c);
-        for (int i = 0; i < calls; ++i)
+        for (int i = 0; i < (r == 0 ? 1 : 2); ++i)
           bc.run(buf.data(), buf.data(), buf.size(), DataType::f32, 0);
       } else {
-        Allreduce<transport::SharedMemory, algo::Ring> ar(c);
-        for (int i = 0; i < calls; ++i)
-          ar.run(buf.data(), buf.data(), buf.size(), DataType::f32, ReduceOp::sum);
+        c.nslots = 1;
+        c.nchannels = 1;
+        Reduce<transport::SharedMemory, algo::Ring> rd(c);
+        std::vector<float> res(buf.size());
+        for (int i = 0; i < (r == 0 ? 1 : 3); ++i)
+          rd.run(buf.data(), res.data(), buf.size(), DataType::f32, ReduceOp::sum, 0);
       }
       return "";
     });
     const auto took = std::chrono::steady_clock::now() - start;
-    INFO("eager " << eager << ": " << out[0].message << " | " << out[1].message);
+    INFO("wait " << static_cast<int>(wait) << ": " << out[0].message << " | " << out[1].message);
     CHECK(out[0].exit_code == 0);
     CHECK(error_code_of(out[1]) == static_cast<int>(ErrorCode::Aborted));
     CHECK(out[1].message.find("rank 0 left") != std::string::npos);
+    if (wait == Wait::free_slot) CHECK(out[1].message.find("free slot") != std::string::npos);
     CHECK(took < 5s);
   }
 }

@@ -452,8 +452,8 @@ TEST_CASE("shm windows: a rank that never allocates its window is named within t
     return "allocated";
   });
   // Each waiting rank names rank 2: as the rank that did not create its segment in time
-  // (Timeout), or, if the wait outlasted rank 2's process (a loaded host), as the rank that died
-  // (Aborted).
+  // (Timeout), or, if the wait outlasted rank 2's communicator (a loaded host), as the rank that
+  // left (Aborted).
   for (int r = 0; r < 2; ++r) {
     const Outcome& o = out[static_cast<std::size_t>(r)];
     INFO("rank " << r << ": " << o.message);

@@ -29,8 +29,9 @@
 // second, naming it, whatever Config::timeout is. A process that destroys its communicator negates
 // its pid (left, not dead): a rank that returned from its last eager calls and exited has left
 // its messages in its peers' FIFOs, and a peer still finishing them must not report it dead. A
-// rank that waits for a rank that left waits until its deadline, and the timeout says that the
-// rank left.
+// rank that waits for a rank that left (its message, a free slot in it, one of its words) is
+// stopped within kPeerCheckNs, "rank R left", once its wait is judged again after the mark was
+// read: every store of a rank precedes its leaving.
 #pragma once
 
 #include <signal.h>
@@ -362,10 +363,14 @@ class AreaControlPlane {
       r = c.wait(target, &header_->abort.flag, slice, policy_);
       if (r != sync::WaitResult::Timeout || slice == deadline_ns) break;
       check_peers();
-      // The word is checked again after left() is read: the peer's stores all precede its leaving,
-      // so a word still short then stays short.
-      if (!aborted() && left(peer) && !c.check(target))
-        raise(ErrorCode::Aborted, FailurePoint{peer, -1, -1, peer, FailurePoint::Waiting::left});
+      // After left() is read, the peer's descriptors are compared again (a disagreement it
+      // published before leaving is the cause to report) and the word checked again: the peer's
+      // stores all precede its leaving, so a word still short then stays short.
+      if (!aborted() && left(peer)) {
+        check_peers();
+        if (!aborted() && !c.check(target))
+          raise(ErrorCode::Aborted, FailurePoint{peer, -1, -1, peer, FailurePoint::Waiting::left});
+      }
     }
     if (r == sync::WaitResult::Ok) return;
     FailurePoint where{rank, -1, -1, peer, FailurePoint::Waiting::arrival};

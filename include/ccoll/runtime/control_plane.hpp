@@ -138,7 +138,8 @@ concept InBandControlPlane = ControlPlane<P> &&
 };
 
 // What a timeout waiting for rank q adds where the control plane knows that q's process
-// destroyed its communicator (AreaControlPlane::left): that rank ran fewer calls than this one.
+// destroyed its communicator (AreaControlPlane::left): it made fewer calls than this rank, or
+// stopped on an error of its own.
 template <class P>
 std::string left_note(const P& plane, int q) {
   if constexpr (requires {
@@ -146,7 +147,8 @@ std::string left_note(const P& plane, int q) {
                 }) {
     if (q >= 0 && plane.left(q))
       return " (rank " + std::to_string(q) +
-             " destroyed its communicator: it ran fewer calls than this rank)";
+             " destroyed its communicator: it made fewer calls, or stopped on an error of its "
+             "own)";
   }
   return {};
 }
@@ -161,7 +163,8 @@ inline std::string describe_abort(const sync::AbortRecord& a) {
   }
   if (a.waiting_for == static_cast<std::uint32_t>(FailurePoint::Waiting::left)) {
     os << "rank " << a.rank
-       << " left (it destroyed its communicator while a rank waited for it: it ran fewer calls)";
+       << " left (it destroyed its communicator while a rank waited for it: it made fewer calls, "
+          "or stopped on an error of its own)";
     return os.str();
   }
   if (static_cast<ErrorCode>(a.code) == ErrorCode::Mismatch) {

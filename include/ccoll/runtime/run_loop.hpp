@@ -83,7 +83,9 @@ struct StepOptions {
 
 // Raises the abort record, naming the rank, when one of this rank's unfinished channels waits for
 // a rank that left (a control plane that tells, AreaControlPlane::left): every post of a rank
-// precedes its leaving, so a port still blocked on it after left() was read stays blocked.
+// precedes its leaving, so a port still blocked on it after left() was read stays blocked. The
+// peers are checked again first, after left() was read, so that a disagreement the rank published
+// before it left is what every rank reports.
 template <class T, ControlPlane P, Connection C>
 void raise_if_waiting_for_left(P& plane, ProgramContext<T, C>& ctx, const plan::Plan& p,
                                const RankState<C>& st, int rank) {
@@ -98,6 +100,8 @@ void raise_if_waiting_for_left(P& plane, ProgramContext<T, C>& ctx, const plan::
       ctx.channel = c;
       const int q = blocked_port<HostGroup>(ctx, st.pcs[c], sync::WaitResult::Timeout).peer;
       if (q < 0 || !plane.left(q)) continue;
+      plane.check_peers();
+      if (plane.aborted()) return;
       if (blocked_port<HostGroup>(ctx, st.pcs[c], sync::WaitResult::Timeout).peer != q) continue;
       plane.raise(ErrorCode::Aborted, FailurePoint{q, -1, -1, q, FailurePoint::Waiting::left});
       return;

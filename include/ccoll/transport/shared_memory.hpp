@@ -203,6 +203,7 @@ struct SharedMemory {
       const int rank = config_.rank;
       auto check_peers = [&plane, rank, id](int waited_for) {
         plane.check_peers();  // raises the abort record for a peer whose process is gone
+        if (!plane.aborted() && waited_for >= 0 && plane.left(waited_for)) plane.check_peers();
         if (!plane.aborted() && waited_for >= 0 && plane.left(waited_for))
           plane.raise(ErrorCode::Aborted,
                       runtime::FailurePoint{waited_for, -1, -1, waited_for,
@@ -539,7 +540,14 @@ struct SharedMemory {
                             "' is already held by process " + std::to_string(holder) +
                             ": two jobs use the same session (set CCOLL_SESSION per job)");
           }
-          sync::AtomicWord<std::int64_t>(&d[config_.rank].pid).store_release(self);
+          // From the value judged: a second claimant racing for the same slot fails here.
+          if (!sync::AtomicWord<std::int64_t>(&d[config_.rank].pid)
+                   .compare_exchange(expected, self))
+            throw Error(ErrorCode::Mismatch, config_.rank,
+                        "rank " + std::to_string(config_.rank) + " of segment '" + name_ +
+                            "' was claimed by process " + std::to_string(expected) +
+                            " at the same time: two jobs use the same session (set "
+                            "CCOLL_SESSION per job)");
         }
         sync::AtomicWord<std::uint32_t>(&d[config_.rank].attached_generation).store_release(gen32);
         sync::AtomicWord<std::uint32_t>(&header_->attached).fetch_add_acq_rel(1);
@@ -561,18 +569,24 @@ struct SharedMemory {
           }
           // A rank that attached and then died will never complete the rendezvous.
           if ((polls & 63u) == 32u) {
+            // Judged again after the process was found gone: a rank that completed the
+            // rendezvous, ran its calls and exited in the meantime did not die in it.
             const auto creator_pid = static_cast<pid_t>(header_->creator_pid);
-            if (!creator && creator_pid > 0 && runtime::process_gone(creator_pid))
+            if (!creator && creator_pid > 0 && runtime::process_gone(creator_pid)) {
+              if (everyone_attached()) break;
               throw Error(ErrorCode::Aborted, config_.rank,
                           "rank 0 (pid " + std::to_string(creator_pid) +
                               ") died during the rendezvous on segment '" + name_ + "'");
+            }
             for (int q = 0; q < config_.nranks; ++q) {
               const auto pid =
                   static_cast<pid_t>(sync::AtomicWord<std::int64_t>(&d[q].pid).load_acquire());
-              if (q != config_.rank && pid > 0 && runtime::process_gone(pid))
+              if (q != config_.rank && pid > 0 && runtime::process_gone(pid)) {
+                if (everyone_attached()) break;  // and the loop above ends at its next check
                 throw Error(ErrorCode::Aborted, config_.rank,
                             "rank " + std::to_string(q) + " (pid " + std::to_string(pid) +
                                 ") died during the rendezvous on segment '" + name_ + "'");
+              }
             }
           }
           if (sync::now_ns() >= deadline) {
