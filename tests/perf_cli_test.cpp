@@ -1209,6 +1209,14 @@ TEST_CASE("--tune FILE: its candidates, its usage errors, and the table a run wr
   CHECK(fails({"--tune", f, "--protocol", "ll"}, "NAME+ll") == "");
   CHECK(fails({"--tune", ""}, "--tune") == "");
   CHECK(parse({"--tune", f}).interleave);
+  // A GPU transport's candidates are timed one after another (--interleave is host-only).
+  if (kHaveCuda) {
+    const Options gpu = parse(
+        {"--tune", f, "--transport", "cuda-virtual", "-t", "8", "-a", "ring,ring+ll,oneshot+ll"});
+    CHECK(!gpu.interleave);
+    CHECK(gpu.algos == std::vector<std::string>{"ring", "ring+ll", "oneshot+ll"});
+    CHECK(fails({"--tune", f, "--transport", "cuda-virtual", "--peer", "nccl"}, "--peer") == "");
+  }
   CHECK(!parse({}).interleave);
   CHECK(parse({"--interleave", "1"}).interleave);
   CHECK(fails({"--interleave", "1", "--peer", "mpi", "--transport", "shm"}, "--interleave") == "");

@@ -351,8 +351,9 @@ inline std::string usage_text() {
                           that plans -C, each also as NAME+ll, the LowLatency protocol) and
                           write the fastest per size into FILE's table for this collective and
                           rank count (FILE is created from the default table, or updated: run
-                          once per -t and -C); the candidates are interleaved; use the table
-                          with -a auto --tuning FILE
+                          once per -t and -C); the candidates are interleaved (on a GPU
+                          transport, timed one after another); use the table with -a auto
+                          --tuning FILE
       --protocol P        ccoll::Config::protocol: simple (slot and counter) or ll (low
                           latency: flagged lines) for every size; default: the algorithm's
                           choice (auto: per size from the tuning table; others: simple)
@@ -638,9 +639,6 @@ inline Options parse_args(const std::vector<std::string>& args) {
                          "-overlap/-phased, optionally with +ll");
     }
     if (o.algos.empty()) throw UsageError("--tune: -a names no candidate");
-    if (is_device(o.transport))
-      throw UsageError("--tune: not on --transport " + o.transport +
-                       " yet (threads, shm, mpi and mpi-hybrid run it)");
     if (!o.topology.empty())
       throw UsageError("--tune: the table's algorithms plan on abstract ranks, not --topology");
     if (o.peer != Peer::none) throw UsageError("--tune: not with --peer (it times ccoll's plans)");
@@ -650,7 +648,10 @@ inline Options parse_args(const std::vector<std::string>& args) {
           "plan; the table serves staged calls)");
     if (!o.protocol.empty())
       throw UsageError("--tune: not with --protocol (name NAME+ll candidates with -a)");
-    o.interleave = true;
+    // A host shared with other work drifts between one candidate's sweep and the next, so its
+    // candidates take turns at each size. A GPU transport times each call with CUDA events on a
+    // device no other job uses: its candidates are timed one after another.
+    o.interleave = !is_device(o.transport);
   }
   if (o.interleave) {
     if (o.peer != Peer::none)
