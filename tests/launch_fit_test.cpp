@@ -165,6 +165,12 @@ TEST_CASE("launch bounds give the occupancy the defaults are chosen against") {
   CHECK(bounded_blocks_per_sm(512, 1536, 16) == 2);  // sm_86: 1536 threads per SM
   CHECK(bounded_blocks_per_sm(1024, 1536, 16) == 1);
   CHECK(bounded_blocks_per_sm(2048, 2048, 32) == 0);  // past the bound
+  // Shared memory: the kernels' table cache bounds small blocks (H100: 228 KiB per SM, A100: 164).
+  CHECK(bounded_blocks_per_sm(64, 2048, 32, 228 * 1024) == 14);
+  CHECK(bounded_blocks_per_sm(64, 2048, 32, 164 * 1024) == 10);
+  CHECK(bounded_blocks_per_sm(512, 2048, 32, 164 * 1024) == 2);
+  CHECK(bounded_blocks_per_sm(64, 2048, 32, 0) == 16);  // not known: not bounded
+  CHECK(bounded_occupancy(64, 2048, 32, 164 * 1024).at(0).blocks_per_sm == 10);
   const auto v = bounded_occupancy(0, 2048, 32);
   REQUIRE(v.size() == std::size(kThreadChoices));
   CHECK(v[0].threads == 512);

@@ -59,8 +59,10 @@ struct ProgramContext {
   const plan::Step* steps = nullptr;
   std::uint32_t nsteps = 0;
   const plan::Port* ports = nullptr;
-  const C* connections = nullptr;       // indexed by plan connection index
-  const std::uint64_t* base = nullptr;  // per plan connection: its messages in earlier calls
+  // Indexed by the ports' connection numbers: the plan's, or a GPU block's own (its cached
+  // program, transport/cuda/block_tables.hpp).
+  const C* connections = nullptr;
+  const std::uint64_t* base = nullptr;  // per connection, alike: its messages in earlier calls
   const T* input = nullptr;
   T* output = nullptr;
   int nactive = 1;  // avg divides by this

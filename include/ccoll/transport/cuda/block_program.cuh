@@ -34,6 +34,7 @@
 #include "ccoll/transport/cuda/block_group.cuh"
 #include "ccoll/transport/cuda/block_tables.hpp"
 #include "ccoll/transport/cuda/failure_record.hpp"
+#include "ccoll/transport/cuda/launch_fit.hpp"
 
 namespace ccoll::transport::cuda {
 
@@ -92,6 +93,18 @@ struct BasicPlanTables {
 
 using PlanTables = BasicPlanTables<sync::Scope::device>;
 
+// The shared memory a block keeps its program's tables in (fill_block_cache): one array for every
+// run_block a kernel calls (a function template's own __shared__ array would be one per
+// instantiation, and a session kernel instantiates run_block for both protocols). The calls of a
+// block run one after another, a barrier between them, so they share it.
+__device__ inline std::byte* block_table_cache() {
+  __shared__ alignas(16) std::byte cache[kBlockTableCacheBytes];
+  return cache;
+}
+// The cache and the few hundred bytes of context, operands and flags beside it, within what the
+// launch fit assumes a block takes (the driver reserves 1 KiB per block too).
+static_assert(kBlockTableCacheBytes + 3 * 1024 <= kKernelSharedBytes);
+
 // Block `block` runs its program of one call; false: it failed and raised the abort word.
 // LowLatency: the plan is a LowLatency plan and the connections have LL slots, which this block
 // runs as flagged lines (runtime/low_latency_step.hpp); otherwise it runs the plan as Simple.
@@ -107,10 +120,10 @@ __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, cons
   using Connection = sync::BasicConnectionRef<S>;
   using Context = runtime::ProgramContext<T, Connection>;
   const ProtocolBlockGroup<S, LowLatency> group;
-  __shared__ alignas(16) std::byte table_cache[kBlockTableCacheBytes];
+  std::byte* const table_cache = block_table_cache();
   {
     const BlockProgram program = tables.programs[block];
-    if (block_cached<sizeof(Connection)>(program))
+    if (program.cached != 0)
       fill_block_cache(table_cache, program, tables.local_steps, tables.local_ports,
                        tables.connections,
                        tables.bases + static_cast<std::uint64_t>(block) * tables.nconnections,
@@ -128,7 +141,7 @@ __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, cons
     const BlockProgram program = tables.programs[block];
     Context& ctx = *new (context_storage) Context;
     ctx.nsteps = program.nsteps;
-    if (block_cached<sizeof(Connection)>(program)) {
+    if (program.cached != 0) {
       // Where fill_block_cache put them (the barrier below waits for the copy).
       const BlockCacheLayout l = block_cache_layout<sizeof(Connection)>(program);
       ctx.steps = reinterpret_cast<const plan::Step*>(table_cache + l.steps);

@@ -10,15 +10,14 @@
 // communicator's connection set (ports renumbered onto it). Both place FIFO slots `slot_stride`
 // apart.
 //
-// Each block also has its program in a block-local form: its steps with their port ranges
-// counted from the block's own ports, and those ports naming connections by their place in the
-// block's advances (its connections, each once). A block whose local form fits
-// kBlockTableCacheBytes copies it into shared memory at the start of a call, with its connections'
-// refs and message bases gathered beside it (fill_block_cache), so the leader's step loop reads
-// step, port, connection and base from shared memory instead of chasing them through global
-// memory, one dependent load after another, at every step. A larger program (thousands of
-// pipelined steps: bandwidth-bound, where the chase hides behind the data) runs from the global
-// tables as they are.
+// A block whose program fits kBlockTableCacheBytes also has it in a block-local form: its steps
+// with their port ranges counted from the block's own ports, and those ports naming connections
+// by their place in the block's advances (its connections, each once). Such a block copies that
+// form into shared memory at the start of a call, with its connections' refs and message bases
+// gathered beside it (fill_block_cache), so the leader's step loop reads step, port, connection
+// and base from shared memory instead of chasing them through global memory, one dependent load
+// after another, at every step. A larger program (thousands of pipelined steps: bandwidth-bound,
+// where the chase hides behind the data) has no local form and runs from the global tables.
 //
 // Plain C++ (no CUDA call): the fast suite tests it (tests/cuda_protocol_test.cpp).
 #pragma once
@@ -34,6 +33,7 @@
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/protocol/low_latency.hpp"
 #include "ccoll/runtime/program_context.hpp"
+#include "ccoll/sync/connection.hpp"
 
 namespace ccoll::transport::cuda {
 
@@ -78,8 +78,12 @@ struct BlockProgram {
   std::uint32_t channel = 0;
   std::uint32_t first_advance = 0;  // this block's entries of the tables' advances
   std::uint32_t nadvance = 0;
-  std::uint32_t first_local_port = 0;  // this block's entries of the tables' local ports
+  // The block-local form (cached != 0: the block's program fits kBlockTableCacheBytes): nsteps
+  // entries of the tables' local steps from first_local_step, nlocal_ports of its local ports.
+  std::uint32_t first_local_step = 0;
+  std::uint32_t first_local_port = 0;
   std::uint32_t nlocal_ports = 0;
+  std::uint32_t cached = 0;
 };
 
 // At the end of a call, block b adds `messages` to its base of connection `connection`.
@@ -88,95 +92,9 @@ struct BaseAdvance {
   std::uint32_t messages = 0;
 };
 
-// The blocks' programs, their steps (one array, each program a run of it) and their advances;
-// the same steps in block-local form (local_steps, parallel to steps) and their ports
-// (local_ports: each block's a run of it, first_local_port on).
-struct BlockTablesImage {
-  std::vector<BlockProgram> programs;
-  std::vector<plan::Step> steps;
-  std::vector<BaseAdvance> advances;
-  std::vector<plan::Step> local_steps;
-  std::vector<plan::Port> local_ports;
-
-  // Appends the block that runs rank `rank`'s program of channel `channel`. `ports` are the plan's
-  // ports with their connection indices as the tables count them (fewer than nconnections).
-  // Returns the new block's index.
-  std::uint32_t add_block(const plan::Plan& p, std::uint32_t channel, std::int32_t rank,
-                          std::span<const plan::Port> ports, std::size_t nconnections) {
-    const auto& prog = p.channels[channel].programs[static_cast<std::size_t>(rank)].steps;
-    BlockProgram b;
-    b.first_step = static_cast<std::uint32_t>(steps.size());
-    b.nsteps = static_cast<std::uint32_t>(prog.size());
-    b.rank = rank;
-    b.channel = channel;
-    steps.insert(steps.end(), prog.begin(), prog.end());
-    // Every port of the program is one message of its connection in this call.
-    messages_.assign(nconnections, 0u);
-    for (const auto& s : prog) {
-      for (std::uint32_t k = 0; k < s.recv_count; ++k)
-        ++messages_[ports[s.recv_begin + k].connection];
-      for (std::uint32_t k = 0; k < s.send_count; ++k)
-        ++messages_[ports[s.send_begin + k].connection];
-    }
-    b.first_advance = static_cast<std::uint32_t>(advances.size());
-    for (std::size_t i = 0; i < nconnections; ++i)
-      if (messages_[i] != 0) advances.push_back({static_cast<std::uint32_t>(i), messages_[i]});
-    b.nadvance = static_cast<std::uint32_t>(advances.size()) - b.first_advance;
-    // The block-local form: each step's receive ports, then its send ports, on a connection's
-    // place among the block's advances.
-    for (std::uint32_t k = 0; k < b.nadvance; ++k)
-      messages_[advances[b.first_advance + k].connection] = k;
-    b.first_local_port = static_cast<std::uint32_t>(local_ports.size());
-    for (const auto& s : prog) {
-      plan::Step local = s;
-      local.recv_begin = static_cast<std::uint32_t>(local_ports.size()) - b.first_local_port;
-      for (std::uint32_t k = 0; k < s.recv_count; ++k) {
-        const plan::Port& port = ports[s.recv_begin + k];
-        local_ports.push_back({messages_[port.connection], port.seq});
-      }
-      local.send_begin = static_cast<std::uint32_t>(local_ports.size()) - b.first_local_port;
-      for (std::uint32_t k = 0; k < s.send_count; ++k) {
-        const plan::Port& port = ports[s.send_begin + k];
-        local_ports.push_back({messages_[port.connection], port.seq});
-      }
-      local_steps.push_back(local);
-    }
-    b.nlocal_ports = static_cast<std::uint32_t>(local_ports.size()) - b.first_local_port;
-    programs.push_back(b);
-    return static_cast<std::uint32_t>(programs.size() - 1);
-  }
-
-  // Block b's advances.
-  std::span<const BaseAdvance> advances_of(std::uint32_t b) const {
-    const BlockProgram& prog = programs[b];
-    return {advances.data() + prog.first_advance, prog.nadvance};
-  }
-
-  // The ranks block b exchanges messages with (the other ends of the connections it advances),
-  // each once, in rank order: the peers whose calls a cuda-p2p block compares with its own
-  // (call_record.hpp). keys[i]: the ends (from, to) of connection i as the tables count them.
-  template <class Keys>
-  std::vector<std::int32_t> peers_of(std::uint32_t b, const Keys& keys) const {
-    const std::int32_t rank = programs[b].rank;
-    std::vector<std::int32_t> peers;
-    for (const BaseAdvance& a : advances_of(b)) {
-      const auto& k = keys[a.connection];
-      const auto from = static_cast<std::int32_t>(k.from), to = static_cast<std::int32_t>(k.to);
-      const std::int32_t other = from == rank ? to : from;
-      if (other != rank) peers.push_back(other);
-    }
-    std::sort(peers.begin(), peers.end());
-    peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
-    return peers;
-  }
-
- private:
-  std::vector<std::uint32_t> messages_;  // per connection, for the block being added
-};
-
 // The shared memory a block keeps its program in (fill_block_cache): a few hundred steps of the
 // short programs whose time is the leader's step loop; two 512-thread blocks per SM keep 24 KiB
-// of an SM's 228 KiB for it.
+// of an H100's 228 KiB per SM for it (launch_fit.hpp counts it in kKernelSharedBytes).
 inline constexpr std::uint32_t kBlockTableCacheBytes = 12 * 1024;
 
 // Where each part of a block's cached program lies (bytes from the cache's start, 16-aligned),
@@ -209,9 +127,9 @@ CCOLL_HD constexpr BlockCacheLayout block_cache_layout(const BlockProgram& b) {
   return l;
 }
 
-// Whether block b's program runs from shared memory.
+// Whether block b's program, with nlocal_ports ports, fits the cache (BlockProgram::cached).
 template <std::size_t ConnectionBytes>
-CCOLL_HD constexpr bool block_cached(const BlockProgram& b) {
+CCOLL_HD constexpr bool block_fits_cache(const BlockProgram& b) {
   return block_cache_layout<ConnectionBytes>(b).bytes <= kBlockTableCacheBytes;
 }
 
@@ -225,9 +143,104 @@ struct ProgramTables {
   const std::uint64_t* base = nullptr;
 };
 
+// The blocks' programs, their steps (one array, each program a run of it) and their advances;
+// the programs that fit kBlockTableCacheBytes in block-local form too (local_steps and
+// local_ports, each block's a run of each).
+struct BlockTablesImage {
+  std::vector<BlockProgram> programs;
+  std::vector<plan::Step> steps;
+  std::vector<BaseAdvance> advances;
+  std::vector<plan::Step> local_steps;
+  std::vector<plan::Port> local_ports;
+
+  // Appends the block that runs rank `rank`'s program of channel `channel`. `ports` are the plan's
+  // ports with their connection indices as the tables count them (fewer than nconnections).
+  // Returns the new block's index.
+  std::uint32_t add_block(const plan::Plan& p, std::uint32_t channel, std::int32_t rank,
+                          std::span<const plan::Port> ports, std::size_t nconnections) {
+    const auto& prog = p.channels[channel].programs[static_cast<std::size_t>(rank)].steps;
+    BlockProgram b;
+    b.first_step = static_cast<std::uint32_t>(steps.size());
+    b.nsteps = static_cast<std::uint32_t>(prog.size());
+    b.rank = rank;
+    b.channel = channel;
+    steps.insert(steps.end(), prog.begin(), prog.end());
+    // Every port of the program is one message of its connection in this call.
+    messages_.assign(nconnections, 0u);
+    for (const auto& s : prog) {
+      for (std::uint32_t k = 0; k < s.recv_count; ++k)
+        ++messages_[ports[s.recv_begin + k].connection];
+      for (std::uint32_t k = 0; k < s.send_count; ++k)
+        ++messages_[ports[s.send_begin + k].connection];
+    }
+    b.first_advance = static_cast<std::uint32_t>(advances.size());
+    for (std::size_t i = 0; i < nconnections; ++i)
+      if (messages_[i] != 0) advances.push_back({static_cast<std::uint32_t>(i), messages_[i]});
+    b.nadvance = static_cast<std::uint32_t>(advances.size()) - b.first_advance;
+    // The block-local form, if it fits: each step's receive ports, then its send ports, on a
+    // connection's place among the block's advances.
+    std::uint32_t nports = 0;
+    for (const auto& s : prog) nports += s.recv_count + s.send_count;
+    b.nlocal_ports = nports;
+    b.cached = block_fits_cache<sizeof(sync::ConnectionRef)>(b) ? 1u : 0u;
+    b.nlocal_ports = b.cached != 0 ? nports : 0;
+    if (b.cached == 0) {
+      programs.push_back(b);
+      return static_cast<std::uint32_t>(programs.size() - 1);
+    }
+    for (std::uint32_t k = 0; k < b.nadvance; ++k)
+      messages_[advances[b.first_advance + k].connection] = k;
+    b.first_local_step = static_cast<std::uint32_t>(local_steps.size());
+    b.first_local_port = static_cast<std::uint32_t>(local_ports.size());
+    for (const auto& s : prog) {
+      plan::Step local = s;
+      local.recv_begin = static_cast<std::uint32_t>(local_ports.size()) - b.first_local_port;
+      for (std::uint32_t k = 0; k < s.recv_count; ++k) {
+        const plan::Port& port = ports[s.recv_begin + k];
+        local_ports.push_back({messages_[port.connection], port.seq});
+      }
+      local.send_begin = static_cast<std::uint32_t>(local_ports.size()) - b.first_local_port;
+      for (std::uint32_t k = 0; k < s.send_count; ++k) {
+        const plan::Port& port = ports[s.send_begin + k];
+        local_ports.push_back({messages_[port.connection], port.seq});
+      }
+      local_steps.push_back(local);
+    }
+    programs.push_back(b);
+    return static_cast<std::uint32_t>(programs.size() - 1);
+  }
+
+  // Block b's advances.
+  std::span<const BaseAdvance> advances_of(std::uint32_t b) const {
+    const BlockProgram& prog = programs[b];
+    return {advances.data() + prog.first_advance, prog.nadvance};
+  }
+
+  // The ranks block b exchanges messages with (the other ends of the connections it advances),
+  // each once, in rank order: the peers whose calls a cuda-p2p block compares with its own
+  // (call_record.hpp). keys[i]: the ends (from, to) of connection i as the tables count them.
+  template <class Keys>
+  std::vector<std::int32_t> peers_of(std::uint32_t b, const Keys& keys) const {
+    const std::int32_t rank = programs[b].rank;
+    std::vector<std::int32_t> peers;
+    for (const BaseAdvance& a : advances_of(b)) {
+      const auto& k = keys[a.connection];
+      const auto from = static_cast<std::int32_t>(k.from), to = static_cast<std::int32_t>(k.to);
+      const std::int32_t other = from == rank ? to : from;
+      if (other != rank) peers.push_back(other);
+    }
+    std::sort(peers.begin(), peers.end());
+    peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+    return peers;
+  }
+
+ private:
+  std::vector<std::uint32_t> messages_;  // per connection, for the block being added
+};
+
 // Copies block b's program in its block-local form into `cache` (kBlockTableCacheBytes, 16-byte
-// aligned; block_cached<sizeof(C)>(b) must hold), each member of the group a share: member
-// `first` of `stride` copies words first, first + stride, ... The connections' refs and the
+// aligned; b.cached must be set), each member of the group a share: member `first` of `stride`
+// copies entries first, first + stride, ... of each table. The connections' refs and the
 // bases of this call are gathered from the global tables (`connections` and `base_row` are
 // indexed by the tables' connection numbers). The members must meet at a barrier before the
 // tables are read. Returns where the cached program lies.
@@ -243,7 +256,8 @@ CCOLL_HD ProgramTables<C> fill_block_cache(std::byte* cache, const BlockProgram&
   auto* const ports = reinterpret_cast<plan::Port*>(cache + l.ports);
   auto* const conns = reinterpret_cast<C*>(cache + l.connections);
   auto* const bases = reinterpret_cast<std::uint64_t*>(cache + l.bases);
-  for (std::uint64_t i = first; i < b.nsteps; i += stride) steps[i] = local_steps[b.first_step + i];
+  for (std::uint64_t i = first; i < b.nsteps; i += stride)
+    steps[i] = local_steps[b.first_local_step + i];
   for (std::uint64_t i = first; i < b.nlocal_ports; i += stride)
     ports[i] = local_ports[b.first_local_port + i];
   for (std::uint64_t i = first; i < b.nadvance; i += stride) {

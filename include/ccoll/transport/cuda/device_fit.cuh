@@ -26,7 +26,8 @@ struct DeviceShape {
   int sms = 0;
   int max_threads_per_sm = 0;
   int max_blocks_per_sm = 0;
-  std::uint64_t memory = 0;  // bytes
+  std::uint64_t shared_per_sm = 0;  // bytes of shared memory an SM holds
+  std::uint64_t memory = 0;         // bytes
 };
 
 // False when the device cannot be queried (no GPU, or a bad index).
@@ -37,6 +38,7 @@ inline bool query_device_shape(int device, DeviceShape* shape) {
   shape->sms = prop.multiProcessorCount;
   shape->max_threads_per_sm = prop.maxThreadsPerMultiProcessor;
   shape->max_blocks_per_sm = prop.maxBlocksPerMultiProcessor;
+  shape->shared_per_sm = prop.sharedMemPerMultiprocessor;
   shape->memory = prop.totalGlobalMem;
   return true;
 }
@@ -51,7 +53,7 @@ inline std::uint32_t default_channels(int device, std::uint32_t blocks_per_chann
   DeviceShape d;
   if (!query_device_shape(device, &d)) return fallback;
   const std::vector<Occupancy> occupancy =
-      bounded_occupancy(threads, d.max_threads_per_sm, d.max_blocks_per_sm);
+      bounded_occupancy(threads, d.max_threads_per_sm, d.max_blocks_per_sm, d.shared_per_sm);
   FitRequest r;
   r.blocks_per_channel = blocks_per_channel;
   r.threads = threads;
@@ -72,7 +74,7 @@ inline LaunchFit bounded_fit(int device, std::uint32_t blocks_per_channel, std::
   DeviceShape d;
   if (!query_device_shape(device, &d)) return LaunchFit{};
   const std::vector<Occupancy> occupancy =
-      bounded_occupancy(threads, d.max_threads_per_sm, d.max_blocks_per_sm);
+      bounded_occupancy(threads, d.max_threads_per_sm, d.max_blocks_per_sm, d.shared_per_sm);
   FitRequest r;
   r.blocks_per_channel = blocks_per_channel;
   r.channels = channels;

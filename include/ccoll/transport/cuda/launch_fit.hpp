@@ -35,6 +35,12 @@ inline constexpr unsigned kDefaultThreads = 512;
 inline constexpr unsigned kThreadChoices[] = {512, 256, 128, 64};
 // The default channels' cap: a channel is a set of connections, each with its FIFO slots.
 inline constexpr std::uint32_t kMaxDefaultChannels = 64;
+// The most static shared memory a block of the executors' kernels takes, the 1 KiB the driver
+// reserves per block included: the program's table cache (block_tables.hpp,
+// kBlockTableCacheBytes) and the context, operands and flags beside it (block_program.cuh
+// checks the bound at compile time against the cache; scripts/kernel_resources prints each
+// kernel's figure).
+inline constexpr std::uint64_t kKernelSharedBytes = 16 * 1024;
 
 // Thread blocks of one kernel an SM holds at `threads` per block
 // (cudaOccupancyMaxActiveBlocksPerMultiprocessor).
@@ -84,27 +90,36 @@ struct LaunchFit {
   }
 };
 
-// Blocks per SM at `threads` of a kernel that meets kernel_launch_bounds(): what the default
-// channels are chosen against before any kernel is known (the launch checks the real figure).
-inline int bounded_blocks_per_sm(unsigned threads, int max_threads_per_sm, int max_blocks_per_sm) {
+// Blocks per SM at `threads` of a kernel that meets kernel_launch_bounds() and takes at most
+// kKernelSharedBytes of shared memory, on an SM with `shared_per_sm` bytes of it (0: not
+// known, not bounded): what the default channels are chosen against before any kernel is known
+// (the launch checks the real figure).
+inline int bounded_blocks_per_sm(unsigned threads, int max_threads_per_sm, int max_blocks_per_sm,
+                                 std::uint64_t shared_per_sm = 0) {
   if (threads == 0 || threads > kMaxThreadsPerBlock) return 0;
   const unsigned by_registers = kMinBlocksPerSm * kMaxThreadsPerBlock / threads;
   const unsigned by_threads = static_cast<unsigned>(std::max(0, max_threads_per_sm)) / threads;
-  return static_cast<int>(
-      std::min({by_registers, by_threads, static_cast<unsigned>(std::max(0, max_blocks_per_sm))}));
+  const unsigned by_shared = shared_per_sm == 0
+                                 ? by_threads
+                                 : static_cast<unsigned>(std::min<std::uint64_t>(
+                                       shared_per_sm / kKernelSharedBytes, by_threads));
+  return static_cast<int>(std::min({by_registers, by_threads, by_shared,
+                                    static_cast<unsigned>(std::max(0, max_blocks_per_sm))}));
 }
 
 // The same for the requested threads or every default choice.
 inline std::vector<Occupancy> bounded_occupancy(unsigned requested_threads, int max_threads_per_sm,
-                                                int max_blocks_per_sm) {
+                                                int max_blocks_per_sm,
+                                                std::uint64_t shared_per_sm = 0) {
   std::vector<Occupancy> v;
   if (requested_threads != 0) {
-    v.push_back({requested_threads,
-                 bounded_blocks_per_sm(requested_threads, max_threads_per_sm, max_blocks_per_sm)});
+    v.push_back({requested_threads, bounded_blocks_per_sm(requested_threads, max_threads_per_sm,
+                                                          max_blocks_per_sm, shared_per_sm)});
     return v;
   }
   for (unsigned t : kThreadChoices)
-    v.push_back({t, bounded_blocks_per_sm(t, max_threads_per_sm, max_blocks_per_sm)});
+    v.push_back(
+        {t, bounded_blocks_per_sm(t, max_threads_per_sm, max_blocks_per_sm, shared_per_sm)});
   return v;
 }
 
