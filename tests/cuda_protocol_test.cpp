@@ -938,19 +938,26 @@ void check_block_local_form(const BlockTablesImage& image, std::span<const ccoll
   CHECK(image.local_ports.size() == local_ports);
 }
 
-// Connection refs whose fields name their connection, and random message bases per block.
-std::vector<ccoll::sync::ConnectionRef> numbered_refs(std::size_t n) {
-  std::vector<ccoll::sync::ConnectionRef> refs(n);
-  static std::byte slots[1];
-  static std::uint64_t counters[1];
+// Connection refs whose fields name their connection: slot and counter pointers into memory of
+// their own (never dereferenced, only compared).
+struct NumberedRefs {
+  std::vector<std::byte> slots;
+  std::vector<std::uint64_t> counters;
+  std::vector<ccoll::sync::ConnectionRef> refs;
+};
+NumberedRefs numbered_refs(std::size_t n) {
+  NumberedRefs r;
+  r.slots.resize(n + 1);
+  r.counters.resize(2 * n + 2);
+  r.refs.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
-    refs[i].slots = slots + i;  // never dereferenced: only compared
-    refs[i].tail = counters + 2 * i;
-    refs[i].head = counters + 2 * i + 1;
-    refs[i].from = static_cast<std::int32_t>(i);
-    refs[i].to = static_cast<std::int32_t>(1000 + i);
+    r.refs[i].slots = r.slots.data() + i;
+    r.refs[i].tail = r.counters.data() + 2 * i;
+    r.refs[i].head = r.counters.data() + 2 * i + 1;
+    r.refs[i].from = static_cast<std::int32_t>(i);
+    r.refs[i].to = static_cast<std::int32_t>(1000 + i);
   }
-  return refs;
+  return r;
 }
 
 }  // namespace
@@ -981,7 +988,8 @@ TEST_CASE("block tables: the block-local form resolves every port as the global 
         REQUIRE(image.local_steps.size() <= image.steps.size());
         std::vector<std::uint64_t> bases(image.programs.size() * nconn);
         for (auto& v : bases) v = rng() >> 8;
-        check_block_local_form(image, p.ports, numbered_refs(nconn), bases, nconn, &cached);
+        const NumberedRefs refs = numbered_refs(nconn);
+        check_block_local_form(image, p.ports, refs.refs, bases, nconn, &cached);
         blocks += image.programs.size();
         // cuda-p2p: one rank's blocks, ports renumbered onto a larger connection set.
         const std::size_t nkeys = 2 * nconn + 3;
@@ -993,7 +1001,8 @@ TEST_CASE("block tables: the block-local form resolves every port as the global 
           for (std::uint32_t c = 0; c < plan_channels; ++c) mine.add_block(p, c, r, ports, nkeys);
           std::vector<std::uint64_t> rows(mine.programs.size() * nkeys);
           for (auto& v : rows) v = rng() >> 8;
-          check_block_local_form(mine, ports, numbered_refs(nkeys), rows, nkeys, &cached);
+          const NumberedRefs key_refs = numbered_refs(nkeys);
+          check_block_local_form(mine, ports, key_refs.refs, rows, nkeys, &cached);
           blocks += mine.programs.size();
         }
       }
