@@ -75,24 +75,38 @@ TEST_CASE("shm reduce: chain and direct, P = 2..4, every dtype and op, every roo
 }
 
 TEST_CASE("shm collectives: a bad root on one process is refused on every process") {
+  // Agreeing first (in_band_agreement_bytes 0), the communicator goes on after the refusal; in
+  // band (the default for a call this small), the others' steps ran into their staged outputs,
+  // so it is aborted. Either way every process names the root and no output is written.
   const int p = 3;
-  const std::string session = process_ranks::unique_session("coll-badroot");
-  auto out = on_processes(p, [&](int r) -> std::string {
-    Reduce<transport::SharedMemory, algo::Ring> rd(shm_config(p, r, session));
-    std::vector<float> in(16, 1.0f), res(16, -1.0f);
-    try {
-      rd.run(in.data(), res.data(), 16, DataType::f32, ReduceOp::sum, r == 1 ? 5 : 0);
-    } catch (const Error& e) {
-      if (std::string(e.what()).find("root") == std::string::npos) return e.what();
-      if (res != std::vector<float>(16, -1.0f)) return "the output was written";
-      // The communicator goes on: a good call after the refused one.
-      return ccoll::testing::check_collective_call<float, ReduceOp::sum>(
-          plan::Collective::reduce, p, r, 16, false, 2,
-          [&](const void* s, void* o) { rd.run(s, o, 16, DataType::f32, ReduceOp::sum, 2); });
-    }
-    return "no error";
-  });
-  require_all_ok(out);
+  for (const std::uint64_t in_band : {std::uint64_t{0}, Config{}.in_band_agreement_bytes}) {
+    CAPTURE(in_band);
+    const std::string session = process_ranks::unique_session("coll-badroot");
+    auto out = on_processes(p, [&](int r) -> std::string {
+      Config c = shm_config(p, r, session);
+      c.in_band_agreement_bytes = in_band;
+      Reduce<transport::SharedMemory, algo::Ring> rd(c);
+      std::vector<float> in(16, 1.0f), res(16, -1.0f);
+      try {
+        rd.run(in.data(), res.data(), 16, DataType::f32, ReduceOp::sum, r == 1 ? 5 : 0);
+      } catch (const Error& e) {
+        if (std::string(e.what()).find("root") == std::string::npos) return e.what();
+        if (res != std::vector<float>(16, -1.0f)) return "the output was written";
+        if (in_band == 0)  // a good call after the refused one
+          return ccoll::testing::check_collective_call<float, ReduceOp::sum>(
+              plan::Collective::reduce, p, r, 16, false, 2,
+              [&](const void* s, void* o) { rd.run(s, o, 16, DataType::f32, ReduceOp::sum, 2); });
+        try {
+          rd.run(in.data(), res.data(), 16, DataType::f32, ReduceOp::sum, 0);
+        } catch (const Error&) {
+          return "";
+        }
+        return "the communicator was not aborted";
+      }
+      return "no error";
+    });
+    require_all_ok(out);
+  }
 }
 
 TEST_CASE("shm eager broadcast and reduce: many calls in processes; a disagreement is reported") {

@@ -40,19 +40,23 @@ struct Config {
   bool tune_slot_stores = true;
   // Calls of at most this many bytes check that every rank passed the same count, datatype and op
   // alongside their messages instead of before them (0 = never): one wave of handoffs per call
-  // instead of two, which is most of a small call's time. The difference is what a disagreement
-  // costs: it is still reported on every rank (Mismatch, naming the ranks and the call), but the
-  // communicator is then aborted, as buffers may have been written; checked before the steps, a
-  // disagreement throws on every rank and leaves the communicator usable. Calls whose slots may
-  // stream (stream_slot_bytes) always check first. HostThreads and SharedMemory read it (other
-  // transports check first); ranks may differ in it.
+  // instead of two, which is most of a small call's time. Reduce-scatters, all-gathers,
+  // broadcasts and reduces run their steps into a scratch output and copy it to recvbuff only once
+  // the arguments compared equal, so a disagreement never writes their buffers; an allreduce's
+  // may have been written. The difference is what a disagreement costs: it is still reported on
+  // every rank (Mismatch, naming the ranks and the call), but the communicator is then aborted;
+  // checked before the steps (larger calls, and calls in registered windows other than
+  // allreduces), a disagreement throws on every rank and leaves the communicator usable, as does
+  // a small call that every rank refuses alike (a rank whose own arguments are bad checks
+  // first). Calls whose slots may stream (stream_slot_bytes) always check first.
+  // HostThreads and SharedMemory read it (other transports check first); ranks may differ in it.
   std::uint64_t in_band_agreement_bytes = 64u << 10;
   // Broadcasts and reduces of at most this many bytes return as soon as this rank's steps are
   // done, and compare every rank's arguments at one of this rank's next calls (0 = never, the
   // default): a broadcast's root and a reduce's leaves, which receive nothing, then need not wait
   // for the others, and may run several calls ahead of them, as MPI libraries' eager sends do
   // (docs/collectives.md). The difference is what a disagreement costs: it is reported on every
-  // rank (Mismatch), by a rank that returned early only at one of its next calls (within 15);
+  // rank (Mismatch), by a rank that returned early only at one of its next calls (within 63);
   // buffers may have been written and the communicator is aborted.
   // Calls whose slots may stream (stream_slot_bytes) always check first. HostThreads and
   // SharedMemory read it (other transports check first); ranks may differ in it.

@@ -33,6 +33,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <string_view>
@@ -192,16 +193,24 @@ class Communicator {
     SlotStoreTuner* tuner = nullptr;
     bool in_band = false;
     bool eager = false;
-    // The other collectives agree before their steps, so that a bad or mismatched argument on one
-    // rank never lets another write its buffers (in band, steps run before the comparison). It
-    // costs small calls one round of the control plane (docs/collectives.md), which small
-    // broadcasts and reduces may skip by returning first (Config::eager_rooted_bytes).
+    bool staged = false;
+    // Small calls agree in band. The other collectives then run their steps into a scratch output
+    // (RankState::staged_output) and copy it to the user's buffer only once every rank's arguments
+    // compared equal, so that a bad or mismatched argument on one rank never lets another write
+    // its buffers: the copy costs less than the round of the control plane it saves
+    // (docs/collectives.md). Broadcasts and reduces of at most Config::eager_rooted_bytes return
+    // first instead and write the user's buffers at once. A rank whose own arguments are bad
+    // agrees first: when every rank refuses the call alike, no steps ran and the communicator
+    // stays usable.
     if constexpr (InBandControlPlane<P>) {
-      in_band = allreduce && !may_stream && config_.in_band_agreement_bytes != 0 &&
-                bytes <= config_.in_band_agreement_bytes;
+      const bool small = !may_stream && config_.in_band_agreement_bytes != 0 &&
+                         bytes <= config_.in_band_agreement_bytes && args.ok();
       eager = plan::has_root(shape.collective) && !may_stream && config_.eager_rooted_bytes != 0 &&
               bytes <= config_.eager_rooted_bytes;
-      in_band = in_band || eager;
+      // Windowed calls of the other collectives agree first: they may then read the peers'
+      // buffers in place (runtime/symmetric_shards.hpp, symmetric_rooted.hpp).
+      staged = small && !allreduce && !eager && placement.window == 0;
+      in_band = (small && allreduce) || staged || eager;
       compare_eager_calls(st, eager, o.deadline_ns, here);
     }
     // Small calls agree in band, after their steps, so they stage whatever their buffers.
@@ -267,14 +276,21 @@ class Communicator {
     for (std::size_t i = 0; i < pp->set_index.size(); ++i)
       st.base[i] = st.base_by_set[pp->set_index[i]];
     if (st.pcs.size() < p.channels.size()) st.pcs.resize(p.channels.size());
-    if (rank >= 0 && rank < nranks_) {
+    // Layer readiness reads the user's output (Allreduce only): staged calls publish no progress.
+    if (rank >= 0 && rank < nranks_ && !staged) {
       o.progress = progress_words(rank);
       o.progress_channels = progress_channels_;
+    }
+    void* output = recv;
+    const std::size_t output_bytes = (layout.output.end - layout.output.begin) * size_of(dtype);
+    if (staged && output_bytes != 0) {
+      if (st.staged_output.size() < output_bytes) st.staged_output.resize(output_bytes);
+      output = st.staged_output.data();
     }
 
     // 4. The steps.
     const std::uint64_t steps_start = tuner != nullptr ? sync::now_ns() : 0;
-    const IndexBases at = index_bases(layout, send, recv, size_of(dtype));
+    const IndexBases at = index_bases(layout, send, output, size_of(dtype));
     try {
       dispatch_data_type(dtype, [&](auto t) {
         using T = decltype(t);
@@ -287,6 +303,14 @@ class Communicator {
       // A transport error in the middle of the steps (a broken MPI connection, say) stops every
       // rank, not only this one (a failure already raised keeps its record: the first one wins).
       plane_.raise(e.code(), here);
+      if constexpr (InBandControlPlane<P>) {
+        // Steps of ranks that disagree stop on the abort their disagreement raised: once every
+        // rank's arguments are in, report the disagreement itself, as agreeing first would.
+        if (in_band && !eager && plane_.published_by_all(o.seq, here)) {
+          const Agreement verdict = plane_.verify(o.seq, o.deadline_ns, here);
+          if (!verdict.verdict.empty()) throw Error(verdict.code, rank, verdict.verdict);
+        }
+      }
       throw;
     }
     if constexpr (InBandControlPlane<P>) {
@@ -295,15 +319,18 @@ class Communicator {
         // arguments: the comparison waits for one of this rank's next calls.
         if (st.unverified_first == st.unverified_end) st.unverified_first = o.seq;
         st.unverified_end = o.seq + 1;
-      } else if (in_band && pp->low_latency && pp->nactive == nranks_) {
+      } else if (in_band && pp->low_latency && pp->nactive == nranks_ &&
+                 !plan::has_root(shape.collective)) {
         // Every message taken carried this call's arguments, and every rank's input reached
-        // this rank: every rank passed the same ones (protocol/low_latency.hpp).
+        // this rank (allreduce, reduce-scatter, all-gather): every rank passed the same ones
+        // (protocol/low_latency.hpp).
         plane_.settle(o.seq, here);
       } else if (in_band) {
         const Agreement verdict = plane_.verify(o.seq, o.deadline_ns, here);
         if (!verdict.verdict.empty()) throw Error(verdict.code, rank, verdict.verdict);
       }
     }
+    if (output != recv) std::memcpy(recv, output, output_bytes);
     if (tuner != nullptr) record(*tuner, agreed.root_choice, bytes, steps_start);
     // 5. Bases.
     for (std::size_t i = 0; i < pp->set_index.size(); ++i)

@@ -52,6 +52,9 @@ struct alignas(128) RankState {
   std::uint64_t last_count = 0;
   std::size_t last_elem_size = 0;
   int last_root = 0;
+  // The output of a small call of a collective other than allreduce, until every rank's
+  // arguments compared equal (runtime/communicator.hpp).
+  std::vector<std::byte> staged_output;
   // Rank 0 only: how to write slots (Config::tune_slot_stores), per power of two of the call's
   // bytes (slot_store_bucket). The choice follows where a message's lines live, which the size's
   // magnitude decides; a fixed table keeps calls of new sizes from allocating, as the gradient

@@ -51,7 +51,7 @@ struct alignas(128) AreaHeader {
 // line (CallSummaryWords), so a rank that compares several calls at once reads one line per peer
 // for four of them; the rest (CallDetail) is read only by calls that agree before their steps
 // (the placement) and when a rank's arguments are bad (the reason).
-inline constexpr std::uint64_t kCallDescriptors = 16;
+inline constexpr std::uint64_t kCallDescriptors = 64;
 
 // The kind of a call in one word: datatype, op, status (0: arguments fine; otherwise
 // 1 + ErrorCode) and in_band (1: the rank checks this call after its steps, not before), a byte
