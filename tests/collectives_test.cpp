@@ -287,6 +287,112 @@ TEST_CASE("collectives: bad arguments throw on every rank and write no buffer") 
   }
 }
 
+TEST_CASE(
+    "collectives, in band: a bad argument on any rank stops every rank at once, writes no output, "
+    "and its next call is never taken for this one") {
+  // Small calls run in band. A rank whose own arguments are bad agrees first and, its peers
+  // having started their steps, aborts the communicator before it returns: the peers stop long
+  // before their timeout whichever rank is bad (rank 0 included), report its error, write no
+  // output, and never take its next call's messages for this call's (LowLatency messages carry
+  // count, datatype and op, not the call).
+  using namespace std::chrono_literals;
+  const int p = 3;
+  const std::size_t n = 8;
+  for (const char* proto : {"simple", "ll"})
+    for (int bad = 0; bad < p; ++bad)
+      for (const plan::Collective coll :
+           {plan::Collective::reduce_scatter, plan::Collective::all_gather,
+            plan::Collective::allreduce}) {
+        CAPTURE(proto);
+        CAPTURE(bad);
+        CAPTURE(plan::collective_name(coll));
+        Config c = small_config(p);
+        c.protocol = proto;
+        c.timeout = 20000ms;
+        ReduceScatter<transport::HostThreads, algo::Ring> rs(c);
+        AllGather<transport::HostThreads, algo::Ring> ag(c);
+        Allreduce<transport::HostThreads, algo::Ring> ar(c);
+        const std::size_t out_n = coll == plan::Collective::all_gather ? p * n : n;
+        const std::size_t in_n = coll == plan::Collective::reduce_scatter ? p * n : n;
+        std::vector<std::vector<float>> out(p, std::vector<float>(out_n, -1.0f));
+        const std::vector<float> in(in_n, 1.0f);
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto outcome = on_threads(p, [&](int r) -> std::string {
+          auto call = [&](const float* send) {
+            float* o = out[static_cast<std::size_t>(r)].data();
+            if (coll == plan::Collective::reduce_scatter)
+              rs.rank(r).run(send, o, n, DataType::f32, ReduceOp::sum);
+            else if (coll == plan::Collective::all_gather)
+              ag.rank(r).run(send, o, n, DataType::f32);
+            else
+              ar.rank(r).run(send, o, n, DataType::f32, ReduceOp::sum);
+          };
+          std::string first = "no error";
+          try {
+            call(r == bad ? nullptr : in.data());
+          } catch (const Error& e) {
+            first = e.code() == ErrorCode::InvalidArgument
+                        ? std::string(e.what())
+                        : "code " + std::to_string(int(e.code()));
+          }
+          try {
+            call(in.data());  // the next call: the communicator is aborted
+          } catch (const Error&) {
+            return first;
+          }
+          return first + "; the next call ran";
+        });
+        CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+        for (int r = 0; r < p; ++r) {
+          const std::string& o = outcome[static_cast<std::size_t>(r)];
+          INFO("rank " << r << ": " << o);
+          CHECK(o.find("sendbuff") != std::string::npos);
+          CHECK(o.find("next call ran") == std::string::npos);
+          if (coll != plan::Collective::allreduce)  // small allreduces are not staged
+            CHECK(out[static_cast<std::size_t>(r)] == std::vector<float>(out_n, -1.0f));
+        }
+      }
+}
+
+TEST_CASE("collectives: a call that every rank refuses alike leaves the communicator usable") {
+  // Small calls run in band, eager ones too: a rank whose own arguments are bad agrees first, so
+  // when every rank's are, no steps ran anywhere.
+  const int p = 3;
+  for (const bool eager : {false, true}) {
+    CAPTURE(eager);
+    Config c = small_config(p);
+    if (eager) c.eager_rooted_bytes = 4096;
+    Broadcast<transport::HostThreads, algo::Direct> bc(c);
+    AllGather<transport::HostThreads, algo::Ring> ag(c);
+    std::vector<float> in(10, 5.0f);
+    const auto refused = on_threads(p, [&](int r) -> std::string {
+      std::vector<float> out(3 * 10);
+      try {
+        bc.rank(r).run(in.data(), out.data(), 10, DataType::f32, -1);
+        return "broadcast: no error";
+      } catch (const Error&) {
+      }
+      try {
+        ag.rank(r).run(nullptr, out.data(), 10, DataType::f32);
+        return "all-gather: no error";
+      } catch (const Error&) {
+      }
+      return "";
+    });
+    for (const auto& o : refused) CHECK(o == "");
+    const auto outcome = on_threads(p, [&](int r) -> std::string {
+      std::string wrong = check_collective_call<float, ReduceOp::sum>(
+          plan::Collective::broadcast, p, r, 10, false, 1,
+          [&](const void* s, void* o) { bc.rank(r).run(s, o, 10, DataType::f32, 1); });
+      if (!wrong.empty()) return wrong;
+      return check_collective_call<float, ReduceOp::sum>(
+          plan::Collective::all_gather, p, r, 10, false, 0,
+          [&](const void* s, void* o) { ag.rank(r).run(s, o, 10, DataType::f32); });
+    });
+    for (int r = 0; r < p; ++r) CHECK(outcome[static_cast<std::size_t>(r)] == "");
+  }
+}
+
 TEST_CASE("collectives: a topology without the collective's plans is refused when built") {
   try {
     ReduceScatter<transport::HostThreads, algo::Tree> rs(small_config(4));

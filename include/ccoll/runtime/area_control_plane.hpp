@@ -91,11 +91,9 @@ class AreaControlPlane {
   Agreement agree(const CallArgs& args, std::uint64_t seq, std::uint64_t deadline_ns,
                   FailurePoint where) {
     write_descriptor(args, seq, false, deadline_ns, where);
-    if (!args.ok()) {
-      // Nothing of ours to read any more: let the others reuse their descriptors later.
-      acknowledge(where.rank, seq);
-      throw Error(args.error, where.rank, args.reason);
-    }
+    // A rank whose own arguments are bad reads everyone's too: if a peer runs this call in band
+    // (its steps wait for our messages), read_verdict raises the record at once, so the peer stops
+    // before our next call's messages could be taken for this call's.
     return read_verdict(seq, deadline_ns, where, false);
   }
 
@@ -328,10 +326,12 @@ class AreaControlPlane {
       int culprit = -1;
       CallSummary reference{};
       ErrorCode code = ErrorCode::Mismatch;
-      for (int q = 0; q < nranks_ && culprit < 0; ++q) {
+      for (int q = 0; q < nranks_; ++q) {
         const CallSummary c = summary(q, slot);
         if (c.seq != newest || summary(q, slot).seq != newest) continue;
+        // Any rank in band may be waiting, the culprit's own descriptor aside.
         in_band = in_band || c.in_band != 0;
+        if (culprit >= 0) continue;
         if (c.status != 0) {
           culprit = q;
           code = static_cast<ErrorCode>(c.status - 1);

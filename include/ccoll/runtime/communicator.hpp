@@ -200,13 +200,13 @@ class Communicator {
     // its buffers: the copy costs less than the round of the control plane it saves
     // (docs/collectives.md). Broadcasts and reduces of at most Config::eager_rooted_bytes return
     // first instead and write the user's buffers at once. A rank whose own arguments are bad
-    // agrees first: when every rank refuses the call alike, no steps ran and the communicator
-    // stays usable.
+    // agrees first (AreaControlPlane::agree, which aborts the communicator if a peer ran its
+    // steps): when every rank refuses the call alike, no steps ran and it stays usable.
     if constexpr (InBandControlPlane<P>) {
       const bool small = !may_stream && config_.in_band_agreement_bytes != 0 &&
                          bytes <= config_.in_band_agreement_bytes && args.ok();
       eager = plan::has_root(shape.collective) && !may_stream && config_.eager_rooted_bytes != 0 &&
-              bytes <= config_.eager_rooted_bytes;
+              bytes <= config_.eager_rooted_bytes && args.ok();
       // Windowed calls of the other collectives agree first: they may then read the peers'
       // buffers in place (runtime/symmetric_shards.hpp, symmetric_rooted.hpp).
       staged = small && !allreduce && !eager && placement.window == 0;

@@ -27,7 +27,7 @@ namespace ccoll::runtime {
 
 // Changes with the area's layout and with the format of its messages, so that processes of
 // builds that would misread each other never attach to one area.
-inline constexpr std::uint64_t kAreaMagic = 0x63636f6c6c763035ull;  // "ccollv05"
+inline constexpr std::uint64_t kAreaMagic = 0x63636f6c6c763036ull;  // "ccollv06"
 inline constexpr std::size_t kPage = 4096;
 
 struct alignas(128) AreaHeader {
