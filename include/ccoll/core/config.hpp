@@ -40,16 +40,17 @@ struct Config {
   bool tune_slot_stores = true;
   // Calls of at most this many bytes check that every rank passed the same count, datatype and op
   // alongside their messages instead of before them (0 = never): one wave of handoffs per call
-  // instead of two, which is most of a small call's time. Reduce-scatters, all-gathers,
-  // broadcasts and reduces run their steps into a scratch output and copy it to recvbuff only once
-  // the arguments compared equal, so a disagreement never writes their buffers; an allreduce's
-  // may have been written. The difference is what a disagreement costs: it is still reported on
-  // every rank (Mismatch, naming the ranks and the call), but the communicator is then aborted;
-  // checked before the steps (larger calls, and calls in registered windows other than
-  // allreduces), a disagreement throws on every rank and leaves the communicator usable, as does
-  // a small call that every rank refuses alike (a rank whose own arguments are bad checks
-  // first). Calls whose slots may stream (stream_slot_bytes) always check first.
-  // HostThreads and SharedMemory read it (other transports check first); ranks may differ in it.
+  // instead of two, which is most of a small call's time. Broadcasts and reduces, and
+  // reduce-scatters and all-gathers of blocks of at most 2 KiB (larger blocks check first), run
+  // their steps into a scratch output and copy it to recvbuff only once the arguments compared
+  // equal, so a disagreement never writes their buffers; an allreduce's may have been written.
+  // The difference is what a disagreement costs: it is still reported on every rank (Mismatch,
+  // naming the ranks and the call), but the communicator is then aborted; checked before the
+  // steps (larger calls, and calls in registered windows other than allreduces), a disagreement
+  // throws on every rank and leaves the communicator usable, as does a small call that every
+  // rank refuses alike (a rank whose own arguments are bad checks first). Calls whose slots may
+  // stream (stream_slot_bytes) always check first. HostThreads and SharedMemory read it (other
+  // transports check first); ranks may differ in it.
   std::uint64_t in_band_agreement_bytes = 64u << 10;
   // Broadcasts and reduces of at most this many bytes return as soon as this rank's steps are
   // done, and compare every rank's arguments at one of this rank's next calls (0 = never, the

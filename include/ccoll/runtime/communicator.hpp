@@ -74,6 +74,13 @@ inline void check_config(const Config& config, int nranks) {
 // them are in (Communicator::compare_eager_calls): the calls whose summaries share a cache line.
 inline constexpr std::uint64_t kEagerComparePeriod = 4;
 
+// The largest block (count x element size) a small reduce-scatter or all-gather stages to agree
+// in band: its staged output (P blocks at most) is copied once more, which on shared memory
+// costs more than the round of the control plane it saves from about 4 KiB blocks at P = 2
+// (docs/results/collectives-2026-11-30.md). A broadcast's root or a reduce's leaves would wait a
+// whole round before sending: those stage up to Config::in_band_agreement_bytes.
+inline constexpr std::uint64_t kStagedBlockBytes = 2048;
+
 // Timeouts from which a call's deadline starts from sync::coarse_now_ns(): a tick (at most 10 ms)
 // early is then at most 10% of the timeout.
 inline constexpr std::chrono::milliseconds kCoarseStartTimeout{100};
@@ -208,8 +215,11 @@ class Communicator {
       eager = plan::has_root(shape.collective) && !may_stream && config_.eager_rooted_bytes != 0 &&
               bytes <= config_.eager_rooted_bytes && args.ok();
       // Windowed calls of the other collectives agree first: they may then read the peers'
-      // buffers in place (runtime/symmetric_shards.hpp, symmetric_rooted.hpp).
-      staged = small && !allreduce && !eager && placement.window == 0;
+      // buffers in place (runtime/symmetric_shards.hpp, symmetric_rooted.hpp). A reduce-scatter
+      // or all-gather stages only blocks of at most kStagedBlockBytes: its extra copy grows with
+      // the block, while the round it saves does not.
+      staged = small && !allreduce && !eager && placement.window == 0 &&
+               (plan::has_root(shape.collective) || count * size_of(dtype) <= kStagedBlockBytes);
       in_band = (small && allreduce) || staged || eager;
       compare_eager_calls(st, eager, o.deadline_ns, here);
     }
