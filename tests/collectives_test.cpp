@@ -354,6 +354,39 @@ TEST_CASE(
       }
 }
 
+TEST_CASE(
+    "collectives: reduce-scatter and all-gather blocks over kStagedBlockBytes agree first, small "
+    "ones in band") {
+  // A count mismatch leaves the communicator usable where the call agreed first (blocks of more
+  // than kStagedBlockBytes) and aborts it where it ran in band; neither writes an output.
+  const int p = 3;
+  const std::size_t big = runtime::kStagedBlockBytes / sizeof(float) + 2;  // n - 1 too
+  for (const std::size_t n : {std::size_t{8}, big}) {
+    CAPTURE(n);
+    AllGather<transport::HostThreads, algo::Ring> ag(small_config(p));
+    std::vector<std::vector<float>> out(p, std::vector<float>(p * n, -1.0f));
+    const std::vector<float> in(n, 5.0f);
+    const auto outcome = on_threads(p, [&](int r) -> std::string {
+      float* o = out[static_cast<std::size_t>(r)].data();
+      try {
+        ag.rank(r).run(in.data(), o, r == 1 ? n - 1 : n, DataType::f32);
+        return "no error";
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::Mismatch) return e.what();
+      }
+      if (out[static_cast<std::size_t>(r)] != std::vector<float>(p * n, -1.0f))
+        return "the output was written";
+      try {
+        ag.rank(r).run(in.data(), o, n, DataType::f32);
+      } catch (const Error&) {
+        return n == big ? "the communicator was aborted" : "";
+      }
+      return n == big ? "" : "the communicator was not aborted";
+    });
+    for (const auto& o : outcome) CHECK(o == "");
+  }
+}
+
 TEST_CASE("collectives: a call that every rank refuses alike leaves the communicator usable") {
   // Small calls run in band, eager ones too: a rank whose own arguments are bad agrees first, so
   // when every rank's are, no steps ran anywhere.
