@@ -465,6 +465,33 @@ TEST_CASE("shm: two processes claiming one rank are refused (two jobs sharing a 
          error_code_of(loser) == static_cast<int>(ErrorCode::Timeout)));
 }
 
+TEST_CASE("shm: a rank whose rendezvous timed out takes its slot again when its process retries") {
+  // Rank 1 gives up waiting for rank 2 (a short timeout) while still holding its slot, then
+  // constructs again with the default timeout: its own process may claim the slot again, and the
+  // job, rank 2 arriving late, runs correctly.
+  const std::string session = unique_session("reclaim");
+  auto out = on_processes(3, [&](int r) -> std::string {
+    Config c = shm_config(3, r, session);
+    if (r == 1) {
+      Config hasty = c;
+      hasty.timeout = 200ms;
+      try {
+        Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(hasty);
+        return "the first rendezvous did not time out";
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::Timeout) return std::string("not a timeout: ") + e.what();
+      }
+    }
+    if (r == 2) std::this_thread::sleep_for(800ms);
+    Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(c);
+    std::vector<float> buf(1000, static_cast<float>(r + 1));
+    ar.run(buf.data(), buf.data(), buf.size(), DataType::f32, ReduceOp::sum);
+    return buf == std::vector<float>(1000, 6.0f) ? "" : "wrong sum";
+  });
+  require_all_ok(out);
+  CHECK_FALSE(segment_exists(session));
+}
+
 TEST_CASE("shm: rank 0 dying during the rendezvous is reported at once, and no segment is left") {
   const std::string session = unique_session("rendezvous-death");
   const auto t0 = std::chrono::steady_clock::now();

@@ -2,8 +2,10 @@
 // P = 2..4 processes fork()ed by the test; every collective with ring and direct plans, every
 // dtype and op, in place and out of place, every root, guard elements around every buffer; buffers
 // in a registered window (staged, like any others); a bad root on one process; eager broadcasts
-// and reduces (Config::eager_rooted_bytes).
+// and reduces (Config::eager_rooted_bytes); ranks that wait for a rank that left, in their steps
+// and in the control plane's waits outside them.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -206,5 +208,121 @@ TEST_CASE("shm: a rank waiting for a rank that left is told so, long before its 
     CHECK(out[1].message.find("rank 0 left") != std::string::npos);
     if (wait == Wait::free_slot) CHECK(out[1].message.find("free slot") != std::string::npos);
     CHECK(took < 5s);
+  }
+}
+
+namespace {
+
+// One shared area of `p` ranks in this process's memory, for tests of the control plane's waits
+// on their own: rank 0 waits, the others' descriptors are set by hand.
+struct PlaneArea {
+  struct alignas(128) Line {
+    std::byte b[128];
+  };
+  explicit PlaneArea(int p, std::chrono::milliseconds timeout = 10s)
+      : layout(runtime::AreaLayout::make(p, 0, 1024, 1)), lines(layout.total / sizeof(Line) + 1) {
+    auto* base = reinterpret_cast<std::byte*>(lines.data());
+    runtime::init_area(base, layout, p, 0, 1);
+    descriptors = reinterpret_cast<runtime::RankDescriptor*>(base + layout.descriptors);
+    plane = runtime::AreaControlPlane(base, layout, p, static_cast<long>(timeout.count()),
+                                      sync::WaitPolicy{});
+    for (int q = 0; q < p; ++q) descriptors[q].pid = ::getpid();
+  }
+  // Rank q destroyed its communicator (~Executor negates its pid).
+  void leave(int q) { descriptors[q].pid = -static_cast<std::int64_t>(::getpid()); }
+
+  runtime::AreaLayout layout;
+  std::vector<Line> lines;
+  runtime::RankDescriptor* descriptors = nullptr;
+  runtime::AreaControlPlane plane;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "shm control plane: a wait for a word of a rank that left stops long before its timeout") {
+  // The waits on a peer's word outside the steps (a window's barrier, a peer's acknowledgement
+  // of a call descriptor about to be reused) judge the word again after reading that the peer
+  // left: short, the rank is named within the peer checks' interval; reached (the peer stored it
+  // before it left), the wait succeeds.
+  const auto deadline = [] { return sync::deadline_after(10s); };
+  const auto aborted_naming_left_rank = [](const Error& e) {
+    INFO(e.what());
+    CHECK(e.code() == ErrorCode::Aborted);
+    CHECK(std::string(e.what()).find("rank 1 left") != std::string::npos);
+  };
+  SUBCASE("a window's barrier word") {
+    PlaneArea a(2);
+    std::uint64_t word = 0;
+    a.leave(1);
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      a.plane.wait_peer_word(&word, 1, 0, 1, deadline(), 7);
+      FAIL("the wait returned");
+    } catch (const Error& e) {
+      aborted_naming_left_rank(e);
+    }
+    CHECK(std::chrono::steady_clock::now() - start < 2s);
+    CHECK(a.plane.aborted());
+  }
+  SUBCASE("a word the peer stored before it left") {
+    PlaneArea a(2);
+    std::uint64_t word = 1;
+    a.leave(1);
+    CHECK_NOTHROW(a.plane.wait_peer_word(&word, 1, 0, 1, deadline(), 7));
+    CHECK_FALSE(a.plane.aborted());
+  }
+  SUBCASE("a word stored while the waiter checks its peers") {
+    PlaneArea a(2);
+    std::uint64_t word = 0;
+    std::thread peer([&] {
+      std::this_thread::sleep_for(150ms);  // past one peer check
+      sync::AtomicWord<std::uint64_t>(&word).store_release(1);
+      a.leave(1);
+    });
+    CHECK_NOTHROW(a.plane.wait_peer_word(&word, 1, 0, 1, deadline(), 7));
+    peer.join();
+    CHECK_FALSE(a.plane.aborted());
+  }
+  SUBCASE("a peer's acknowledgement of the descriptor a call is about to reuse") {
+    // Rank 0 publishes call kCallDescriptors + 1 in its slot of call 1, which rank 1 never
+    // acknowledged before it left.
+    PlaneArea a(2);
+    a.descriptors[0].ack = runtime::kCallDescriptors;  // rank 0 read every call so far
+    a.leave(1);
+    runtime::CallArgs args;
+    args.count = 4;
+    const std::uint64_t seq = runtime::kCallDescriptors + 1;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      a.plane.publish(args, seq, deadline(), runtime::FailurePoint{0, -1, -1, -1});
+      FAIL("publish returned");
+    } catch (const Error& e) {
+      aborted_naming_left_rank(e);
+    }
+    CHECK(std::chrono::steady_clock::now() - start < 2s);
+  }
+  SUBCASE("an acknowledgement the peer stored before it left") {
+    PlaneArea a(2);
+    a.descriptors[0].ack = runtime::kCallDescriptors;
+    a.descriptors[1].ack = 1;
+    a.leave(1);
+    runtime::CallArgs args;
+    args.count = 4;
+    CHECK_NOTHROW(a.plane.publish(args, runtime::kCallDescriptors + 1, deadline(),
+                                  runtime::FailurePoint{0, -1, -1, -1}));
+    CHECK_FALSE(a.plane.aborted());
+  }
+  SUBCASE("a rank that never leaves: the wait ends at its deadline, naming it") {
+    PlaneArea a(2, 200ms);
+    std::uint64_t word = 0;
+    try {
+      a.plane.wait_peer_word(&word, 1, 0, 1, sync::deadline_after(200ms), 7);
+      FAIL("the wait returned");
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK(e.code() == ErrorCode::Timeout);
+      CHECK(std::string(e.what()).find("rank 1 did not arrive") != std::string::npos);
+    }
   }
 }

@@ -477,7 +477,7 @@ struct SharedMemory {
         return false;
       }
       const auto pid = static_cast<pid_t>(h->creator_pid);
-      if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH)) {  // its creator died: stale
+      if (pid <= 0 || runtime::process_gone(pid)) {  // its creator died: stale
         unmap();
         return false;
       }
@@ -534,7 +534,7 @@ struct SharedMemory {
           // A negative pid: a process that held the rank and left (~Executor). It may take the
           // rank again; another process may only if the holder has exited.
           const auto holder = static_cast<pid_t>(expected < 0 ? -expected : expected);
-          if (holder != ::getpid() && (::kill(holder, 0) == 0 || errno != ESRCH)) {
+          if (holder != ::getpid() && !runtime::process_gone(holder)) {
             throw Error(ErrorCode::Mismatch, config_.rank,
                         "rank " + std::to_string(config_.rank) + " of segment '" + name_ +
                             "' is already held by process " + std::to_string(holder) +
