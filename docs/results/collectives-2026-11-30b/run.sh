@@ -9,6 +9,7 @@
 #   hetero: 4 hosts of 1 rank, one at RATE/4 (a star: the forest's bound is the ring's there).
 #
 #   run.sh BUILD OUT_DIR          (root: the lab needs network namespaces)
+# MPIARGS: mpirun options before -np (e.g. "--mca btl_tcp_eager_limit 4194304").
 # COLLECTIVES and ALGOS choose others (collectives-2026-11-29d.md: broadcast and reduce, root 0).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -29,7 +30,8 @@ lab() {  # name ranks, then netlab up options
     "$ccoll" simulate --topology "$out/$name.topology.json" --collective "$c" --algo "$ALGOS" \
       --bytes "$SIZE" >"$out/$name-$c.sim.txt" 2>&1
     echo "sim $name $c rc=$?"
-    scripts/netlab run --timeout 1200 -- -np "$np" "$perf" --transport mpi-hybrid \
+    # shellcheck disable=SC2086  # MPIARGS: mpirun options, word-split on purpose
+    scripts/netlab run --timeout 1200 -- ${MPIARGS:-} -np "$np" "$perf" --transport mpi-hybrid \
       --topology "$out/$name.topology.json" -C "$c" -a "$ALGOS" --peer mpi -b "$SIZE" \
       -e "$SIZE" -n "$ITERS" -w 1 -r 2 -m 0 --timeout 600000 --json "$out/$name-$c.json" \
       >"$out/$name-$c.txt" 2>&1

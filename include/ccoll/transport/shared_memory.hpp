@@ -477,7 +477,9 @@ struct SharedMemory {
         return false;
       }
       const auto pid = static_cast<pid_t>(h->creator_pid);
-      if (pid <= 0 || runtime::process_gone(pid)) {  // its creator died: stale
+      // A creator that exited and was reaped: stale. One that is a zombie is attached to and then
+      // reported dead by the rendezvous, which names it at once.
+      if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH)) {
         unmap();
         return false;
       }
