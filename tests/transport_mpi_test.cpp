@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "ccoll/algo/registry.hpp"
 #include "ccoll/ccoll.hpp"
 #include "ccoll/transport/mpi.hpp"
+#include "ccoll/transport/mpi/eager_limit.hpp"
 #include "ccoll/transport/mpi/measure.hpp"
 #include "ccoll/transport/mpi_hybrid.hpp"
 
@@ -289,4 +291,28 @@ TEST_CASE("mpi-hybrid: a forest planned on the measured host links (two emulated
   const std::string wrong = testing::check_all(ar, {1, 131, 5003}, false);
   CHECK_MESSAGE(wrong.empty(), wrong);
   CHECK(all_ranks(wrong.empty()));
+}
+
+TEST_CASE("mpi: Open MPI's TCP eager limit is read through the tool interface") {
+  MpiSession session;
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(version, &length);
+  const std::optional<std::uint64_t> limit = transport::mpi::tcp_eager_limit();
+  INFO(version);
+  if (std::string(version).find("Open MPI") == std::string::npos) {
+    CHECK_FALSE(limit.has_value());  // another MPI has no btl_tcp_eager_limit
+    return;
+  }
+  const char* set_limit = std::getenv("OMPI_MCA_btl_tcp_eager_limit");
+  const char* pml = std::getenv("OMPI_MCA_pml");
+  const char* btl = std::getenv("OMPI_MCA_btl");
+  if (pml != nullptr || btl != nullptr) return;  // a selection that may leave TCP out
+  REQUIRE(limit.has_value());
+  if (set_limit != nullptr)
+    CHECK(*limit == std::strtoull(set_limit, nullptr, 10));
+  else
+    CHECK(*limit >= 1024);  // Open MPI's default is 64 KiB
+  // Read twice: the tool interface is initialised and finalised each time.
+  CHECK(transport::mpi::tcp_eager_limit() == limit);
 }

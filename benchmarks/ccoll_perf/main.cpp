@@ -48,6 +48,8 @@
 #if CCOLL_HAVE_MPI
 #include <mpi.h>
 
+#include <ccoll/core/config.hpp>
+#include <ccoll/transport/mpi/eager_limit.hpp>
 #include <ccoll/transport/mpi/measure.hpp>
 #endif
 
@@ -541,6 +543,33 @@ std::string peer_description(const Options& o) {
   return "";
 }
 
+// Between hosts, Open MPI's TCP transport sends a message above its eager limit by rendezvous,
+// which stalls a link loaded in both directions (docs/mpi.md, "Over TCP"): when the MPI
+// transports' messages of a slot would, the header says so before the figures it slows. Empty
+// otherwise (one host, another MPI, the TCP transport not selected, or a limit that covers a
+// slot). Collective.
+std::string tcp_rendezvous_note(const Options& o, int rank) {
+  if (o.transport != "mpi" && o.transport != "mpi-hybrid") return "";
+  // Nodes as MPI sees them (hosts emulated by CCOLL_MPI_HOST on one node talk through its
+  // shared-memory transport, not TCP).
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  int node_size = 0, world_size = 0, smallest_node = 0;
+  MPI_Comm_size(node, &node_size);
+  MPI_Comm_free(&node);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Allreduce(&node_size, &smallest_node, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (smallest_node == world_size) return "";
+  const std::uint64_t slot = o.slot_bytes != 0 ? o.slot_bytes : ccoll::Config{}.slot_bytes;
+  const std::optional<std::uint64_t> limit = ccoll::transport::mpi::tcp_eager_limit();
+  if (!limit || *limit >= slot) return "";
+  return "Open MPI's btl_tcp_eager_limit (" + std::to_string(*limit) + " B) is below a slot (" +
+         std::to_string(slot) +
+         " B): over TCP between hosts each message waits for a rendezvous, which stalls links "
+         "loaded both ways; mpirun --mca btl_tcp_eager_limit " +
+         std::to_string(slot) + " (or a smaller --slot_bytes) lifts it (docs/mpi.md, \"Over TCP\")";
+}
+
 int run_under_mpirun(Report& report) {
   MPI_Init(nullptr, nullptr);
   MpiControl control;
@@ -578,12 +607,14 @@ int run_under_mpirun(Report& report) {
   if (o.peer == Peer::mpi && !mpi_supports(o.dtype)) {
     die(rank, "--peer mpi: MPI has no " + std::string(ccoll::to_string(o.dtype)) + " type");
   }
+  const std::string tcp_note = tcp_rendezvous_note(o, rank);  // collective
   std::unique_ptr<Printer> printer;
   if (rank == 0) {
     printer = std::make_unique<Printer>(report, o.peer);
     printer->header(std::to_string(nranks) + " processes started by mpirun (" +
                         transport_entry(o.transport).describe() + peer_description(o) + ")",
                     &prepared);
+    if (!tcp_note.empty()) std::printf("# note: %s\n", tcp_note.c_str());
     if (measured) {
       std::printf("# measured host links (ping-pong between hosts' first ranks; %d hosts):\n",
                   links.nhosts);
