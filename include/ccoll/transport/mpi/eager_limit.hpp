@@ -29,7 +29,8 @@ inline std::string cvar_string(const char* name) {
   std::string value;
   if (count > 0) {
     std::string buffer(static_cast<std::size_t>(count) + 1, '\0');
-    if (MPI_T_cvar_read(handle, buffer.data()) == MPI_SUCCESS) value = buffer.c_str();
+    if (MPI_T_cvar_read(handle, buffer.data()) == MPI_SUCCESS)
+      value = buffer.substr(0, buffer.find('\0'));  // the text ends at its terminator
   }
   MPI_T_cvar_handle_free(&handle);
   return value;
