@@ -13,6 +13,7 @@
 #include <bit>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -468,8 +469,9 @@ TEST_CASE("shm: two processes claiming one rank are refused (two jobs sharing a 
 TEST_CASE("shm: a rank whose rendezvous timed out takes its slot again when its process retries") {
   // Rank 1 gives up waiting for rank 2 (a short timeout) while still holding its slot, then
   // constructs again with the default timeout: its own process may claim the slot again, and the
-  // job, rank 2 arriving late, runs correctly.
+  // job, rank 2 arriving only once rank 1 has timed out (a file says so), runs correctly.
   const std::string session = unique_session("reclaim");
+  const std::string timed_out = "/tmp/" + session + ".rank1-timed-out";
   auto out = on_processes(3, [&](int r) -> std::string {
     Config c = shm_config(3, r, session);
     if (r == 1) {
@@ -481,8 +483,16 @@ TEST_CASE("shm: a rank whose rendezvous timed out takes its slot again when its 
       } catch (const Error& e) {
         if (e.code() != ErrorCode::Timeout) return std::string("not a timeout: ") + e.what();
       }
+      std::ofstream(timed_out) << "1\n";
     }
-    if (r == 2) std::this_thread::sleep_for(800ms);
+    if (r == 2) {
+      const auto give_up = std::chrono::steady_clock::now() + 10s;
+      while (!std::ifstream(timed_out).good()) {
+        if (std::chrono::steady_clock::now() > give_up) return "rank 1 never timed out";
+        std::this_thread::sleep_for(10ms);
+      }
+      std::remove(timed_out.c_str());
+    }
     Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(c);
     std::vector<float> buf(1000, static_cast<float>(r + 1));
     ar.run(buf.data(), buf.data(), buf.size(), DataType::f32, ReduceOp::sum);

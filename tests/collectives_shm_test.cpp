@@ -229,7 +229,10 @@ struct PlaneArea {
     for (int q = 0; q < p; ++q) descriptors[q].pid = ::getpid();
   }
   // Rank q destroyed its communicator (~Executor negates its pid).
-  void leave(int q) { descriptors[q].pid = -static_cast<std::int64_t>(::getpid()); }
+  void leave(int q) {
+    sync::AtomicWord<std::int64_t>(&descriptors[q].pid)
+        .store_release(-static_cast<std::int64_t>(::getpid()));
+  }
 
   runtime::AreaLayout layout;
   std::vector<Line> lines;

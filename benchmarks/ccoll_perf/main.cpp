@@ -562,12 +562,16 @@ std::string tcp_rendezvous_note(const Options& o, int rank) {
   if (smallest_node == world_size) return "";
   const std::uint64_t slot = o.slot_bytes != 0 ? o.slot_bytes : ccoll::Config{}.slot_bytes;
   const std::optional<std::uint64_t> limit = ccoll::transport::mpi::tcp_eager_limit();
-  if (!limit || *limit >= slot) return "";
-  return "Open MPI's btl_tcp_eager_limit (" + std::to_string(*limit) + " B) is below a slot (" +
-         std::to_string(slot) +
-         " B): over TCP between hosts each message waits for a rendezvous, which stalls links "
-         "loaded both ways; mpirun --mca btl_tcp_eager_limit " +
-         std::to_string(slot) + " (or a smaller --slot_bytes) lifts it (docs/mpi.md, \"Over TCP\")";
+  // A message goes eagerly if it fits in the limit with Open MPI's header (tens of bytes).
+  constexpr std::uint64_t kHeaderRoom = 1024;
+  if (!limit || *limit >= slot + kHeaderRoom) return "";
+  return "Open MPI's btl_tcp_eager_limit (" + std::to_string(*limit) +
+         " B) does not hold a slot (" + std::to_string(slot) +
+         " B) and its header: if messages between hosts go over pml ob1 and btl tcp, each waits "
+         "for a rendezvous, which stalls links loaded both ways; mpirun --mca "
+         "btl_tcp_eager_limit " +
+         std::to_string(2 * slot) +
+         " (or a smaller --slot_bytes) lifts it (docs/mpi.md, \"Over TCP\")";
 }
 
 int run_under_mpirun(Report& report) {

@@ -88,12 +88,22 @@ inline bool selects(const std::string& list, const std::string& name) {
 
 }  // namespace detail
 
-// Open MPI's btl_tcp_eager_limit in bytes, or nullopt when this MPI has no such control variable
-// (another MPI library) or the job's component selection leaves the TCP transport out (a pml
-// other than ob1, or a btl list without tcp). Callable between MPI_Init and MPI_Finalize.
+// Open MPI's btl_tcp_eager_limit in bytes, or nullopt with another MPI library or when the job's
+// component selection leaves the TCP transport out (a pml list without ob1, or a btl list
+// without tcp). A message is sent eagerly only if it fits with Open MPI's header (tens of bytes)
+// in this limit. Callable between MPI_Init and MPI_Finalize.
 inline std::optional<std::uint64_t> tcp_eager_limit() {
+#ifndef OPEN_MPI
+  // Other libraries have no such variable, and some (MPICH 4.3) free state that later calls use
+  // when the tool interface is finalised before MPI is.
+  return std::nullopt;
+#else
+  // Open MPI records the level asked for here as the process's thread level: ask for the one MPI
+  // was initialised with, so that a program running MPI_THREAD_MULTIPLE keeps it.
+  int level = MPI_THREAD_SINGLE;
+  if (MPI_Query_thread(&level) != MPI_SUCCESS) return std::nullopt;
   int provided = 0;
-  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return std::nullopt;
+  if (MPI_T_init_thread(level, &provided) != MPI_SUCCESS) return std::nullopt;
   std::optional<std::uint64_t> limit = detail::cvar_unsigned("btl_tcp_eager_limit");
   if (limit) {
     if (!detail::selects(detail::cvar_string("pml"), "ob1") ||
@@ -102,6 +112,7 @@ inline std::optional<std::uint64_t> tcp_eager_limit() {
   }
   MPI_T_finalize();
   return limit;
+#endif
 }
 
 }  // namespace ccoll::transport::mpi
