@@ -5,6 +5,8 @@
 // and reduces (Config::eager_rooted_bytes); ranks that wait for a rank that left, in their steps
 // and in the control plane's waits outside them.
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -328,4 +330,28 @@ TEST_CASE(
       CHECK(std::string(e.what()).find("rank 1 did not arrive") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("process_gone: a zombie its parent has not reaped is gone, a live process is not") {
+  // What a claim of a left rank's slot and the peer checks judge a holder by.
+  const pid_t exited = ::fork();
+  REQUIRE(exited >= 0);
+  if (exited == 0) ::_exit(0);
+  const pid_t alive = ::fork();
+  REQUIRE(alive >= 0);
+  if (alive == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (!runtime::process_gone(exited) && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(1ms);
+  CHECK(runtime::process_gone(exited));  // a zombie: not reaped yet
+  CHECK_FALSE(runtime::process_gone(alive));
+  CHECK_FALSE(runtime::process_gone(::getpid()));
+  ::kill(alive, SIGKILL);
+  int status = 0;
+  ::waitpid(alive, &status, 0);
+  ::waitpid(exited, &status, 0);
+  CHECK(runtime::process_gone(exited));  // reaped: no such process
 }

@@ -323,3 +323,17 @@ TEST_CASE("mpi: Open MPI's TCP eager limit is read through the tool interface") 
   // Read twice: the tool interface is initialised and finalised each time.
   CHECK(transport::mpi::tcp_eager_limit() == limit);
 }
+
+TEST_CASE("mpi: Open MPI's component selections: lists, exclusions and the default") {
+  using transport::mpi::detail::selects;
+  CHECK(selects("", "tcp"));  // unset: every component may run
+  CHECK(selects("self,vader,tcp", "tcp"));
+  CHECK_FALSE(selects("self,vader", "tcp"));
+  CHECK(selects("^uct,openib,ofi", "tcp"));  // Debian's default btl exclusions
+  CHECK_FALSE(selects("^tcp", "tcp"));
+  CHECK_FALSE(selects("^openib,tcp", "tcp"));
+  CHECK_FALSE(selects("tcpx", "tcp"));  // names, not prefixes
+  CHECK(selects("^tcpx", "tcp"));
+  CHECK(selects("ob1", "ob1"));
+  CHECK_FALSE(selects("^ucx,ob1", "ob1"));
+}
