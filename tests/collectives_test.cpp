@@ -535,12 +535,12 @@ TEST_CASE(
       INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
       CHECK(outcome[static_cast<std::size_t>(r)].rfind("Mismatch", 0) == 0);
       CHECK(outcome[static_cast<std::size_t>(r)].find("rank 3") != std::string::npos);
-      // The ranks stay within the FIFO's depth (2) of each other, so every rank has published
-      // call 1 by the time any rank has made kEagerComparePeriod more calls: the first periodic
-      // comparison finds the disagreement, well before the descriptors fill up.
+      // These calls fit a fast box: rank 3 compares the root's arguments in its box at call 1
+      // and raises the abort, which the others meet at their next call, the root having run at
+      // most a ring of boxes ahead (runtime/fast_box.hpp).
       CHECK(call_that_threw(outcome[static_cast<std::size_t>(r)]) >= 1);
       CHECK(call_that_threw(outcome[static_cast<std::size_t>(r)]) <=
-            static_cast<int>(runtime::kEagerComparePeriod) + 1);
+            static_cast<int>(runtime::kFastBoxDepth) + 2);
     }
   }
   SUBCASE("reduce: roots that differ, so that no rank waits for a message that comes") {
@@ -559,6 +559,7 @@ TEST_CASE(
   SUBCASE("broadcast: one rank's count above the eager limit, then a retry that agrees") {
     // Rank 1 agrees first and finds the mismatch while the others have sent eagerly: the
     // communicator must be aborted, or rank 1's retry would take the first call's messages.
+    // (Counts above a fast box's payload: the plans' eager path.)
     Config c = eager_config(p);
     c.eager_rooted_bytes = 256;
     Broadcast<transport::HostThreads, algo::Direct> bc(c);
@@ -568,7 +569,7 @@ TEST_CASE(
       for (int i = 0; i < 2; ++i) {
         try {
           float* b = buf[static_cast<std::size_t>(r)].data();
-          bc.rank(r).run(b, b, r == 1 && i == 0 ? 100 : 10, DataType::f32, 0);
+          bc.rank(r).run(b, b, r == 1 && i == 0 ? 100 : 50, DataType::f32, 0);
           seen += "ok ";
         } catch (const Error& e) {
           seen += e.code() == ErrorCode::Mismatch ? "Mismatch " : "other ";
@@ -671,5 +672,117 @@ TEST_CASE("eager broadcast and reduce: a root and a leaf run many calls ahead of
     for (int i = 0; i < calls; ++i)
       CHECK(buf[1][static_cast<std::size_t>(i)] ==
             std::vector<float>(n, static_cast<float>(i) + 1.5f));
+  }
+}
+
+TEST_CASE(
+    "fast boxes: broadcasts and reduces of at most 96 bytes, P = 2..9, roots, dtypes, many "
+    "calls, eager and not") {
+  // P <= kFastBoxMaxRanks run through the boxes, P = 9 through its plans; more calls than a ring
+  // holds, with roots, counts and in-place changing call by call.
+  for (int p = 2; p <= runtime::kFastBoxMaxRanks + 1; ++p)
+    for (const bool eager : {true, false}) {
+      CAPTURE(p);
+      CAPTURE(eager);
+      Config c = small_config(p);
+      if (eager) c.eager_rooted_bytes = runtime::kFastBoxPayload;
+      Broadcast<transport::HostThreads, algo::Direct> bc(c);
+      Reduce<transport::HostThreads, algo::Tree> rd(c);
+      const auto outcome = on_threads(p, [&](int rank) -> std::string {
+        for (int i = 0; i < 2 * static_cast<int>(runtime::kFastBoxDepth) + 3; ++i) {
+          const std::uint64_t n = 1 + static_cast<std::uint64_t>(i) % 24;
+          const int root = (i / 3) % p;
+          const bool in_place = i % 2 == 1;
+          std::string wrong = check_collective_call<float, ReduceOp::sum>(
+              plan::Collective::broadcast, p, rank, n, in_place, root,
+              [&](const void* s, void* o) { bc.rank(rank).run(s, o, n, DataType::f32, root); });
+          if (wrong.empty() && i % 4 == 0)
+            wrong = check_collective_call<Half, ReduceOp::avg>(
+                plan::Collective::reduce, p, rank, 2 * n, in_place, root,
+                [&](const void* s, void* o) {
+                  rd.rank(rank).run(s, o, 2 * n, DataType::f16, ReduceOp::avg, root);
+                });
+          else if (wrong.empty() && i % 4 == 1)
+            wrong = check_collective_call<std::int64_t, ReduceOp::max>(
+                plan::Collective::reduce, p, rank, (n + 1) / 2, in_place, root,
+                [&](const void* s, void* o) {
+                  rd.rank(rank).run(s, o, (n + 1) / 2, DataType::i64, ReduceOp::max, root);
+                });
+          else if (wrong.empty())
+            wrong = check_collective_call<float, ReduceOp::prod>(
+                plan::Collective::reduce, p, rank, n, in_place, root, [&](const void* s, void* o) {
+                  rd.rank(rank).run(s, o, n, DataType::f32, ReduceOp::prod, root);
+                });
+          if (!wrong.empty()) return "call " + std::to_string(i) + ": " + wrong;
+        }
+        return "";
+      });
+      for (int r = 0; r < p; ++r) CHECK(outcome[static_cast<std::size_t>(r)] == "");
+    }
+}
+
+TEST_CASE(
+    "fast boxes, eager: a disagreement writes no buffer from the message, every rank reports "
+    "it") {
+  const int p = 4;
+  SUBCASE("broadcast: one rank's count differs; it throws at the call and keeps its buffer") {
+    Broadcast<transport::HostThreads, algo::Direct> bc(eager_config(p));
+    std::vector<float> in(16, 5.0f);
+    std::vector<std::vector<float>> out(p, std::vector<float>(16, -1.0f));
+    const auto outcome = calls_until_error(p, [&](int r, int) {
+      bc.rank(r).run(in.data(), out[static_cast<std::size_t>(r)].data(), r == 3 ? 8 : 10,
+                     DataType::f32, 0);
+    });
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
+      CHECK(outcome[static_cast<std::size_t>(r)].rfind("Mismatch", 0) == 0);
+      CHECK(outcome[static_cast<std::size_t>(r)].find("rank 3") != std::string::npos);
+      // The receiver that differs finds it at the call; the others meet the abort at one of
+      // their next calls (a sender may have written a few more boxes by then).
+      if (r == 3)
+        CHECK(call_that_threw(outcome[3]) == 1);
+      else
+        CHECK(call_that_threw(outcome[static_cast<std::size_t>(r)]) >= 2);
+    }
+    CHECK(out[3] == std::vector<float>(16, -1.0f));
+  }
+  SUBCASE("reduce: the root finds a leaf's datatype differs and writes nothing") {
+    Reduce<transport::HostThreads, algo::Direct> rd(eager_config(p));
+    std::vector<float> in(16, 1.0f);
+    std::vector<std::vector<float>> out(p, std::vector<float>(16, -1.0f));
+    const auto outcome = calls_until_error(p, [&](int r, int) {
+      rd.rank(r).run(in.data(), out[static_cast<std::size_t>(r)].data(), 4,
+                     r == 2 ? DataType::i32 : DataType::f32, ReduceOp::sum, 0);
+    });
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
+      CHECK(outcome[static_cast<std::size_t>(r)].rfind("Mismatch", 0) == 0);
+      if (r == 0)
+        CHECK(call_that_threw(outcome[0]) == 1);
+      else
+        CHECK(call_that_threw(outcome[static_cast<std::size_t>(r)]) >= 2);
+    }
+    CHECK(out[0] == std::vector<float>(16, -1.0f));
+  }
+  SUBCASE("broadcast: the root's count needs its plan, a leaf's fits a box") {
+    // The two ranks take different paths; the waiting one learns of the disagreement from the
+    // descriptors (runtime/area_control_plane.hpp's check_peers), long before its timeout.
+    using namespace std::chrono_literals;
+    Config c = eager_config(p);
+    c.timeout = 20s;
+    Broadcast<transport::HostThreads, algo::Direct> bc(c);
+    std::vector<float> in(100, 5.0f);
+    std::vector<std::vector<float>> out(p, std::vector<float>(100, -1.0f));
+    const auto start = std::chrono::steady_clock::now();
+    const auto outcome = calls_until_error(p, [&](int r, int) {
+      bc.rank(r).run(in.data(), out[static_cast<std::size_t>(r)].data(), r == 0 ? 100 : 10,
+                     DataType::f32, 0);
+    });
+    CHECK(std::chrono::steady_clock::now() - start < 5s);
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
+      CHECK(outcome[static_cast<std::size_t>(r)].rfind("Mismatch", 0) == 0);
+      if (r != 0) CHECK(out[static_cast<std::size_t>(r)] == std::vector<float>(100, -1.0f));
+    }
   }
 }

@@ -50,6 +50,7 @@
 #include "ccoll/core/op.hpp"
 #include "ccoll/runtime/call_args.hpp"
 #include "ccoll/runtime/control_plane.hpp"
+#include "ccoll/runtime/fast_box.hpp"
 #include "ccoll/runtime/shared_area.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/backoff.hpp"
@@ -82,6 +83,7 @@ class AreaControlPlane {
                    const sync::WaitPolicy& policy)
       : header_(reinterpret_cast<AreaHeader*>(area)),
         descriptors_(reinterpret_cast<RankDescriptor*>(area + layout.descriptors)),
+        boxes_(layout.box_bytes != 0 ? FastBoxes(area + layout.boxes, nranks) : FastBoxes{}),
         nranks_(nranks),
         timeout_ms_(timeout_ms),
         policy_(policy),
@@ -134,6 +136,10 @@ class AreaControlPlane {
     acknowledge(where.rank, seq);
   }
 
+  // This rank will read no descriptor of calls up to `seq` (they were compared by other means):
+  // the others may reuse them.
+  void acknowledge_call(std::uint64_t seq, FailurePoint where) { acknowledge(where.rank, seq); }
+
   // Raises the abort record for the first rank whose process no longer exists, and for an
   // in-band call whose ranks disagree (a rank may wait for messages its peer never sends).
   // A rank that left (a negative pid) is not dead: its pid is read again once its process is
@@ -171,6 +177,9 @@ class AreaControlPlane {
                       std::uint64_t deadline_ns, std::uint64_t seq) {
     wait_word(word, target, rank, peer, deadline_ns, seq);
   }
+
+  // The area's small-message rings (runtime/fast_box.hpp; a null view above kFastBoxMaxRanks).
+  const FastBoxes& fast_boxes() const { return boxes_; }
 
   const std::uint32_t* abort_word() const { return &header_->abort.flag; }
   bool aborted() const { return header_->abort.raised(); }
@@ -383,6 +392,7 @@ class AreaControlPlane {
 
   AreaHeader* header_ = nullptr;
   RankDescriptor* descriptors_ = nullptr;
+  FastBoxes boxes_;
   int nranks_ = 0;
   long timeout_ms_ = 0;
   sync::WaitPolicy policy_;

@@ -50,6 +50,8 @@
 #include "ccoll/runtime/call_args.hpp"
 #include "ccoll/runtime/connection.hpp"
 #include "ccoll/runtime/control_plane.hpp"
+#include "ccoll/runtime/element_loop.hpp"
+#include "ccoll/runtime/fast_box.hpp"
 #include "ccoll/runtime/layer_readiness.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/runtime/run_loop.hpp"
@@ -81,6 +83,13 @@ inline constexpr std::uint64_t kEagerComparePeriod = 4;
 // whole round before sending: those stage up to Config::in_band_agreement_bytes.
 inline constexpr std::uint64_t kStagedBlockBytes = 2048;
 
+// A control plane whose ranks share the fast boxes of runtime/fast_box.hpp.
+template <class P>
+concept FastBoxControlPlane = InBandControlPlane<P> && requires(P& p, FailurePoint where) {
+  { p.fast_boxes() } -> std::convertible_to<const FastBoxes&>;
+  p.acknowledge_call(std::uint64_t{1}, where);
+};
+
 // Timeouts from which a call's deadline starts from sync::coarse_now_ns(): a tick (at most 10 ms)
 // early is then at most 10% of the timeout.
 inline constexpr std::chrono::milliseconds kCoarseStartTimeout{100};
@@ -111,6 +120,8 @@ class Communicator {
     progress_.assign(static_cast<std::size_t>(nranks) * progress_stride_ + kLineWords, 0);
     const auto addr = reinterpret_cast<std::uintptr_t>(progress_.data());
     progress_first_ = (kLineWords - addr / sizeof(std::uint64_t) % kLineWords) % kLineWords;
+    all_active_ =
+        std::all_of(plans_.active().begin(), plans_.active().end(), [](bool a) { return a; });
   }
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -133,6 +144,7 @@ class Communicator {
   void init_rank_state(rank_state& s) const {
     s.base_by_set.assign(plans_.keys().size(), 0);
     s.base.assign(plans_.keys().size(), 0);
+    s.boxes.reset(nranks_);
   }
 
   // The plan for `count` elements of `elem_size` bytes (built, verified and cached on first use).
@@ -201,6 +213,13 @@ class Communicator {
     bool in_band = false;
     bool eager = false;
     bool staged = false;
+    // A broadcast or reduce small enough for one fast box per message runs without its plan
+    // (run_fast_box_call). Every rank decides alike from the arguments they compare, whatever
+    // their Config: the plan path's messages and the boxes' never meet.
+    bool boxed = false;
+    if constexpr (FastBoxControlPlane<P>)
+      boxed = plan::has_root(shape.collective) && args.ok() && all_active_ &&
+              bytes <= kFastBoxPayload && static_cast<bool>(plane_.fast_boxes());
     // Small calls agree in band. The other collectives then run their steps into a scratch output
     // (RankState::staged_output) and copy it to the user's buffer only once every rank's arguments
     // compared equal, so that a bad or mismatched argument on one rank never lets another write
@@ -218,13 +237,13 @@ class Communicator {
       // buffers in place (runtime/symmetric_shards.hpp, symmetric_rooted.hpp). A reduce-scatter
       // or all-gather stages only blocks of at most kStagedBlockBytes: its extra copy grows with
       // the block, while the round it saves does not.
-      staged = small && !allreduce && !eager && placement.window == 0 &&
+      staged = small && !allreduce && !eager && !boxed && placement.window == 0 &&
                (plan::has_root(shape.collective) || count * size_of(dtype) <= kStagedBlockBytes);
-      in_band = (small && allreduce) || staged || eager;
+      in_band = (small && allreduce) || staged || eager || (small && boxed);
       compare_eager_calls(st, eager, o.deadline_ns, here);
     }
     // Small calls agree in band, after their steps, so they stage whatever their buffers.
-    const bool windowed = placement.window != 0 && !in_band;
+    const bool windowed = placement.window != 0 && !in_band && !boxed;
     if (windowed) args.placement = placement;
     if (rank == 0) {
       const bool eligible = args.ok() && may_stream;
@@ -247,6 +266,12 @@ class Communicator {
     }
     o.stream_slots = !in_band && static_cast<SlotStoreTuner::Mode>(agreed.root_choice) ==
                                      SlotStoreTuner::Streamed;
+    if constexpr (FastBoxControlPlane<P>) {
+      if (boxed) {
+        run_fast_box_call(st, rank, send, recv, count, dtype, op, shape, o, in_band, eager, here);
+        return;
+      }
+    }
 
     // 3. The plan.
     if (st.last_plan == nullptr || st.last_count != layout.plan_count ||
@@ -375,6 +400,121 @@ class Communicator {
     }
   }
 
+  // A broadcast or reduce of at most kFastBoxPayload bytes (every rank active) through the fast
+  // boxes (runtime/fast_box.hpp): the root's input to every other rank, or every other rank's
+  // input to the root, one box each. A rank reads a box only if the call and arguments it
+  // carries are its own, so a disagreement never writes a buffer from it; a rank that heard from
+  // every peer (a reduce's root; a broadcast's other rank at P = 2) has then compared every
+  // rank's arguments and needs no descriptor read (settle, unless older eager calls are pending).
+  // Otherwise an in-band call compares every rank's descriptor before the outputs are written,
+  // unless eager: then every pair of ranks the call connects was compared by its receiver, which
+  // raises the abort on a disagreement, and the rank only acknowledges the call (older eager
+  // calls still pending: compared with them). A reduce's root folds in rank order, with the
+  // interpreter's element loop: the bits of the plan path.
+  void run_fast_box_call(rank_state& st, int rank, const void* send, void* recv, std::size_t count,
+                         DataType dtype, ReduceOp op, const CallShape& shape, const StepOptions& o,
+                         bool in_band, bool eager, FailurePoint here) {
+    const FastBoxes& boxes = plane_.fast_boxes();
+    const int root = shape.root;
+    const bool broadcast = shape.collective == plan::Collective::broadcast;
+    const bool sends = broadcast ? rank == root : rank != root;
+    const std::size_t bytes = count * size_of(dtype);
+    const FastBoxArgs mine{o.seq, count, encode_shape(shape),
+                           static_cast<std::uint32_t>(dtype) | static_cast<std::uint32_t>(op) << 8};
+    const auto wait_for = [&](int peer) {
+      return [this, rank, peer, &o](const std::uint64_t* word, std::uint64_t target) {
+        plane_.wait_peer_word(word, target, rank, peer, o.deadline_ns, o.seq);
+      };
+    };
+    const FastBox* got[kFastBoxMaxRanks] = {};
+    int heard = 0;
+    bool compared = false;
+    try {
+      if (sends) {
+        for (int q = 0; q < nranks_; ++q)
+          if (q != rank && (broadcast || q == root))
+            fast_box_send(boxes, st.boxes, rank, q, mine, send, bytes, wait_for(q));
+      } else {
+        for (int q = 0; q < nranks_; ++q) {
+          if (q == rank || (broadcast && q != root)) continue;
+          const FastBox& b = fast_box_receive(boxes, st.boxes, rank, q, wait_for(q));
+          if (!(fast_box_args(b) == mine)) {
+            compared = true;
+            throw fast_box_disagreement(q, b.seq, o, here);
+          }
+          got[q] = &b;
+          ++heard;
+        }
+      }
+      // settle() acknowledges the call, which tells the peers that this rank has read every
+      // descriptor up to it: not while older eager calls wait for their comparison.
+      const bool pending = st.unverified_first != st.unverified_end;
+      if (in_band && heard == nranks_ - 1 && !pending) {
+        plane_.settle(o.seq, here);
+      } else if (in_band && eager && !pending) {
+        // Every pair of ranks the call connects was compared by its receiver, and a disagreement
+        // raises the abort record that this rank's next call meets: no descriptor need be read.
+        plane_.acknowledge_call(o.seq, here);
+      } else if (in_band && eager) {
+        if (st.unverified_first == st.unverified_end) st.unverified_first = o.seq;
+        st.unverified_end = o.seq + 1;
+      } else if (in_band) {
+        compared = true;
+        const Agreement verdict = plane_.verify(o.seq, o.deadline_ns, here);
+        if (!verdict.verdict.empty()) throw Error(verdict.code, rank, verdict.verdict);
+      }
+    } catch (const Error& e) {
+      plane_.raise(e.code(), here);
+      // A wait stopped by a peer's disagreement reports the disagreement, as the plan path does.
+      if (in_band && !compared && plane_.published_by_all(o.seq, here)) {
+        const Agreement verdict = plane_.verify(o.seq, o.deadline_ns, here);
+        if (!verdict.verdict.empty()) throw Error(verdict.code, rank, verdict.verdict);
+      }
+      throw;
+    }
+    if (broadcast) {
+      if (rank == root) {
+        if (recv != send) std::memcpy(recv, send, bytes);
+      } else {
+        std::memcpy(recv, got[root]->payload, bytes);
+        fast_box_release(boxes, st.boxes, rank, root);
+      }
+      return;
+    }
+    if (rank != root) return;
+    dispatch_data_type(dtype, [&](auto t) {
+      using T = decltype(t);
+      dispatch_reduce_op(op, [&](auto tag) {
+        const T* srcs[kFastBoxMaxRanks];
+        for (int q = 0; q < nranks_; ++q)
+          srcs[q] =
+              q == root ? static_cast<const T*>(send) : reinterpret_cast<const T*>(got[q]->payload);
+        T* out = static_cast<T*>(recv);
+        detail::element_loop<T, decltype(tag)::value, true>(
+            HostGroup{}, &out, 1, srcs, static_cast<std::uint32_t>(nranks_), count, nranks_);
+      });
+    });
+    for (int q = 0; q < nranks_; ++q)
+      if (q != root) fast_box_release(boxes, st.boxes, rank, q);
+  }
+
+  // The error of a box from `writer` whose call or arguments are not this rank's: the
+  // descriptors' verdict (naming the ranks and arguments) when they differ, else the calls are
+  // out of step (the writer's message belongs to another of its calls).
+  Error fast_box_disagreement(int writer, std::uint64_t writer_seq, const StepOptions& o,
+                              FailurePoint here) {
+    if (writer_seq == o.seq) {
+      const Agreement verdict = plane_.verify(o.seq, o.deadline_ns, here);
+      if (!verdict.verdict.empty()) return Error(verdict.code, here.rank, verdict.verdict);
+    }
+    plane_.raise(ErrorCode::Mismatch,
+                 FailurePoint{writer, -1, -1, here.rank, FailurePoint::Waiting::nothing});
+    return Error(ErrorCode::Mismatch, here.rank,
+                 "rank " + std::to_string(writer) + "'s message belongs to its call " +
+                     std::to_string(writer_seq) + ", not to call " + std::to_string(o.seq) +
+                     ": the ranks' calls are out of step");
+  }
+
   // Records a timed call in its bucket's tuner, scaled to the bucket's smallest size so that calls
   // of different sizes in one bucket compare as per-byte times.
   static void record(SlotStoreTuner& tuner, std::uint32_t mode, std::uint64_t bytes,
@@ -401,6 +541,7 @@ class Communicator {
   std::size_t progress_first_ = 0;
   std::size_t progress_stride_ = 0;
   std::uint32_t progress_channels_ = 1;
+  bool all_active_ = false;  // no relays: every rank has buffers
 };
 
 }  // namespace ccoll::runtime

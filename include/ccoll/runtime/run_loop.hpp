@@ -22,6 +22,7 @@
 #include "ccoll/core/op.hpp"
 #include "ccoll/runtime/connection.hpp"
 #include "ccoll/runtime/control_plane.hpp"
+#include "ccoll/runtime/fast_box.hpp"
 #include "ccoll/runtime/interpreter.hpp"
 #include "ccoll/runtime/layer_readiness.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
@@ -55,6 +56,8 @@ struct alignas(128) RankState {
   // The output of a small call of a collective other than allreduce, until every rank's
   // arguments compared equal (runtime/communicator.hpp).
   std::vector<std::byte> staged_output;
+  // Messages sent and taken per peer through the fast boxes (runtime/fast_box.hpp).
+  FastBoxCursor boxes;
   // Rank 0 only: how to write slots (Config::tune_slot_stores), per power of two of the call's
   // bytes (slot_store_bucket). The choice follows where a message's lines live, which the size's
   // magnitude decides; a fixed table keeps calls of new sizes from allocating, as the gradient

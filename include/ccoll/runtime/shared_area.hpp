@@ -3,12 +3,13 @@
 // The host-threads transport puts the area on the heap, the shared-memory transport in a POSIX
 // segment; both lay it out the same way:
 //
-//   AreaHeader | RankDescriptor x nranks | ConnectionCounters x nconn | slots (nconn x nslots x
-//   slot_bytes)
+//   AreaHeader | RankDescriptor x nranks | ConnectionCounters x nconn | fast boxes |
+//   slots (nconn x nslots x slot_bytes)
 //
 // The header and descriptors are the control plane's (runtime/area_control_plane.hpp); the
 // counters and slots are the connections' (sync/connection.hpp), one per ConnectionKey of the
-// communicator's fixed connection set (runtime/plan_cache.hpp).
+// communicator's fixed connection set (runtime/plan_cache.hpp); the fast boxes carry the small
+// broadcasts and reduces that need no plan (runtime/fast_box.hpp; none above kFastBoxMaxRanks).
 #pragma once
 
 #include <cstddef>
@@ -18,6 +19,7 @@
 
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/runtime/call_args.hpp"
+#include "ccoll/runtime/fast_box.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/sync/abort.hpp"
 #include "ccoll/sync/atomic.hpp"
@@ -27,7 +29,7 @@ namespace ccoll::runtime {
 
 // Changes with the area's layout and with the format of its messages, so that processes of
 // builds that would misread each other never attach to one area.
-inline constexpr std::uint64_t kAreaMagic = 0x63636f6c6c763036ull;  // "ccollv06"
+inline constexpr std::uint64_t kAreaMagic = 0x63636f6c6c763037ull;  // "ccollv07"
 inline constexpr std::size_t kPage = 4096;
 
 struct alignas(128) AreaHeader {
@@ -93,6 +95,8 @@ struct alignas(128) RankDescriptor {
 struct AreaLayout {
   std::size_t descriptors = 0;  // offsets from the start of the area
   std::size_t counters = 0;
+  std::size_t boxes = 0;
+  std::size_t box_bytes = 0;  // 0: no fast boxes
   std::size_t slots = 0;
   std::size_t total = 0;
   std::uint64_t slot_stride = 0;
@@ -107,7 +111,9 @@ struct AreaLayout {
     l.descriptors = round_up(sizeof(AreaHeader), 128);
     l.counters =
         round_up(l.descriptors + sizeof(RankDescriptor) * static_cast<std::size_t>(nranks), kPage);
-    l.slots = round_up(l.counters + sizeof(sync::ConnectionCounters) * nconnections, kPage);
+    l.boxes = round_up(l.counters + sizeof(sync::ConnectionCounters) * nconnections, kPage);
+    l.box_bytes = fast_box_bytes(nranks);
+    l.slots = round_up(l.boxes + l.box_bytes, kPage);
     l.total = round_up(l.slots + nconnections * nslots * l.slot_stride, kPage);
     return l;
   }
