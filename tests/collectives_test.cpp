@@ -764,6 +764,35 @@ TEST_CASE(
     }
     CHECK(out[0] == std::vector<float>(16, -1.0f));
   }
+  SUBCASE("broadcast: a rank names itself the root; nobody waits, and it is still reported") {
+    // Rank 3 sends to every rank and receives nothing; ranks 1 and 2 take rank 0's boxes. Rank
+    // 3's boxes (and rank 0's to rank 3) are never taken, so their senders compare descriptors.
+    Broadcast<transport::HostThreads, algo::Direct> bc(eager_config(p));
+    std::vector<float> in(8, 5.0f);
+    std::vector<std::vector<float>> out(p, std::vector<float>(8, -1.0f));
+    const auto outcome = calls_until_error(p, [&](int r, int) {
+      bc.rank(r).run(in.data(), out[static_cast<std::size_t>(r)].data(), 8, DataType::f32,
+                     r == 3 ? 3 : 0);
+    });
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
+      CHECK(outcome[static_cast<std::size_t>(r)].rfind("Mismatch", 0) == 0);
+    }
+  }
+  SUBCASE("reduce, P = 2: each rank names the other the root, so both only send") {
+    Reduce<transport::HostThreads, algo::Direct> rd(eager_config(2));
+    std::vector<float> in(8, 1.0f);
+    std::vector<std::vector<float>> out(2, std::vector<float>(8, -1.0f));
+    const auto outcome = calls_until_error(2, [&](int r, int) {
+      rd.rank(r).run(in.data(), out[static_cast<std::size_t>(r)].data(), 8, DataType::f32,
+                     ReduceOp::sum, 1 - r);
+    });
+    for (int r = 0; r < 2; ++r) {
+      INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
+      CHECK(outcome[static_cast<std::size_t>(r)].rfind("Mismatch", 0) == 0);
+      CHECK(out[static_cast<std::size_t>(r)] == std::vector<float>(8, -1.0f));
+    }
+  }
   SUBCASE("broadcast: the root's count needs its plan, a leaf's fits a box") {
     // The two ranks take different paths; the waiting one learns of the disagreement from the
     // descriptors (runtime/area_control_plane.hpp's check_peers), long before its timeout.

@@ -54,7 +54,7 @@ TEST_CASE("fast boxes: every size arrives whole, in order, with its arguments, m
   std::string failure;
   std::thread reader([&] {
     FastBoxCursor cur;
-    cur.reset(3);
+    cur.reset(3, 1);
     for (std::uint64_t i = 0; i < kMessages && failure.empty(); ++i) {
       const FastBox& b = fast_box_receive(rings.boxes, cur, 2, 0, spin);
       const std::size_t bytes = 1 + i % kFastBoxPayload;
@@ -67,7 +67,7 @@ TEST_CASE("fast boxes: every size arrives whole, in order, with its arguments, m
     }
   });
   FastBoxCursor cur;
-  cur.reset(3);
+  cur.reset(3, 1);
   std::byte data[kFastBoxPayload];
   for (std::uint64_t i = 0; i < kMessages; ++i) {
     const std::size_t bytes = 1 + i % kFastBoxPayload;
@@ -87,7 +87,7 @@ TEST_CASE("fast boxes: every size arrives whole, in order, with its arguments, m
 TEST_CASE("fast boxes: a writer kFastBoxDepth messages ahead waits for its reader") {
   Rings rings(2);
   FastBoxCursor writer;
-  writer.reset(2);
+  writer.reset(2, 1);
   const std::byte one{1};
   std::uint64_t waits = 0;
   const auto counting_wait = [&](const std::uint64_t* word, std::uint64_t target) {
@@ -109,7 +109,7 @@ TEST_CASE("fast boxes: a writer kFastBoxDepth messages ahead waits for its reade
   // Box 0 still holds message 0 while it is not released.
   CHECK(rings.boxes.ring(0, 1).box[0].seq == 1);
   FastBoxCursor reader;
-  reader.reset(2);
+  reader.reset(2, 1);
   const FastBox& first = fast_box_receive(rings.boxes, reader, 1, 0, spin);
   CHECK(first.seq == 1);
   fast_box_release(rings.boxes, reader, 1, 0);

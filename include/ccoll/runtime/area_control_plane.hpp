@@ -225,8 +225,9 @@ class AreaControlPlane {
 
   // Publishes this rank's arguments to call `seq` (its seq last, with release). Its descriptor
   // was last used by call seq - kCallDescriptors, which every rank must have read. A rank that
-  // publishes call s has compared every call up to s - kCallDescriptors + 1 (the communicator
-  // leaves fewer than kMaxUnverifiedCalls eager calls uncompared), so once this rank has seen every
+  // publishes call s has compared every call up to s - kCallDescriptors + 1, or acknowledged it
+  // without reading it (a call compared through the fast boxes; the communicator leaves fewer
+  // than kMaxUnverifiedCalls eager calls uncompared), so once this rank has seen every
   // rank's descriptor of call seq-1, every rank is done with seq - kCallDescriptors and nothing
   // needs to be read here: the common case, which then touches no other rank's memory. Otherwise
   // (this rank runs ahead with eager calls, or its last call failed before it read the others)

@@ -90,6 +90,10 @@ concept FastBoxControlPlane = InBandControlPlane<P> && requires(P& p, FailurePoi
   p.acknowledge_call(std::uint64_t{1}, where);
 };
 
+// Eager calls pending at which a rank that sent through the fast boxes reads whether its readers
+// took them (compare_eager_calls): a line per reader every so many calls, not every call.
+inline constexpr std::uint64_t kFastBoxLookPending = 16;
+
 // Timeouts from which a call's deadline starts from sync::coarse_now_ns(): a tick (at most 10 ms)
 // early is then at most 10% of the timeout.
 inline constexpr std::chrono::milliseconds kCoarseStartTimeout{100};
@@ -144,7 +148,8 @@ class Communicator {
   void init_rank_state(rank_state& s) const {
     s.base_by_set.assign(plans_.keys().size(), 0);
     s.base.assign(plans_.keys().size(), 0);
-    s.boxes.reset(nranks_);
+    if constexpr (FastBoxControlPlane<P>)
+      s.boxes.reset(nranks_, static_cast<std::size_t>(plane_.max_unverified_calls()) + 1);
   }
 
   // The plan for `count` elements of `elem_size` bytes (built, verified and cached on first use).
@@ -390,6 +395,22 @@ class Communicator {
     if (eager && pending() < most && pending() % kEagerComparePeriod != 0) return;
     while (pending() != 0) {
       const std::uint64_t seq = st.unverified_first;
+      if constexpr (FastBoxControlPlane<P>) {
+        // A call through the boxes is compared by its receivers: one that received compared its
+        // box; one that sent, once its boxes were taken (the readers' words read when
+        // kFastBoxLookPending calls are pending, or when this call must compare). A box left
+        // untaken falls back to the descriptors.
+        const FastBoxCall& c = st.boxes.call(seq);
+        const bool must = !eager || pending() >= most;
+        if (c.seq == seq &&
+            (c.received || fast_box_taken(plane_.fast_boxes(), st.boxes, here.rank, c,
+                                          must || pending() >= kFastBoxLookPending))) {
+          ++st.unverified_first;
+          plane_.acknowledge_call(seq, here);
+          continue;
+        }
+        if (c.seq == seq && !must) return;
+      }
       if (eager && pending() < most && !plane_.published_by_all(seq, here)) return;
       ++st.unverified_first;
       const Agreement verdict = plane_.verify(seq, deadline_ns, here);
@@ -407,10 +428,13 @@ class Communicator {
   // every peer (a reduce's root; a broadcast's other rank at P = 2) has then compared every
   // rank's arguments and needs no descriptor read (settle, unless older eager calls are pending).
   // Otherwise an in-band call compares every rank's descriptor before the outputs are written,
-  // unless eager: then every pair of ranks the call connects was compared by its receiver, which
-  // raises the abort on a disagreement, and the rank only acknowledges the call (older eager
-  // calls still pending: compared with them). A reduce's root folds in rank order, with the
-  // interpreter's element loop: the bits of the plan path.
+  // unless eager: a receiver has compared its box and only acknowledges the call; a sender's call
+  // is pending until its readers took its boxes (compare_eager_calls), which they do only with
+  // the same arguments. Ranks that disagree on the root leave a box untaken or a rank waiting,
+  // so a disagreement is found by a sender's comparison or a waiting rank's check_peers(), never
+  // by nobody. A reduce's root folds every input at once, in rank
+  // order, with the interpreter's element loop: the bits of the `direct` plan (a tree or chain
+  // folds in another order, so floating-point results may differ in their last bits).
   void run_fast_box_call(rank_state& st, int rank, const void* send, void* recv, std::size_t count,
                          DataType dtype, ReduceOp op, const CallShape& shape, const StepOptions& o,
                          bool in_band, bool eager, FailurePoint here) {
@@ -451,11 +475,19 @@ class Communicator {
       const bool pending = st.unverified_first != st.unverified_end;
       if (in_band && heard == nranks_ - 1 && !pending) {
         plane_.settle(o.seq, here);
-      } else if (in_band && eager && !pending) {
-        // Every pair of ranks the call connects was compared by its receiver, and a disagreement
-        // raises the abort record that this rank's next call meets: no descriptor need be read.
+      } else if (in_band && eager && heard > 0 && !pending) {
+        // This rank compared its root's box: a disagreement elsewhere leaves a box untaken or a
+        // rank waiting, and is found there. It will read no descriptor of this call.
         plane_.acknowledge_call(o.seq, here);
       } else if (in_band && eager) {
+        // Compared later (compare_eager_calls): a sender's call once its readers took its boxes.
+        FastBoxCall& c = st.boxes.call(o.seq);
+        c.seq = o.seq;
+        c.received = heard > 0;
+        for (int q = 0; q < nranks_; ++q) {
+          const auto i = static_cast<std::size_t>(q);
+          c.upto[i] = sends && q != rank && (broadcast || q == root) ? st.boxes.sent[i] : 0;
+        }
         if (st.unverified_first == st.unverified_end) st.unverified_first = o.seq;
         st.unverified_end = o.seq + 1;
       } else if (in_band) {
@@ -466,7 +498,7 @@ class Communicator {
     } catch (const Error& e) {
       plane_.raise(e.code(), here);
       // A wait stopped by a peer's disagreement reports the disagreement, as the plan path does.
-      if (in_band && !compared && plane_.published_by_all(o.seq, here)) {
+      if (in_band && !eager && !compared && plane_.published_by_all(o.seq, here)) {
         const Agreement verdict = plane_.verify(o.seq, o.deadline_ns, here);
         if (!verdict.verdict.empty()) throw Error(verdict.code, rank, verdict.verdict);
       }

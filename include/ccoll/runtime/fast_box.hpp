@@ -86,15 +86,28 @@ class FastBoxes {
   int nranks_ = 0;
 };
 
+// An eager call through the boxes whose comparison is pending (runtime/communicator.hpp): a call
+// that received has compared its box already; one that sent counts as compared once every
+// reader has taken its box, since a reader takes only a box of its own arguments. upto[q]: the
+// messages sent to q by the end of the call (0: none sent to q).
+struct FastBoxCall {
+  std::uint64_t seq = 0;
+  bool received = false;
+  std::uint64_t upto[kFastBoxMaxRanks] = {};
+};
+
 // What one rank remembers of its pairs (its thread only): messages sent to and taken from each
-// peer, and the last `taken` it read of each reader.
+// peer, the last `taken` it read of each reader, and its pending eager calls by seq % calls.size().
 struct FastBoxCursor {
   std::vector<std::uint64_t> sent, taken, room;
-  void reset(int nranks) {
+  std::vector<FastBoxCall> calls;
+  void reset(int nranks, std::size_t pending_calls) {
     sent.assign(static_cast<std::size_t>(nranks), 0);
     taken.assign(static_cast<std::size_t>(nranks), 0);
     room.assign(static_cast<std::size_t>(nranks), 0);
+    calls.assign(pending_calls, FastBoxCall{});
   }
+  FastBoxCall& call(std::uint64_t seq) { return calls[seq % calls.size()]; }
 };
 
 // Writes `bytes` (<= kFastBoxPayload) from `data` as rank `me`'s next message to `reader`.
@@ -117,6 +130,11 @@ void fast_box_send(const FastBoxes& boxes, FastBoxCursor& cur, int me, int reade
   std::memcpy(b.payload, data, bytes);
   sync::AtomicWord<std::uint64_t>(&b.stamp).store_release(i + 1);
   cur.sent[r] = i + 1;
+  // The box two messages on was last read by the reader a ring ago and sits in its cache: take
+  // it for writing now, while the caller does other work, rather than at the next call's store
+  // (which a later load can find itself waiting for). Two on, not one: the reader polls the next
+  // box's stamp while it waits.
+  __builtin_prefetch(&ring.box[(i + 2) % kFastBoxDepth], 1, 3);
 }
 
 // Waits for rank `me`'s next message from `writer` and returns its box (not yet taken: read it,
@@ -133,6 +151,20 @@ const FastBox& fast_box_receive(const FastBoxes& boxes, const FastBoxCursor& cur
 
 inline FastBoxArgs fast_box_args(const FastBox& b) {
   return {b.seq, b.count, b.shape, b.kind};
+}
+
+// Whether every box of `c` has been taken by its reader: from the `taken` words last read, and,
+// when `look`, from the readers' words themselves (a read of each one's line).
+inline bool fast_box_taken(const FastBoxes& boxes, FastBoxCursor& cur, int me, const FastBoxCall& c,
+                           bool look) {
+  for (int q = 0; q < boxes.nranks(); ++q) {
+    const auto i = static_cast<std::size_t>(q);
+    if (cur.room[i] >= c.upto[i]) continue;
+    if (!look) return false;
+    cur.room[i] = sync::AtomicWord<std::uint64_t>(&boxes.ring(me, q).taken).load_acquire();
+    if (cur.room[i] < c.upto[i]) return false;
+  }
+  return true;
 }
 
 // Hands the box fast_box_receive() returned back to its writer.
