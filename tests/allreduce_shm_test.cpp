@@ -468,8 +468,8 @@ TEST_CASE("shm: two processes claiming one rank are refused (two jobs sharing a 
 
 TEST_CASE("shm: a rank whose rendezvous timed out takes its slot again when its process retries") {
   // Rank 1 gives up waiting for rank 2 (a short timeout) while still holding its slot, then
-  // constructs again with the default timeout: its own process may claim the slot again, and the
-  // job, rank 2 arriving only once rank 1 has timed out (a file says so), runs correctly.
+  // constructs again with the default timeout, after rank 2 has arrived (a file tells rank 2 that
+  // rank 1 timed out): its own process may claim the slot again, and the job runs correctly.
   const std::string session = unique_session("reclaim");
   const std::string timed_out = "/tmp/" + session + ".rank1-timed-out";
   auto out = on_processes(3, [&](int r) -> std::string {
@@ -484,6 +484,9 @@ TEST_CASE("shm: a rank whose rendezvous timed out takes its slot again when its 
         if (e.code() != ErrorCode::Timeout) return std::string("not a timeout: ") + e.what();
       }
       std::ofstream(timed_out) << "1\n";
+      // Retry only once rank 2 has attached: the timed-out attempt must not count as attached,
+      // or rank 0 would take the rendezvous for complete and unlink the segment's name.
+      std::this_thread::sleep_for(300ms);
     }
     if (r == 2) {
       const auto give_up = std::chrono::steady_clock::now() + 10s;

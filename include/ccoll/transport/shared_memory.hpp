@@ -597,6 +597,13 @@ struct SharedMemory {
               if (sync::AtomicWord<std::uint32_t>(&d[q].attached_generation).load_acquire() !=
                   gen32)
                 missing += (missing.empty() ? "" : ", ") + std::to_string(q);
+            if (missing.empty()) break;  // complete at the deadline: not a timeout
+            // Withdraw, so that the others do not count this rank as attached when the missing
+            // ones arrive: rank 0 would then unlink the name, and this process's retry (or a
+            // launcher's) could no longer find the segment. The claim stays: its own process
+            // may take the rank again. (A peer that judged the rendezvous complete in the
+            // instant before this store runs without this rank and reports it at its first call.)
+            sync::AtomicWord<std::uint32_t>(&d[config_.rank].attached_generation).store_release(0);
             throw Error(ErrorCode::Timeout, config_.rank,
                         "ranks " + missing + " did not attach to segment '" + name_ + "' within " +
                             std::to_string(config_.timeout.count()) + " ms");
