@@ -430,11 +430,11 @@ class Communicator {
   // Otherwise an in-band call compares every rank's descriptor before the outputs are written,
   // unless eager: a receiver has compared its box and only acknowledges the call; a sender's call
   // is pending until its readers took its boxes (compare_eager_calls), which they do only with
-  // the same arguments. Ranks that disagree on the root leave a box untaken or a rank waiting,
-  // so a disagreement is found by a sender's comparison or a waiting rank's check_peers(), never
-  // by nobody. A reduce's root folds every input at once, in rank
-  // order, with the interpreter's element loop: the bits of the `direct` plan (a tree or chain
-  // folds in another order, so floating-point results may differ in their last bits).
+  // the same arguments. Ranks that disagree, on the root too, leave a box untaken or a rank
+  // waiting, so a sender's comparison or a waiting rank's check_peers() finds the disagreement.
+  // A reduce's root folds every input at once, in rank order, with the interpreter's element
+  // loop: the bits of the `direct` plan (a tree or chain folds in another order, so
+  // floating-point results may differ in their last bits).
   void run_fast_box_call(rank_state& st, int rank, const void* send, void* recv, std::size_t count,
                          DataType dtype, ReduceOp op, const CallShape& shape, const StepOptions& o,
                          bool in_band, bool eager, FailurePoint here) {
