@@ -222,7 +222,8 @@ struct PlaneArea {
     std::byte b[128];
   };
   explicit PlaneArea(int p, std::chrono::milliseconds timeout = 10s)
-      : layout(runtime::AreaLayout::make(p, 0, 1024, 1)), lines(layout.total / sizeof(Line) + 1) {
+      : layout(runtime::AreaLayout::make(p, 0, 1024, 1, false)),
+        lines(layout.total / sizeof(Line) + 1) {
     auto* base = reinterpret_cast<std::byte*>(lines.data());
     runtime::init_area(base, layout, p, 0, 1);
     descriptors = reinterpret_cast<runtime::RankDescriptor*>(base + layout.descriptors);

@@ -721,6 +721,67 @@ TEST_CASE(
     }
 }
 
+TEST_CASE("fast boxes: only broadcast and reduce communicators of 2 to 8 ranks carry the rings") {
+  for (int p = 1; p <= runtime::kFastBoxMaxRanks + 1; ++p) {
+    CAPTURE(p);
+    const bool rings = p >= 2 && p <= runtime::kFastBoxMaxRanks;
+    auto box_bytes = [](auto& coll) {
+      return runtime::area_layout(coll.executor().communicator()).box_bytes;
+    };
+    Broadcast<transport::HostThreads, algo::Direct> bc(small_config(p));
+    Reduce<transport::HostThreads, algo::Tree> rd(small_config(p));
+    Allreduce<transport::HostThreads, algo::Ring> ar(small_config(p));
+    ReduceScatter<transport::HostThreads, algo::Ring> rs(small_config(p));
+    AllGather<transport::HostThreads, algo::Ring> ag(small_config(p));
+    CHECK((box_bytes(bc) != 0) == rings);
+    CHECK((box_bytes(rd) != 0) == rings);
+    CHECK(box_bytes(ar) == 0);
+    CHECK(box_bytes(rs) == 0);
+    CHECK(box_bytes(ag) == 0);
+  }
+}
+
+TEST_CASE(
+    "fast boxes, eager: calls through the boxes after eager calls through the plans, whose "
+    "comparison is still pending, keep those calls' descriptors until they are compared") {
+  // Three eager calls through the plans stay pending (fewer than kEagerComparePeriod); the box
+  // calls after them must not acknowledge past them, or the peers would reuse their descriptors
+  // (kCallDescriptors calls later) before this rank compared them (at the latest once
+  // max_unverified_calls() calls have passed): it would compare later calls' arguments instead.
+  const std::uint64_t plan_n = 50;                // 200 B: eager, through the plans
+  const std::uint64_t box_n = 2;                  // 8 B: a fast box
+  const std::uint64_t late_n = (128u << 10) / 4;  // 128 KiB: not eager
+  const int box_calls = static_cast<int>(runtime::kCallDescriptors) + 16;
+  for (int p = 2; p <= 3; ++p)
+    for (const bool broadcast : {true, false}) {
+      CAPTURE(p);
+      CAPTURE(broadcast);
+      Broadcast<transport::HostThreads, algo::Direct> bc(eager_config(p));
+      Reduce<transport::HostThreads, algo::Tree> rd(eager_config(p));
+      const plan::Collective kind =
+          broadcast ? plan::Collective::broadcast : plan::Collective::reduce;
+      const auto outcome = on_threads(p, [&](int rank) -> std::string {
+        auto call = [&](std::uint64_t n, int root) {
+          return check_collective_call<float, ReduceOp::sum>(
+              kind, p, rank, n, false, root, [&](const void* s, void* o) {
+                if (broadcast)
+                  bc.rank(rank).run(s, o, n, DataType::f32, root);
+                else
+                  rd.rank(rank).run(s, o, n, DataType::f32, ReduceOp::sum, root);
+              });
+        };
+        for (int i = 0; i < 3; ++i)
+          if (std::string w = call(plan_n, 0); !w.empty()) return "plan call: " + w;
+        for (int i = 0; i < box_calls; ++i)
+          if (std::string w = call(box_n, i % p); !w.empty())
+            return "box call " + std::to_string(i) + ": " + w;
+        if (std::string w = call(late_n, 1); !w.empty()) return "last call: " + w;
+        return "";
+      });
+      for (int r = 0; r < p; ++r) CHECK(outcome[static_cast<std::size_t>(r)] == "");
+    }
+}
+
 TEST_CASE(
     "fast boxes, eager: a disagreement writes no buffer from the message, every rank reports "
     "it") {

@@ -15,7 +15,7 @@ using AreaCommunicator = Communicator<AreaControlPlane, sync::ConnectionRef>;
 
 inline AreaLayout area_layout(const AreaCommunicator& comm) {
   return AreaLayout::make(comm.nranks(), comm.connection_keys().size(), comm.config().slot_bytes,
-                          comm.config().nslots);
+                          comm.config().nslots, comm.uses_fast_boxes());
 }
 
 // Points the communicator at an initialised area (runtime/shared_area.hpp's init_area).

@@ -179,6 +179,12 @@ class Communicator {
 
   // The collective this communicator runs (every call's CallShape names it).
   plan::Collective collective() const { return plans_.collective(); }
+  // Whether small calls may run through the fast boxes (run_fast_box_call): a broadcast or
+  // reduce on 2 to kFastBoxMaxRanks ranks without relays. Only then does the transport's area
+  // carry the rings.
+  bool uses_fast_boxes() const {
+    return plan::has_root(plans_.collective()) && all_active_ && fast_box_bytes(nranks_) != 0;
+  }
 
   // One collective call by `rank` (its state must be used by one thread only). `count` counts as
   // the collective does (call_layout()).
@@ -223,8 +229,8 @@ class Communicator {
     // their Config: the plan path's messages and the boxes' never meet.
     bool boxed = false;
     if constexpr (FastBoxControlPlane<P>)
-      boxed = plan::has_root(shape.collective) && args.ok() && all_active_ &&
-              bytes <= kFastBoxPayload && static_cast<bool>(plane_.fast_boxes());
+      boxed = uses_fast_boxes() && args.ok() && bytes <= kFastBoxPayload &&
+              static_cast<bool>(plane_.fast_boxes());
     // Small calls agree in band. The other collectives then run their steps into a scratch output
     // (RankState::staged_output) and copy it to the user's buffer only once every rank's arguments
     // compared equal, so that a bad or mismatched argument on one rank never lets another write

@@ -104,15 +104,17 @@ struct AreaLayout {
   static constexpr std::size_t round_up(std::size_t x, std::size_t a) {
     return (x + a - 1) / a * a;
   }
+  // `fast_boxes`: the area carries the rings of runtime/fast_box.hpp (rooted collectives only;
+  // Communicator::uses_fast_boxes).
   static AreaLayout make(int nranks, std::size_t nconnections, std::uint64_t slot_bytes,
-                         std::uint32_t nslots) {
+                         std::uint32_t nslots, bool fast_boxes) {
     AreaLayout l;
     l.slot_stride = round_up(slot_bytes, 128);
     l.descriptors = round_up(sizeof(AreaHeader), 128);
     l.counters =
         round_up(l.descriptors + sizeof(RankDescriptor) * static_cast<std::size_t>(nranks), kPage);
     l.boxes = round_up(l.counters + sizeof(sync::ConnectionCounters) * nconnections, kPage);
-    l.box_bytes = fast_box_bytes(nranks);
+    l.box_bytes = fast_boxes ? fast_box_bytes(nranks) : 0;
     l.slots = round_up(l.boxes + l.box_bytes, kPage);
     l.total = round_up(l.slots + nconnections * nslots * l.slot_stride, kPage);
     return l;
