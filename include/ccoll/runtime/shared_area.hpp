@@ -9,7 +9,8 @@
 // The header and descriptors are the control plane's (runtime/area_control_plane.hpp); the
 // counters and slots are the connections' (sync/connection.hpp), one per ConnectionKey of the
 // communicator's fixed connection set (runtime/plan_cache.hpp); the fast boxes carry the small
-// broadcasts and reduces that need no plan (runtime/fast_box.hpp; none above kFastBoxMaxRanks).
+// broadcasts and reduces that need no plan (runtime/fast_box.hpp; only in a broadcast's or a
+// reduce's area, and none above kFastBoxMaxRanks).
 #pragma once
 
 #include <cstddef>
