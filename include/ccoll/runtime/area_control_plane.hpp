@@ -91,7 +91,7 @@ class AreaControlPlane {
 
   // Agreement before the steps: publish, wait for every rank's arguments, compare.
   Agreement agree(const CallArgs& args, std::uint64_t seq, std::uint64_t deadline_ns,
-                  FailurePoint where) {
+                  const FailurePoint& where) {
     write_descriptor(args, seq, false, deadline_ns, where);
     // A rank whose own arguments are bad reads everyone's too: if a peer runs this call in band
     // (its steps wait for our messages), read_verdict raises the record at once, so the peer stops
@@ -101,7 +101,7 @@ class AreaControlPlane {
 
   // In-band agreement (InBandControlPlane): publish now, compare after the steps.
   void publish(const CallArgs& args, std::uint64_t seq, std::uint64_t deadline_ns,
-               FailurePoint where) {
+               const FailurePoint& where) {
     write_descriptor(args, seq, true, deadline_ns, where);
     if (!args.ok()) {
       acknowledge(where.rank, seq);
@@ -110,7 +110,7 @@ class AreaControlPlane {
       throw Error(args.error, where.rank, args.reason + "; the communicator is aborted");
     }
   }
-  Agreement verify(std::uint64_t seq, std::uint64_t deadline_ns, FailurePoint where) {
+  Agreement verify(std::uint64_t seq, std::uint64_t deadline_ns, const FailurePoint& where) {
     return read_verdict(seq, deadline_ns, where, true);
   }
 
@@ -121,7 +121,7 @@ class AreaControlPlane {
   std::uint64_t max_unverified_calls() const { return kMaxUnverifiedCalls; }
 
   // Whether every rank has published its arguments to call `seq`: a look, no wait.
-  bool published_by_all(std::uint64_t seq, FailurePoint where) const {
+  bool published_by_all(std::uint64_t seq, const FailurePoint& where) const {
     if (known_[static_cast<std::size_t>(where.rank)].published_by_all >= seq) return true;
     for (int q = 0; q < nranks_; ++q)
       if (sync::AtomicWord<std::uint64_t>(&call_of(q, seq).seq).load_acquire() < seq) return false;
@@ -131,14 +131,16 @@ class AreaControlPlane {
   // A call whose messages carried its signature (protocol/low_latency.hpp) and whose plan makes
   // every rank's output depend on every rank's input has completed: every rank has published it
   // (a rank publishes before its steps), and none of this rank's reads of call seq is left.
-  void settle(std::uint64_t seq, FailurePoint where) {
+  void settle(std::uint64_t seq, const FailurePoint& where) {
     known_[static_cast<std::size_t>(where.rank)].published_by_all = seq;
     acknowledge(where.rank, seq);
   }
 
   // This rank will read no descriptor of calls up to `seq` (they were compared by other means):
   // the others may reuse them.
-  void acknowledge_call(std::uint64_t seq, FailurePoint where) { acknowledge(where.rank, seq); }
+  void acknowledge_call(std::uint64_t seq, const FailurePoint& where) {
+    acknowledge(where.rank, seq);
+  }
 
   // Raises the abort record for the first rank whose process no longer exists, and for an
   // in-band call whose ranks disagree (a rank may wait for messages its peer never sends).
@@ -233,7 +235,7 @@ class AreaControlPlane {
   // (this rank runs ahead with eager calls, or its last call failed before it read the others)
   // it waits for every rank's acknowledgement of that call, remembering the least it saw.
   void write_descriptor(const CallArgs& args, std::uint64_t seq, bool in_band,
-                        std::uint64_t deadline_ns, FailurePoint where) {
+                        std::uint64_t deadline_ns, const FailurePoint& where) {
     const int rank = where.rank;
     Known& known = known_[static_cast<std::size_t>(rank)];
     if (seq > kCallDescriptors && known.published_by_all + 1 < seq &&
@@ -275,7 +277,7 @@ class AreaControlPlane {
   }
 
   // Waits for every rank's descriptor of call `seq`, compares them and acknowledges.
-  Agreement read_verdict(std::uint64_t seq, std::uint64_t deadline_ns, FailurePoint where,
+  Agreement read_verdict(std::uint64_t seq, std::uint64_t deadline_ns, const FailurePoint& where,
                          bool in_band) {
     for (int q = 0; q < nranks_; ++q)
       wait_word(&call_of(q, seq).seq, seq, where.rank, q, deadline_ns, seq);

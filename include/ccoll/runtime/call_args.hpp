@@ -41,7 +41,7 @@ struct CallShape {
 
 // A shape as one word of a call descriptor (control planes compare these): the collective in the
 // low 8 bits, the root above them.
-inline std::uint32_t encode_shape(const CallShape& s) {
+inline std::uint32_t encode_shape(CallShape s) {
   return static_cast<std::uint32_t>(s.collective) | (static_cast<std::uint32_t>(s.root) << 8);
 }
 inline std::string describe_shape(std::uint32_t word) {
@@ -106,7 +106,7 @@ struct CallLayout {
 };
 
 // `active`: the plan's active ranks (relays have no buffers).
-inline CallLayout call_layout(const CallShape& shape, std::uint64_t count, int rank,
+inline CallLayout call_layout(CallShape shape, std::uint64_t count, int rank,
                               const std::vector<bool>& active) {
   CallLayout l;
   std::uint64_t nactive = 0;
@@ -150,7 +150,7 @@ inline IndexBases index_bases(const CallLayout& l, const void* send, void* recv,
 // element sits at the same index (reduce-scatter: recvbuff = sendbuff + rank * recvcount;
 // all-gather: sendbuff = recvbuff + rank * sendcount; the others: sendbuff = recvbuff).
 inline CallArgs check_call_arguments(const void* send, const void* recv, std::size_t count,
-                                     DataType dtype, ReduceOp op, const CallShape& shape, int rank,
+                                     DataType dtype, ReduceOp op, CallShape shape, int rank,
                                      const std::vector<bool>& active) {
   if (shape.collective == plan::Collective::allreduce) {
     CallArgs a = check_call_arguments(send, recv, count, dtype, op);

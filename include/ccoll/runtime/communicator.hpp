@@ -189,7 +189,7 @@ class Communicator {
   // One collective call by `rank` (its state must be used by one thread only). `count` counts as
   // the collective does (call_layout()).
   void run(rank_state& st, int rank, const void* send, void* recv, std::size_t count,
-           DataType dtype, ReduceOp op, const CallShape& shape = CallShape{}) {
+           DataType dtype, ReduceOp op, CallShape shape = CallShape{}) {
     run(
         st, rank, send, recv, count, dtype, op, WindowPlacement{}, [](const StepOptions&) {},
         shape);
@@ -199,7 +199,7 @@ class Communicator {
   template <class Direct>
   void run(rank_state& st, int rank, const void* send, void* recv, std::size_t count,
            DataType dtype, ReduceOp op, const WindowPlacement& placement, Direct&& direct,
-           const CallShape& shape = CallShape{}) {
+           CallShape shape = CallShape{}) {
     StepOptions o;
     // A long timeout starts from the coarse clock: at most a tick early, and the fine clock's read
     // is a noticeable share of a small call (sync/backoff.hpp).
@@ -395,7 +395,7 @@ class Communicator {
   // reads its peers' descriptors once per period, a cache line per peer for the period's calls
   // (runtime/shared_area.hpp), not once per call.
   void compare_eager_calls(rank_state& st, bool eager, std::uint64_t deadline_ns,
-                           FailurePoint here) {
+                           const FailurePoint& here) {
     const std::uint64_t most = plane_.max_unverified_calls();
     const auto pending = [&st] { return st.unverified_end - st.unverified_first; };
     if (eager && pending() < most && pending() % kEagerComparePeriod != 0) return;
@@ -442,8 +442,8 @@ class Communicator {
   // loop: the bits of the `direct` plan (a tree or chain folds in another order, so
   // floating-point results may differ in their last bits).
   void run_fast_box_call(rank_state& st, int rank, const void* send, void* recv, std::size_t count,
-                         DataType dtype, ReduceOp op, const CallShape& shape, const StepOptions& o,
-                         bool in_band, bool eager, FailurePoint here) {
+                         DataType dtype, ReduceOp op, CallShape shape, const StepOptions& o,
+                         bool in_band, bool eager, const FailurePoint& here) {
     const FastBoxes& boxes = plane_.fast_boxes();
     const int root = shape.root;
     const bool broadcast = shape.collective == plan::Collective::broadcast;
@@ -540,7 +540,7 @@ class Communicator {
   // descriptors' verdict (naming the ranks and arguments) when they differ, else the calls are
   // out of step (the writer's message belongs to another of its calls).
   Error fast_box_disagreement(int writer, std::uint64_t writer_seq, const StepOptions& o,
-                              FailurePoint here) {
+                              const FailurePoint& here) {
     if (writer_seq == o.seq) {
       const Agreement verdict = plane_.verify(o.seq, o.deadline_ns, here);
       if (!verdict.verdict.empty()) return Error(verdict.code, here.rank, verdict.verdict);

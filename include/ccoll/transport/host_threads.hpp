@@ -69,7 +69,7 @@ struct HostThreads {
     Executor& operator=(const Executor&) = delete;
 
     void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-             const runtime::CallShape& shape = {}) {
+             runtime::CallShape shape = {}) {
       if (rank < 0 || rank >= comm_.nranks())
         throw_invalid_argument(rank, "rank", "0.." + std::to_string(comm_.nranks() - 1),
                                std::to_string(rank));

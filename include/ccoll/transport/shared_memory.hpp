@@ -143,7 +143,7 @@ struct SharedMemory {
     // collective than allreduce (ccoll/collective.hpp). Calls with buffers in a window go direct
     // as allreduce's do.
     void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-             const runtime::CallShape& shape = {}) {
+             runtime::CallShape shape = {}) {
       if (rank != config_.rank)
         throw_invalid_argument(config_.rank, "rank",
                                "this process's rank " + std::to_string(config_.rank),
@@ -251,7 +251,7 @@ struct SharedMemory {
     }
 
     void run_symmetric(const SharedWindow& w, const runtime::WindowPlacement& at, std::size_t count,
-                       DataType dtype, ReduceOp op, const runtime::CallShape& shape,
+                       DataType dtype, ReduceOp op, runtime::CallShape shape,
                        const runtime::StepOptions& o) {
       const int p = config_.nranks;
       const int rank = config_.rank;

@@ -93,7 +93,7 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   void run(int rank, const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
-           const runtime::CallShape& shape = {}) {
+           runtime::CallShape shape = {}) {
     if (rank != rank_)
       throw_invalid_argument(rank, "rank", "this process's rank " + std::to_string(rank_),
                              std::to_string(rank));
