@@ -670,6 +670,7 @@ int run_device(Report& report) {
   const std::string& transport_name = o.transport;
   const auto sizes = size_sweep(o.min_bytes, o.max_bytes, o.step_factor);
   Printer printer(report, o.peer, true);
+  bool algorithm_failed = false;
   try {
     DeviceRunSpec run;
     run.nranks = nranks;
@@ -698,27 +699,38 @@ int run_device(Report& report) {
       printer.end_section();
     }
     for (const PreparedAlgorithm& algo : prepared.algos) {
-      const std::vector<bool> active =
-          active_ranks(algo.logical, nranks, algo.spec.overlap, o.collective);
-      auto coll = transport->ccoll(make_config(o, -1, nranks, ""), plan_source(algo, o.collective),
-                                   policy_id(transport_name, algo), active);
-      std::string title = section_title(o.collective, transport_name, algo.name, nranks);
-      if (peer) {
-        title += "; " + peer->name() + " timed in alternating blocks with it (best of " +
-                 std::to_string(o.rounds) + " each)";
+      // One algorithm that fails (refused by the device fit, a plan error, a timeout) stops its
+      // own rows only: the others still run, and the exit status reports it.
+      try {
+        const std::vector<bool> active =
+            active_ranks(algo.logical, nranks, algo.spec.overlap, o.collective);
+        auto coll =
+            transport->ccoll(make_config(o, -1, nranks, ""), plan_source(algo, o.collective),
+                             policy_id(transport_name, algo), active);
+        std::string title = section_title(o.collective, transport_name, algo.name, nranks);
+        if (peer) {
+          title += "; " + peer->name() + " timed in alternating blocks with it (best of " +
+                   std::to_string(o.rounds) + " each)";
+        }
+        printer.section(title);
+        SweepSpec spec = make_spec(o, sizes, transport_name, algo.name);
+        spec.active = active;
+        // The launch (channels, blocks, threads) before the first row and wherever it changes.
+        std::string launch;
+        auto on_launch = [&launch](const std::string& text) {
+          if (text == launch) return;
+          launch = text;
+          std::printf("# launch: %s\n", text.c_str());
+        };
+        run_device_sweep(spec, coll.get(), peer.get(), copy_GBps, emit, record, on_launch);
+        printer.end_section();
+      } catch (const std::exception& e) {
+        std::fflush(stdout);
+        std::printf("# %s: stopped: %s\n", algo.name.c_str(), e.what());
+        std::fflush(stdout);
+        std::fprintf(stderr, "ccoll_perf: %s: %s\n", algo.name.c_str(), e.what());
+        algorithm_failed = true;
       }
-      printer.section(title);
-      SweepSpec spec = make_spec(o, sizes, transport_name, algo.name);
-      spec.active = active;
-      // The launch (channels, blocks, threads) before the first row and wherever it changes.
-      std::string launch;
-      auto on_launch = [&launch](const std::string& text) {
-        if (text == launch) return;
-        launch = text;
-        std::printf("# launch: %s\n", text.c_str());
-      };
-      run_device_sweep(spec, coll.get(), peer.get(), copy_GBps, emit, record, on_launch);
-      printer.end_section();
     }
   } catch (const std::exception& e) {
     std::fflush(stdout);
@@ -726,7 +738,7 @@ int run_device(Report& report) {
     return 1;
   }
   printer.finish();
-  return printer.any_wrong() ? 1 : 0;
+  return printer.any_wrong() || algorithm_failed ? 1 : 0;
 }
 
 int main_impl(int argc, char** argv) {

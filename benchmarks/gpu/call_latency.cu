@@ -212,24 +212,27 @@ int main(int argc, char** argv) {
        [&](std::size_t n) { return measure<ccoll::algo::Ring>(config, b, n, calls, stream, io); }},
   };
   int status = 0;
-  try {
-    for (const auto& [name, run] : algos) {
-      for (const char* protocol : {"simple", "ll"}) {
-        if (protocols.find(protocol) == std::string::npos) continue;
-        config.protocol = protocol;
-        const std::string row_name = name + (config.protocol == "ll" ? "+ll" : "");
-        for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= 8) {
+  for (const auto& [name, run] : algos) {
+    for (const char* protocol : {"simple", "ll"}) {
+      if (protocols.find(protocol) == std::string::npos) continue;
+      config.protocol = protocol;
+      const std::string row_name = name + (config.protocol == "ll" ? "+ll" : "");
+      for (std::size_t bytes = 8; bytes <= max_bytes; bytes *= 8) {
+        // A row that fails is reported and the next one runs (each row builds its executor).
+        try {
           const Row r = run(bytes / sizeof(float));
           std::printf("%-12s %10zu %12.2f %14.2f %12.2f %14.2f %7ld\n", row_name.c_str(), bytes,
                       r.launch_us, r.launch_sync_us, r.session_us, r.session_rt_us, r.wrong);
-          std::fflush(stdout);
           if (r.wrong != 0) status = 1;
+        } catch (const std::exception& e) {
+          std::printf("%-12s %10zu failed: %s\n", row_name.c_str(), bytes, e.what());
+          std::fprintf(stderr, "ccoll_gpu_latency: %s, %zu bytes: %s\n", row_name.c_str(), bytes,
+                       e.what());
+          status = 1;
         }
+        std::fflush(stdout);
       }
     }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ccoll_gpu_latency: %s\n", e.what());
-    status = 1;
   }
   // Every executor, and with it every session, is gone: nothing waits for this thread.
   for (float* p : b.device) cudaFree(p);

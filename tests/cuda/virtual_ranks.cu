@@ -652,6 +652,8 @@ TEST_CASE("persistent session: a sequence of calls on one resident kernel") {
   // The calls below 10000 elements on LowLatency plans: the session kernel runs each call in its
   // plan's protocol.
   session_sequence(low_latency_below(registered("ring", 4), 10000));
+  // Two trees per channel: the session's default grid (session_blocks()) holds their blocks.
+  session_sequence(registered("dbtree", 4));
 }
 
 TEST_CASE("persistent session: a missing peer ends the kernel with a timeout") {

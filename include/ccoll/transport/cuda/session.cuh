@@ -16,8 +16,9 @@
 //
 // One element type and op per session, as template arguments: the kernel is compiled for them
 // alone (a run-time choice would compile all 35 pairs into every program that opens a session). Its
-// grid is the largest plan's block count given at construction (default: Config::nranks x
-// Config::nchannels); an item whose plan needs more blocks is refused. While a session is open its
+// grid is the largest plan's block count given at construction (default: the executor's
+// session_blocks(), which every plan of its policy fits); an item whose plan needs more blocks is
+// refused. While a session is open its
 // executor refuses run_all(): both would use the same FIFO slots. Failures (a timeout, abort()) end
 // the kernel and are thrown by the next enqueue(), wait() or close(), naming rank, channel and step
 // like the executor's.
@@ -52,8 +53,7 @@ class Session {
   Session(CudaVirtualRanks::Executor& executor, cudaStream_t stream, std::uint32_t depth = 16,
           unsigned nblocks = 0)
       : ex_(executor), queue_(checked(executor), depth, stream) {
-    const std::uint32_t nch = ex_.config().nchannels == 0 ? 1 : ex_.config().nchannels;
-    nblocks_ = nblocks != 0 ? nblocks : static_cast<unsigned>(ex_.nranks()) * nch;
+    nblocks_ = nblocks != 0 ? nblocks : ex_.session_blocks();
     SessionArgs args;
     args.queue = queue_.view();
     args.timeout_ns = ex_.timeout_ns();
