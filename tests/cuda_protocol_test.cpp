@@ -673,6 +673,84 @@ TEST_CASE("cuda-p2p connections: slots and tail in the receiver's memory, head i
   CHECK(p2p_low_latency_slot_bytes(slot_stride(1024)) == 1152);
 }
 
+namespace {
+
+// A communicator's connection set as the plan cache numbers it: one index per (channel, from, to)
+// in order of first appearance; set_index maps the plan's connections onto it.
+struct ConnectionSet {
+  std::vector<std::uint32_t> index_of(const plan::Plan& p) {
+    std::vector<std::uint32_t> set_index;
+    for (const plan::Connection& c : p.connections) {
+      const runtime::ConnectionKey key{c.channel, c.from, c.to};
+      auto at = std::find_if(keys.begin(), keys.end(), [&](const runtime::ConnectionKey& k) {
+        return !(k < key) && !(key < k);
+      });
+      if (at == keys.end()) at = keys.insert(keys.end(), key);
+      set_index.push_back(static_cast<std::uint32_t>(at - keys.begin()));
+    }
+    return set_index;
+  }
+  std::vector<runtime::ConnectionKey> keys;
+};
+
+}  // namespace
+
+TEST_CASE("cuda-p2p: every plan of a communicator uses each connection from the same blocks") {
+  const std::vector<std::uint64_t> counts = {1, 33, 4099, 10000, 65537, 1u << 20, 1u << 24};
+  SUBCASE("one algorithm, Simple and LowLatency plans, every count: admitted") {
+    for (const char* name : {"ring", "tree", "dbtree", "direct", "oneshot", "recdoubling"})
+      for (int p = 2; p <= 8; ++p)
+        for (const bool overlap : {false, true}) {
+          CAPTURE(name);
+          CAPTURE(p);
+          CAPTURE(overlap);
+          algo::AlgorithmRequest areq;
+          areq.nranks = p;
+          const algo::Registered reg = algo::make_algorithm(name, areq);
+          ConnectionSet set;
+          ConnectionBlocks blocks;
+          for (const std::uint64_t count : counts)
+            for (const bool ll : {false, true}) {
+              plan::PlanRequest r;
+              r.nranks = p;
+              r.count = count;
+              r.nchannels = 2;
+              r.overlap = overlap;
+              const plan::Plan plan =
+                  ll ? protocol::build_for(protocol::Id::low_latency, r,
+                                           [&](const plan::PlanRequest& q) { return reg.build(q); })
+                     : reg.build(r);
+              CHECK(blocks.admit(plan, set.index_of(plan)) == "");
+            }
+        }
+  }
+  SUBCASE("auto at P = 4, two channels: a plan that uses a connection from another block") {
+    algo::AlgorithmRequest areq;
+    areq.nranks = 4;
+    const algo::Registered reg = algo::make_algorithm("auto", areq);
+    ConnectionSet set;
+    ConnectionBlocks blocks;
+    std::string refused;
+    for (const std::uint64_t count : counts) {
+      plan::PlanRequest r;
+      r.nranks = 4;
+      r.count = count;
+      r.nchannels = 2;
+      const plan::Plan plan = reg.build(r);
+      const std::vector<std::uint32_t> index = set.index_of(plan);
+      ConnectionBlocks before = blocks;
+      refused = blocks.admit(plan, index);
+      if (!refused.empty()) {
+        // Refused as a whole: the plans admitted before are still admitted, nothing recorded.
+        CHECK(before.admit(plan, index) == refused);
+        break;
+      }
+    }
+    CHECK(refused.find("from block") != std::string::npos);
+    CHECK(refused.find("one algorithm per communicator") != std::string::npos);
+  }
+}
+
 TEST_CASE("cuda-p2p runs a plan as LowLatency from the plan and the configuration alone") {
   // The decision every rank of a job makes for itself: it must not depend on which peers' memory
   // a process maps (a process sees LL slots only on its own connections).

@@ -546,6 +546,7 @@ struct CudaP2P {
       cuda::DeviceMemory bases;  // nchannels x connections, block c's row is channel c's
       cuda::SessionQueueMemory<cuda::P2PWorkItem> session;  // the rank's session queue
       cuda::DevicePlanCache<DevicePlan> plans;
+      cuda::ConnectionBlocks connection_blocks;  // every plan uploaded for this rank
       cuda::KernelFits fits;
       cuda::LaunchFit launch_fit;  // of the latest launch
     };
@@ -793,6 +794,8 @@ struct CudaP2P {
         throw Error(ErrorCode::Unsupported, st.rank,
                     "plan '" + p.algorithm + "' has " + std::to_string(nch) +
                         " channels; the communicator was set up for " + std::to_string(nchannels_));
+      if (const std::string why = st.connection_blocks.admit(p, pp->set_index); !why.empty())
+        throw Error(ErrorCode::Unsupported, st.rank, why);
       const std::size_t nkeys = plans_.keys().size();
       DevicePlan dp;
       dp.nblocks = nch;

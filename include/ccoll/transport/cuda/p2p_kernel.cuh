@@ -147,10 +147,11 @@ struct P2PSessionArgs {
 };
 
 // Each block runs the items in order. Blocks of different channels may be on different items:
-// a block touches only its channel's connections, counters and bases, whatever the plan, so no
-// block waits for another between items (unlike the virtual ranks' session, whose plans share one
-// slot pool). A block past the item's plan has nothing to do in it but to arrive.
-// No launch bounds: unbounded it takes 62 to 64 registers for f32 sum and bf16 avg without
+// a block touches only its own connections, counters and bases, the same ones whatever the plan
+// (every plan of the communicator uses a connection from the same block: ConnectionBlocks in
+// p2p_options.hpp), so no block waits for another between items (unlike the virtual ranks' session,
+// whose plans share one slot pool). A block past the item's plan has nothing to do in it but to
+// arrive. No launch bounds: unbounded it takes 62 to 64 registers for f32 sum and bf16 avg without
 // spilling (scripts/kernel_resources), and dtypes with wider accumulators may take more, where a
 // bound would make them spill. Its launches fit their threads per block to what ptxas gave it
 // (launch_fit.hpp).

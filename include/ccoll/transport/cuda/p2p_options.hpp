@@ -97,6 +97,51 @@ inline std::uint64_t p2p_low_latency_slot_bytes(std::uint64_t slot_stride) {
   return std::min(slot_stride, kMaxLowLatencySlotBytes);
 }
 
+// Which block (plan channel) sends and which receives on each connection of a cuda-p2p
+// communicator, as the plans uploaded so far use them. A block keeps the message bases of the
+// connections it uses in its own row, and a session lets blocks run ahead of each other between
+// items, so every plan of a communicator must use each connection from the same block at both
+// ends. Plans of one algorithm do, at every count; `auto` (algo/by_size.hpp) may not, and
+// overlapped trees use a connection of one channel from another's block. Every rank decides from
+// the whole plan, so all refuse alike.
+class ConnectionBlocks {
+ public:
+  // "" and the plan's use recorded, or why `p` cannot run beside the plans admitted before it.
+  // set_index: the communicator's connection of each of the plan's (PreparedPlan::set_index).
+  std::string admit(const plan::Plan& p, const std::vector<std::uint32_t>& set_index) {
+    std::vector<std::int32_t> sender = sender_, receiver = receiver_;
+    for (std::uint32_t c = 0; c < p.channels.size(); ++c)
+      for (const auto& prog : p.channels[c].programs)
+        for (const auto& s : prog.steps)
+          for (std::uint32_t k = 0; k < s.recv_count + s.send_count; ++k) {
+            const bool recv = k < s.recv_count;
+            const std::uint32_t i =
+                p.ports[recv ? s.recv_begin + k : s.send_begin + (k - s.recv_count)].connection;
+            const std::uint32_t key = set_index[i];
+            auto& blocks = recv ? receiver : sender;
+            if (blocks.size() <= key) blocks.resize(key + 1, -1);
+            const auto block = static_cast<std::int32_t>(c);
+            if (blocks[key] == -1) blocks[key] = block;
+            if (blocks[key] != block) {
+              const plan::Connection& conn = p.connections[i];
+              return "plan '" + p.algorithm + "' " + (recv ? "receives" : "sends") +
+                     " on the connection " + std::to_string(conn.from) + "->" +
+                     std::to_string(conn.to) + " (channel " + std::to_string(conn.channel) +
+                     ") from block " + std::to_string(c) + ", which an earlier plan of this " +
+                     "communicator uses from block " + std::to_string(blocks[key]) +
+                     "; cuda-p2p keeps a connection's message count in one block: use one "
+                     "algorithm per communicator, or one channel";
+            }
+          }
+    sender_ = std::move(sender);
+    receiver_ = std::move(receiver);
+    return "";
+  }
+
+ private:
+  std::vector<std::int32_t> sender_, receiver_;  // per connection of the set; -1: none yet
+};
+
 // Whether cuda-p2p runs plan `p` (elements of elem_size) as LowLatency, on connections whose LL
 // slots hold ll_slot_bytes (0: none): from the plan and the configuration alone, so that every rank
 // decides the same. (Whether a process sees LL slots on every connection of a plan would not do:
