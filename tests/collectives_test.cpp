@@ -742,6 +742,36 @@ TEST_CASE("fast boxes: only broadcast and reduce communicators of 2 to 8 ranks c
 }
 
 TEST_CASE(
+    "fast boxes, eager: a receiver with eager calls pending acknowledges no box call past them") {
+  // Rank 1 receives three eager broadcasts through the plans (compared later: fewer than
+  // kEagerComparePeriod), then one through a box, which it has compared with its own arguments.
+  // Its acknowledgement must stay below the oldest pending call: the peers would otherwise reuse
+  // that call's descriptors before rank 1 compared it. Rank 1 decides this alone: deterministic.
+  const int p = 2;
+  Broadcast<transport::HostThreads, algo::Direct> bc(eager_config(p));
+  runtime::AreaControlPlane& plane = bc.executor().communicator().control_plane();
+  std::uint64_t ack_after_box = ~std::uint64_t{0};
+  const auto outcome = on_threads(p, [&](int rank) -> std::string {
+    auto call = [&](std::uint64_t n) {
+      return check_collective_call<float, ReduceOp::sum>(
+          plan::Collective::broadcast, p, rank, n, false, 0,
+          [&](const void* s, void* o) { bc.rank(rank).run(s, o, n, DataType::f32, 0); });
+    };
+    for (int i = 0; i < 3; ++i)
+      if (std::string w = call(50); !w.empty()) return "plan call: " + w;  // 200 B
+    if (std::string w = call(2); !w.empty()) return "box call: " + w;      // 8 B
+    if (rank == 1) ack_after_box = plane.acknowledged(1);
+    // A call that is not eager compares everything pending.
+    if (std::string w = call(32768); !w.empty()) return "last call: " + w;
+    return "";
+  });
+  CHECK(outcome[0] == "");
+  CHECK(outcome[1] == "");
+  CHECK(ack_after_box < 1);
+  CHECK(plane.acknowledged(1) == 5);
+}
+
+TEST_CASE(
     "fast boxes, eager: calls through the boxes after eager calls through the plans, whose "
     "comparison is still pending, keep those calls' descriptors until they are compared") {
   // Three eager calls through the plans stay pending (fewer than kEagerComparePeriod); the box

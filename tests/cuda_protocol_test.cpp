@@ -698,7 +698,7 @@ struct ConnectionSet {
 TEST_CASE("cuda-p2p: every plan of a communicator uses each connection from the same blocks") {
   const std::vector<std::uint64_t> counts = {1, 33, 4099, 10000, 65537, 1u << 20, 1u << 24};
   SUBCASE("one algorithm, Simple and LowLatency plans, every count: admitted") {
-    for (const char* name : {"ring", "tree", "dbtree", "direct", "oneshot", "recdoubling"})
+    for (const char* name : {"ring", "tree", "dbtree", "direct", "oneshot", "recdoubling", "ps"})
       for (int p = 2; p <= 8; ++p)
         for (const bool overlap : {false, true}) {
           CAPTURE(name);
@@ -724,30 +724,36 @@ TEST_CASE("cuda-p2p: every plan of a communicator uses each connection from the 
             }
         }
   }
-  SUBCASE("auto at P = 4, two channels: a plan that uses a connection from another block") {
-    algo::AlgorithmRequest areq;
-    areq.nranks = 4;
-    const algo::Registered reg = algo::make_algorithm("auto", areq);
-    ConnectionSet set;
-    ConnectionBlocks blocks;
-    std::string refused;
-    for (const std::uint64_t count : counts) {
+  SUBCASE("ring, then direct on the same connections: refused, nothing recorded") {
+    // Direct runs some connections of one channel from another channel's programs, which a ring
+    // runs from their own channel's (`auto` with two channels mixes such plans).
+    const auto build = [](const char* name, bool overlap, std::uint64_t count) {
+      algo::AlgorithmRequest areq;
+      areq.nranks = 4;
       plan::PlanRequest r;
       r.nranks = 4;
       r.count = count;
       r.nchannels = 2;
-      const plan::Plan plan = reg.build(r);
-      const std::vector<std::uint32_t> index = set.index_of(plan);
-      ConnectionBlocks before = blocks;
-      refused = blocks.admit(plan, index);
-      if (!refused.empty()) {
-        // Refused as a whole: the plans admitted before are still admitted, nothing recorded.
-        CHECK(before.admit(plan, index) == refused);
-        break;
-      }
-    }
+      r.overlap = overlap;
+      return algo::make_algorithm(name, areq).build(r);
+    };
+    const plan::Plan ring = build("ring", false, 1u << 20);
+    const plan::Plan direct = build("direct", false, 4096);
+    ConnectionSet set;
+    ConnectionBlocks blocks;
+    const std::vector<std::uint32_t> ring_index = set.index_of(ring);
+    const std::vector<std::uint32_t> direct_index = set.index_of(direct);
+    CHECK(blocks.admit(ring, ring_index) == "");
+    const std::string refused = blocks.admit(direct, direct_index);
     CHECK(refused.find("from block") != std::string::npos);
     CHECK(refused.find("one algorithm per communicator") != std::string::npos);
+    // The refused plan left nothing behind: it is refused alike again, and the ring still runs.
+    CHECK(blocks.admit(direct, direct_index) == refused);
+    CHECK(blocks.admit(ring, ring_index) == "");
+    // In the other order direct runs and the ring is refused.
+    ConnectionBlocks other;
+    CHECK(other.admit(direct, direct_index) == "");
+    CHECK(other.admit(ring, ring_index) != "");
   }
 }
 

@@ -163,9 +163,16 @@ class P2PCollective final : public DeviceCollective {
     const ccoll::runtime::CallShape shape{ws_.spec().collective, ws_.spec().root};
     const std::uint64_t n = ws_.spec().call_count(count, static_cast<int>(active_.size()));
     auto call_all = [&] {
-      for (int r = 0; r < p; ++r) {
-        const Rank& k = ranks_[static_cast<std::size_t>(r)];
-        exec_.run<T, Op>(r, k.send, k.recv, n, k.stream, shape);
+      try {
+        for (int r = 0; r < p; ++r) {
+          const Rank& k = ranks_[static_cast<std::size_t>(r)];
+          exec_.run<T, Op>(r, k.send, k.recv, n, k.stream, shape);
+        }
+      } catch (...) {
+        // A rank refused its call after its peers launched theirs: stop their kernels, which
+        // would wait for it until the timeout (and the destructor's synchronisation with them).
+        exec_.abort();
+        throw;
       }
     };
     for (const int r : active_) {

@@ -107,7 +107,15 @@ Row measure(const ccoll::Config& config, const Buffers& b, std::size_t count, in
     ex.template run_all<float, ccoll::ReduceOp::sum>(b.sends, b.recvs, count, stream);
   ex.synchronize(stream);
 
-  cudaEvent_t start = nullptr, stop = nullptr;
+  struct Events {  // destroyed on every path: a failing row leaves none behind
+    cudaEvent_t start = nullptr, stop = nullptr;
+    ~Events() {
+      if (start != nullptr) cudaEventDestroy(start);
+      if (stop != nullptr) cudaEventDestroy(stop);
+    }
+  } events;
+  cudaEvent_t& start = events.start;
+  cudaEvent_t& stop = events.stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
   check(cudaEventCreate(&stop), "cudaEventCreate");
   check(cudaEventRecord(start, stream), "cudaEventRecord");
@@ -118,8 +126,6 @@ Row measure(const ccoll::Config& config, const Buffers& b, std::size_t count, in
   float ms = 0;
   check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
   row.launch_us = 1e3 * ms / calls;
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   one_call();
 
   std::vector<double> each;

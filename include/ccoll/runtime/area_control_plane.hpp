@@ -182,6 +182,11 @@ class AreaControlPlane {
 
   // The area's small-message rings (runtime/fast_box.hpp; a null view above kFastBoxMaxRanks).
   const FastBoxes& fast_boxes() const { return boxes_; }
+  // The last call whose descriptors rank q has read or no longer needs (its peers may reuse
+  // descriptors up to it).
+  std::uint64_t acknowledged(int q) const {
+    return sync::AtomicWord<std::uint64_t>(&descriptors_[q].ack).load_acquire();
+  }
 
   const std::uint32_t* abort_word() const { return &header_->abort.flag; }
   bool aborted() const { return header_->abort.raised(); }

@@ -310,7 +310,7 @@ struct CudaP2P {
                         " with other ranks: the legacy default stream would serialise their "
                         "kernels, which wait for each other; pass a stream of its own "
                         "(cudaStreamNonBlocking)");
-      DevicePlan& dp = device_plan(st, layout.plan_count, sizeof(T), s.root);
+      DevicePlan& dp = call_plan(st, layout.plan_count, sizeof(T), s.root);
       const auto kernel =
           dp.low_latency ? cuda::p2p_kernel<T, Op, true> : cuda::p2p_kernel<T, Op, false>;
       const unsigned threads = fit_threads(st, kernel, dp.nblocks);
@@ -460,7 +460,7 @@ struct CudaP2P {
       const runtime::CallArgs a = runtime::check_call_arguments(send, recv, count, dtype, op);
       if (!a.ok()) throw Error(a.error, rank, a.reason);
       cuda::check(cudaSetDevice(st.device), "cudaSetDevice", rank);
-      DevicePlan& dp = device_plan(st, count, size_of(dtype));
+      DevicePlan& dp = call_plan(st, count, size_of(dtype));
       SessionCall c;
       c.plan = dp.device_plan;
       c.call =
@@ -528,6 +528,9 @@ struct CudaP2P {
       // A LowLatency plan whose messages fit the connections' LL slots: launched calls run it on
       // the LowLatency kernel (plan.tables.low_latency says so to sessions).
       bool low_latency = false;
+      // Admitted by the rank's ConnectionBlocks (call_plan): at its first call, not at an upload
+      // for one rank alone (layer_readiness), so that every rank admits plans in call order.
+      bool admitted = false;
     };
 
     // What one local rank owns; touched only by the thread that calls for that rank.
@@ -785,6 +788,20 @@ struct CudaP2P {
       return st.plans.insert(key, upload(st, std::move(prepared), elem_size));
     }
 
+    // The plan of a call: device_plan, admitted beside the plans of the rank's earlier calls
+    // (cuda::ConnectionBlocks). Every rank makes the same calls in the same order and decides
+    // from the whole plan, so all refuse alike, before any launch.
+    DevicePlan& call_plan(RankState& st, std::size_t count, std::size_t elem_size, int root = 0) {
+      DevicePlan& dp = device_plan(st, count, elem_size, root);
+      if (!dp.admitted) {
+        const std::string why =
+            st.connection_blocks.admit(dp.prepared->plan, dp.prepared->set_index);
+        if (!why.empty()) throw Error(ErrorCode::Unsupported, st.rank, why);
+        dp.admitted = true;
+      }
+      return dp;
+    }
+
     DevicePlan upload(RankState& st,
                       std::shared_ptr<const runtime::PreparedPlan<sync::ConnectionRef>> pp,
                       std::size_t elem_size) {
@@ -794,8 +811,6 @@ struct CudaP2P {
         throw Error(ErrorCode::Unsupported, st.rank,
                     "plan '" + p.algorithm + "' has " + std::to_string(nch) +
                         " channels; the communicator was set up for " + std::to_string(nchannels_));
-      if (const std::string why = st.connection_blocks.admit(p, pp->set_index); !why.empty())
-        throw Error(ErrorCode::Unsupported, st.rank, why);
       const std::size_t nkeys = plans_.keys().size();
       DevicePlan dp;
       dp.nblocks = nch;

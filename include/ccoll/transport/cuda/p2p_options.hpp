@@ -98,15 +98,17 @@ inline std::uint64_t p2p_low_latency_slot_bytes(std::uint64_t slot_stride) {
 }
 
 // Which block (plan channel) sends and which receives on each connection of a cuda-p2p
-// communicator, as the plans uploaded so far use them. A block keeps the message bases of the
-// connections it uses in its own row, and a session lets blocks run ahead of each other between
-// items, so every plan of a communicator must use each connection from the same block at both
-// ends. Plans of one algorithm do, at every count; `auto` (algo/by_size.hpp) may not, and
-// overlapped trees use a connection of one channel from another's block. Every rank decides from
-// the whole plan, so all refuse alike.
+// communicator, as the plans of the rank's calls so far use them. A block counts the messages of
+// the connections it uses in a row of message bases of its own, which no other block reads, so
+// every plan of a communicator must use each connection from the same block at both ends, or
+// the counts drift apart (and a session's blocks, which run ahead of each other between items,
+// would share a connection). Plans of one algorithm do, at every count and in both protocols;
+// `auto` (algo/by_size.hpp) with several channels does not. Every rank decides from the whole
+// plan, in call order, so all refuse alike.
 class ConnectionBlocks {
  public:
-  // "" and the plan's use recorded, or why `p` cannot run beside the plans admitted before it.
+  // "" and the plan's use recorded, or why `p` cannot run beside the plans admitted before it
+  // (nothing recorded then).
   // set_index: the communicator's connection of each of the plan's (PreparedPlan::set_index).
   std::string admit(const plan::Plan& p, const std::vector<std::uint32_t>& set_index) {
     std::vector<std::int32_t> sender = sender_, receiver = receiver_;
