@@ -4,7 +4,13 @@
 
 #include <doctest/doctest.h>
 
+#include <string>
 #include <vector>
+
+#include "ccoll/algo/registry.hpp"
+#include "ccoll/core/config.hpp"
+#include "ccoll/physical/presets.hpp"
+#include "ccoll/transport/cuda/block_tables.hpp"
 
 using namespace ccoll::transport::cuda;
 
@@ -194,4 +200,66 @@ TEST_CASE("launch bounds give the occupancy the defaults are chosen against") {
       CHECK(f.channels >= 1);
       if (p <= 16) CHECK(f.threads == 512);
     }
+}
+
+TEST_CASE("every registered algorithm's plan at P <= 16 fits an H200 with the default settings") {
+  // cuda-virtual's defaults as CudaVirtualRanks::resolve and the launch choose them, on an H200's
+  // figures (132 SMs, 2048 threads, 32 blocks and 228 KiB of shared memory per SM, 141 GB) and
+  // the kernels' launch bounds (scripts/kernel_resources holds them to 64 registers): the
+  // default channels for P blocks each, the plan built with them (a forest fixes its own), and
+  // its blocks fitted at the default threads. Topology algorithms run on every preset of at
+  // most 16 GPUs, the others on 2..16 abstract ranks.
+  const int sms = 132;
+  const std::uint64_t memory = 141ull << 30;
+  const std::vector<Occupancy> occupancy = bounded_occupancy(0, 2048, 32, 228u << 10);
+  const ccoll::Config defaults;
+  const auto check = [&](const ccoll::algo::Registered& reg, int p, const std::string& where) {
+    CAPTURE(where);
+    const auto up = static_cast<std::uint64_t>(p);
+    FitRequest channels_request;
+    channels_request.blocks_per_channel = static_cast<std::uint32_t>(p);
+    channels_request.sms = sms;
+    channels_request.occupancy = occupancy;
+    const std::uint64_t per_channel =
+        up * (up - 1) * defaults.nslots * slot_stride(defaults.slot_bytes);
+    channels_request.max_channels = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(
+        memory / 16 / std::max<std::uint64_t>(1, per_channel), 1, kMaxDefaultChannels));
+    const LaunchFit by_default = fit_launch(channels_request);
+    REQUIRE(by_default.ok);
+    ccoll::plan::PlanRequest r;
+    r.nranks = p;
+    r.count = 64u << 20;
+    r.nchannels = by_default.channels;
+    r.slot_bytes = defaults.slot_bytes;
+    r.nslots = defaults.nslots;
+    const ccoll::plan::Plan plan = reg.build(r);
+    FitRequest launch;
+    launch.blocks_per_channel = static_cast<std::uint32_t>(plan.nranks);
+    launch.channels = static_cast<std::uint32_t>(plan.channels.size());
+    launch.sms = sms;
+    launch.occupancy = occupancy;
+    const LaunchFit f = fit_launch(launch);
+    CAPTURE(plan.channels.size());
+    CAPTURE(plan.nranks);
+    CHECK(f.ok);
+    CHECK(f.blocks <= f.capacity());
+  };
+  for (const ccoll::algo::Algorithm& a : ccoll::algo::algorithms()) {
+    if (a.needs_topology) {
+      for (const std::string& name : ccoll::physical::preset_names()) {
+        const ccoll::physical::PhysicalTopology t = ccoll::physical::preset(name);
+        ccoll::algo::AlgorithmRequest req;
+        req.topology = &t;
+        const ccoll::algo::Registered reg = ccoll::algo::make_algorithm(a, req);
+        if (reg.nranks() > 16) continue;
+        check(reg, reg.nranks(), a.name + " on " + name);
+      }
+      continue;
+    }
+    for (int p = 2; p <= 16; ++p) {
+      ccoll::algo::AlgorithmRequest req;
+      req.nranks = p;
+      check(ccoll::algo::make_algorithm(a, req), p, a.name + " P=" + std::to_string(p));
+    }
+  }
 }

@@ -113,6 +113,16 @@ TEST_CASE("connection: slot arithmetic and FIFO depth across calls") {
   CHECK_FALSE(c.can_recv(4));
 }
 
+TEST_CASE("connection: the slot index is m % nslots for every depth, by mask or by division") {
+  ConnectionRef c;
+  for (std::uint32_t n = 1; n <= 17; ++n) {
+    c.nslots = n;
+    for (const std::uint64_t m : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{n - 1},
+                                  std::uint64_t{n}, std::uint64_t{1000003}, ~std::uint64_t{0}})
+      CHECK(c.slot_index(m) == m % n);
+  }
+}
+
 TEST_CASE("abort record: the first failure wins and is published whole") {
   AbortRecord a;
   CHECK_FALSE(a.raised());
