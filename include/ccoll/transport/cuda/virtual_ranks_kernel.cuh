@@ -58,6 +58,7 @@ struct SessionArgs {
   SessionQueueView<WorkItem> queue;  // session_queue.cuh's ring, as the device sees it
   std::uint32_t* abort = nullptr;    // host-mapped: the executor's abort word
   std::uint64_t timeout_ns = 0;
+  std::uint32_t nranks = 1;  // the plans' ranks: block b runs rank b % nranks's program
 };
 
 // The queue's protocol is every session's (session_protocol.hpp: the leader's wait for an item,
@@ -84,15 +85,16 @@ __global__ void session_kernel(const SessionArgs args) {
   for (std::uint64_t j = 0;; ++j) {
     if (group.leader()) {
       // No deadline while idle: a session may wait for its next call as long as it likes.
-      // The item's fields are host-mapped: each read below crosses PCIe once (the rank's two
-      // buffers in one 16-byte access).
+      // The item's fields are host-mapped: the two reads below cross PCIe once each, at the same
+      // time (the rank's two buffers in one 16-byte access), since the block's rank follows from
+      // its index (block c * nranks + r runs rank r's program of channel c), not from the tables.
       const WorkItem* const item = session_wait_item(args.queue, j, args.abort);
       stop = item == nullptr;
       if (!stop) {
+        const RankBuffers mine = item->buffers.rank[blockIdx.x % args.nranks];
         tables = item->tables;
         stop = tables == nullptr;
         if (!stop && blockIdx.x < tables->nblocks) {
-          const RankBuffers mine = item->buffers.rank[tables->programs[blockIdx.x].rank];
           input = mine.input;
           output = mine.output;
         }
