@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "ccoll/algo/registry.hpp"
+#include "ccoll/physical/presets.hpp"
 #include "ccoll/plan/direct.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
 #include "ccoll/plan/ring.hpp"
@@ -723,6 +724,36 @@ TEST_CASE("cuda-p2p: every plan of a communicator uses each connection from the 
               CHECK(blocks.admit(plan, set.index_of(plan)) == "");
             }
         }
+  }
+  SUBCASE("blink, forest and hdbtree on every preset of at most 16 GPUs, every count: admitted") {
+    for (const algo::Algorithm& a : algo::algorithms()) {
+      if (!a.needs_topology) continue;
+      for (const std::string& name : physical::preset_names()) {
+        const physical::PhysicalTopology t = physical::preset(name);
+        algo::AlgorithmRequest areq;
+        areq.topology = &t;
+        const algo::Registered reg = algo::make_algorithm(a, areq);
+        if (reg.nranks() > 16) continue;
+        for (const bool overlap : {false, true})
+          for (const std::uint32_t nchannels : {1u, 2u}) {
+            CAPTURE(a.name);
+            CAPTURE(name);
+            CAPTURE(overlap);
+            CAPTURE(nchannels);
+            ConnectionSet set;
+            ConnectionBlocks blocks;
+            for (const std::uint64_t count : counts) {
+              plan::PlanRequest r;
+              r.nranks = reg.nranks();
+              r.count = count;
+              r.nchannels = nchannels;
+              r.overlap = overlap;
+              const plan::Plan plan = reg.build(r);
+              CHECK(blocks.admit(plan, set.index_of(plan)) == "");
+            }
+          }
+      }
+    }
   }
   SUBCASE("ring, then direct on the same connections: refused, nothing recorded") {
     // Direct runs some connections of one channel from another channel's programs, which a ring
