@@ -29,7 +29,6 @@ int main(int argc, char** argv) {
     ccoll::Config config;
     config.nranks = nranks;
     config.nchannels = 2;
-    config.slot_bytes = 256 << 10;
     ccoll::transport::cuda::P2POptions options;  // threads; rank r on device r % devices
     ccoll::Allreduce<ccoll::transport::CudaP2P, ccoll::algo::Ring> ar(config, ccoll::algo::Ring{},
                                                                       options);

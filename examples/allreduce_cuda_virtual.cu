@@ -26,7 +26,6 @@ int main(int argc, char** argv) {
     ccoll::Config config;
     config.nranks = nranks;
     config.nchannels = 4;
-    config.slot_bytes = 256 << 10;
     ccoll::Allreduce<ccoll::transport::CudaVirtualRanks, ccoll::algo::Ring> ar(config);
     auto& ex = ar.executor();
 

@@ -1,8 +1,8 @@
 // The host-device protocols of the CUDA transports that are not the step interpreter, run on host
 // threads over the same memory a kernel and its host share (no GPU): a persistent session's work
-// queue (transport/cuda/session_protocol.hpp: slots and their tickets, completion in order,
-// wrap-around, sessions one after another on the same memory, abort), the ranks' agreement on each
-// call (transport/cuda/call_record.hpp), the choice of a failed job's root cause
+// queue (transport/cuda/session_protocol.hpp: records tagged with their tickets, completion in
+// order, wrap-around, sessions one after another on the same memory, abort), the ranks' agreement
+// on each call (transport/cuda/call_record.hpp), the choice of a failed job's root cause
 // (transport/cuda/failure_record.hpp), where CudaP2P places a rank's FIFO memory
 // (transport/cuda/p2p_options.hpp), and the host half of a plan's device tables
 // (transport/cuda/block_tables.hpp, device_plan_cache.hpp). Threads stand for the kernel's
@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <random>
 #include <set>
@@ -46,35 +47,65 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// One work item: its position in the sequence (so a block can tell a stale slot) and a value.
+// One work item of the simulated sessions: its position in the sequence (so a block can tell a
+// stale slot) and a value (< 0: the stop item), written as one record per rank of the kernel.
 struct TestItem {
   std::uint64_t seq = 0;
-  std::int64_t value = 0;  // < 0: the stop item
+  std::int64_t value = 0;
 };
 
-// The memory of one queue, as the host and the "device" share it.
+// Record `index` of `item`: the plan word carries seq + 1 (the stop item: none), the buffers name
+// the record's index, the count carries the value.
+SessionWork record_of(const TestItem& item, std::uint32_t index) {
+  SessionWork w;
+  if (item.value >= 0) {
+    w.plan = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(item.seq + 1));
+    w.count = static_cast<std::uint64_t>(item.value);
+  }
+  w.input = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(index) + 1);
+  w.output = reinterpret_cast<void*>((static_cast<std::uintptr_t>(index) + 1) << 8);
+  return w;
+}
+
+// Writes every record the ring's items use and counts the item.
+std::uint64_t post(SessionRing& ring, const TestItem& item) {
+  for (std::uint32_t i = 0; i < ring.used(); ++i) ring.write(i, record_of(item, i));
+  return ring.post();
+}
+
+// The memory of one queue, as the host and the "device" share it: `depth` items of `stride`
+// records.
 struct QueueMemory {
-  explicit QueueMemory(std::uint32_t depth)
-      : slots(depth), arrivals(depth + 1, 0), control(std::make_unique<SessionQueueControl>()) {}
-  SessionQueueView<TestItem> view(std::uint32_t depth) {
-    SessionQueueView<TestItem> v;
-    v.slots = slots.data();
+  explicit QueueMemory(std::uint32_t depth, std::uint32_t records_per_item = 1)
+      : records(std::size_t{depth} * records_per_item),
+        arrivals(depth + 1, 0),
+        control(std::make_unique<SessionQueueControl>()),
+        stride(records_per_item) {}
+  SessionQueueView view(std::uint32_t depth) {
+    SessionQueueView v;
+    v.records = records.data();
     v.depth = depth;
+    v.stride = stride;
     v.control = control.get();
     v.arrivals = arrivals.data();
     v.completed = arrivals.data() + depth;
     return v;
   }
-  std::vector<SessionSlot<TestItem>> slots;
+  SessionRing ring(std::uint32_t depth) {
+    return SessionRing(records.data(), control.get(), depth, stride, stride);
+  }
+  std::vector<SessionRecord> records;
   std::vector<std::uint64_t> arrivals;  // depth arrival words, then the device's `completed`
   std::unique_ptr<SessionQueueControl> control;
+  std::uint32_t stride;
 };
 
-// A session kernel of `nblocks` blocks on host threads: each block waits for item j, checks that
-// its slot holds item j, writes its output and arrives; a stop item or the abort word ends it.
+// A session kernel of `nblocks` blocks on host threads: block b reads record b % stride of each
+// item (its rank's, as the virtual ranks' kernel does), checks that it is item j's and its own
+// record, writes its output and arrives; a stop item or the abort word ends it.
 // out[j * nblocks + b] = item j's value * (b + 1).
 struct SimulatedSessionKernel {
-  SimulatedSessionKernel(SessionQueueView<TestItem> q, unsigned nblocks, std::uint32_t* abort,
+  SimulatedSessionKernel(SessionQueueView q, unsigned nblocks, std::uint32_t* abort,
                          std::vector<std::int64_t>* out)
       : q_(q), nblocks_(nblocks), abort_(abort), out_(out) {
     blocks_.reserve(nblocks);
@@ -85,27 +116,30 @@ struct SimulatedSessionKernel {
     for (auto& t : blocks_)
       if (t.joinable()) t.join();
   }
-  std::atomic<int> stale{0};  // items read that were not the expected one
+  std::atomic<int> stale{0};  // records read that were not the expected one
   std::atomic<int> out_of_order{0};
   std::atomic<int> aborted{0};  // blocks that ended on the abort word
 
  private:
   void run(unsigned b) {
     std::uint64_t last_completed_seen = 0;
+    const std::uint32_t index = b % q_.stride;
     for (std::uint64_t j = 0;; ++j) {
-      const TestItem* const posted = session_wait_item(q_, j, abort_);
-      if (posted == nullptr) {
+      SessionWork w;
+      if (session_wait_record(q_, j, index, abort_, w) != sync::WaitResult::Ok) {
         ++aborted;
         return;
       }
-      const TestItem item = *posted;
-      if (item.seq != j) ++stale;
-      if (item.value < 0) return;
+      if (w.plan == nullptr) return;  // the stop item
+      if (reinterpret_cast<std::uintptr_t>(w.plan) != j + 1 ||
+          reinterpret_cast<std::uintptr_t>(w.input) != index + 1u ||
+          reinterpret_cast<std::uintptr_t>(w.output) != (index + 1u) << 8)
+        ++stale;
       // Blocks of different speeds: some items keep one block longer, so that blocks are on
       // different items and the last to arrive may wait for the previous item's completion.
       if ((j + b) % 7 == 0)
         for (int i = 0; i < 20; ++i) std::this_thread::yield();
-      (*out_)[j * nblocks_ + b] = item.value * static_cast<std::int64_t>(b + 1);
+      (*out_)[j * nblocks_ + b] = static_cast<std::int64_t>(w.count) * (b + 1);
       if (!session_item_done(q_, j, nblocks_, abort_)) {
         ++aborted;
         return;
@@ -116,15 +150,24 @@ struct SimulatedSessionKernel {
       last_completed_seen = c;
     }
   }
-  SessionQueueView<TestItem> q_;
+  SessionQueueView q_;
   unsigned nblocks_;
   std::uint32_t* abort_;
   std::vector<std::int64_t>* out_;
   std::vector<std::thread> blocks_;
 };
 
+// Raises the abort word when a failed REQUIRE unwinds past it, so that the simulated kernel's
+// blocks (declared before it, joined after it) stop waiting instead of hanging the test.
+struct AbortOnUnwind {
+  std::uint32_t* abort;
+  ~AbortOnUnwind() {
+    if (std::uncaught_exceptions() > 0) sync::AtomicWord<std::uint32_t>(abort).store_release(1u);
+  }
+};
+
 // Waits on the host for `ticket` (bounded: a broken protocol fails the test instead of hanging).
-bool wait_for(const SessionRing<TestItem>& ring, std::uint64_t ticket) {
+bool wait_for(const SessionRing& ring, std::uint64_t ticket) {
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (!ring.has_completed(ticket)) {
     if (std::chrono::steady_clock::now() > deadline) return false;
@@ -156,99 +199,198 @@ BlockFailure failure(std::int32_t rank, std::uint32_t channel, sync::WaitResult 
 
 }  // namespace
 
+TEST_CASE("session records: a record is read only whole and only as its own item's") {
+  SessionRecord r;
+  SessionWork w;
+  SessionWork in;
+  in.plan = reinterpret_cast<const void*>(std::uintptr_t{0x7f12'3456'7880});
+  in.input = reinterpret_cast<const void*>(std::uintptr_t{0x7fff'ffff'fff0});
+  in.output = reinterpret_cast<void*>(std::uintptr_t{0xffff'ffff'ffff});  // the largest payload
+  in.count = 12345;
+  CHECK(session_encodable(in));
+  CHECK_FALSE(session_read_record(r, 1, w));  // zeros: no item yet
+  session_write_record(r, 7, in);
+  REQUIRE(session_read_record(r, 7, w));
+  CHECK(w.plan == in.plan);
+  CHECK(w.input == in.input);
+  CHECK(w.output == in.output);
+  CHECK(w.count == in.count);
+  CHECK_FALSE(session_read_record(r, 8, w));  // item 7's record, waited for as item 8's
+  CHECK_FALSE(session_read_record(r, 7 + 4, w));
+  // A record half rewritten for the next item in its slot (depth 4): one word of each ticket is
+  // not the record of either.
+  for (int word = 0; word < 4; ++word) {
+    SessionRecord half = r;
+    half.words[word] = session_tagged(0, 11);
+    CHECK_FALSE(session_read_record(half, 7, w));
+    CHECK_FALSE(session_read_record(half, 11, w));
+  }
+  // Tags run 1..65535: tickets closer than that have different tags, and no ticket's tag is a
+  // zeroed record's, not even the multiples of 2^16 and of 65535.
+  session_write_record(r, 65536 + 3, in);
+  CHECK(session_read_record(r, 65536 + 3, w));
+  CHECK_FALSE(session_read_record(r, 65536 + 3 - kMaxSessionDepth, w));
+  const SessionRecord zeroed;
+  for (const std::uint64_t ticket :
+       {std::uint64_t{1}, std::uint64_t{65535}, std::uint64_t{65536}, std::uint64_t{65537},
+        std::uint64_t{131070}, std::uint64_t{131072}, std::uint64_t{1} << 40}) {
+    CAPTURE(ticket);
+    CHECK(session_tag(ticket) >= 1);
+    CHECK(session_tag(ticket) <= 0xFFFF);
+    CHECK_FALSE(session_read_record(zeroed, ticket, w));
+    for (const std::uint64_t back : {std::uint64_t{1}, std::uint64_t{kMaxSessionDepth}})
+      if (ticket > back) CHECK(session_tag(ticket) != session_tag(ticket - back));
+  }
+  // What a record cannot hold.
+  SessionWork high = in;
+  high.count = kSessionPayloadLimit;
+  CHECK_FALSE(session_encodable(high));
+  high = in;
+  high.input = reinterpret_cast<const void*>(std::uintptr_t{1} << 48);
+  CHECK_FALSE(session_encodable(high));
+}
+
+TEST_CASE("session records: a reader racing the writer takes every record whole") {
+  // The host writes each record's words in an order of its own, with pauses; a block polls the
+  // record, as a kernel's leader does, and must take every item exactly as written.
+  constexpr std::uint32_t depth = 2;
+  constexpr std::uint64_t n = 3000;
+  QueueMemory m(depth);
+  SessionRing ring = m.ring(depth);
+  const SessionQueueView q = m.view(depth);
+  std::uint32_t abort = 0;
+  std::atomic<std::uint64_t> taken{0};
+  std::atomic<int> torn{0};
+  std::thread block([&] {
+    for (std::uint64_t j = 0; j < n; ++j) {
+      SessionWork w;
+      if (session_wait_record(q, j, 0, &abort, w) != sync::WaitResult::Ok) return;
+      const auto plan = reinterpret_cast<std::uintptr_t>(w.plan);
+      if (plan != j + 1 || reinterpret_cast<std::uintptr_t>(w.input) != 3 * plan ||
+          reinterpret_cast<std::uintptr_t>(w.output) != 5 * plan || w.count != 7 * plan)
+        ++torn;
+      taken.store(j + 1, std::memory_order_release);
+      // The slot is free again once the item is taken (what `completed` says in a session).
+      sync::AtomicWord<std::uint64_t>(&m.control->completed).store_release(j + 1);
+    }
+  });
+  std::mt19937 rng(29);
+  bool timely = true;
+  for (std::uint64_t j = 0; j < n && timely; ++j) {
+    const std::uint64_t freeing = ring.ticket_freeing_next();
+    if (freeing != 0) timely = wait_for(ring, freeing);
+    const std::uint64_t v = j + 1;
+    const std::uint64_t payloads[4] = {v, 3 * v, 5 * v, 7 * v};
+    int order[4] = {0, 1, 2, 3};
+    std::shuffle(order, order + 4, rng);
+    SessionRecord& r = m.records[j % depth];
+    for (const int word : order) {
+      sync::AtomicWord<std::uint64_t>(&r.words[word])
+          .store_release(session_tagged(payloads[word], j + 1));
+      if (rng() % 4 == 0) std::this_thread::yield();
+    }
+    ring.post();
+  }
+  if (!timely) sync::AtomicWord<std::uint32_t>(&abort).store_release(1u);
+  block.join();
+  REQUIRE(timely);
+  CHECK(taken == n);
+  CHECK(torn == 0);
+}
+
 TEST_CASE("session ring: slots, back-pressure tickets, the stop item") {
-  QueueMemory m(3);
-  // A previous session's words: a new ring starts from zero, or its kernel could take a stale
-  // slot whose ticket happens to be the one it waits for.
-  for (auto& slot : m.slots) slot.ticket = 1;
+  QueueMemory m(3, 2);
+  // A previous session's records: a new ring starts from zero, or its kernel could take a stale
+  // record that happens to carry the ticket it waits for.
+  for (auto& rec : m.records) session_write_record(rec, 1, record_of(TestItem{0, 4}, 0));
   m.control->completed = 99;
-  SessionRing<TestItem> ring(m.slots.data(), m.control.get(), 3);
-  for (const auto& slot : m.slots) CHECK(slot.ticket == 0);
+  SessionRing ring = m.ring(3);
+  SessionWork w;
+  for (const auto& rec : m.records) CHECK_FALSE(session_read_record(rec, 1, w));
   CHECK(ring.completed() == 0);
   CHECK(ring.ticket_freeing_next() == 0);
   for (std::uint64_t t = 1; t <= 3; ++t) {
-    CHECK(&ring.next_slot() == &m.slots[(t - 1) % 3].item);
-    CHECK(ring.post() == t);
-    CHECK(m.slots[(t - 1) % 3].ticket == t);  // each item publishes itself
+    CHECK(post(ring, TestItem{t - 1, 10}) == t);
+    // Each record publishes itself, in slot t - 1.
+    for (std::uint32_t i = 0; i < 2; ++i) {
+      REQUIRE(session_read_record(m.records[(t - 1) % 3 * 2 + i], t, w));
+      CHECK(reinterpret_cast<std::uintptr_t>(w.input) == i + 1);
+    }
   }
   // The fourth item reuses the first slot: ticket 1 must have completed.
   CHECK(ring.ticket_freeing_next() == 1);
-  CHECK(&ring.next_slot() == &m.slots[0].item);
   CHECK_FALSE(ring.has_completed(1));
   m.control->completed = 1;
   CHECK(ring.has_completed(1));
   CHECK_FALSE(ring.has_completed(2));
-  ring.post();
+  post(ring, TestItem{3, 10});
   CHECK(ring.ticket_freeing_next() == 2);
-  // The stop item is published after every item, but is no ticket.
-  TestItem stop;
-  stop.seq = 4;
-  stop.value = -1;
-  ring.post_stop(stop);
-  CHECK(m.slots[4 % 3].ticket == 5);
+  // The stop item is written after every item, but is no ticket.
+  ring.post_stop();
   CHECK(ring.posted() == 4);
-  CHECK(m.slots[4 % 3].item.value == -1);
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    REQUIRE(session_read_record(m.records[4 % 3 * 2 + i], 5, w));
+    CHECK(w.plan == nullptr);
+  }
 }
 
 TEST_CASE("session queue: items complete in order through many wrap-arounds") {
   for (std::uint32_t depth : {1u, 3u, 16u})
-    for (unsigned nblocks : {1u, 3u}) {
-      CAPTURE(depth);
-      CAPTURE(nblocks);
-      const std::uint64_t n = 40;  // 40 wrap-arounds at depth 1, 2.5 at depth 16
-      QueueMemory m(depth);
-      std::uint32_t abort = 0;
-      std::vector<std::int64_t> out(n * nblocks, 0);
-      SessionRing<TestItem> ring(m.slots.data(), m.control.get(), depth);
-      SimulatedSessionKernel kernel(m.view(depth), nblocks, &abort, &out);
-      std::uint64_t outstanding_max = 0;
-      bool timely = true;
-      for (std::uint64_t j = 0; j < n && timely; ++j) {
-        const std::uint64_t freeing = ring.ticket_freeing_next();
-        if (freeing != 0) timely = wait_for(ring, freeing);
-        outstanding_max = std::max(outstanding_max, ring.posted() - ring.completed());
-        TestItem& slot = ring.next_slot();
-        slot.seq = j;
-        slot.value = static_cast<std::int64_t>(j) + 1;
-        CHECK(ring.post() == j + 1);
-        // A completed ticket means every block's output of that item is there.
-        const std::uint64_t done = ring.completed();
-        for (std::uint64_t k = 0; k < done; ++k)
+    for (unsigned nblocks : {1u, 3u, 4u})
+      for (std::uint32_t stride : {1u, 2u}) {
+        CAPTURE(depth);
+        CAPTURE(nblocks);
+        CAPTURE(stride);
+        const std::uint64_t n = 40;  // 40 wrap-arounds at depth 1, 2.5 at depth 16
+        QueueMemory m(depth, stride);
+        std::uint32_t abort = 0;
+        std::vector<std::int64_t> out(n * nblocks, 0);
+        SessionRing ring = m.ring(depth);
+        SimulatedSessionKernel kernel(m.view(depth), nblocks, &abort, &out);
+        std::uint64_t outstanding_max = 0;
+        bool timely = true;
+        for (std::uint64_t j = 0; j < n && timely; ++j) {
+          const std::uint64_t freeing = ring.ticket_freeing_next();
+          if (freeing != 0) timely = wait_for(ring, freeing);
+          outstanding_max = std::max(outstanding_max, ring.posted() - ring.completed());
+          CHECK(post(ring, TestItem{j, static_cast<std::int64_t>(j) + 1}) == j + 1);
+          // A completed ticket means every block's output of that item is there.
+          const std::uint64_t done = ring.completed();
+          for (std::uint64_t k = 0; k < done; ++k)
+            for (unsigned b = 0; b < nblocks; ++b)
+              if (out[k * nblocks + b] != static_cast<std::int64_t>(k + 1) * (b + 1))
+                timely = false;
+        }
+        const AbortOnUnwind unwind{&abort};
+        REQUIRE(timely);
+        CHECK(outstanding_max < depth);
+        REQUIRE(wait_for(ring, n));
+        if (ring.ticket_freeing_next() != 0) REQUIRE(wait_for(ring, ring.ticket_freeing_next()));
+        ring.post_stop();
+        kernel.join();
+        CHECK(ring.completed() == n);
+        CHECK(kernel.stale == 0);
+        CHECK(kernel.out_of_order == 0);
+        CHECK(kernel.aborted == 0);
+        std::size_t wrong = 0;
+        for (std::uint64_t j = 0; j < n; ++j)
           for (unsigned b = 0; b < nblocks; ++b)
-            if (out[k * nblocks + b] != static_cast<std::int64_t>(k + 1) * (b + 1)) timely = false;
+            if (out[j * nblocks + b] != static_cast<std::int64_t>(j + 1) * (b + 1)) ++wrong;
+        CHECK(wrong == 0);
+        // Every arrival word is free again for the next session.
+        for (std::uint32_t i = 0; i < depth; ++i) CHECK(m.arrivals[i] == 0);
+        CHECK(m.arrivals[depth] == n);
       }
-      REQUIRE(timely);
-      CHECK(outstanding_max < depth);
-      CHECK(wait_for(ring, n));
-      if (ring.ticket_freeing_next() != 0) CHECK(wait_for(ring, ring.ticket_freeing_next()));
-      TestItem stop;
-      stop.seq = n;
-      stop.value = -1;
-      ring.post_stop(stop);
-      kernel.join();
-      CHECK(ring.completed() == n);
-      CHECK(kernel.stale == 0);
-      CHECK(kernel.out_of_order == 0);
-      CHECK(kernel.aborted == 0);
-      std::size_t wrong = 0;
-      for (std::uint64_t j = 0; j < n; ++j)
-        for (unsigned b = 0; b < nblocks; ++b)
-          if (out[j * nblocks + b] != static_cast<std::int64_t>(j + 1) * (b + 1)) ++wrong;
-      CHECK(wrong == 0);
-      // Every arrival word is free again for the next session.
-      for (std::uint32_t i = 0; i < depth; ++i) CHECK(m.arrivals[i] == 0);
-      CHECK(m.arrivals[depth] == n);
-    }
 }
 
 TEST_CASE("session queue: sessions one after another on the same memory take no stale item") {
   // An executor's queue memory serves every session it opens (session_queue.cuh). Each session
-  // leaves its tickets in the slots; the next, of the same depth or another, must wait for its own.
+  // leaves its records in the slots; the next, of the same depth or another, must wait for its own.
   QueueMemory m(4);
   std::uint32_t abort = 0;
   std::uint64_t value = 1;
   // A session of one item leaves tickets 1 and 2 (its stop item) in the first two slots: exactly
-  // what the next session's first two items are published with.
+  // the tickets of the next session's first two items.
   struct Session {
     std::uint32_t depth;
     std::uint64_t n;
@@ -261,22 +403,22 @@ TEST_CASE("session queue: sessions one after another on the same memory take no 
     const unsigned nblocks = 2;
     // What SessionQueue does on the device before the kernel: its arrival and completion words.
     std::fill(m.arrivals.begin(), m.arrivals.end(), 0);
-    SessionRing<TestItem> ring(m.slots.data(), m.control.get(), depth);
+    SessionRing ring = m.ring(depth);
     std::vector<std::int64_t> out(n * nblocks, 0);
     SimulatedSessionKernel kernel(m.view(depth), nblocks, &abort, &out);
+    const AbortOnUnwind unwind{&abort};
     // The blocks wait before the first item is written, as a kernel launched with its session does.
     std::this_thread::sleep_for(2ms);
     std::vector<std::int64_t> expected;
     for (std::uint64_t j = 0; j < n; ++j) {
       const std::uint64_t freeing = ring.ticket_freeing_next();
       if (freeing != 0) REQUIRE(wait_for(ring, freeing));
-      ring.next_slot() = TestItem{j, static_cast<std::int64_t>(value)};
+      post(ring, TestItem{j, static_cast<std::int64_t>(value)});
       expected.push_back(static_cast<std::int64_t>(value++));
-      ring.post();
     }
     REQUIRE(wait_for(ring, n));
     if (ring.ticket_freeing_next() != 0) REQUIRE(wait_for(ring, ring.ticket_freeing_next()));
-    ring.post_stop(TestItem{n, -1});
+    ring.post_stop();
     kernel.join();
     CHECK(kernel.stale == 0);
     CHECK(kernel.aborted == 0);
@@ -292,12 +434,9 @@ TEST_CASE("session queue: the abort word ends blocks waiting for an item") {
   QueueMemory m(4);
   std::uint32_t abort = 0;
   std::vector<std::int64_t> out(64, 0);
-  SessionRing<TestItem> ring(m.slots.data(), m.control.get(), 4);
+  SessionRing ring = m.ring(4);
   SimulatedSessionKernel kernel(m.view(4), 3, &abort, &out);
-  TestItem& slot = ring.next_slot();
-  slot.seq = 0;
-  slot.value = 5;
-  ring.post();
+  post(ring, TestItem{0, 5});
   REQUIRE(wait_for(ring, 1));
   // Idle blocks wait without a deadline; the word ends them.
   std::this_thread::sleep_for(5ms);
@@ -313,11 +452,8 @@ TEST_CASE("session queue: an item after one cut short never completes; the abort
   QueueMemory m(4);
   auto q = m.view(4);
   std::uint32_t abort = 0;
-  SessionRing<TestItem> ring(m.slots.data(), m.control.get(), 4);
-  for (std::uint64_t j = 0; j < 2; ++j) {
-    ring.next_slot() = TestItem{j, 1};
-    ring.post();
-  }
+  SessionRing ring = m.ring(4);
+  for (std::uint64_t j = 0; j < 2; ++j) post(ring, TestItem{j, 1});
   // Two blocks. Block 0 finishes items 0 and 1; block 1 failed in item 0 (no arrival) but reaches
   // item 1's arrival (as a block of another channel may): it is item 1's last, and item 0 never
   // completes, so it waits for it until the word.
@@ -337,11 +473,8 @@ TEST_CASE("session queue: an item's last block publishes it only after the item 
   QueueMemory m(4);
   auto q = m.view(4);
   std::uint32_t abort = 0;
-  SessionRing<TestItem> ring(m.slots.data(), m.control.get(), 4);
-  for (std::uint64_t j = 0; j < 2; ++j) {
-    ring.next_slot() = TestItem{j, 1};
-    ring.post();
-  }
+  SessionRing ring = m.ring(4);
+  for (std::uint64_t j = 0; j < 2; ++j) post(ring, TestItem{j, 1});
   // Item 1's last arrival comes before item 0's: it waits, and publishes 2 only once 1 is.
   CHECK(session_item_done(q, 0, 2, &abort));
   CHECK(session_item_done(q, 1, 2, &abort));

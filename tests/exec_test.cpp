@@ -413,6 +413,40 @@ TEST_CASE("communicator: plans are cached per count and element size") {
   CHECK(a->connections.size() == 3);
 }
 
+TEST_CASE("Config::slot_bytes = 0 is the transport's choice: 1 MiB on the host transports") {
+  Config c;
+  CHECK(c.slot_bytes == 0);
+  CHECK(with_slot_bytes(c).slot_bytes == kDefaultSlotBytes);
+  CHECK(with_slot_bytes(c, 4096).slot_bytes == 4096);
+  c.slot_bytes = 2048;
+  CHECK(with_slot_bytes(c, 4096).slot_bytes == 2048);  // a value given is kept
+  // What the executors and their plans see, and the fingerprint ranks compare: the resolved
+  // size, so a rank that leaves it at 0 agrees with one that names the default.
+  c.nranks = 3;
+  c.slot_bytes = 0;
+  Allreduce<transport::HostThreads, algo::Ring> defaulted(c);
+  CHECK(defaulted.config().slot_bytes == kDefaultSlotBytes);
+  c.slot_bytes = kDefaultSlotBytes;
+  Allreduce<transport::HostThreads, algo::Ring> named(c);
+  CHECK(named.executor().communicator().fingerprint() ==
+        defaulted.executor().communicator().fingerprint());
+  // A plan's messages fill the slot: 1 MiB of floats per message at most.
+  CHECK(defaulted.executor().plan(1u << 20, 4).slot_elems == kDefaultSlotBytes / 4);
+  std::vector<std::vector<float>> in(3, std::vector<float>(1u << 20, 1.0f));
+  std::vector<std::vector<float>> out(3, std::vector<float>(1u << 20, 0.0f));
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.emplace_back([&, r] {
+      defaulted.rank(r).run(in[static_cast<std::size_t>(r)].data(),
+                            out[static_cast<std::size_t>(r)].data(), in[0].size(), DataType::f32,
+                            ReduceOp::sum);
+    });
+  for (auto& t : ranks) t.join();
+  CHECK(std::all_of(out.begin(), out.end(), [](const std::vector<float>& v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return x == 3.0f; });
+  }));
+}
+
 TEST_CASE("communicator: the plan cache is bounded, evicting the least recently used plan") {
   Config c;
   c.nranks = 3;

@@ -221,7 +221,7 @@ TEST_CASE("every registered algorithm's plan at P <= 16 fits an H200 with the de
     channels_request.sms = sms;
     channels_request.occupancy = occupancy;
     const std::uint64_t per_channel =
-        up * (up - 1) * defaults.nslots * slot_stride(defaults.slot_bytes);
+        up * (up - 1) * defaults.nslots * slot_stride(kVirtualRanksSlotBytes);
     channels_request.max_channels = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(
         memory / 16 / std::max<std::uint64_t>(1, per_channel), 1, kMaxDefaultChannels));
     const LaunchFit by_default = fit_launch(channels_request);
@@ -230,7 +230,7 @@ TEST_CASE("every registered algorithm's plan at P <= 16 fits an H200 with the de
     r.nranks = p;
     r.count = 64u << 20;
     r.nchannels = by_default.channels;
-    r.slot_bytes = defaults.slot_bytes;
+    r.slot_bytes = kVirtualRanksSlotBytes;
     r.nslots = defaults.nslots;
     const ccoll::plan::Plan plan = reg.build(r);
     FitRequest launch;

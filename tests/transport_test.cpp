@@ -66,9 +66,9 @@ struct CountingThreads {
           states_(static_cast<std::size_t>(config.nranks)),
           local_(static_cast<std::size_t>(config.nranks)) {
       std::iota(local_.begin(), local_.end(), 0);
-      const auto layout =
-          runtime::AreaLayout::make(comm_.nranks(), comm_.connection_keys().size(),
-                                    config.slot_bytes, config.nslots, comm_.uses_fast_boxes());
+      const auto layout = runtime::AreaLayout::make(comm_.nranks(), comm_.connection_keys().size(),
+                                                    comm_.config().slot_bytes, config.nslots,
+                                                    comm_.uses_fast_boxes());
       area_.resize(layout.total / sizeof(Line) + 1);
       auto* base = reinterpret_cast<std::byte*>(area_.data());
       runtime::init_area(base, layout, comm_.nranks(), comm_.fingerprint(), 1);

@@ -560,7 +560,7 @@ std::string tcp_rendezvous_note(const Options& o, int rank) {
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   MPI_Allreduce(&node_size, &smallest_node, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (smallest_node == world_size) return "";
-  const std::uint64_t slot = o.slot_bytes != 0 ? o.slot_bytes : ccoll::Config{}.slot_bytes;
+  const std::uint64_t slot = o.slot_bytes != 0 ? o.slot_bytes : ccoll::kDefaultSlotBytes;
   const std::optional<std::uint64_t> limit = ccoll::transport::mpi::tcp_eager_limit();
   // A message goes eagerly if it fits in the limit with Open MPI's header (tens of bytes).
   constexpr std::uint64_t kHeaderRoom = 1024;

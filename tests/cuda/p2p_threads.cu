@@ -163,6 +163,15 @@ TEST_CASE("cuda-p2p threads: every result equals host threads bit for bit") {
   compare_with_host<float, ReduceOp::sum>("ring", 4, 2, (std::size_t{3} << 20) + 5);
 }
 
+TEST_CASE("cuda-p2p threads: Config::slot_bytes = 0 takes the transport's slots") {
+  Config c;
+  c.nranks = 2;
+  c.nchannels = 1;
+  CHECK(CudaP2P::resolve(c).slot_bytes == transport::cuda::kP2PSlotBytes);
+  c.slot_bytes = 4096;
+  CHECK(CudaP2P::resolve(c).slot_bytes == 4096);
+}
+
 TEST_CASE("cuda-p2p threads: reduce-scatter, all-gather, broadcast and reduce") {
   using C = plan::Collective;
   struct Kind {

@@ -10,6 +10,10 @@
 
 namespace ccoll {
 
+// The FIFO slot of the transports that choose none of their own (Config::slot_bytes = 0): the host
+// transports and MPI.
+inline constexpr std::uint64_t kDefaultSlotBytes = std::uint64_t{1} << 20;
+
 struct Config {
   int nranks = 0;       // HostThreads: number of threads; SharedMemory: 0 = from the environment
                         // (CCOLL_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE)
@@ -19,10 +23,13 @@ struct Config {
                         // CCOLL_SESSION, else the launcher's job id: PMIX_NAMESPACE,
                         // OMPI_MCA_ess_base_jobid, SLURM_JOB_ID; else the parent process)
   std::chrono::milliseconds timeout{60000};  // deadline of every wait of one call
-  std::uint64_t slot_bytes = 1u << 20;       // capacity of one FIFO slot of a connection
-  std::uint32_t nslots = 4;                  // FIFO depth of every connection
-  std::uint32_t nchannels = 0;               // 0 = automatic (1 on the host transports)
-  std::uint32_t nchunks = 0;                 // chunks per channel; 0 = the cost model's optimum
+  // Capacity of one FIFO slot of a connection; 0 = the transport's choice: kDefaultSlotBytes
+  // (1 MiB) on the host transports and MPI; cuda-virtual and cuda-p2p choose their own
+  // (docs/gpu.md, "FIFO slots").
+  std::uint64_t slot_bytes = 0;
+  std::uint32_t nslots = 4;     // FIFO depth of every connection
+  std::uint32_t nchannels = 0;  // 0 = automatic (1 on the host transports)
+  std::uint32_t nchunks = 0;    // chunks per channel; 0 = the cost model's optimum
   bool verify_plans = true;  // run plan::verify on every plan before its first use (once per count)
   double alpha_s = 2e-6;     // per-message latency the chunk-count model assumes (host handshake)
   double beta_s_per_byte = 1.0 / 5e9;  // inverse copy bandwidth the chunk-count model assumes
@@ -76,5 +83,11 @@ struct Config {
   // HostThreads and SharedMemory read it; part of the communicator's fingerprint.
   std::string protocol;
 };
+
+// `c` with Config::slot_bytes = `chosen` where it was 0 (the transport's choice).
+inline Config with_slot_bytes(Config c, std::uint64_t chosen = kDefaultSlotBytes) {
+  if (c.slot_bytes == 0) c.slot_bytes = chosen;
+  return c;
+}
 
 }  // namespace ccoll

@@ -105,7 +105,7 @@ class Communicator {
   using rank_state = RankState<C>;
 
   Communicator(const Config& config, int nranks, PlanSource source, std::string_view policy_id)
-      : config_((check_config(config, nranks), config)),
+      : config_((check_config(with_slot_bytes(config), nranks), with_slot_bytes(config))),
         nranks_(nranks),
         plans_(config, nranks, std::move(source), policy_id),
         wait_policy_(sync::WaitPolicy::for_ranks(static_cast<unsigned>(nranks),

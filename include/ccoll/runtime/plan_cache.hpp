@@ -117,12 +117,12 @@ template <Connection C>
 class PlanCache {
  public:
   PlanCache(const Config& config, int nranks, PlanSource source, std::string_view policy_id)
-      : config_(config),
+      : config_(with_slot_bytes(config)),
         nranks_(nranks),
         source_(protocol::configured_source(config, std::move(source))) {
     Fingerprint fp;
     fp.mix(static_cast<std::uint64_t>(nranks));
-    fp.mix(config.slot_bytes);
+    fp.mix(config_.slot_bytes);
     fp.mix(config.nslots);
     fp.mix(config.nchannels);
     fp.mix(config.nchunks);

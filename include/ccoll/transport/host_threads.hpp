@@ -42,7 +42,7 @@ struct HostThreads {
       throw_invalid_argument(-1, "Config::nranks", ">= 1 (the number of threads)",
                              std::to_string(c.nranks));
     c.rank = -1;
-    return c;
+    return with_slot_bytes(c);
   }
 
   class Executor {

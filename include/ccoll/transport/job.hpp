@@ -63,7 +63,7 @@ inline Config resolve_job_config(Config c) {
         c.session = s;
     if (c.session.empty()) c.session = parent_session();
   }
-  return c;
+  return with_slot_bytes(c);
 }
 
 // The per-user directory where rank 0 leaves the random token that names a session's segment:

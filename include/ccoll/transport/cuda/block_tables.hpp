@@ -40,6 +40,19 @@ namespace ccoll::transport::cuda {
 // The line the executors align device tables and FIFO slots to.
 inline constexpr std::uint64_t kDeviceLine = 128;
 
+// The FIFO slot each GPU transport takes when Config::slot_bytes is 0 (docs/gpu.md, "FIFO
+// slots"). A slot bounds a step's message, so it trades the per-step cost (a wait, a fence, a
+// counter store: 1-6 us a step on a GPU) against FIFO memory and the pipeline's fill.
+// - cuda-virtual: by default the channels fill the SMs (two 512-thread blocks each), so each block
+//   gets its share of HBM: about 3.7 TB/s over 264 blocks at P = 8 on an H200, 14 GB/s. A step of
+//   256 KiB (three passes over it when it reduces) then takes about 55 us, ten times the per-step
+//   cost, and 264 connections x 4 slots take 264 MiB, where 1 MiB slots took 1 GiB for no gain.
+// - cuda-p2p: a step crosses NVLink, shared by the rank's channels (16-32 blocks: 12-23 GB/s each
+//   of about 370 GB/s), and each one pays system-scope fences; 512 KiB keeps a step above 20 us,
+//   NCCL's step size for its Simple protocol (a 4 MiB buffer in 8 steps).
+inline constexpr std::uint64_t kVirtualRanksSlotBytes = 256 * 1024;
+inline constexpr std::uint64_t kP2PSlotBytes = 512 * 1024;
+
 // The bytes between two FIFO slots on a GPU: a slot, and the slack that lets every message keep
 // its chunk's offset modulo 16 bytes (runtime::kBlockSlotSlack: the block's 16-byte packs), on
 // whole lines.

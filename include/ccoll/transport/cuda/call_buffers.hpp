@@ -26,7 +26,7 @@ namespace ccoll::transport::cuda {
 inline constexpr int kMaxVirtualRanks = 128;
 
 // One rank's buffers as addresses of index 0 of the plan's space, side by side so that a block
-// reads both with one 16-byte access (a session's work item is in host-mapped memory).
+// reads both with one 16-byte access.
 struct alignas(16) RankBuffers {
   const void* input = nullptr;
   void* output = nullptr;

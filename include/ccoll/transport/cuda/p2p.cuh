@@ -159,6 +159,7 @@ struct CudaP2P {
   using connection_type = sync::ConnectionRef;
 
   static Config resolve(Config c, const cuda::P2POptions& options = {}) {
+    c = with_slot_bytes(c, cuda::kP2PSlotBytes);
     if (options.mode == cuda::P2POptions::Mode::processes) {
       c = transport::detail::resolve_job_config(c);
     } else {
@@ -442,14 +443,12 @@ struct CudaP2P {
       return runtime::progress_base_of_call(device_plan(st, count, elem_size).calls);
     }
 
-    // For cuda::P2PSession (transport/cuda/p2p_session.cuh).
-    struct SessionCall {
-      const cuda::P2PPlan* plan = nullptr;  // device memory
-      cuda::P2PCall call;
-    };
-    // Rank `rank`'s call that its session enqueues now, counted like a launched call.
-    SessionCall session_call(int rank, const void* send, void* recv, std::size_t count,
-                             DataType dtype, ReduceOp op) {
+    // For cuda::P2PSession (transport/cuda/p2p_session.cuh): rank `rank`'s call that its session
+    // enqueues now, counted like a launched call, as its session record (the kernel numbers its
+    // items from the rank's count of calls when the session started: while it is open, the rank
+    // makes no other call).
+    cuda::SessionWork session_call(int rank, const void* send, void* recv, std::size_t count,
+                                   DataType dtype, ReduceOp op) {
       RankState& st = state(rank);
       throw_if_failed(st);
       if (plans_.collective() != plan::Collective::allreduce)
@@ -461,13 +460,18 @@ struct CudaP2P {
       if (!a.ok()) throw Error(a.error, rank, a.reason);
       cuda::check(cudaSetDevice(st.device), "cudaSetDevice", rank);
       DevicePlan& dp = call_plan(st, count, size_of(dtype));
-      SessionCall c;
-      c.plan = dp.device_plan;
-      c.call =
-          make_call(st, count, dtype, op, runtime::CallShape{}, runtime::IndexBases{send, recv});
+      cuda::SessionWork w;
+      w.plan = dp.device_plan;
+      w.input = send;
+      w.output = recv;
+      w.count = count;
+      if (!cuda::session_encodable(w))
+        throw Error(ErrorCode::Unsupported, rank,
+                    "a session queues addresses and counts below 2^48; this call's are not "
+                    "(launch it instead)");
       ++dp.calls;
       control_.set_launched(rank, ++st.calls);
-      return c;
+      return w;
     }
     // Throws why rank `rank` cannot open a session now (failed, or one is open already).
     void check_session_allowed(int rank) {
@@ -494,6 +498,7 @@ struct CudaP2P {
       args.agreement = agreement(rank);
       args.abort = control_.abort_device();
       args.timeout_ns = timeout_ns();
+      args.first_call = st.calls;
       kernel<<<nchannels_, threads, 0, stream>>>(args);
       cuda::check(cudaGetLastError(),
                   "launching p2p_session_kernel (" + std::to_string(nchannels_) + " blocks)", rank);
@@ -504,9 +509,7 @@ struct CudaP2P {
     }
     void session_closed(int rank) { state(rank).session_open = false; }
     // The memory of rank `rank`'s session queue, allocated with the executor.
-    const cuda::SessionQueueMemory<cuda::P2PWorkItem>& session_memory(int rank) {
-      return state(rank).session;
-    }
+    const cuda::SessionQueueMemory& session_memory(int rank) { return state(rank).session; }
     void check_failures(int rank) { throw_if_failed(state(rank)); }
     // The blocks of rank `rank`'s session kernel: one per channel of the communicator.
     unsigned session_blocks() const { return nchannels_; }
@@ -544,10 +547,10 @@ struct CudaP2P {
       cudaStream_t last_stream = nullptr;
       bool launched = false;
       bool session_open = false;
-      std::uint64_t calls = 0;   // every call of the rank, launched or in a session
-      cuda::DeviceMemory fifo;   // threads: the slots and counters peers write
-      cuda::DeviceMemory bases;  // nchannels x connections, block c's row is channel c's
-      cuda::SessionQueueMemory<cuda::P2PWorkItem> session;  // the rank's session queue
+      std::uint64_t calls = 0;           // every call of the rank, launched or in a session
+      cuda::DeviceMemory fifo;           // threads: the slots and counters peers write
+      cuda::DeviceMemory bases;          // nchannels x connections, block c's row is channel c's
+      cuda::SessionQueueMemory session;  // the rank's session queue (one record per item)
       cuda::DevicePlanCache<DevicePlan> plans;
       cuda::ConnectionBlocks connection_blocks;  // every plan uploaded for this rank
       cuda::KernelFits fits;
@@ -633,7 +636,7 @@ struct CudaP2P {
       const std::size_t nbases = std::size_t{nchannels_} * std::max<std::size_t>(1, refs_count());
       s->bases = cuda::DeviceMemory(nbases * sizeof(std::uint64_t));
       zero(*s, s->bases.get(), s->bases.size(), "bases");
-      s->session = cuda::SessionQueueMemory<cuda::P2PWorkItem>(rank);
+      s->session = cuda::SessionQueueMemory(rank, 1);
       return s;
     }
     // Zeroes device memory of the rank on its upload stream, waited for (not cudaMemset: it would

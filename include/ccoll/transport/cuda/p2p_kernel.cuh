@@ -133,17 +133,16 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock, kMinBlocksPerSm)
 // ---------------------------------------------------------------------------------------------
 // The persistent session of one rank (p2p_session.cuh): one kernel runs a queue of calls.
 
-// One queued call (host-mapped). plan == nullptr: the session ends.
-struct P2PWorkItem {
-  const P2PPlan* plan = nullptr;  // device memory
-  P2PCall call;
-};
-
+// A queued call is one record (session_protocol.hpp's SessionWork): the rank's P2PPlan (device
+// memory; nullptr: the session ends), its buffers and the count. Its number follows from the
+// item's: while a session is open its rank makes no other call.
 struct P2PSessionArgs {
-  SessionQueueView<P2PWorkItem> queue;
+  SessionQueueView queue;
   P2PAgreement agreement;
   std::uint32_t* abort = nullptr;  // host-mapped: the job's abort word
   std::uint64_t timeout_ns = 0;
+  std::uint64_t first_call = 0;    // the rank's calls before the session: item j is call first + j
+  DataType dtype = DataType::f32;  // the kernel's T, as the calls' records name it
 };
 
 // Each block runs the items in order. Blocks of different channels may be on different items:
@@ -168,34 +167,40 @@ __device__ __noinline__ bool run_low_latency_block(const P2PPlanTables& tables, 
 template <class T, ReduceOp Op>
 __global__ void p2p_session_kernel(const P2PSessionArgs args) {
   // Raw storage: a __shared__ variable cannot have a constructor.
-  __shared__ alignas(P2PWorkItem) unsigned char storage[sizeof(P2PWorkItem)];
-  auto* item = reinterpret_cast<P2PWorkItem*>(storage);
+  __shared__ alignas(SessionWork) unsigned char storage[sizeof(SessionWork)];
+  auto* item = reinterpret_cast<SessionWork*>(storage);
   __shared__ bool stop;
   for (std::uint64_t j = 0;; ++j) {
     if (threadIdx.x == 0) {
-      const P2PWorkItem* const posted = session_wait_item(args.queue, j, args.abort);
-      stop = posted == nullptr;
+      SessionWork w;
+      stop = session_wait_record(args.queue, j, 0, args.abort, w) != sync::WaitResult::Ok;
       if (!stop) {
-        *item = *posted;
-        stop = item->plan == nullptr;
+        *item = w;
+        stop = w.plan == nullptr;
       }
     }
     __syncthreads();
     if (stop) return;
-    const P2PWorkItem mine = *item;  // registers: the leader overwrites the shared copy next item
+    const SessionWork mine = *item;  // registers: the leader overwrites the shared copy next item
     __syncthreads();
-    if (blockIdx.x < mine.plan->tables.nblocks) {
-      if (!agree_on_call(*mine.plan, args.agreement, blockIdx.x, mine.call, args.abort,
-                         args.timeout_ns))
+    const P2PPlan& plan = *static_cast<const P2PPlan*>(mine.plan);
+    if (blockIdx.x < plan.tables.nblocks) {
+      P2PCall call;
+      call.number = args.first_call + j;
+      call.args.count = mine.count;
+      call.args.dtype = args.dtype;
+      call.args.op = Op;
+      call.input = mine.input;
+      call.output = mine.output;
+      if (!agree_on_call(plan, args.agreement, blockIdx.x, call, args.abort, args.timeout_ns))
         return;
       // Each call in its plan's protocol: the kernel has both data paths.
       const bool ok =
-          mine.plan->tables.low_latency != 0
-              ? run_low_latency_block<T, Op>(mine.plan->tables, blockIdx.x, mine.call.input,
-                                             mine.call.output, args.abort, args.timeout_ns)
-              : run_block<T, Op, sync::Scope::system, false>(mine.plan->tables, blockIdx.x,
-                                                             mine.call.input, mine.call.output,
-                                                             args.abort, args.timeout_ns);
+          plan.tables.low_latency != 0
+              ? run_low_latency_block<T, Op>(plan.tables, blockIdx.x, call.input, call.output,
+                                             args.abort, args.timeout_ns)
+              : run_block<T, Op, sync::Scope::system, false>(
+                    plan.tables, blockIdx.x, call.input, call.output, args.abort, args.timeout_ns);
       if (!ok) return;
     }
     // The leader's verdict through the barrier itself, not the shared `stop`: the leader rewrites

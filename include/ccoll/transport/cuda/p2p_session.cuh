@@ -9,8 +9,9 @@
 // Each rank opens its own session (a thread per rank, or one thread for all: enqueue never waits
 // for the peers); the ranks' session kernels then exchange messages as their launched kernels do.
 // The queue is session_queue.cuh's, shared with CudaVirtualRanks' session (session.cuh): enqueue()
-// writes a work item in host-mapped memory and publishes it with one release store; the kernel's
-// blocks (one per channel of the communicator) run it as soon as they see it, each after agreeing
+// writes the call's record in host-mapped memory (its plan, buffers and count, each word tagged
+// with its ticket, which publishes it); the kernel's blocks (one per channel of the communicator)
+// read it whole in one PCIe round trip and run it as soon as they see it, each after agreeing
 // with its peers on the call (call_record.hpp), and the last block to finish it publishes its
 // completion. Back-pressure: enqueue() waits while `depth` items are outstanding.
 //
@@ -25,6 +26,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "ccoll/core/dtype.hpp"
@@ -42,9 +44,10 @@ class P2PSession {
   // `stream`: a stream of the rank's device (one of its own when ranks share a device); `depth`:
   // 1..kMaxSessionDepth.
   P2PSession(CudaP2P::Executor& executor, int rank, cudaStream_t stream, std::uint32_t depth = 16)
-      : ex_(executor), rank_(rank), queue_(checked(executor, rank), depth, stream) {
+      : ex_(executor), rank_(rank), queue_(checked(executor, rank), depth, 1, stream) {
     P2PSessionArgs args;
     args.queue = queue_.view();
+    args.dtype = data_type_of<T>();
     ex_.launch_session(rank_, p2p_session_kernel<T, Op>, args, stream);
     open_ = true;
   }
@@ -62,11 +65,9 @@ class P2PSession {
   std::uint64_t enqueue(const void* send, void* recv, std::size_t count) {
     if (!open_) throw Error(ErrorCode::InvalidArgument, rank_, "the session is closed");
     // The item's slot must be free before the call is counted.
-    P2PWorkItem& item = queue_.next(failures());
-    const auto c = ex_.session_call(rank_, send, recv, count, data_type_of<T>(), Op);
-    item.plan = c.plan;
-    item.call = c.call;
-    return queue_.post();
+    queue_.next(failures());
+    const SessionWork w = ex_.session_call(rank_, send, recv, count, data_type_of<T>(), Op);
+    return queue_.post(std::span<const SessionWork>(&w, 1));
   }
 
   // Has call `ticket` completed on this rank?
@@ -84,7 +85,7 @@ class P2PSession {
       int rank;
       ~Closed() { ex.session_closed(rank); }
     } closed{ex_, rank_};
-    queue_.close(P2PWorkItem{}, failures());
+    queue_.close(failures());
   }
 
   std::uint64_t posted() const { return queue_.posted(); }
@@ -93,7 +94,7 @@ class P2PSession {
  private:
   // The rank's queue memory, which the executor allocated with itself (session_queue.cuh), once
   // no session of the rank is open.
-  static const SessionQueueMemory<P2PWorkItem>& checked(CudaP2P::Executor& ex, int rank) {
+  static const SessionQueueMemory& checked(CudaP2P::Executor& ex, int rank) {
     ex.check_session_allowed(rank);
     return ex.session_memory(rank);
   }
@@ -103,7 +104,7 @@ class P2PSession {
 
   CudaP2P::Executor& ex_;
   int rank_;
-  SessionQueue<P2PWorkItem> queue_;
+  SessionQueue queue_;
   bool open_ = false;
 };
 

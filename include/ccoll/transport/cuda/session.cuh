@@ -6,13 +6,13 @@
 //   s.wait(tickets.back());   // or s.done(ticket) to poll; s.close() ends the kernel
 //
 // The kernel (virtual_ranks_kernel.cuh, session_kernel) polls a ring of work items in host-mapped
-// memory, the queue every CUDA session shares (session_queue.cuh): enqueue() writes item j (the
-// plan's tables and 16 bytes per rank) into its slot and publishes it with one release store of the
-// slot's ticket; each block's leader spins on that ticket, then reads the tables pointer and its
-// rank's buffers (one 16-byte access), runs the item, and the last block to finish it publishes
-// `completed`. So a call costs the host a store per rank and the device one successful poll and two
-// reads of host memory per block, instead of a kernel launch. Back-pressure: enqueue() waits while
-// `depth` items are outstanding. (CudaP2P's session: p2p_session.cuh.)
+// memory, the queue every CUDA session shares (session_queue.cuh): enqueue() writes item j into its
+// slot as one record per rank (the plan's tables and the rank's buffers, each word tagged with the
+// item's ticket, which publishes it); each block's leader polls its rank's record until it reads
+// whole, runs the item, and the last block to finish it publishes `completed`. So a call costs the
+// host four stores per rank and each block one successful poll of host memory (one PCIe round
+// trip), instead of a kernel launch. Back-pressure: enqueue() waits while `depth` items are
+// outstanding. (CudaP2P's session: p2p_session.cuh.)
 //
 // One element type and op per session, as template arguments: the kernel is compiled for them
 // alone (a run-time choice would compile all 35 pairs into every program that opens a session). Its
@@ -26,11 +26,11 @@
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/error.hpp"
@@ -52,7 +52,9 @@ class Session {
  public:
   Session(CudaVirtualRanks::Executor& executor, cudaStream_t stream, std::uint32_t depth = 16,
           unsigned nblocks = 0)
-      : ex_(executor), queue_(checked(executor), depth, stream) {
+      : ex_(executor),
+        queue_(checked(executor), depth, static_cast<std::uint32_t>(executor.nranks()), stream),
+        records_(static_cast<std::size_t>(executor.nranks())) {
     nblocks_ = nblocks != 0 ? nblocks : ex_.session_blocks();
     SessionArgs args;
     args.queue = queue_.view();
@@ -76,13 +78,19 @@ class Session {
                         std::size_t count) {
     if (!open_) throw Error(ErrorCode::InvalidArgument, -1, "the session is closed");
     const CallBuffers buffers = checked_buffers(ex_.nranks(), sends, recvs, count, dtype_, Op);
+    // One record per rank; the plan is counted only for a call that will be posted.
+    for (int r = 0; r < ex_.nranks(); ++r) {
+      SessionWork& w = records_[static_cast<std::size_t>(r)];
+      w.input = buffers.rank[r].input;
+      w.output = buffers.rank[r].output;
+      w.count = count;
+      queue_.check_encodable(w);
+    }
     // The item's slot must be free before the plan counts the call.
-    WorkItem& item = queue_.next(failures());
+    queue_.next(failures());
     const auto plan = ex_.session_plan(count, sizeof(T), nblocks_);
-    item.tables = plan.tables;
-    // The executor's ranks only: the rest of the item (up to kMaxVirtualRanks) is never read.
-    std::copy_n(buffers.rank, ex_.nranks(), item.buffers.rank);
-    return queue_.post();
+    for (int r = 0; r < ex_.nranks(); ++r) records_[static_cast<std::size_t>(r)].plan = plan.tables;
+    return queue_.post(std::span<const SessionWork>(records_.data(), records_.size()));
   }
 
   // Has call `ticket` completed on every rank?
@@ -99,16 +107,14 @@ class Session {
       CudaVirtualRanks::Executor& ex;
       ~Closed() { ex.session_closed(); }
     } closed{ex_};
-    WorkItem stop;
-    stop.tables = nullptr;
-    queue_.close(stop, failures());
+    queue_.close(failures());
   }
 
   std::uint64_t posted() const { return queue_.posted(); }
 
  private:
   // The executor's queue memory, allocated with it (session_queue.cuh), once no session is open.
-  static const SessionQueueMemory<WorkItem>& checked(CudaVirtualRanks::Executor& ex) {
+  static const SessionQueueMemory& checked(CudaVirtualRanks::Executor& ex) {
     ex.check_session_allowed();
     return ex.session_memory();
   }
@@ -117,7 +123,8 @@ class Session {
   }
 
   CudaVirtualRanks::Executor& ex_;
-  SessionQueue<WorkItem> queue_;
+  SessionQueue queue_;
+  std::vector<SessionWork> records_;  // the next item's, one per rank
   unsigned nblocks_ = 0;
   bool open_ = false;
 };

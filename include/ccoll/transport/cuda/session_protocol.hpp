@@ -2,16 +2,16 @@
 // host half and device half, as plain __host__ __device__ code over plain memory.
 //
 // A session kernel stays resident and takes its calls from a ring of `depth` slots in host-mapped
-// memory. The host writes item j into slot j % depth and publishes it with one release store of
-// the slot's own ticket, j + 1. Each block's leader spins on that one word (sync::poll_until: no
-// sleep for the first 50 us; on a GPU the abort word is read once per 16 us, not per poll), then
-// reads what it needs of the item, which starts on the ticket's line; it polls no separate
-// counter. Every block runs the
-// item as soon as it sees it; the last block to finish item j publishes `completed = j + 1`, in
-// order (only after item j - 1 was published). Back-pressure: the host writes item j + depth only
-// once item j has completed, so a slot's ticket only grows and the kernel's per-item arrival words
-// can be reused without a reset race. The host posts a stop item (whatever the transport's item
-// type says ends the kernel) to end it.
+// memory. Item j goes to slot j % depth as one record per rank of the kernel (SessionRecord: the
+// plan, the buffers and the count, each word tagged with the item's ticket, j + 1). Each block's
+// leader polls its rank's record, whole, until every word carries the ticket (sync::poll_until: no
+// sleep for the first 50 us; on a GPU the abort word is read once per 16 us, not per poll): one
+// round trip over PCIe takes a call, with no ticket to see first. Every block runs the item as soon
+// as it sees it; the last block to finish item j publishes `completed = j + 1`, in order (only
+// after item j - 1 was published). Back-pressure: the host writes item j + depth only once item j
+// has completed, so a slot holds item j, item j - depth or zeros, and the kernel's per-item arrival
+// words can be reused without a reset race. The host ends the kernel with a stop item (records
+// without a plan).
 //
 // Nothing here calls CUDA: session_queue.cuh adds the memory, the stream and the kernel's end,
 // and the fast suite runs this protocol on host threads (tests/cuda_protocol_test.cpp).
@@ -38,18 +38,80 @@ struct SessionQueueControl {
   alignas(128) std::uint64_t completed = 0;  // items every block has finished
 };
 
-// One slot of the ring (host-mapped): an item and the ticket that publishes it, read together.
-template <class Item>
-struct alignas(64) SessionSlot {
-  std::uint64_t ticket = 0;  // j + 1 once item j is in the slot (0: none this session)
-  Item item;
+// What one record of an item carries: a rank's part of a queued call.
+struct SessionWork {
+  const void* plan = nullptr;  // the plan's tables in device memory; nullptr: the stop item
+  const void* input = nullptr;
+  void* output = nullptr;
+  std::uint64_t count = 0;  // elements
 };
 
+// A record as it lies in host-mapped memory: four words, each a payload below 2^48 (an address of
+// a 48-bit address space, or a count) with the item's tag above it (session_tag: 1..65535, never
+// 0). A word is one 8-byte access, single-copy atomic on the host and over PCIe, so a reader that
+// finds the tag in all four words has the whole record, without a separate ticket to poll first
+// and the round trip that would cost; a record still being written shows a word of an older tag
+// (or zero) and is read again. A slot holds item j, item j - depth (depth < 65535: another tag) or
+// zeros (no tag), so the tags tell them apart.
+struct alignas(32) SessionRecord {
+  std::uint64_t words[4] = {};
+};
+
+inline constexpr unsigned kSessionTagShift = 48;
+inline constexpr std::uint64_t kSessionPayloadLimit = std::uint64_t{1} << kSessionTagShift;
+
+// The tag of ticket t (1, 2, ...): 1..65535, so that a zeroed record never carries one, and
+// tickets less than 65535 apart have different tags.
+CCOLL_HD constexpr std::uint64_t session_tag(std::uint64_t ticket) {
+  return (ticket - 1) % 0xFFFFu + 1;
+}
+
+CCOLL_HD constexpr std::uint64_t session_tagged(std::uint64_t payload, std::uint64_t ticket) {
+  return payload | session_tag(ticket) << kSessionTagShift;
+}
+
+// Can `w` be written into a record? (Every address and the count below 2^48.)
+inline bool session_encodable(const SessionWork& w) {
+  const auto fits = [](std::uint64_t v) { return v < kSessionPayloadLimit; };
+  return fits(reinterpret_cast<std::uintptr_t>(w.plan)) &&
+         fits(reinterpret_cast<std::uintptr_t>(w.input)) &&
+         fits(reinterpret_cast<std::uintptr_t>(w.output)) && fits(w.count);
+}
+
+// The host's write of item `ticket - 1`'s record (release stores, in any order: the reader checks
+// every word's tag). `w` is session_encodable.
+CCOLL_HD inline void session_write_record(SessionRecord& r, std::uint64_t ticket,
+                                          const SessionWork& w) {
+  const std::uint64_t payloads[4] = {reinterpret_cast<std::uintptr_t>(w.plan),
+                                     reinterpret_cast<std::uintptr_t>(w.input),
+                                     reinterpret_cast<std::uintptr_t>(w.output), w.count};
+  for (int i = 0; i < 4; ++i)
+    sync::AtomicWord<std::uint64_t>(&r.words[i]).store_release(session_tagged(payloads[i], ticket));
+}
+
+// One read of a record: true, with `w` filled, when every word carries `ticket`'s tag. The four
+// loads are independent, so they are in flight together: one round trip over PCIe.
+CCOLL_HD inline bool session_read_record(const SessionRecord& r, std::uint64_t ticket,
+                                         SessionWork& w) {
+  std::uint64_t v[4];
+  for (int i = 0; i < 4; ++i)
+    v[i] = sync::AtomicWord<std::uint64_t>(const_cast<std::uint64_t*>(&r.words[i])).load_relaxed();
+  const std::uint64_t tag = session_tag(ticket);
+  for (int i = 0; i < 4; ++i)
+    if (v[i] >> kSessionTagShift != tag) return false;
+  constexpr std::uint64_t mask = kSessionPayloadLimit - 1;
+  w.plan = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(v[0] & mask));
+  w.input = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(v[1] & mask));
+  w.output = reinterpret_cast<void*>(static_cast<std::uintptr_t>(v[2] & mask));
+  w.count = v[3] & mask;
+  return true;
+}
+
 // What the kernel needs of the queue (all pointers as the device sees them).
-template <class Item>
 struct SessionQueueView {
-  SessionSlot<Item>* slots = nullptr;  // host-mapped ring of `depth` slots
+  SessionRecord* records = nullptr;  // host-mapped: `depth` items of `stride` records
   std::uint32_t depth = 1;
+  std::uint32_t stride = 1;                // records per item (a transport's ranks per kernel)
   SessionQueueControl* control = nullptr;  // host-mapped
   std::uint64_t* arrivals = nullptr;       // device memory, depth words: blocks done with item j
   std::uint64_t* completed = nullptr;      // device memory: the device's copy of control->completed
@@ -70,26 +132,38 @@ CCOLL_HD inline void session_fence() {
 #endif
 }
 
-// The block leader's wait for item j: the item, or nullptr when the abort word was raised. It
-// polls the slot's ticket alone; the acquire that sees j + 1 makes the item's fields visible. No
+// After a record was read whole: what the host wrote before it is visible, and stale copies of the
+// plan's tables (device memory an earlier plan may have used) are gone from this SM's cache. The
+// record's loads are relaxed, so that they are in flight together; the fence makes the one that
+// read a release store an acquire.
+CCOLL_HD inline void session_acquire_fence() {
+#if CCOLL_HAVE_LIBCUDACXX
+  ::cuda::atomic_thread_fence(::cuda::memory_order_acquire, ::cuda::thread_scope_system);
+#else
+  std::atomic_thread_fence(std::memory_order_acquire);
+#endif
+}
+
+// The block leader's wait for item j's record `index` (its rank's part of the call): Ok with `w`
+// filled, or Aborted when the abort word was raised. Each poll reads the whole record at once. No
 // deadline: a session may wait for its next call as long as it likes.
-template <class Item>
-CCOLL_HD inline const Item* session_wait_item(const SessionQueueView<Item>& q, std::uint64_t j,
-                                              const std::uint32_t* abort) {
-  SessionSlot<Item>& slot = q.slots[j % q.depth];
-  sync::AtomicWord<std::uint64_t> ticket(&slot.ticket);
-  const sync::WaitResult r =
-      sync::poll_until([&] { return ticket.load_acquire() == j + 1; }, abort, 0);
-  return r == sync::WaitResult::Ok ? &slot.item : nullptr;
+CCOLL_HD inline sync::WaitResult session_wait_record(const SessionQueueView& q, std::uint64_t j,
+                                                     std::uint32_t index,
+                                                     const std::uint32_t* abort, SessionWork& w) {
+  const SessionRecord& r = q.records[(j % q.depth) * q.stride + index];
+  const sync::WaitResult result =
+      sync::poll_until([&] { return session_read_record(r, j + 1, w); }, abort, 0);
+  if (result == sync::WaitResult::Ok) session_acquire_fence();
+  return result;
 }
 
 // The block leader's arrival after item j, its outputs written: the last of `nblocks` to arrive
 // publishes completion of j once j - 1 is published. False: the abort word was raised meanwhile
 // (item j - 1 was cut short, so j never completes). ArrivalScope: who must see a block's outputs
 // when it arrives (session_fence); the completion is always published at system scope.
-template <class Item, sync::Scope ArrivalScope = sync::Scope::system>
-CCOLL_HD inline bool session_item_done(const SessionQueueView<Item>& q, std::uint64_t j,
-                                       unsigned nblocks, std::uint32_t* abort) {
+template <sync::Scope ArrivalScope = sync::Scope::system>
+CCOLL_HD inline bool session_item_done(const SessionQueueView& q, std::uint64_t j, unsigned nblocks,
+                                       std::uint32_t* abort) {
   session_fence<ArrivalScope>();  // the block's outputs before its arrival
   sync::AtomicWord<std::uint64_t, sync::Scope::device> arrived(&q.arrivals[j % q.depth]);
   if (arrived.fetch_add_acq_rel(1) + 1 != nblocks) return true;
@@ -107,23 +181,31 @@ CCOLL_HD inline bool session_item_done(const SessionQueueView<Item>& q, std::uin
 }
 
 // The host half of the ring: which slot the next item goes to, when that slot is free, the
-// publication of an item and of the stop item, and the completion of a ticket. Tickets are 1, 2,
-// ...: ticket t is item t - 1.
-template <class Item>
+// writing of an item's records and of the stop item, and the completion of a ticket. Tickets are
+// 1, 2, ...: ticket t is item t - 1.
 class SessionRing {
  public:
   SessionRing() = default;
-  // `slots` (depth of them) and `control` as the host sees them. Starts a new sequence: the
-  // tickets and the completion word are zeroed (a previous session's ticket could otherwise pass
-  // for this one's), so no kernel may be using them.
-  SessionRing(SessionSlot<Item>* slots, SessionQueueControl* control, std::uint32_t depth)
-      : slots_(slots), control_(control), depth_(depth == 0 ? 1 : depth) {
+  // `records` (depth items of `stride`) and `control` as the host sees them; items use their first
+  // `used` records (<= stride). Starts a new sequence: those records and the completion word are
+  // zeroed (a previous session's record could otherwise pass for this one's), so no kernel may be
+  // using them.
+  SessionRing(SessionRecord* records, SessionQueueControl* control, std::uint32_t depth,
+              std::uint32_t stride = 1, std::uint32_t used = 1)
+      : records_(records),
+        control_(control),
+        depth_(depth == 0 ? 1 : depth),
+        stride_(stride == 0 ? 1 : stride),
+        used_(used > stride_ ? stride_ : used) {
     for (std::uint32_t i = 0; i < depth_; ++i)
-      sync::AtomicWord<std::uint64_t>(&slots_[i].ticket).store_relaxed(0);
+      for (std::uint32_t k = 0; k < used_; ++k)
+        for (std::uint64_t& word : records_[i * stride_ + k].words)
+          sync::AtomicWord<std::uint64_t>(&word).store_relaxed(0);
     sync::AtomicWord<std::uint64_t>(&control_->completed).store_release(0);
   }
 
   std::uint32_t depth() const { return depth_; }
+  std::uint32_t used() const { return used_; }
   std::uint64_t posted() const { return posted_; }
   std::uint64_t completed() const {
     return sync::AtomicWord<std::uint64_t>(&control_->completed).load_acquire();
@@ -133,29 +215,25 @@ class SessionRing {
   // The ticket that must complete before the next item's slot is free (0: it is free now): the
   // kernel may still be reading the item `depth` posts back, and its arrival word.
   std::uint64_t ticket_freeing_next() const { return posted_ >= depth_ ? posted_ - depth_ + 1 : 0; }
-  // The item the next post publishes; the caller has waited for ticket_freeing_next().
-  Item& next_slot() const { return slots_[posted_ % depth_].item; }
-  // Publishes the item written into next_slot() (a release store of its slot's ticket); its
-  // ticket.
-  std::uint64_t post() {
-    publish();
-    return ++posted_;
+  // Writes record `index` (< used()) of the next item, which publishes it to the blocks that read
+  // that record; the caller has waited for ticket_freeing_next(). `w` is session_encodable.
+  void write(std::uint32_t index, const SessionWork& w) const {
+    session_write_record(records_[(posted_ % depth_) * stride_ + index], posted_ + 1, w);
   }
-  // Writes `stop` into next_slot() and publishes it (ticket posted() + 1, not counted in posted()):
-  // the kernel ends when it reaches it, after every posted item.
-  void post_stop(const Item& stop) {
-    next_slot() = stop;
-    publish();
+  // Counts the item whose records were written; its ticket.
+  std::uint64_t post() { return ++posted_; }
+  // Writes the stop item into every record of the next slot (ticket posted() + 1, not counted in
+  // posted()): the kernel ends when it reaches it, after every posted item.
+  void post_stop() const {
+    for (std::uint32_t k = 0; k < used_; ++k) write(k, SessionWork{});
   }
 
  private:
-  void publish() {
-    sync::AtomicWord<std::uint64_t>(&slots_[posted_ % depth_].ticket).store_release(posted_ + 1);
-  }
-
-  SessionSlot<Item>* slots_ = nullptr;
+  SessionRecord* records_ = nullptr;
   SessionQueueControl* control_ = nullptr;
   std::uint32_t depth_ = 1;
+  std::uint32_t stride_ = 1;
+  std::uint32_t used_ = 1;
   std::uint64_t posted_ = 0;
 };
 

@@ -1,7 +1,7 @@
 // ccoll/transport/cuda/session_queue.cuh: the work queue of a persistent session kernel, shared by
 // every CUDA transport's session (session.cuh for CudaVirtualRanks, p2p_session.cuh for CudaP2P).
 //
-// The protocol (the ring of slots and their tickets, `completed`, the blocks' arrivals) is
+// The protocol (the ring of slots and their tagged records, `completed`, the blocks' arrivals) is
 // session_protocol.hpp's, plain code the fast suite runs on host threads. This header adds what
 // needs CUDA: the queue's memory and the session's stream.
 //
@@ -10,15 +10,16 @@
 // and frees nothing. Freeing waits for the whole device (device_memory.cuh), where the session
 // kernels of other ranks, or of this rank's next session, may be waiting for this thread.
 //
-// The host half (SessionQueue<Item>) adds to the ring the tickets' bounded waits: a wait notices a
-// failed executor and a kernel that ended without completing. A transport's session adds its item
-// type and its kernel.
+// The host half (SessionQueue) adds to the ring the tickets' bounded waits: a wait notices a
+// failed executor and a kernel that ended without completing. A transport's session adds what its
+// records carry and its kernel.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 
 #include "ccoll/core/error.hpp"
@@ -30,34 +31,37 @@
 
 namespace ccoll::transport::cuda {
 
-// The memory of one session queue at a time: kMaxSessionDepth slots and the control word in
-// host-mapped memory, the arrival and completion words in device memory. An executor allocates
-// one per session it may have open at once, when it is built.
-template <class Item>
+// The memory of one session queue at a time: kMaxSessionDepth slots of `stride` records (one per
+// rank of the session kernel) and the control word in host-mapped memory, the arrival and
+// completion words in device memory. An executor allocates one per session it may have open at
+// once, when it is built.
 class SessionQueueMemory {
  public:
   SessionQueueMemory() = default;
   // On the current device (`rank`: for errors).
-  explicit SessionQueueMemory(int rank)
-      : host_(sizeof(SessionQueueControl) + sizeof(SessionSlot<Item>) * kMaxSessionDepth),
+  SessionQueueMemory(int rank, std::uint32_t stride)
+      : host_(sizeof(SessionQueueControl) + sizeof(SessionRecord) * kMaxSessionDepth * stride),
         words_(sizeof(std::uint64_t) * (kMaxSessionDepth + 1)),
-        rank_(rank) {
-    static_assert(sizeof(SessionQueueControl) % alignof(SessionSlot<Item>) == 0);
+        rank_(rank),
+        stride_(stride) {
+    static_assert(sizeof(SessionQueueControl) % alignof(SessionRecord) == 0);
   }
 
   bool empty() const { return host_.size() == 0; }
   int rank() const { return rank_; }
+  std::uint32_t stride() const { return stride_; }
   SessionQueueControl* control_host() const {
     return reinterpret_cast<SessionQueueControl*>(host_.host());
   }
-  SessionSlot<Item>* slots_host() const {
-    return reinterpret_cast<SessionSlot<Item>*>(host_.host() + sizeof(SessionQueueControl));
+  SessionRecord* records_host() const {
+    return reinterpret_cast<SessionRecord*>(host_.host() + sizeof(SessionQueueControl));
   }
-  SessionQueueView<Item> view(std::uint32_t depth) const {
-    SessionQueueView<Item> v;
+  SessionQueueView view(std::uint32_t depth) const {
+    SessionQueueView v;
     v.control = reinterpret_cast<SessionQueueControl*>(host_.device());
-    v.slots = reinterpret_cast<SessionSlot<Item>*>(host_.device() + sizeof(SessionQueueControl));
+    v.records = reinterpret_cast<SessionRecord*>(host_.device() + sizeof(SessionQueueControl));
     v.depth = depth;
+    v.stride = stride_;
     v.arrivals = reinterpret_cast<std::uint64_t*>(words_.get());
     v.completed = v.arrivals + depth;
     return v;
@@ -68,42 +72,61 @@ class SessionQueueMemory {
   MappedHostMemory host_;
   DeviceMemory words_;
   int rank_ = -1;
+  std::uint32_t stride_ = 1;
 };
 
 // The host half: the ring of items on a session's stream, tickets, and waits that notice a failed
 // or ended kernel. CheckFailures: a callable that throws the executor's failure, if any.
-template <class Item>
 class SessionQueue {
  public:
   SessionQueue() = default;
-  // Starts a queue of `depth` (1..kMaxSessionDepth) items in `memory`, whose previous session, if
-  // any, has ended. Its device words are zeroed on `stream`, before the session kernel that is
-  // launched there next: stream order, no wait.
-  SessionQueue(const SessionQueueMemory<Item>& memory, std::uint32_t depth, cudaStream_t stream)
+  // Starts a queue of `depth` (1..kMaxSessionDepth) items of `used` records (<= the memory's
+  // stride) in `memory`, whose previous session, if any, has ended. Its device words are zeroed on
+  // `stream`, before the session kernel that is launched there next: stream order, no wait.
+  SessionQueue(const SessionQueueMemory& memory, std::uint32_t depth, std::uint32_t used,
+               cudaStream_t stream)
       : stream_(stream), rank_(memory.rank()) {
     if (depth == 0 || depth > kMaxSessionDepth)
       throw_invalid_argument(rank_, "depth", "1.." + std::to_string(kMaxSessionDepth),
                              std::to_string(depth));
     if (memory.empty())
       throw Error(ErrorCode::InvalidArgument, rank_, "the executor has no session queue memory");
-    ring_ = SessionRing<Item>(memory.slots_host(), memory.control_host(), depth);
+    if (used == 0 || used > memory.stride())
+      throw_invalid_argument(rank_, "records per item", "1.." + std::to_string(memory.stride()),
+                             std::to_string(used));
+    ring_ = SessionRing(memory.records_host(), memory.control_host(), depth, memory.stride(), used);
     view_ = memory.view(depth);
     check(cudaMemsetAsync(memory.words(), 0, sizeof(std::uint64_t) * (depth + 1), stream_),
           "cudaMemsetAsync(session)", rank_);
   }
 
-  SessionQueueView<Item> view() const { return view_; }
+  SessionQueueView view() const { return view_; }
 
-  // The item the next post publishes, once its slot is free (waits while `depth` are
-  // outstanding).
+  // Waits until the next item's slot is free (while `depth` items are outstanding).
   template <class CheckFailures>
-  Item& next(CheckFailures&& check_failures) {
+  void next(CheckFailures&& check_failures) {
     const std::uint64_t freeing = ring_.ticket_freeing_next();
     if (freeing != 0) wait(freeing, check_failures);
-    return ring_.next_slot();
   }
-  // Publishes the item next() returned; its ticket (1, 2, ...).
-  std::uint64_t post() { return ring_.post(); }
+  // Throws if a record cannot hold `w` (an address or count above 2^48).
+  void check_encodable(const SessionWork& w) const {
+    if (!session_encodable(w))
+      throw Error(ErrorCode::Unsupported, rank_,
+                  "a session queues addresses and counts below 2^48; this call's are not "
+                  "(launch it instead)");
+  }
+  // Writes the next item's records (after next(); one per rank of the kernel, as many as the
+  // queue's `used`), which publishes each to the blocks that read it; its ticket (1, 2, ...).
+  // Refuses, writing nothing, what a record cannot hold: blocks of some ranks would otherwise run
+  // a call the others never see.
+  std::uint64_t post(std::span<const SessionWork> records) {
+    if (records.size() != ring_.used())
+      throw_invalid_argument(rank_, "records", std::to_string(ring_.used()),
+                             std::to_string(records.size()));
+    for (const SessionWork& w : records) check_encodable(w);
+    for (std::uint32_t i = 0; i < ring_.used(); ++i) ring_.write(i, records[i]);
+    return ring_.post();
+  }
 
   // Has the item of `ticket` completed? Throws the executor's failure, or that the kernel ended
   // (a fault, say) before completing it, instead of letting a caller wait forever.
@@ -133,13 +156,12 @@ class SessionQueue {
     while (!done(ticket, check_failures)) backoff.pause();
   }
 
-  // Lets the posted items finish, posts `stop` (the item that ends the kernel) and waits for the
-  // kernel: the session's own stream, nothing else. On a failure the kernel has ended already,
-  // and the wait throws it.
+  // Lets the posted items finish, posts the stop item and waits for the kernel: the session's own
+  // stream, nothing else. On a failure the kernel has ended already, and the wait throws it.
   template <class CheckFailures>
-  void close(const Item& stop, CheckFailures&& check_failures) {
+  void close(CheckFailures&& check_failures) {
     next(check_failures);
-    ring_.post_stop(stop);
+    ring_.post_stop();
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(session)", rank_);
     check_failures();
   }
@@ -151,8 +173,8 @@ class SessionQueue {
  private:
   cudaStream_t stream_ = nullptr;
   int rank_ = -1;
-  SessionRing<Item> ring_;
-  SessionQueueView<Item> view_;
+  SessionRing ring_;
+  SessionQueueView view_;
 };
 
 }  // namespace ccoll::transport::cuda

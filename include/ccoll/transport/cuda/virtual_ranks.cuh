@@ -113,6 +113,7 @@ struct CudaVirtualRanks {
           "1.." + std::to_string(cuda::kMaxVirtualRanks) + " (the virtual ranks on this GPU)",
           std::to_string(c.nranks));
     c.rank = -1;
+    c = with_slot_bytes(c, cuda::kVirtualRanksSlotBytes);
     // By default as many channels as the SMs hold (cuda::fit_launch), within a sixteenth of the
     // device's memory for the FIFO slots of at most P(P-1) connections per channel.
     if (c.nchannels == 0) {
@@ -129,10 +130,10 @@ struct CudaVirtualRanks {
    public:
     Executor(const Config& config, runtime::PlanSource source, std::string_view policy_id,
              const cuda::LaunchOptions& options = {})
-        : config_(config),
+        : config_(with_slot_bytes(config, cuda::kVirtualRanksSlotBytes)),
           options_(options),
           device_(options.device >= 0 ? options.device : cuda::current_device()),
-          plans_(config, config.nranks, std::move(source), policy_id),
+          plans_(config_, config_.nranks, std::move(source), policy_id),
           local_(static_cast<std::size_t>(config.nranks)),
           pending_(static_cast<std::size_t>(config.nranks)) {
       std::iota(local_.begin(), local_.end(), 0);
@@ -170,7 +171,7 @@ struct CudaVirtualRanks {
       plans_.set_connections(std::move(refs));
       status_ = cuda::MappedHostMemory(sizeof(std::uint32_t));
       // Allocated now, before any kernel: opening or closing a session later allocates nothing.
-      session_memory_ = cuda::SessionQueueMemory<cuda::WorkItem>(-1);
+      session_memory_ = cuda::SessionQueueMemory(-1, static_cast<std::uint32_t>(config_.nranks));
       (void)cuda::stream_order(device_);  // the plan tables' pool, before any kernel
       cuda::check(cudaEventCreateWithFlags(&last_call_, cudaEventDisableTiming), "cudaEventCreate");
       cuda::check(cudaStreamCreateWithFlags(&upload_stream_, cudaStreamNonBlocking),
@@ -375,6 +376,11 @@ struct CudaVirtualRanks {
                     "the plan for count " + std::to_string(count) + " needs " +
                         std::to_string(dp.nblocks) + " blocks; the session runs " +
                         std::to_string(max_blocks) + " (its nblocks argument)");
+      cuda::SessionWork w;
+      w.plan = dp.device_tables;
+      if (!cuda::session_encodable(w))
+        throw Error(ErrorCode::Unsupported, -1,
+                    "a session queues addresses below 2^48; this plan's tables are not");
       ++dp.calls;
       return {dp.device_tables, dp.nblocks};
     }
@@ -395,9 +401,7 @@ struct CudaVirtualRanks {
     }
     void session_closed() { session_open_ = false; }
     // The memory of the session's queue, allocated with the executor.
-    const cuda::SessionQueueMemory<cuda::WorkItem>& session_memory() const {
-      return session_memory_;
-    }
+    const cuda::SessionQueueMemory& session_memory() const { return session_memory_; }
     std::uint32_t* abort_word_on_device() const { return abort_device_word(); }
     std::uint64_t timeout_ns() const { return cuda::timeout_ns(config_.timeout); }
     void check_failures() { throw_if_failed(); }
@@ -643,7 +647,7 @@ struct CudaVirtualRanks {
     std::uint64_t slot_stride_ = 0;
     cuda::DeviceMemory pool_;
     cuda::MappedHostMemory status_;  // the abort word
-    cuda::SessionQueueMemory<cuda::WorkItem> session_memory_;
+    cuda::SessionQueueMemory session_memory_;
     cuda::DevicePlanCache<DevicePlan> device_plans_;
     cuda::KernelFits fits_;
     cuda::LaunchFit launch_fit_;

@@ -48,15 +48,11 @@ namespace ccoll::transport::cuda {
 // The persistent session: one kernel runs a sequence of calls fed through a queue in host-mapped
 // memory, so that a whole backward pass pays one launch.
 
-// One queued call (host-mapped). tables == nullptr: the session ends.
-struct WorkItem {
-  const PlanTables* tables = nullptr;  // device memory
-  CallBuffers buffers;
-};
-
+// A queued call is one record per rank (session_protocol.hpp's SessionWork): the plan's tables
+// (device memory; nullptr: the session ends) and the rank's buffers.
 struct SessionArgs {
-  SessionQueueView<WorkItem> queue;  // session_queue.cuh's ring, as the device sees it
-  std::uint32_t* abort = nullptr;    // host-mapped: the executor's abort word
+  SessionQueueView queue;          // session_queue.cuh's ring, as the device sees it
+  std::uint32_t* abort = nullptr;  // host-mapped: the executor's abort word
   std::uint64_t timeout_ns = 0;
   std::uint32_t nranks = 1;  // the plans' ranks: block b runs rank b % nranks's program
 };
@@ -84,20 +80,17 @@ __global__ void session_kernel(const SessionArgs args) {
   const PlanTables* previous = nullptr;
   for (std::uint64_t j = 0;; ++j) {
     if (group.leader()) {
-      // No deadline while idle: a session may wait for its next call as long as it likes.
-      // The item's fields are host-mapped: the two reads below cross PCIe once each, at the same
-      // time (the rank's two buffers in one 16-byte access), since the block's rank follows from
-      // its index (block c * nranks + r runs rank r's program of channel c), not from the tables.
-      const WorkItem* const item = session_wait_item(args.queue, j, args.abort);
-      stop = item == nullptr;
+      // No deadline while idle: a session may wait for its next call as long as it likes. The
+      // block's record is its rank's (block c * nranks + r runs rank r's program of channel c),
+      // read whole by each poll: one PCIe round trip takes the call.
+      SessionWork w;
+      stop = session_wait_record(args.queue, j, blockIdx.x % args.nranks, args.abort, w) !=
+             sync::WaitResult::Ok;
       if (!stop) {
-        const RankBuffers mine = item->buffers.rank[blockIdx.x % args.nranks];
-        tables = item->tables;
+        tables = static_cast<const PlanTables*>(w.plan);
         stop = tables == nullptr;
-        if (!stop && blockIdx.x < tables->nblocks) {
-          input = mine.input;
-          output = mine.output;
-        }
+        input = w.input;
+        output = w.output;
       }
       // A new plan shares the slot pool with the last one: every block must be done with it. An
       // abort ends this wait too, and the block's call then fails at once on the same word.
@@ -123,8 +116,8 @@ __global__ void session_kernel(const SessionArgs args) {
     if (!ok) return;
     // The leader's verdict through the barrier itself, not the shared `stop`: the leader rewrites
     // that at the next item's top, perhaps before every thread has read it.
-    const bool cut = group.leader() && !session_item_done<WorkItem, sync::Scope::device>(
-                                           args.queue, j, nblocks, args.abort);
+    const bool cut = group.leader() &&
+                     !session_item_done<sync::Scope::device>(args.queue, j, nblocks, args.abort);
     if (group.any(cut)) return;
   }
 }

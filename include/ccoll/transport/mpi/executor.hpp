@@ -48,7 +48,7 @@ inline Config resolve_on(Config c, MPI_Comm comm) {
     throw_invalid_argument(-1, "communicator", "an MPI intracommunicator", "an intercommunicator");
   check(MPI_Comm_rank(comm, &c.rank), "MPI_Comm_rank", -1);
   check(MPI_Comm_size(comm, &c.nranks), "MPI_Comm_size", c.rank);
-  return c;
+  return with_slot_bytes(c);
 }
 
 // A communicator duplicated for ccoll's own use, errors returned rather than fatal.
