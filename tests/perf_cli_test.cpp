@@ -460,18 +460,20 @@ TEST_CASE("a GPU table: the plan's HBM bound and its %, the peer's algbw and the
   CHECK(ratio_to_peer(r) == doctest::Approx(0.5));  // NCCL's time over ours
   set_device_bound(r, 40e-6);
   CHECK(r.bound_time_us == doctest::Approx(40.0));
+  r.min_bound_time_us = 20.0;
   // pct_of_bound (busbw over the busbw at the bound) is the bound time over the measured time.
   CHECK(100.0 * r.busbw_GBps / r.bound_busbw_GBps == doctest::Approx(40.0));
   const std::string header = format_table_header(true, true, "nccl", true);
-  CHECK(header.find("bound  %bound") != std::string::npos);
+  CHECK(header.find("bound  %bound      min    %min") != std::string::npos);
   CHECK(header.find("nccl algbw") != std::string::npos);
   CHECK(header.find("%mbound") == std::string::npos);
   const std::string row = format_row(r, true, true, true);
   CHECK(row.size() - 1 == header.find('\n'));
-  CHECK(row.find("40.00   40.0%") != std::string::npos);
+  CHECK(row.find("40.00   40.0%    20.00   20.0%") != std::string::npos);
   CHECK(row.find("335.54   0.50x") != std::string::npos);  // NCCL's algbw, 16 MiB / 50 us
   Row unbounded = r;
   unbounded.bound_time_us = 0;
+  unbounded.min_bound_time_us = 0;
   CHECK(format_row(unbounded, true, true, true).size() == row.size());
   // CSV and JSON: the ratio of algbw, said so, and the bound time.
   CHECK(csv_row(r).find(",0.5,") != std::string::npos);
@@ -485,6 +487,8 @@ TEST_CASE("a GPU table: the plan's HBM bound and its %, the peer's algbw and the
   CHECK(j["gpu_calibration"]["cooperative_launch_us"] == doctest::Approx(3.5));
   CHECK(j["results"][0]["bound_time_us"] == doctest::Approx(40.0));
   CHECK(j["results"][0]["pct_of_bound"] == doctest::Approx(40.0));
+  CHECK(j["results"][0]["min_bound_time_us"] == doctest::Approx(20.0));
+  CHECK(j["results"][0]["pct_of_min_bound"] == doctest::Approx(20.0));
   CHECK(j["results"][0]["ratio_to_peer"] == doctest::Approx(0.5));
   CHECK(j["results"][0]["ratio_of"] == "algbw");
   // Host runs keep their JSON: no GPU fields.
@@ -510,6 +514,12 @@ TEST_CASE("the HBM bound of a plan: its steps' bytes over the copy-kernel bandwi
   const ccoll::plan::Plan p4 = ccoll::plan::build_ring(req);
   CHECK(device_bound_time_s(p4, 4, 2e12) == doctest::Approx(20.0 * (4u << 20) / 2e12));
   CHECK(device_bound_time_s(p4, 4, 0) == 0.0);
+  // The minimum traffic: each rank's input read once and output written once, 2PN, whatever the
+  // plan; the ring's 8N at P = 2 is twice it, its 20N at P = 4 two and a half times.
+  CHECK(device_min_bound_time_s(2, 4u << 20, 2e12) == doctest::Approx(4.0 * (4u << 20) / 2e12));
+  CHECK(device_bound_time_s(p4, 4, 2e12) / device_min_bound_time_s(4, 4u << 20, 2e12) ==
+        doctest::Approx(2.5));
+  CHECK(device_min_bound_time_s(4, 4u << 20, 0) == 0.0);
 }
 
 TEST_CASE("size sweep: geometric, inclusive, rounded like nccl-tests") {
@@ -1031,6 +1041,7 @@ TEST_CASE("a GPU sweep alternates peer and ccoll blocks, keeps the best of each,
   CHECK(ratio_to_peer(rows[0]) == doctest::Approx(0.5));
   // The ring's 8N bytes for P = 2 at 2000 GB/s.
   CHECK(rows[0].bound_time_us == doctest::Approx(8.0 * (1u << 20) / 2000e9 * 1e6));
+  CHECK(rows[0].min_bound_time_us == doctest::Approx(4.0 * (1u << 20) / 2000e9 * 1e6));
   // The peer alone (-a none): its rows are the table's, with no bound.
   rows.clear();
   run_device_sweep(

@@ -132,7 +132,8 @@ class P2PCollective final : public DeviceCollective {
     std::string where;
     for (const auto& k : ranks_) where += (where.empty() ? "" : ",") + std::to_string(k.device);
     return std::to_string(exec_.nranks()) + " ranks on devices " + where + ", " +
-           std::to_string(exec_.config().nchannels) + " channels, " +
+           std::to_string(exec_.config().nchannels) + " channels, slots of " +
+           std::to_string(exec_.config().slot_bytes) + " B, " +
            (ws_.spec().threads != 0 ? std::to_string(ws_.spec().threads)
                                     : std::string("fitted (see # launch)")) +
            " threads per block";

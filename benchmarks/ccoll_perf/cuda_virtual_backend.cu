@@ -68,7 +68,7 @@ class VirtualRanksCollective final : public DeviceCollective {
   std::string description() const override {
     return std::to_string(exec_.nranks()) + " virtual ranks on device " +
            std::to_string(exec_.device()) + ", " + std::to_string(exec_.config().nchannels) +
-           " channels, " +
+           " channels, slots of " + std::to_string(exec_.config().slot_bytes) + " B, " +
            (ws_.spec().threads != 0 ? std::to_string(ws_.spec().threads)
                                     : std::string("fitted (see # launch)")) +
            " threads per block";

@@ -13,6 +13,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -470,7 +471,8 @@ TEST_CASE("virtual ranks: a plan too large to be resident is refused, not hung")
   }
 }
 
-TEST_CASE("virtual ranks: default channels and threads fill the GPU, and a wide plan still fits") {
+TEST_CASE(
+    "virtual ranks: default channels, threads and slots fill the GPU, and a wide plan still fits") {
   int sms = 0;
   REQUIRE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   // Default channels: as many as the SMs hold at 512 threads (two blocks per SM within the
@@ -479,7 +481,9 @@ TEST_CASE("virtual ranks: default channels and threads fill the GPU, and a wide 
   for (std::uint32_t asked : {0u, 31u}) {
     CAPTURE(asked);
     Config c = make_config(8, asked);
+    if (asked == 0) c.slot_bytes = 0;  // every default: the transport's slots too
     c = CudaVirtualRanks::resolve(c);
+    if (asked == 0) CHECK(c.slot_bytes == transport::cuda::kVirtualRanksSlotBytes);
     CudaVirtualRanks::Executor ex(c, registered("ring", 8), "gpu-test");
     const std::size_t n = 1 << 16;
     std::vector<float*> buf(8);
@@ -680,15 +684,19 @@ TEST_CASE("persistent session: a missing peer ends the kernel with a timeout") {
 
 namespace {
 // The next forward pass of [C-Cube] Sec. III-D: one block that waits for each layer of rank r's
-// output and copies it the moment it is ready. A wrong table would copy partial sums.
+// output and copies it the moment it is ready. A wrong table would copy partial sums. ready_ns[l]:
+// when layer l was seen ready (%globaltimer).
 __global__ void consume_layers(runtime::LayerTableView table, const std::uint64_t* progress,
                                std::uint64_t call_base, const std::uint64_t* layer_end,
-                               const float* output, float* copy, std::uint32_t* failed) {
+                               const float* output, float* copy, std::uint32_t* failed,
+                               std::uint64_t* ready_ns) {
   __shared__ bool ok;
   for (std::uint32_t l = 0; l < table.nlayers; ++l) {
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
       ok = runtime::wait_layer_ready(table, progress, call_base, l, nullptr,
                                      sync::now_ns() + 20'000'000'000ull) == sync::WaitResult::Ok;
+      ready_ns[l] = sync::now_ns();
+    }
     __syncthreads();
     if (!ok) {
       if (threadIdx.x == 0) *failed = l + 1;
@@ -719,6 +727,8 @@ TEST_CASE("gradient queuing on the GPU: a consumer kernel reads each layer once 
   std::uint64_t* d_end = nullptr;
   float* d_copy = nullptr;
   std::uint32_t* d_failed = nullptr;
+  std::uint64_t* d_ready = nullptr;
+  REQUIRE_CUDA(cudaMalloc(&d_ready, layer_end.size() * 8));
   REQUIRE_CUDA(cudaMalloc(&d_end, layer_end.size() * 8));
   REQUIRE_CUDA(cudaMemcpy(d_end, layer_end.data(), layer_end.size() * 8, cudaMemcpyHostToDevice));
   REQUIRE_CUDA(cudaMalloc(&d_copy, n * 4));
@@ -739,7 +749,7 @@ TEST_CASE("gradient queuing on the GPU: a consumer kernel reads each layer once 
     // The consumer starts first and waits on the device; the allreduce follows on its stream.
     const std::uint64_t base = ex.next_call_base(n, sizeof(float));
     consume_layers<<<1, 256, 0, compute>>>(ready.table, ready.progress, base, d_end, out[rank],
-                                           d_copy, d_failed);
+                                           d_copy, d_failed, d_ready);
     REQUIRE_CUDA(cudaGetLastError());
     ex.run_all<float, ReduceOp::sum>(s, rv, n, comm);
     ex.synchronize(comm);
@@ -751,11 +761,19 @@ TEST_CASE("gradient queuing on the GPU: a consumer kernel reads each layer once 
     REQUIRE_CUDA(cudaMemcpy(final_out.data(), out[rank], n * 4, cudaMemcpyDeviceToHost));
     REQUIRE_CUDA(cudaMemcpy(copied.data(), d_copy, n * 4, cudaMemcpyDeviceToHost));
     CHECK(same_bits(copied, final_out));
+    // The consumer's head start: how long before the last layer the first could be used.
+    std::vector<std::uint64_t> ready_ns(layer_end.size());
+    REQUIRE_CUDA(cudaMemcpy(ready_ns.data(), d_ready, ready_ns.size() * 8, cudaMemcpyDeviceToHost));
+    CHECK(std::is_sorted(ready_ns.begin(), ready_ns.end()));
+    MESSAGE("call " << call << ": layer 0 (" << layer_end[0] << " of " << n << " elements) ready "
+                    << (ready_ns.back() - ready_ns.front()) / 1000.0
+                    << " us before the last layer");
   }
   for (int r = 0; r < p; ++r) {
     REQUIRE_CUDA(cudaFree(in[static_cast<std::size_t>(r)]));
     REQUIRE_CUDA(cudaFree(out[static_cast<std::size_t>(r)]));
   }
+  REQUIRE_CUDA(cudaFree(d_ready));
   REQUIRE_CUDA(cudaFree(d_end));
   REQUIRE_CUDA(cudaFree(d_copy));
   REQUIRE_CUDA(cudaFree(d_failed));
