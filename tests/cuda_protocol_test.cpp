@@ -59,11 +59,11 @@ struct TestItem {
 SessionWork record_of(const TestItem& item, std::uint32_t index) {
   SessionWork w;
   if (item.value >= 0) {
-    w.plan = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(item.seq + 1));
+    w.plan = session_address<const void*>(item.seq + 1);
     w.count = static_cast<std::uint64_t>(item.value);
   }
-  w.input = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(index) + 1);
-  w.output = reinterpret_cast<void*>((static_cast<std::uintptr_t>(index) + 1) << 8);
+  w.input = session_address<const void*>(std::uint64_t{index} + 1);
+  w.output = session_address<void*>((std::uint64_t{index} + 1) << 8);
   return w;
 }
 
@@ -203,9 +203,9 @@ TEST_CASE("session records: a record is read only whole and only as its own item
   SessionRecord r;
   SessionWork w;
   SessionWork in;
-  in.plan = reinterpret_cast<const void*>(std::uintptr_t{0x7f12'3456'7880});
-  in.input = reinterpret_cast<const void*>(std::uintptr_t{0x7fff'ffff'fff0});
-  in.output = reinterpret_cast<void*>(std::uintptr_t{0xffff'ffff'ffff});  // the largest payload
+  in.plan = session_address<const void*>(0x7f12'3456'7880);
+  in.input = session_address<const void*>(0x7fff'ffff'fff0);
+  in.output = session_address<void*>(0xffff'ffff'ffff);  // the largest payload
   in.count = 12345;
   CHECK(session_encodable(in));
   CHECK_FALSE(session_read_record(r, 1, w));  // zeros: no item yet
@@ -246,7 +246,7 @@ TEST_CASE("session records: a record is read only whole and only as its own item
   high.count = kSessionPayloadLimit;
   CHECK_FALSE(session_encodable(high));
   high = in;
-  high.input = reinterpret_cast<const void*>(std::uintptr_t{1} << 48);
+  high.input = session_address<const void*>(std::uint64_t{1} << 48);
   CHECK_FALSE(session_encodable(high));
 }
 

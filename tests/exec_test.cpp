@@ -435,6 +435,7 @@ TEST_CASE("Config::slot_bytes = 0 is the transport's choice: 1 MiB on the host t
   std::vector<std::vector<float>> in(3, std::vector<float>(1u << 20, 1.0f));
   std::vector<std::vector<float>> out(3, std::vector<float>(1u << 20, 0.0f));
   std::vector<std::thread> ranks;
+  ranks.reserve(3);
   for (int r = 0; r < 3; ++r)
     ranks.emplace_back([&, r] {
       defaulted.rank(r).run(in[static_cast<std::size_t>(r)].data(),

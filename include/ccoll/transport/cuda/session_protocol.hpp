@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "ccoll/core/platform.hpp"
 #include "ccoll/sync/atomic.hpp"
@@ -89,6 +90,15 @@ CCOLL_HD inline void session_write_record(SessionRecord& r, std::uint64_t ticket
     sync::AtomicWord<std::uint64_t>(&r.words[i]).store_release(session_tagged(payloads[i], ticket));
 }
 
+// The address a record's payload names (its bits, as the host wrote them).
+template <class Pointer>
+CCOLL_HD inline Pointer session_address(std::uint64_t payload) {
+  static_assert(sizeof(Pointer) == sizeof(payload));
+  Pointer p;
+  std::memcpy(&p, &payload, sizeof(p));
+  return p;
+}
+
 // One read of a record: true, with `w` filled, when every word carries `ticket`'s tag. The four
 // loads are independent, so they are in flight together: one round trip over PCIe.
 CCOLL_HD inline bool session_read_record(const SessionRecord& r, std::uint64_t ticket,
@@ -100,9 +110,9 @@ CCOLL_HD inline bool session_read_record(const SessionRecord& r, std::uint64_t t
   for (int i = 0; i < 4; ++i)
     if (v[i] >> kSessionTagShift != tag) return false;
   constexpr std::uint64_t mask = kSessionPayloadLimit - 1;
-  w.plan = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(v[0] & mask));
-  w.input = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(v[1] & mask));
-  w.output = reinterpret_cast<void*>(static_cast<std::uintptr_t>(v[2] & mask));
+  w.plan = session_address<const void*>(v[0] & mask);
+  w.input = session_address<const void*>(v[1] & mask);
+  w.output = session_address<void*>(v[2] & mask);
   w.count = v[3] & mask;
   return true;
 }
