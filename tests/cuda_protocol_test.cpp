@@ -298,6 +298,50 @@ TEST_CASE("session records: a reader racing the writer takes every record whole"
   CHECK(torn == 0);
 }
 
+TEST_CASE("session records: an idle block polls one word, then takes the record only whole") {
+  // Past the spin phase a block polls the record's first word alone; it must still take the
+  // record only once all four words are there, whichever the host wrote first.
+  for (const bool first_word_first : {false, true}) {
+    CAPTURE(first_word_first);
+    QueueMemory m(2);
+    const SessionQueueView q = m.view(2);
+    std::uint32_t abort = 0;
+    std::atomic<int> taken{0};
+    SessionWork w;
+    std::thread block([&] {
+      if (session_wait_record(q, 0, 0, &abort, w) == sync::WaitResult::Ok) taken = 1;
+    });
+    // Well past DevicePollSchedule::kSpinNs of waiting: the block polls one word now.
+    std::this_thread::sleep_for(5ms);
+    SessionRecord& r = m.records[0];
+    const std::uint64_t payloads[4] = {0x1000, 0x2000, 0x3000, 77};
+    const auto store = [&](int word) {
+      sync::AtomicWord<std::uint64_t>(&r.words[word])
+          .store_release(session_tagged(payloads[word], 1));
+    };
+    if (first_word_first) {
+      store(0);
+      std::this_thread::sleep_for(5ms);
+      CHECK(taken == 0);  // the first word alone is not the record
+      for (int word : {3, 1, 2}) store(word);
+    } else {
+      for (int word : {3, 1, 2}) store(word);
+      std::this_thread::sleep_for(5ms);
+      CHECK(taken == 0);  // the idle poll waits for the first word
+      store(0);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (taken == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    if (taken == 0) sync::AtomicWord<std::uint32_t>(&abort).store_release(1u);
+    block.join();
+    REQUIRE(taken == 1);
+    CHECK(w.plan == session_address<const void*>(0x1000));
+    CHECK(w.input == session_address<const void*>(0x2000));
+    CHECK(w.output == session_address<void*>(0x3000));
+    CHECK(w.count == 77);
+  }
+}
+
 TEST_CASE("session ring: slots, back-pressure tickets, the stop item") {
   QueueMemory m(3, 2);
   // A previous session's records: a new ring starts from zero, or its kernel could take a stale

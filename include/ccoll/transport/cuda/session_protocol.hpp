@@ -6,12 +6,12 @@
 // plan, the buffers and the count, each word tagged with the item's ticket, j + 1). Each block's
 // leader polls its rank's record, whole, until every word carries the ticket (sync::poll_until: no
 // sleep for the first 50 us; on a GPU the abort word is read once per 16 us, not per poll): one
-// round trip over PCIe takes a call, with no ticket to see first. Every block runs the item as soon
-// as it sees it; the last block to finish item j publishes `completed = j + 1`, in order (only
-// after item j - 1 was published). Back-pressure: the host writes item j + depth only once item j
-// has completed, so a slot holds item j, item j - depth or zeros, and the kernel's per-item arrival
-// words can be reused without a reset race. The host ends the kernel with a stop item (records
-// without a plan).
+// round trip over PCIe takes a call, with no ticket to see first (a block idle for longer polls
+// one word of the record, then reads it whole). Every block runs the item as soon as it sees it;
+// the last block to finish item j publishes `completed = j + 1`, in order (only after item j - 1
+// was published). Back-pressure: the host writes item j + depth only once item j has completed, so
+// a slot holds item j, item j - depth or zeros, and the kernel's per-item arrival words can be
+// reused without a reset race. The host ends the kernel with a stop item (records without a plan).
 //
 // Nothing here calls CUDA: session_queue.cuh adds the memory, the stream and the kernel's end,
 // and the fast suite runs this protocol on host threads (tests/cuda_protocol_test.cpp).
@@ -154,15 +154,37 @@ CCOLL_HD inline void session_acquire_fence() {
 #endif
 }
 
+// Does the first word of a record carry `ticket`'s tag? One load: the poll of a block that has
+// been idle for a while.
+CCOLL_HD inline bool session_record_begun(const SessionRecord& r, std::uint64_t ticket) {
+  const std::uint64_t v =
+      sync::AtomicWord<std::uint64_t>(const_cast<std::uint64_t*>(&r.words[0])).load_relaxed();
+  return v >> kSessionTagShift == session_tag(ticket);
+}
+
 // The block leader's wait for item j's record `index` (its rank's part of the call): Ok with `w`
-// filled, or Aborted when the abort word was raised. Each poll reads the whole record at once. No
-// deadline: a session may wait for its next call as long as it likes.
+// filled, or Aborted when the abort word was raised. For the first DevicePollSchedule::kSpinNs
+// of the wait, when a call is likely close (a session's calls come back to back), each poll reads
+// the whole record: one round trip takes the call. After that the block polls the first word
+// alone, one load per poll as a ticket would cost, and reads the record once that word shows the
+// item: every block of the grid polls host memory while the session is idle, so the idle polls
+// stay as cheap as they can be. No deadline: a session may wait for its next call as long as it
+// likes.
 CCOLL_HD inline sync::WaitResult session_wait_record(const SessionQueueView& q, std::uint64_t j,
                                                      std::uint32_t index,
                                                      const std::uint32_t* abort, SessionWork& w) {
   const SessionRecord& r = q.records[(j % q.depth) * q.stride + index];
-  const sync::WaitResult result =
-      sync::poll_until([&] { return session_read_record(r, j + 1, w); }, abort, 0);
+  const std::uint64_t idle_from = sync::now_ns() + sync::DevicePollSchedule::kSpinNs;
+  bool begun = false;  // idle: the first word has shown the item
+  const sync::WaitResult result = sync::poll_until(
+      [&] {
+        if (!begun && sync::now_ns() >= idle_from) {
+          if (!session_record_begun(r, j + 1)) return false;
+          begun = true;
+        }
+        return session_read_record(r, j + 1, w);
+      },
+      abort, 0);
   if (result == sync::WaitResult::Ok) session_acquire_fence();
   return result;
 }
