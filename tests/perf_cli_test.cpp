@@ -994,6 +994,8 @@ class FakeDevice final : public DeviceCollective {
   std::optional<ccoll::plan::Plan> plan(std::uint64_t) override { return plan_; }
   std::string name() const override { return name_; }
   std::string description() const override { return name_; }
+  // Its bounds as cuda-virtual's: ccoll's rows (a plan) lie in one memory.
+  bool one_memory() const override { return plan_.has_value(); }
 
  private:
   std::string name_;

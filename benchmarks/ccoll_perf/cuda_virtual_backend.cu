@@ -65,6 +65,7 @@ class VirtualRanksCollective final : public DeviceCollective {
     return exec_.plan(count, ccoll::size_of(ws_.spec().dtype), ws_.spec().root);
   }
   std::string name() const override { return policy_; }
+  bool one_memory() const override { return true; }
   std::string description() const override {
     return std::to_string(exec_.nranks()) + " virtual ranks on device " +
            std::to_string(exec_.device()) + ", " + std::to_string(exec_.config().nchannels) +

@@ -70,6 +70,9 @@ class DeviceCollective {
   virtual int nranks() const = 0;
   // The plan a call of `count` elements runs (none: not a ccoll plan).
   virtual std::optional<ccoll::plan::Plan> plan(std::uint64_t /*count*/) { return std::nullopt; }
+  // Do all its ranks' buffers and FIFOs lie in one GPU's memory? Then that memory's bandwidth
+  // bounds a call (the HBM bounds of perf_report.hpp); ranks on several GPUs have no such bound.
+  virtual bool one_memory() const { return false; }
   // The rows' algo column (ncclAllReduce) and the header's account of what ran.
   virtual std::string name() const = 0;
   virtual std::string description() const = 0;

@@ -85,8 +85,10 @@ void run_device_sweep(const SweepSpec& spec, DeviceCollective* ours, DeviceColle
       row.peer_algbw_GBps = peer_row->algbw_GBps;
       row.peer_wrong = peer_row->wrong;
     }
-    // The bounds are allreduce's (docs/benchmark.md); the other collectives have none here yet.
-    if (copy_GBps > 0 && spec.call.collective == ccoll::plan::Collective::allreduce) {
+    // The bounds are allreduce's on one GPU's memory (docs/benchmark.md); the other collectives
+    // have none here yet, and ranks on several GPUs none at all.
+    if (copy_GBps > 0 && ours->one_memory() &&
+        spec.call.collective == ccoll::plan::Collective::allreduce) {
       if (const auto p = ours->plan(count))
         set_device_bound(row, device_bound_time_s(*p, ccoll::size_of(spec.dtype), copy_GBps * 1e9));
       row.min_bound_time_us = device_min_bound_time_s(row.nranks, row.bytes, copy_GBps * 1e9) * 1e6;

@@ -138,7 +138,9 @@ class Printer {
         "(c = a + b) %.1f GB/s\n"
         "#   empty kernel, back to back on one stream: %.2f us per launch, cooperative %.2f us\n"
         "# bound: the plan's HBM bytes (reads + writes of every step of every rank) / copy-kernel "
-        "bandwidth; %%bound = bound / time\n",
+        "bandwidth; %%bound = bound / time\n"
+        "# min: the least any allreduce moves (2PN: each input read, each output written once) / "
+        "copy-kernel bandwidth; %%min = min / time\n",
         format_size(g.array_bytes).c_str(), g.reps, g.memcpy_GBps, g.copy_kernel_GBps,
         g.add_kernel_GBps, g.launch_us, g.cooperative_launch_us);
     std::fflush(stdout);
@@ -713,6 +715,7 @@ int run_device(Report& report) {
                    std::to_string(o.rounds) + " each)";
         }
         printer.section(title);
+        std::printf("# ccoll: %s\n", coll->description().c_str());
         SweepSpec spec = make_spec(o, sizes, transport_name, algo.name);
         spec.active = active;
         // The launch (channels, blocks, threads) before the first row and wherever it changes.

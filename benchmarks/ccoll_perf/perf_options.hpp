@@ -328,7 +328,8 @@ inline std::string usage_text() {
                           with NCCL) with a GPU transport
       --gloo_iface IF     --peer gloo: the network interface of Gloo's TCP pairs, default lo
   -m, --membw 0|1         measure the memory bandwidth and print busbw as % of the bound (on a
-                          GPU transport: calibrate the GPU and print each plan's HBM bound),
+                          GPU transport: calibrate the GPU and print each plan's HBM bound and
+                          the minimum traffic's),
                           default 1
       --slot_bytes SIZE   ccoll::Config::slot_bytes (FIFO slot size), default: the library's
       --nslots N          ccoll::Config::nslots (FIFO depth), default: the library's
