@@ -202,6 +202,23 @@ TEST_CASE("launch bounds give the occupancy the defaults are chosen against") {
     }
 }
 
+TEST_CASE("default channels within a sixteenth of the device's memory for their FIFO slots") {
+  // P = 8 on an H200 (141 GiB): 56 ordered pairs x 4 slots of slot_stride(1 MiB) = 1048704 bytes
+  // take 234909696 bytes a channel, so a sixteenth of the memory holds 40 channels; with the
+  // default 256 KiB slots (262272 bytes each) 161, capped at 64.
+  const std::uint64_t h200 = 141ull << 30;
+  CHECK(virtual_ranks_channel_fifo_bytes(8, 4, 1u << 20) == 234909696u);
+  CHECK(channels_within_memory(h200, virtual_ranks_channel_fifo_bytes(8, 4, 1u << 20), 64) == 40);
+  CHECK(virtual_ranks_channel_fifo_bytes(8, 4, kVirtualRanksSlotBytes) == 58748928u);
+  CHECK(channels_within_memory(h200, virtual_ranks_channel_fifo_bytes(8, 4, kVirtualRanksSlotBytes),
+                               64) == 64);
+  // One rank has no connections; a cap of 0 and a memory too small still give one channel.
+  CHECK(virtual_ranks_channel_fifo_bytes(1, 4, 1u << 20) == 0);
+  CHECK(channels_within_memory(h200, 0, 64) == 64);
+  CHECK(channels_within_memory(h200, 1, 0) == 1);
+  CHECK(channels_within_memory(1u << 20, 1u << 30, 64) == 1);
+}
+
 TEST_CASE("every registered algorithm's plan at P <= 16 fits an H200 with the default settings") {
   // cuda-virtual's defaults as CudaVirtualRanks::resolve and the launch choose them, on an H200's
   // figures (132 SMs, 2048 threads, 32 blocks and 228 KiB of shared memory per SM, 141 GB) and
@@ -220,10 +237,10 @@ TEST_CASE("every registered algorithm's plan at P <= 16 fits an H200 with the de
     channels_request.blocks_per_channel = static_cast<std::uint32_t>(p);
     channels_request.sms = sms;
     channels_request.occupancy = occupancy;
-    const std::uint64_t per_channel =
-        up * (up - 1) * defaults.nslots * slot_stride(kVirtualRanksSlotBytes);
-    channels_request.max_channels = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(
-        memory / 16 / std::max<std::uint64_t>(1, per_channel), 1, kMaxDefaultChannels));
+    // The functions CudaVirtualRanks::resolve and cuda::default_channels call.
+    channels_request.max_channels = channels_within_memory(
+        memory, virtual_ranks_channel_fifo_bytes(up, defaults.nslots, kVirtualRanksSlotBytes),
+        kMaxDefaultChannels);
     const LaunchFit by_default = fit_launch(channels_request);
     REQUIRE(by_default.ok);
     ccoll::plan::PlanRequest r;

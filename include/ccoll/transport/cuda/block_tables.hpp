@@ -60,6 +60,14 @@ constexpr std::uint64_t slot_stride(std::uint64_t slot_bytes) {
   return (slot_bytes + runtime::kBlockSlotSlack + kDeviceLine - 1) / kDeviceLine * kDeviceLine;
 }
 
+// The most FIFO memory one cuda-virtual channel of `nranks` ranks takes: `nslots` slots of
+// `slot_bytes` for every ordered pair of ranks (a direct plan's connections), what its default
+// channels are counted against (CudaVirtualRanks::resolve, launch_fit.hpp).
+constexpr std::uint64_t virtual_ranks_channel_fifo_bytes(std::uint64_t nranks, std::uint32_t nslots,
+                                                         std::uint64_t slot_bytes) {
+  return nranks * (nranks == 0 ? 0 : nranks - 1) * nslots * slot_stride(slot_bytes);
+}
+
 // The most bytes of lines a LowLatency message may take on a GPU: its LL slot. A LowLatency plan
 // with larger messages runs as Simple. LL moves 4 bytes of payload per 8-byte line, half the
 // bandwidth of Simple, which pays only where a message's latency dominates; the host-measured

@@ -59,9 +59,7 @@ inline std::uint32_t default_channels(int device, std::uint32_t blocks_per_chann
   r.threads = threads;
   r.sms = d.sms;
   r.occupancy = occupancy;
-  const std::uint64_t by_memory = d.memory / 16 / std::max<std::uint64_t>(1, bytes_per_channel);
-  r.max_channels = static_cast<std::uint32_t>(
-      std::clamp<std::uint64_t>(by_memory, 1, std::max<std::uint32_t>(1, cap)));
+  r.max_channels = channels_within_memory(d.memory, bytes_per_channel, cap);
   const LaunchFit f = fit_launch(r);
   return f.ok ? f.channels : 1;  // nothing fits: one channel, refused at launch with the figures
 }

@@ -35,6 +35,15 @@ inline constexpr unsigned kDefaultThreads = 512;
 inline constexpr unsigned kThreadChoices[] = {512, 256, 128, 64};
 // The default channels' cap: a channel is a set of connections, each with its FIFO slots.
 inline constexpr std::uint32_t kMaxDefaultChannels = 64;
+// The default channels' memory limit: their FIFO slots, `bytes_per_channel` each, within a
+// sixteenth of the device's `memory`; at least 1, at most `cap`.
+inline std::uint32_t channels_within_memory(std::uint64_t memory, std::uint64_t bytes_per_channel,
+                                            std::uint32_t cap) {
+  const std::uint64_t by_memory = memory / 16 / std::max<std::uint64_t>(1, bytes_per_channel);
+  return static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>(by_memory, 1, std::max<std::uint32_t>(1, cap)));
+}
+
 // The most static shared memory a block of the executors' kernels takes, the 1 KiB the driver
 // reserves per block included: the program's table cache (block_tables.hpp,
 // kBlockTableCacheBytes) and the context, operands and flags beside it (block_program.cuh

@@ -117,11 +117,11 @@ struct CudaVirtualRanks {
     // By default as many channels as the SMs hold (cuda::fit_launch), within a sixteenth of the
     // device's memory for the FIFO slots of at most P(P-1) connections per channel.
     if (c.nchannels == 0) {
-      const std::uint64_t p = static_cast<std::uint64_t>(c.nranks);
-      const std::uint64_t stride = cuda::slot_stride(c.slot_bytes);
-      c.nchannels = cuda::default_channels(options.device, static_cast<std::uint32_t>(c.nranks),
-                                           options.threads, p * (p - 1) * c.nslots * stride,
-                                           cuda::kMaxDefaultChannels, 2);
+      c.nchannels = cuda::default_channels(
+          options.device, static_cast<std::uint32_t>(c.nranks), options.threads,
+          cuda::virtual_ranks_channel_fifo_bytes(static_cast<std::uint64_t>(c.nranks), c.nslots,
+                                                 c.slot_bytes),
+          cuda::kMaxDefaultChannels, 2);
     }
     return c;
   }
