@@ -638,7 +638,7 @@ TEST_CASE("failure root cause: the block that waited for a peer with no failure 
   board[0] = failure(0, 0, WaitResult::Timeout, 2, 100, 1);
   board[4] = failure(2, 0, WaitResult::Timeout, 1, 200, 3);
   board[5] = failure(0, 1, WaitResult::Aborted, 1, 150, 1);
-  RootCause root = find_root_cause(board.data(), board.size(), false);
+  RootCause root = find_root_cause(board.data(), board.size());
   REQUIRE(root.cause != nullptr);
   CHECK(root.cause == &board[4]);
   CHECK(root.conclusive);
@@ -648,15 +648,33 @@ TEST_CASE("failure root cause: the block that waited for a peer with no failure 
 
   // A peer's failure on another channel does not explain this channel's wait.
   board[2] = failure(1, 1, WaitResult::Aborted, 0, 300);
-  root = find_root_cause(board.data(), board.size(), false);
+  root = find_root_cause(board.data(), board.size());
   CHECK(root.cause == &board[4]);
   // Once rank 1 channel 0 has failed too, every waited-for peer failed: the earliest timeout,
   // inconclusive (a record may not have landed yet).
   board[1] = failure(1, 0, WaitResult::Aborted, 0, 250);
-  root = find_root_cause(board.data(), board.size(), false);
+  root = find_root_cause(board.data(), board.size());
   CHECK(root.cause == &board[0]);
   CHECK_FALSE(root.conclusive);
   CHECK(root.stopped == 5);
+}
+
+TEST_CASE("failure root cause: the stuck block saw the word before its deadline") {
+  using sync::WaitResult;
+  // Ring of 4 without rank 1's program (the GPU test's broken plan): every block's deadline starts
+  // with the call, so rank 0 (waiting for rank 3) may time out a microsecond before rank 2, which
+  // waits for rank 1 and then sees the word instead. Rank 2 is still the one stuck on a peer that
+  // never failed.
+  std::vector<BlockFailure> board(4);
+  board[0] = failure(0, 0, WaitResult::Timeout, 3, 100, 3);
+  board[2] = failure(2, 0, WaitResult::Aborted, 1, 104, 0);
+  board[3] = failure(3, 0, WaitResult::Aborted, 2, 103, 1);
+  const RootCause root = find_root_cause(board.data(), board.size());
+  REQUIRE(root.cause == &board[2]);
+  CHECK(root.conclusive);
+  CHECK(root.stopped == 3);
+  CHECK(describe_stop(*root.cause) ==
+        "rank 2, channel 0, step 0: waiting for a message from rank 1");
 }
 
 TEST_CASE("failure root cause: timeouts before aborts; only aborts: the host's abort()") {
@@ -665,7 +683,7 @@ TEST_CASE("failure root cause: timeouts before aborts; only aborts: the host's a
   // Only aborts: no cause, conclusive (the host raised the word).
   board.push_back(failure(0, 0, WaitResult::Aborted, 1, 10));
   board.push_back(failure(1, 0, WaitResult::Aborted, 0, 11));
-  RootCause root = find_root_cause(board.data(), board.size(), false);
+  RootCause root = find_root_cause(board.data(), board.size());
   CHECK(root.cause == nullptr);
   CHECK(root.conclusive);
   CHECK(root.stopped == 2);
@@ -674,23 +692,19 @@ TEST_CASE("failure root cause: timeouts before aborts; only aborts: the host's a
   board.clear();
   board.push_back(failure(0, 0, WaitResult::Aborted, 3, 10));
   board.push_back(failure(1, 0, WaitResult::Timeout, 2, 50, kAgreementStep));
-  root = find_root_cause(board.data(), board.size(), false);
+  root = find_root_cause(board.data(), board.size());
   CHECK(root.cause == &board[1]);
   CHECK(describe_stop(*root.cause) ==
         "rank 1, channel 0, before its first step: waiting for rank 2 to start the same call");
-  // The timeout waits for a failed peer: without timeouts_only, the aborted block with a healthy
-  // peer is the cause; with it, the earliest timeout (inconclusive).
+  // The timeout waits for a failed peer: the aborted block with a healthy peer is the cause.
   board.push_back(failure(2, 0, WaitResult::Aborted, 1, 60));
-  root = find_root_cause(board.data(), board.size(), false);
+  root = find_root_cause(board.data(), board.size());
   CHECK(root.cause == &board[0]);
   CHECK(root.conclusive);
-  root = find_root_cause(board.data(), board.size(), true);
-  CHECK(root.cause == &board[1]);
-  CHECK_FALSE(root.conclusive);
   // Among timeouts with healthy peers, the earliest; a slot wait says so.
   board.push_back(failure(3, 0, WaitResult::Timeout, 4, 40, 2));
   board.back().step.waiting_for_slot = true;
-  root = find_root_cause(board.data(), board.size(), true);
+  root = find_root_cause(board.data(), board.size());
   CHECK(root.cause == &board[3]);
   CHECK(describe_stop(*root.cause) ==
         "rank 3, channel 0, step 2: waiting for a free slot at rank 4");

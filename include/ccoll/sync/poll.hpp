@@ -5,11 +5,13 @@
 // things that are not: the abort word and the clock. On the host the abort word is ordinary shared
 // memory and the clock is read anyway to decide when to stop spinning, so both are checked every
 // 16 polls while spinning and on every poll once the waiter yields or sleeps (sync/backoff.hpp).
-// On a GPU the abort word lives in host-mapped memory, so each read crosses PCIe (about a
-// microsecond, longer than a FIFO hop on the same GPU): a device waiter reads it, and checks its
-// deadline, once per DevicePollSchedule::kCheckNs of %globaltimer (sync/backoff.hpp), and sleeps
-// only as that schedule says. An abort is then seen within about 16 us, and the hot path of a wait
-// reads no host memory.
+// On a GPU the word a wait watches is a device-memory copy where every rank is on one GPU, and the
+// host-mapped word itself where ranks span GPUs or processes, whose reads cross PCIe (about a
+// microsecond, longer than a FIFO hop on the same GPU; transport/cuda/block_program.cuh,
+// AbortWords). A device waiter reads it, and checks its deadline, once per
+// DevicePollSchedule::kCheckNs of %globaltimer (sync/backoff.hpp), and sleeps only as that
+// schedule says. An abort is then seen within about 16 us, and the hot path of a wait reads only
+// its counter.
 #pragma once
 
 #include <cstdint>

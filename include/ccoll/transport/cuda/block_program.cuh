@@ -14,8 +14,8 @@
 // a barrier and without the host touching device memory between calls.
 //
 // A block whose wait fails (the deadline, measured on %globaltimer, or the abort word) records
-// where it stopped and raises the abort word, which lives in host-mapped memory so that the host
-// can raise it too (to cancel a kernel) and read it without a copy ordered behind the kernel.
+// where it stopped and raises the abort word (AbortWords): the one in host-mapped memory, which
+// the host reads without a copy ordered behind the kernel, and the one its peers' waits watch.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -37,6 +37,17 @@
 #include "ccoll/transport/cuda/launch_fit.hpp"
 
 namespace ccoll::transport::cuda {
+
+// The abort word as the blocks of a kernel see it. `raise`: host-mapped, so that the host sees a
+// failure without a copy ordered behind the kernel, and can raise it itself. `watch`: what the
+// waits poll. Ranks on one GPU watch a copy in device memory, which the host's abort() raises
+// with an asynchronous copy: hundreds of waiting blocks each reading the host-mapped word every
+// DevicePollSchedule::kCheckNs would queue that many PCIe reads, and a wait stalls for its read.
+// Ranks on several GPUs or in several processes watch the host-mapped word itself (watch == raise).
+struct AbortWords {
+  std::uint32_t* raise = nullptr;
+  std::uint32_t* watch = nullptr;
+};
 
 // A thread block whose posts need only be visible on this GPU.
 struct DeviceScopeBlockGroup : BlockGroup {
@@ -105,7 +116,7 @@ __device__ inline std::byte* block_table_cache() {
 // launch fit assumes a block takes (the driver reserves 1 KiB per block too).
 static_assert(kBlockTableCacheBytes + 3 * 1024 <= kKernelSharedBytes);
 
-// Block `block` runs its program of one call; false: it failed and raised the abort word.
+// Block `block` runs its program of one call; false: it failed and raised both abort words.
 // LowLatency: the plan is a LowLatency plan and the connections have LL slots, which this block
 // runs as flagged lines (runtime/low_latency_step.hpp); otherwise it runs the plan as Simple.
 //
@@ -116,7 +127,7 @@ static_assert(kBlockTableCacheBytes + 3 * 1024 <= kKernelSharedBytes);
 // connection refs and this call's message bases, copied by every thread at the start of the call.
 template <class T, ReduceOp Op, sync::Scope S, bool LowLatency = false>
 __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, const void* input,
-                          void* output, std::uint32_t* abort, std::uint64_t timeout_ns) {
+                          void* output, AbortWords abort, std::uint64_t timeout_ns) {
   using Connection = sync::BasicConnectionRef<S>;
   using Context = runtime::ProgramContext<T, Connection>;
   const ProtocolBlockGroup<S, LowLatency> group;
@@ -136,6 +147,8 @@ __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, cons
   __shared__ alignas(
       runtime::StepFailure) unsigned char failure_storage[sizeof(runtime::StepFailure)];
   auto* const failure = reinterpret_cast<runtime::StepFailure*>(failure_storage);
+  // The word to raise on a failure, kept here rather than in a register through the program.
+  __shared__ std::uint32_t* raise_word;
   if (group.leader()) {
     new (failure_storage) runtime::StepFailure;
     const BlockProgram program = tables.programs[block];
@@ -159,7 +172,8 @@ __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, cons
     ctx.nactive = tables.nactive;
     ctx.rank = program.rank;
     ctx.channel = program.channel;
-    ctx.abort = abort;
+    ctx.abort = abort.watch;
+    raise_word = abort.raise;
     ctx.low_latency = LowLatency;
     ctx.ll_signature = tables.ll_signature;
     // No progress words (no consumer reads them): the step loop stores none.
@@ -196,9 +210,12 @@ __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, cons
     f.channel = program.channel;
     f.when_ns = sync::now_ns();
     tables.failures[block] = f;
-    // The record before the word: whoever acquires the word reads this block's record.
+    // The peers' word first (they stop at their next check), then, after the record, the host's:
+    // whoever acquires it reads this block's record.
+    if (ctx.abort != raise_word)
+      sync::AtomicWord<std::uint32_t>(const_cast<std::uint32_t*>(ctx.abort)).store_relaxed(1u);
     __threadfence_system();
-    sync::AtomicWord<std::uint32_t>(abort).store_release(1u);
+    sync::AtomicWord<std::uint32_t>(raise_word).store_release(1u);
   }
   group.sync();  // the bases are advanced before the block's next call reads them
   return ok;

@@ -53,9 +53,12 @@ struct RootCause {
 };
 
 // The root cause among `n` records (any order; entries with result Ok are ignored). A block's peer
-// is the block of the same channel of rank step.peer. timeouts_only: only blocks that timed out
-// can be the cause (an abort is then never a cause of its own).
-inline RootCause find_root_cause(const BlockFailure* records, std::size_t n, bool timeouts_only) {
+// is the block of the same channel of rank step.peer. A block waiting for a peer that did not fail
+// is stuck on that peer whether it reached its deadline or saw the abort word first: every block
+// of a call starts its deadline at about the same time, so which of them times out first and
+// which sees the word is a race of microseconds. Timeouts are preferred, then the earliest.
+// Without any timeout the host's abort() raised the word: no block is the cause.
+inline RootCause find_root_cause(const BlockFailure* records, std::size_t n) {
   auto failed = [&](std::int32_t rank, std::uint32_t channel) {
     for (std::size_t i = 0; i < n; ++i)
       if (records[i].step.result != sync::WaitResult::Ok && records[i].rank == rank &&
@@ -72,7 +75,6 @@ inline RootCause find_root_cause(const BlockFailure* records, std::size_t n, boo
     ++out.stopped;
     const bool timeout = b.step.result == sync::WaitResult::Timeout;
     if (timeout && (first == nullptr || b.when_ns < first->when_ns)) first = &b;
-    if (!timeout && timeouts_only) continue;
     if (failed(b.step.peer, b.channel)) continue;
     const bool root_timeout = root != nullptr && root->step.result == sync::WaitResult::Timeout;
     if (root == nullptr || (timeout && !root_timeout) ||

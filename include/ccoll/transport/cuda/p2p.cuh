@@ -947,7 +947,7 @@ struct CudaP2P {
       }
       std::vector<cuda::BlockFailure> board(static_cast<std::size_t>(l.nranks) * l.nchannels);
       std::memcpy(board.data(), control_.failures_host(), board.size() * sizeof(board[0]));
-      const cuda::RootCause root = cuda::find_root_cause(board.data(), board.size(), false);
+      const cuda::RootCause root = cuda::find_root_cause(board.data(), board.size());
       if (root.cause == nullptr) {
         // No timeout: the word was raised by the host. (A block that timed out writes its record
         // before the word, so its record would be here.)

@@ -126,8 +126,9 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock, kMinBlocksPerSm)
     p2p_kernel(const P2PKernelArgs args) {
   if (!agree_on_call(args.plan, args.agreement, blockIdx.x, args.call, args.abort, args.timeout_ns))
     return;
-  run_block<T, Op, sync::Scope::system, LowLatency>(args.plan.tables, blockIdx.x, args.call.input,
-                                                    args.call.output, args.abort, args.timeout_ns);
+  run_block<T, Op, sync::Scope::system, LowLatency>(
+      args.plan.tables, blockIdx.x, args.call.input, args.call.output,
+      AbortWords{args.abort, args.abort}, args.timeout_ns);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -160,8 +161,8 @@ template <class T, ReduceOp Op>
 __device__ __noinline__ bool run_low_latency_block(const P2PPlanTables& tables, unsigned block,
                                                    const void* input, void* output,
                                                    std::uint32_t* abort, std::uint64_t timeout_ns) {
-  return run_block<T, Op, sync::Scope::system, true>(tables, block, input, output, abort,
-                                                     timeout_ns);
+  return run_block<T, Op, sync::Scope::system, true>(tables, block, input, output,
+                                                     AbortWords{abort, abort}, timeout_ns);
 }
 
 template <class T, ReduceOp Op>
@@ -195,12 +196,12 @@ __global__ void p2p_session_kernel(const P2PSessionArgs args) {
       if (!agree_on_call(plan, args.agreement, blockIdx.x, call, args.abort, args.timeout_ns))
         return;
       // Each call in its plan's protocol: the kernel has both data paths.
-      const bool ok =
-          plan.tables.low_latency != 0
-              ? run_low_latency_block<T, Op>(plan.tables, blockIdx.x, call.input, call.output,
-                                             args.abort, args.timeout_ns)
-              : run_block<T, Op, sync::Scope::system, false>(
-                    plan.tables, blockIdx.x, call.input, call.output, args.abort, args.timeout_ns);
+      const bool ok = plan.tables.low_latency != 0
+                          ? run_low_latency_block<T, Op>(plan.tables, blockIdx.x, call.input,
+                                                         call.output, args.abort, args.timeout_ns)
+                          : run_block<T, Op, sync::Scope::system, false>(
+                                plan.tables, blockIdx.x, call.input, call.output,
+                                AbortWords{args.abort, args.abort}, args.timeout_ns);
       if (!ok) return;
     }
     // The leader's verdict through the barrier itself, not the shared `stop`: the leader rewrites

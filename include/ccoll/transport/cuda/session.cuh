@@ -59,7 +59,7 @@ class Session {
     SessionArgs args;
     args.queue = queue_.view();
     args.timeout_ns = ex_.timeout_ns();
-    args.abort = ex_.abort_word_on_device();
+    args.abort = ex_.abort_words();
     args.nranks = static_cast<std::uint32_t>(ex_.nranks());
     ex_.launch_session(session_kernel<T, Op>, nblocks_, args, stream);
     open_ = true;

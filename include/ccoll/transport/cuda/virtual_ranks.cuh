@@ -169,12 +169,18 @@ struct CudaVirtualRanks {
         refs[i].to = plans_.keys()[i].to;
       }
       plans_.set_connections(std::move(refs));
-      status_ = cuda::MappedHostMemory(sizeof(std::uint32_t));
+      // The abort word, and a 1 in pinned memory that abort() copies to the blocks' word.
+      status_ = cuda::MappedHostMemory(2 * sizeof(std::uint32_t));
+      abort_host_word()[1] = 1;
+      abort_watch_ = cuda::DeviceMemory(sizeof(std::uint32_t));
+      cuda::check(cudaMemset(abort_watch_.get(), 0, sizeof(std::uint32_t)), "cudaMemset(abort)");
       // Allocated now, before any kernel: opening or closing a session later allocates nothing.
       session_memory_ = cuda::SessionQueueMemory(-1, static_cast<std::uint32_t>(config_.nranks));
       (void)cuda::stream_order(device_);  // the plan tables' pool, before any kernel
       cuda::check(cudaEventCreateWithFlags(&last_call_, cudaEventDisableTiming), "cudaEventCreate");
       cuda::check(cudaStreamCreateWithFlags(&upload_stream_, cudaStreamNonBlocking),
+                  "cudaStreamCreate");
+      cuda::check(cudaStreamCreateWithFlags(&abort_stream_, cudaStreamNonBlocking),
                   "cudaStreamCreate");
     }
     ~Executor() {
@@ -184,6 +190,7 @@ struct CudaVirtualRanks {
       device_plans_.clear();  // stream-ordered frees, while the device is current
       cudaEventDestroy(last_call_);
       cudaStreamDestroy(upload_stream_);
+      cudaStreamDestroy(abort_stream_);
     }
     Executor(const Executor&) = delete;
     Executor& operator=(const Executor&) = delete;
@@ -230,7 +237,7 @@ struct CudaVirtualRanks {
       // blocks store none (block_program.cuh).
       if (!dp.progress_read) args.tables.progress = nullptr;
       args.timeout_ns = timeout_ns();
-      args.abort = abort_device_word();
+      args.abort = abort_words();
       if (dp.low_latency) {
         launch(cuda::virtual_ranks_kernel<T, Op, true>, dp.nblocks, args, stream,
                dp.tables.nchannels);
@@ -250,8 +257,16 @@ struct CudaVirtualRanks {
       throw_if_failed();
     }
 
-    // Raises the abort word: running blocks give up at their next poll, and this executor fails.
-    void abort() { sync::AtomicWord<std::uint32_t>(abort_host_word()).store_release(1u); }
+    // Raises the abort words: running blocks give up at their next check (within
+    // DevicePollSchedule::kCheckNs of the copy's landing), and this executor fails. The blocks
+    // watch a word in device memory, raised by a copy on a stream of its own that no kernel
+    // waits behind; the host-mapped word tells the host at once.
+    void abort() {
+      sync::AtomicWord<std::uint32_t>(abort_host_word()).store_release(1u);
+      cuda::check(cudaMemcpyAsync(abort_watch_.get(), abort_host_word() + 1, sizeof(std::uint32_t),
+                                  cudaMemcpyHostToDevice, abort_stream_),
+                  "cudaMemcpyAsync(abort)");
+    }
 
     // The ccoll::Transport calling convention: rank r's part of a call (`shape` as for run_all).
     // The last rank's call launches the kernel on LaunchOptions::stream and waits for it.
@@ -402,7 +417,10 @@ struct CudaVirtualRanks {
     void session_closed() { session_open_ = false; }
     // The memory of the session's queue, allocated with the executor.
     const cuda::SessionQueueMemory& session_memory() const { return session_memory_; }
-    std::uint32_t* abort_word_on_device() const { return abort_device_word(); }
+    cuda::AbortWords abort_words() const {
+      return cuda::AbortWords{reinterpret_cast<std::uint32_t*>(status_.device()),
+                              reinterpret_cast<std::uint32_t*>(abort_watch_.get())};
+    }
     std::uint64_t timeout_ns() const { return cuda::timeout_ns(config_.timeout); }
     void check_failures() { throw_if_failed(); }
 
@@ -434,9 +452,6 @@ struct CudaVirtualRanks {
 
     std::uint32_t* abort_host_word() const {
       return reinterpret_cast<std::uint32_t*>(status_.host());
-    }
-    std::uint32_t* abort_device_word() const {
-      return reinterpret_cast<std::uint32_t*>(status_.device());
     }
 
     // Launches on `stream` after the previous call (which may be on another stream), with the
@@ -625,11 +640,11 @@ struct CudaVirtualRanks {
       throw Error(failure_code_, failure_rank_, failure_);
     }
 
-    // The root cause (failure_record.hpp): a block that timed out waiting for a peer that did not
-    // fail itself (that peer is missing, or stuck outside the plan). Its neighbours time out too,
+    // The root cause (failure_record.hpp): a block that stopped waiting for a peer that did not
+    // fail itself (that peer is missing, or stuck outside the plan). Its neighbours stop too,
     // each waiting for a failed block. Only aborts: the host's abort(), as set already.
     void describe_failure(const std::vector<cuda::BlockFailure>& f) {
-      const cuda::RootCause root = cuda::find_root_cause(f.data(), f.size(), true);
+      const cuda::RootCause root = cuda::find_root_cause(f.data(), f.size());
       if (root.cause == nullptr) return;
       failure_code_ = ErrorCode::Timeout;
       failure_rank_ = root.cause->rank;
@@ -646,13 +661,15 @@ struct CudaVirtualRanks {
     std::vector<int> local_;
     std::uint64_t slot_stride_ = 0;
     cuda::DeviceMemory pool_;
-    cuda::MappedHostMemory status_;  // the abort word
+    cuda::MappedHostMemory status_;   // the abort word (host-mapped), then a constant 1
+    cuda::DeviceMemory abort_watch_;  // the word the blocks' waits watch (AbortWords)
     cuda::SessionQueueMemory session_memory_;
     cuda::DevicePlanCache<DevicePlan> device_plans_;
     cuda::KernelFits fits_;
     cuda::LaunchFit launch_fit_;
     cudaEvent_t last_call_ = nullptr;
     cudaStream_t upload_stream_ = nullptr;
+    cudaStream_t abort_stream_ = nullptr;  // abort()'s copy, behind no kernel
     cudaStream_t last_stream_ = nullptr;
     bool launched_ = false;
     bool session_open_ = false;

@@ -23,7 +23,7 @@ namespace ccoll::transport::cuda {
 // The kernel's parameters: the plan's tables (device memory), the call's buffers (by value).
 struct KernelArgs {
   PlanTables tables;
-  std::uint32_t* abort = nullptr;  // host-mapped
+  AbortWords abort;  // raise: host-mapped; watch: device memory
   std::uint64_t timeout_ns = 0;
   CallBuffers buffers;
 };
@@ -51,8 +51,8 @@ namespace ccoll::transport::cuda {
 // A queued call is one record per rank (session_protocol.hpp's SessionWork): the plan's tables
 // (device memory; nullptr: the session ends) and the rank's buffers.
 struct SessionArgs {
-  SessionQueueView queue;          // session_queue.cuh's ring, as the device sees it
-  std::uint32_t* abort = nullptr;  // host-mapped: the executor's abort word
+  SessionQueueView queue;  // session_queue.cuh's ring, as the device sees it
+  AbortWords abort;        // the executor's abort words (raise: host-mapped; watch: device memory)
   std::uint64_t timeout_ns = 0;
   std::uint32_t nranks = 1;  // the plans' ranks: block b runs rank b % nranks's program
 };
@@ -84,7 +84,7 @@ __global__ void session_kernel(const SessionArgs args) {
       // block's record is its rank's (block c * nranks + r runs rank r's program of channel c),
       // read whole by each poll: one PCIe round trip takes the call.
       SessionWork w;
-      stop = session_wait_record(args.queue, j, blockIdx.x % args.nranks, args.abort, w) !=
+      stop = session_wait_record(args.queue, j, blockIdx.x % args.nranks, args.abort.watch, w) !=
              sync::WaitResult::Ok;
       if (!stop) {
         tables = static_cast<const PlanTables*>(w.plan);
@@ -95,7 +95,7 @@ __global__ void session_kernel(const SessionArgs args) {
       // A new plan shares the slot pool with the last one: every block must be done with it. An
       // abort ends this wait too, and the block's call then fails at once on the same word.
       if (!stop && j > 0 && tables != previous)
-        sync::poll_until([&] { return completed.load_acquire() >= j; }, args.abort, 0);
+        sync::poll_until([&] { return completed.load_acquire() >= j; }, args.abort.watch, 0);
     }
     group.sync();
     if (stop) return;
@@ -116,8 +116,8 @@ __global__ void session_kernel(const SessionArgs args) {
     if (!ok) return;
     // The leader's verdict through the barrier itself, not the shared `stop`: the leader rewrites
     // that at the next item's top, perhaps before every thread has read it.
-    const bool cut = group.leader() &&
-                     !session_item_done<sync::Scope::device>(args.queue, j, nblocks, args.abort);
+    const bool cut = group.leader() && !session_item_done<sync::Scope::device>(
+                                           args.queue, j, nblocks, args.abort.watch);
     if (group.any(cut)) return;
   }
 }
