@@ -1295,7 +1295,7 @@ TEST_CASE("--tune FILE: its candidates, its usage errors, and the table a run wr
   CAPTURE(report);
   CHECK(report.find("allreduce on 3 ranks") != std::string::npos);
   CHECK(report.find("and up") != std::string::npos);
-  const ccoll::algo::TuningTable t = read_tune_base(f);
+  const ccoll::algo::TuningTable t = read_tune_base(f, false);
   REQUIRE(!t.rules.empty());
   CHECK(t.rules.front().min_ranks == 3);
   CHECK(t.rules.front().max_ranks == 3);
@@ -1311,7 +1311,7 @@ TEST_CASE("--tune FILE: its candidates, its usage errors, and the table a run wr
   std::vector<Row> rs_rows = rows;
   for (Row& r : rs_rows) r.algo = r.algo == "oneshot+ll" ? "direct+ll" : r.algo;
   (void)write_tuning(rs, 3, rs_rows);
-  const ccoll::algo::TuningTable both = read_tune_base(f);
+  const ccoll::algo::TuningTable both = read_tune_base(f, false);
   CHECK(both.rules.front().collective == C::reduce_scatter);
   CHECK(ccoll::algo::BySize(both).choose(3, 8).algorithm == chosen);
   // A file that is not a table is refused before a run, naming --tune.
@@ -1319,7 +1319,11 @@ TEST_CASE("--tune FILE: its candidates, its usage errors, and the table a run wr
     std::ofstream bad(path);
     bad << "{\"rules\": 5}";
   }
-  CHECK_THROWS_WITH_AS(read_tune_base(f), doctest::Contains("--tune: '"), UsageError);
+  CHECK_THROWS_WITH_AS(read_tune_base(f, false), doctest::Contains("--tune: '"), UsageError);
   std::filesystem::remove(path);
+  // A new file starts from the table -a auto uses on the run's transport: the GPU's on a GPU.
+  CHECK(ccoll::algo::BySize(read_tune_base(f, true)).name ==
+        ccoll::algo::BySize(ccoll::algo::gpu_tuning_table()).name);
+  CHECK(ccoll::algo::BySize(read_tune_base(f, false)).name == ccoll::algo::BySize().name);
 }
 #endif  // CCOLL_PERF_CORE

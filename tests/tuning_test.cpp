@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "ccoll/algo/gpu_tuning.hpp"
 #include "ccoll/algo/registry.hpp"
 #include "ccoll/algo/tuning.hpp"
 #include "ccoll/ccoll.hpp"
@@ -239,6 +240,53 @@ TEST_CASE("auto: rules per collective, and rules that cannot plan theirs") {
   bad.rules.push_back(
       algo::SizeRule{"oneshot", UINT64_MAX, 1, 16, protocol::Id::simple, C::all_gather});
   CHECK_THROWS_WITH_AS(algo::BySize{bad}, doctest::Contains("plans no all_gather"), Error);
+}
+
+TEST_CASE("auto: the GPU table's choices, measured on an H200; other collectives as the default") {
+  using C = plan::Collective;
+  const algo::BySize gpu(algo::gpu_tuning_table());
+  const algo::BySize host;
+  CHECK(gpu.name != host.name);  // ranks with different tables refuse to run together
+  // docs/results/gpu-2026-11-30-h200.md: dbtree in LowLatency to 128 KiB, recursive doubling to
+  // 512 KiB at P = 8, the ring beyond.
+  for (int p : {2, 3, 4, 8}) {
+    CAPTURE(p);
+    CHECK(gpu.choose(p, 8).algorithm == "dbtree");
+    CHECK(gpu.choose(p, 8).protocol == protocol::Id::low_latency);
+    CHECK(gpu.choose(p, 128 * 1024).algorithm == "dbtree");
+  }
+  CHECK(gpu.choose(8, 128 * 1024 + 1).algorithm == "recdoubling");
+  CHECK(gpu.choose(8, 512 * 1024).algorithm == "recdoubling");
+  CHECK(gpu.choose(8, 512 * 1024 + 1).algorithm == "ring");
+  CHECK(gpu.choose(8, 1ull << 30).protocol == protocol::Id::simple);
+  CHECK(gpu.choose(3, 1 << 20).algorithm == "oneshot");
+  CHECK(gpu.choose(16, 32 * 1024 + 1).algorithm == "recdoubling");
+  CHECK(gpu.choose(16, 1 << 20).algorithm == "dbtree");
+  // Unmeasured rank counts take the measured rules' shape.
+  CHECK(gpu.choose(6, 8).algorithm == "dbtree");
+  CHECK(gpu.choose(6, 256 * 1024).algorithm == "recdoubling");
+  CHECK(gpu.choose(33, 64 << 20).algorithm == "ring");
+  // Every collective, rank count and size has a rule; the collectives other than allreduce
+  // choose as the default table does; every plan verifies.
+  for (C c : {C::allreduce, C::reduce_scatter, C::all_gather, C::broadcast, C::reduce})
+    for (int p = 1; p <= 17; ++p)
+      for (std::uint64_t bytes = 4; bytes <= (1ull << 28); bytes *= 8) {
+        CAPTURE(plan::collective_name(c));
+        CAPTURE(p);
+        CAPTURE(bytes);
+        const algo::SizeRule& r = gpu.choose(p, bytes, c);
+        if (c != C::allreduce) {
+          CHECK(r.algorithm == host.choose(p, bytes, c).algorithm);
+          CHECK(r.protocol == host.choose(p, bytes, c).protocol);
+        }
+      }
+  for (int p : {1, 2, 3, 8, 16, 17})
+    for (std::uint64_t count : {1ull, 1000ull, 100000ull, 1000000ull}) {
+      CAPTURE(p);
+      CAPTURE(count);
+      const plan::Plan plan = gpu.build(request(p, count));
+      CHECK(plan::verify(plan).ok);
+    }
 }
 
 TEST_CASE("auto: the default table has a rule for every collective, rank count and size") {

@@ -769,7 +769,7 @@ int main_impl(int argc, char** argv) {
     if (!o.csv_path.empty()) check_output_path("--csv", o.csv_path);
     if (!o.tune_path.empty()) {
       check_output_path("--tune", o.tune_path);
-      (void)read_tune_base(o.tune_path);
+      (void)read_tune_base(o.tune_path, is_device(o.transport));
     }
   } catch (const UsageError& e) {
     std::fprintf(stderr, "ccoll_perf: %s\n", e.what());

@@ -21,8 +21,10 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "ccoll/algo/gpu_tuning.hpp"
 #include "ccoll/algo/registry.hpp"
 #include "ccoll/algo/tuning_table_json.hpp"
 #include "ccoll/core/dtype.hpp"
@@ -57,14 +59,10 @@ struct PreparedAlgorithm {
   ccoll::algo::Registered logical;
 };
 
-// -a auto with --tuning FILE: the BySize policy on that table, as a registered algorithm.
-inline ccoll::algo::Registered tuned_by_size(const std::string& path,
-                                             const ccoll::algo::AlgorithmRequest& req) {
-  std::ifstream in(path);
-  if (!in) throw UsageError("--tuning: cannot read '" + path + "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  const ccoll::algo::BySize policy(ccoll::algo::tuning_table_from_json(text.str()));
+// -a auto on `table`: the BySize policy, as a registered algorithm.
+inline ccoll::algo::Registered by_size_on(ccoll::algo::TuningTable table,
+                                          const ccoll::algo::AlgorithmRequest& req) {
+  const ccoll::algo::BySize policy(std::move(table));
   std::vector<int> nodes = ccoll::algo::active_rank_nodes(req);
   const int n = req.topology == nullptr ? 0 : static_cast<int>(nodes.size());
   ccoll::algo::Registered logical(
@@ -73,6 +71,16 @@ inline ccoll::algo::Registered tuned_by_size(const std::string& path,
   // Relays where the graph needs them, placed as make_algorithm places the registry's entries'.
   return req.topology == nullptr ? logical
                                  : ccoll::algo::on_graph(logical, *req.topology, req.host_relays);
+}
+
+// -a auto with --tuning FILE: the BySize policy on that table.
+inline ccoll::algo::Registered tuned_by_size(const std::string& path,
+                                             const ccoll::algo::AlgorithmRequest& req) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("--tuning: cannot read '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return by_size_on(ccoll::algo::tuning_table_from_json(text.str()), req);
 }
 
 // -a NAME+ll: the algorithm's plans in the LowLatency protocol, as a one-rule tuning table for
@@ -154,6 +162,8 @@ inline Prepared prepare_algorithms(
         logical.emplace(low_latency_variant(name, o.collective));
       else if (spec.algorithm.name == "auto" && !o.tuning_path.empty())
         logical.emplace(tuned_by_size(o.tuning_path, req));
+      else if (spec.algorithm.name == "auto" && is_device(o.transport))
+        logical.emplace(by_size_on(ccoll::algo::gpu_tuning_table(), req));  // measured on a GPU
       else
         logical.emplace(ccoll::algo::make_algorithm(spec.algorithm, req));
     } catch (const std::exception& e) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ccoll/algo/by_size.hpp"
+#include "ccoll/algo/gpu_tuning.hpp"
 #include "ccoll/algo/tuning.hpp"
 #include "ccoll/algo/tuning_table_json.hpp"
 #include "perf_options.hpp"
@@ -23,11 +24,13 @@
 
 namespace ccoll_perf {
 
-// FILE's table, or the default table where FILE does not exist; a usage error naming --tune for
-// a file that cannot be read or is not a table.
-inline ccoll::algo::TuningTable read_tune_base(const std::string& path) {
+// FILE's table, or where FILE does not exist the table `-a auto` uses on this transport (the GPU
+// table on a GPU transport, algo/gpu_tuning.hpp; the default elsewhere); a usage error naming
+// --tune for a file that cannot be read or is not a table.
+inline ccoll::algo::TuningTable read_tune_base(const std::string& path, bool device) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return ccoll::algo::default_tuning_table();
+  if (!std::filesystem::exists(path, ec))
+    return device ? ccoll::algo::gpu_tuning_table() : ccoll::algo::default_tuning_table();
   std::ifstream in(path);
   if (!in) throw UsageError("--tune: cannot read '" + path + "'");
   std::stringstream text;
@@ -62,7 +65,7 @@ inline std::vector<ccoll::algo::TunedTime> tuned_times(const std::vector<Row>& r
 
 // Writes the tuned table to o.tune_path and returns the lines that report the new rules.
 inline std::string write_tuning(const Options& o, int nranks, const std::vector<Row>& rows) {
-  const ccoll::algo::TuningTable base = read_tune_base(o.tune_path);
+  const ccoll::algo::TuningTable base = read_tune_base(o.tune_path, is_device(o.transport));
   const auto rules = ccoll::algo::derive_rules(o.collective, nranks, tuned_times(rows));
   const ccoll::algo::TuningTable table = ccoll::algo::merge_rules(base, rules);
   (void)ccoll::algo::BySize(table);  // a table every rank can build
