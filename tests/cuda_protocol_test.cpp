@@ -248,6 +248,17 @@ TEST_CASE("session records: a record is read only whole and only as its own item
   high = in;
   high.input = session_address<const void*>(std::uint64_t{1} << 48);
   CHECK_FALSE(session_encodable(high));
+  // Every executor refuses it in the same words, naming the rank, before writing anything.
+  CHECK_NOTHROW(check_session_encodable(in, 2));
+  try {
+    check_session_encodable(high, 2);
+    FAIL("no error");
+  } catch (const ccoll::Error& e) {
+    CHECK(e.code() == ccoll::ErrorCode::Unsupported);
+    CHECK(e.rank() == 2);
+    CHECK(std::string(e.what()).find("a session queues addresses and counts below 2^48") !=
+          std::string::npos);
+  }
 }
 
 TEST_CASE("session records: a reader racing the writer takes every record whole") {

@@ -465,10 +465,7 @@ struct CudaP2P {
       w.input = send;
       w.output = recv;
       w.count = count;
-      if (!cuda::session_encodable(w))
-        throw Error(ErrorCode::Unsupported, rank,
-                    "a session queues addresses and counts below 2^48; this call's are not "
-                    "(launch it instead)");
+      cuda::check_session_encodable(w, rank);
       ++dp.calls;
       control_.set_launched(rank, ++st.calls);
       return w;

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "ccoll/core/error.hpp"
 #include "ccoll/core/platform.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/poll.hpp"
@@ -77,6 +78,15 @@ inline bool session_encodable(const SessionWork& w) {
   return fits(reinterpret_cast<std::uintptr_t>(w.plan)) &&
          fits(reinterpret_cast<std::uintptr_t>(w.input)) &&
          fits(reinterpret_cast<std::uintptr_t>(w.output)) && fits(w.count);
+}
+
+// Throws Unsupported, naming `rank`, if a record cannot hold `w` (session_encodable): before
+// anything is written, so that no rank's blocks run a call the others never see.
+inline void check_session_encodable(const SessionWork& w, int rank) {
+  if (!session_encodable(w))
+    throw Error(ErrorCode::Unsupported, rank,
+                "a session queues addresses and counts below 2^48; this call's are not "
+                "(launch it instead)");
 }
 
 // The host's write of item `ticket - 1`'s record (release stores, in any order: the reader checks

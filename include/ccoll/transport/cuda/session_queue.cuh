@@ -109,12 +109,7 @@ class SessionQueue {
     if (freeing != 0) wait(freeing, check_failures);
   }
   // Throws if a record cannot hold `w` (an address or count above 2^48).
-  void check_encodable(const SessionWork& w) const {
-    if (!session_encodable(w))
-      throw Error(ErrorCode::Unsupported, rank_,
-                  "a session queues addresses and counts below 2^48; this call's are not "
-                  "(launch it instead)");
-  }
+  void check_encodable(const SessionWork& w) const { check_session_encodable(w, rank_); }
   // Writes the next item's records (after next(); one per rank of the kernel, as many as the
   // queue's `used`), which publishes each to the blocks that read it; its ticket (1, 2, ...).
   // Refuses, writing nothing, what a record cannot hold: blocks of some ranks would otherwise run

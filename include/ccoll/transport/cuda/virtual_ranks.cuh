@@ -393,9 +393,7 @@ struct CudaVirtualRanks {
                         std::to_string(max_blocks) + " (its nblocks argument)");
       cuda::SessionWork w;
       w.plan = dp.device_tables;
-      if (!cuda::session_encodable(w))
-        throw Error(ErrorCode::Unsupported, -1,
-                    "a session queues addresses below 2^48; this plan's tables are not");
+      cuda::check_session_encodable(w, -1);
       ++dp.calls;
       return {dp.device_tables, dp.nblocks};
     }
