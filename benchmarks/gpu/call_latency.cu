@@ -10,7 +10,10 @@
 //   session     calls enqueued back to back into an open session, host clock from the first
 //               enqueue to the last call's completion, per call;
 //   session rt  enqueue then wait, one call at a time, host clock, median: one isolated call
-//               with no launch.
+//               with no launch;
+//   enqueue     the host's own cost of an enqueue: a session as deep as the queue allows, that
+//               many calls enqueued back to back (none waits for a free slot), host clock, per
+//               call. Where it nears `session`, the host sets the pace of a session, not the GPU.
 // Every output is checked after each figure (ranks hold r + 1, so element i sums to P(P+1)/2).
 // Inputs are written and outputs read on a stream of their own (`io`), never on the stream where
 // the session kernel stays resident: work queued there would wait for the session's end.
@@ -86,7 +89,7 @@ long count_wrong(const Buffers& b, std::size_t count, cudaStream_t io) {
 }
 
 struct Row {
-  double launch_us, launch_sync_us, session_us, session_rt_us;
+  double launch_us, launch_sync_us, session_us, session_rt_us, enqueue_us;
   long wrong;
 };
 
@@ -161,6 +164,18 @@ Row measure(const ccoll::Config& config, const Buffers& b, std::size_t count, in
     row.wrong += count_wrong(b, count, io);
     session.close();
   }
+  {
+    namespace cuda = ccoll::transport::cuda;
+    cuda::Session<float, ccoll::ReduceOp::sum> session(ex, stream, cuda::kMaxSessionDepth);
+    std::uint64_t ticket = 0;
+    const auto t0 = Clock::now();
+    for (std::uint32_t i = 0; i < cuda::kMaxSessionDepth; ++i)
+      ticket = session.enqueue(b.sends, b.recvs, count);
+    row.enqueue_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() /
+                     cuda::kMaxSessionDepth;
+    session.wait(ticket);
+    session.close();
+  }
   return row;
 }
 
@@ -182,8 +197,8 @@ int main(int argc, char** argv) {
   check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   std::printf("# %s: %d virtual ranks, %d channel(s), float sum in place, %d calls per figure\n",
               prop.name, ranks, channels, calls);
-  std::printf("%-12s %10s %12s %14s %12s %14s %7s\n", "algo", "bytes", "launch_us",
-              "launch+sync_us", "session_us", "session_rt_us", "#wrong");
+  std::printf("%-12s %10s %12s %14s %12s %14s %10s %7s\n", "algo", "bytes", "launch_us",
+              "launch+sync_us", "session_us", "session_rt_us", "enqueue_us", "#wrong");
 
   cudaStream_t stream = nullptr, io = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -227,8 +242,9 @@ int main(int argc, char** argv) {
         // A row that fails is reported and the next one runs (each row builds its executor).
         try {
           const Row r = run(bytes / sizeof(float));
-          std::printf("%-12s %10zu %12.2f %14.2f %12.2f %14.2f %7ld\n", row_name.c_str(), bytes,
-                      r.launch_us, r.launch_sync_us, r.session_us, r.session_rt_us, r.wrong);
+          std::printf("%-12s %10zu %12.2f %14.2f %12.2f %14.2f %10.2f %7ld\n", row_name.c_str(),
+                      bytes, r.launch_us, r.launch_sync_us, r.session_us, r.session_rt_us,
+                      r.enqueue_us, r.wrong);
           if (r.wrong != 0) status = 1;
         } catch (const std::exception& e) {
           std::printf("%-12s %10zu failed: %s\n", row_name.c_str(), bytes, e.what());
