@@ -688,6 +688,31 @@ TEST_CASE("failure root cause: the stuck block saw the word before its deadline"
         "rank 2, channel 0, step 0: waiting for a message from rank 1");
 }
 
+TEST_CASE("failure root cause among plans: the plan of the earliest timeout alone") {
+  using sync::WaitResult;
+  // Plan A failed as the H200's broken ring did. A call of plan B, queued behind it, stopped at
+  // once on the raised word: its rank 1 waits for rank 0, which did not fail in plan B. Merged,
+  // plan B's rank 1 would pass for a failed peer of plan A's rank 2.
+  std::vector<std::vector<BlockFailure>> plans(2, std::vector<BlockFailure>(4));
+  plans[0][0] = failure(0, 0, WaitResult::Timeout, 3, 100, 3);
+  plans[0][2] = failure(2, 0, WaitResult::Aborted, 1, 104, 1);
+  plans[0][3] = failure(3, 0, WaitResult::Aborted, 2, 103, 1);
+  plans[1][1] = failure(1, 0, WaitResult::Aborted, 0, 900, 0);
+  RootCause root = find_root_cause_among_plans(plans);
+  REQUIRE(root.cause == &plans[0][2]);
+  CHECK(root.conclusive);
+  CHECK(root.stopped == 4);
+  std::vector<BlockFailure> merged;
+  for (const auto& p : plans) merged.insert(merged.end(), p.begin(), p.end());
+  CHECK(find_root_cause(merged.data(), merged.size()).cause->rank != 2);
+  // Only aborts in every plan: the host's abort(), no cause.
+  plans[0][0].step.result = WaitResult::Aborted;
+  root = find_root_cause_among_plans(plans);
+  CHECK(root.cause == nullptr);
+  CHECK(root.conclusive);
+  CHECK(root.stopped == 4);
+}
+
 TEST_CASE("failure root cause: timeouts before aborts; only aborts: the host's abort()") {
   using sync::WaitResult;
   std::vector<BlockFailure> board;

@@ -300,7 +300,10 @@ inline nlohmann::ordered_json to_json_value(const Report& rep) {
                         : o.slot_stores == Options::SlotStores::streamed ? "streamed"
                                                                          : "cached";
   opts["timeout_ms"] = o.timeout_ms ? json(*o.timeout_ms) : json(nullptr);
-  opts["tuning"] = o.tuning_path.empty() ? json(nullptr) : json(o.tuning_path);
+  // -a auto without --tuning: the library's table for the transport (algo/gpu_tuning.hpp on GPUs).
+  opts["tuning"] = !o.tuning_path.empty()   ? json(o.tuning_path)
+                   : is_device(o.transport) ? json("gpu_tuning_table")
+                                            : json(nullptr);
   opts["tune"] = o.tune_path.empty() ? json(nullptr) : json(o.tune_path);
   opts["interleave"] = o.interleave;
   opts["protocol"] = o.protocol.empty() ? json(nullptr) : json(o.protocol);

@@ -14,7 +14,8 @@
 //   enqueue     the host's own cost of an enqueue: a session as deep as the queue allows, that
 //               many calls enqueued back to back (none waits for a free slot), host clock, per
 //               call. Where it nears `session`, the host sets the pace of a session, not the GPU.
-// Every output is checked after each figure (ranks hold r + 1, so element i sums to P(P+1)/2).
+// Every output is checked after each figure (ranks hold r + 1, so element i sums to P(P+1)/2), but
+// enqueue's, a cost of the host alone.
 // Inputs are written and outputs read on a stream of their own (`io`), never on the stream where
 // the session kernel stays resident: work queued there would wait for the session's end.
 //

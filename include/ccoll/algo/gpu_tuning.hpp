@@ -10,8 +10,8 @@
 // wrote on one H200 (every candidate in both protocols, 8 B - 64 MiB, factor 4;
 // docs/results/gpu-2026-11-30-h200.md); other rank counts take the shape of those rules. The
 // other collectives keep the default table's rules: they have not been tuned on a GPU.
-//   ccoll::Allreduce<float, ccoll::algo::BySize, ccoll::transport::CudaVirtualRanks>
-//       ar(config, ccoll::algo::BySize(ccoll::algo::gpu_tuning_table()));
+//   ccoll::Allreduce<ccoll::transport::CudaVirtualRanks, ccoll::algo::BySize> ar(
+//       config, ccoll::algo::BySize(ccoll::algo::gpu_tuning_table()));
 // `ccoll_perf -a auto` on a GPU transport uses it unless --tuning names another.
 #pragma once
 

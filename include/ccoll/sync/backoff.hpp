@@ -111,8 +111,9 @@ struct WaitPolicy {
 //     or less away (a FIFO hop on one GPU), and a sleep of even 1 us doubles such a hop;
 //   - then sleeps that grow from kFirstSleepNs to kMaxSleepNs, so that a waiter whose peer is late
 //     leaves issue slots to the blocks doing the copies;
-//   - the abort word (host-mapped: each read crosses PCIe) and the deadline checked once per
-//     kCheckNs (sync/poll.hpp).
+//   - the abort word and the deadline checked once per kCheckNs (sync/poll.hpp): where the word is
+//     host-mapped each read crosses PCIe, and even where it is in device memory a check per poll
+//     would double the poll's cost.
 struct DevicePollSchedule {
   static constexpr std::uint64_t kSpinNs = 50'000;   // no sleep before this much waiting
   static constexpr std::uint64_t kCheckNs = 16'000;  // abort word and deadline, at most this often

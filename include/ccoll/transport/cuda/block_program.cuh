@@ -204,12 +204,16 @@ __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, cons
     }
     if (group.leader()) ++tables.calls[block];
   } else if (group.leader()) {
-    BlockFailure f;
-    f.step = *failure;
-    f.rank = program.rank;
-    f.channel = program.channel;
-    f.when_ns = sync::now_ns();
-    tables.failures[block] = f;
+    // A block's first failure stays: the calls queued behind a failed one stop at once on the
+    // raised word, and their records would hide the one that names the cause.
+    if (tables.failures[block].step.result == sync::WaitResult::Ok) {
+      BlockFailure f;
+      f.step = *failure;
+      f.rank = program.rank;
+      f.channel = program.channel;
+      f.when_ns = sync::now_ns();
+      tables.failures[block] = f;
+    }
     // The peers' word first (they stop at their next check), then, after the record, the host's:
     // whoever acquires it reads this block's record.
     if (ctx.abort != raise_word)

@@ -4,9 +4,11 @@
 // DeviceMemory holds what lives as long as an executor (FIFO slots, counters, bases);
 // StreamMemory what comes and goes while calls run (a plan's tables, a layer table);
 // MappedHostMemory the words a kernel and the host both touch while the kernel runs (the abort
-// word, failure records, the persistent sessions' queues), which must not sit in device memory:
-// the host could reach them only through copies ordered behind the very kernel it is trying to
-// stop or feed.
+// word, failure records, the persistent sessions' queues), which must not sit in device memory
+// alone: the host could reach them only through copies, which other work can hold up behind the
+// very kernel it is trying to stop or feed. (cuda-virtual's calls watch a device copy of the
+// abort word as well, block_program.cuh's AbortWords: the host-mapped word stays the one the host
+// reads and that stops an idle session.)
 //
 // The rule. cudaMalloc, cudaFree, cudaHostAlloc, cudaFreeHost, cudaHostRegister and
 // cudaHostUnregister, synchronous cudaMemcpy and cudaMemset, and cudaDeviceSynchronize may wait for

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ccoll/runtime/interpreter.hpp"
 #include "ccoll/sync/counter.hpp"
@@ -87,6 +88,34 @@ inline RootCause find_root_cause(const BlockFailure* records, std::size_t n) {
   }
   out.cause = root != nullptr ? root : first;
   out.conclusive = root != nullptr;
+  return out;
+}
+
+// The root cause among the records of several plans (one vector per plan, as cuda-virtual keeps
+// them per cached plan): the calls queued behind a failed call stop at once on the raised word,
+// and may have run other plans, whose blocks' peers are not the failed plan's. So the cause is
+// sought among the records of the plan that holds the earliest timeout alone; `stopped` counts
+// the stopped blocks of every plan. No timeout anywhere: no cause (the host's abort()).
+inline RootCause find_root_cause_among_plans(const std::vector<std::vector<BlockFailure>>& plans) {
+  const std::vector<BlockFailure>* failed_plan = nullptr;
+  std::uint64_t earliest = ~std::uint64_t{0};
+  std::size_t stopped = 0;
+  for (const auto& records : plans)
+    for (const BlockFailure& b : records) {
+      if (b.step.result == sync::WaitResult::Ok) continue;
+      ++stopped;
+      if (b.step.result == sync::WaitResult::Timeout &&
+          (failed_plan == nullptr || b.when_ns < earliest)) {
+        earliest = b.when_ns;
+        failed_plan = &records;
+      }
+    }
+  RootCause out;
+  if (failed_plan != nullptr)
+    out = find_root_cause(failed_plan->data(), failed_plan->size());
+  else
+    out.conclusive = true;
+  out.stopped = stopped;
   return out;
 }
 

@@ -45,8 +45,9 @@
 //
 // Failure: a block that gives up (Config::timeout on the GPU clock, or the abort word) records
 // rank, channel, step and peer; the next call, synchronize() or a blocking run() throws
-// ccoll::Error naming the first block that timed out. abort() raises the word from the host, to
-// stop a kernel whose peers will never come. An executor that failed stays failed.
+// ccoll::Error naming the block stuck on a peer that did not fail (failure_record.hpp).
+// abort() raises the abort words from the host (block_program.cuh, AbortWords), to stop a kernel
+// whose peers will never come. An executor that failed stays failed.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -173,7 +174,6 @@ struct CudaVirtualRanks {
       status_ = cuda::MappedHostMemory(2 * sizeof(std::uint32_t));
       abort_host_word()[1] = 1;
       abort_watch_ = cuda::DeviceMemory(sizeof(std::uint32_t));
-      cuda::check(cudaMemset(abort_watch_.get(), 0, sizeof(std::uint32_t)), "cudaMemset(abort)");
       // Allocated now, before any kernel: opening or closing a session later allocates nothing.
       session_memory_ = cuda::SessionQueueMemory(-1, static_cast<std::uint32_t>(config_.nranks));
       (void)cuda::stream_order(device_);  // the plan tables' pool, before any kernel
@@ -182,6 +182,11 @@ struct CudaVirtualRanks {
                   "cudaStreamCreate");
       cuda::check(cudaStreamCreateWithFlags(&abort_stream_, cudaStreamNonBlocking),
                   "cudaStreamCreate");
+      // Zeroed on abort()'s own stream, so that no raise can land before the zero, and waited
+      // for, so that the first kernel reads it.
+      cuda::check(cudaMemsetAsync(abort_watch_.get(), 0, sizeof(std::uint32_t), abort_stream_),
+                  "cudaMemsetAsync(abort)");
+      cuda::check(cudaStreamSynchronize(abort_stream_), "cudaStreamSynchronize(abort)");
     }
     ~Executor() {
       // Kernels still running use this executor's memory.
@@ -190,6 +195,7 @@ struct CudaVirtualRanks {
       device_plans_.clear();  // stream-ordered frees, while the device is current
       cudaEventDestroy(last_call_);
       cudaStreamDestroy(upload_stream_);
+      cudaStreamSynchronize(abort_stream_);  // an abort()'s copy into abort_watch_
       cudaStreamDestroy(abort_stream_);
     }
     Executor(const Executor&) = delete;
@@ -257,15 +263,17 @@ struct CudaVirtualRanks {
       throw_if_failed();
     }
 
-    // Raises the abort words: running blocks give up at their next check (within
-    // DevicePollSchedule::kCheckNs of the copy's landing), and this executor fails. The blocks
-    // watch a word in device memory, raised by a copy on a stream of its own that no kernel
-    // waits behind; the host-mapped word tells the host at once.
-    void abort() {
+    // Raises the abort words, and this executor fails: the next call, synchronize() or blocking
+    // run() throws Aborted. The host-mapped word stops an idle session at once. A running call's
+    // waits watch the device copy, raised by a copy on a stream of its own, and give up within
+    // DevicePollSchedule::kCheckNs of its landing. The copy can be held up where streams share a
+    // hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1) behind work that cannot start while the
+    // kernel fills the GPU; the call then ends at Config::timeout. Never throws: the host word is
+    // up whatever the copy does.
+    void abort() noexcept {
       sync::AtomicWord<std::uint32_t>(abort_host_word()).store_release(1u);
-      cuda::check(cudaMemcpyAsync(abort_watch_.get(), abort_host_word() + 1, sizeof(std::uint32_t),
-                                  cudaMemcpyHostToDevice, abort_stream_),
-                  "cudaMemcpyAsync(abort)");
+      (void)cudaMemcpyAsync(abort_watch_.get(), abort_host_word() + 1, sizeof(std::uint32_t),
+                            cudaMemcpyHostToDevice, abort_stream_);
     }
 
     // The ccoll::Transport calling convention: rank r's part of a call (`shape` as for run_all).
@@ -619,8 +627,8 @@ struct CudaVirtualRanks {
       failure_code_ = ErrorCode::Aborted;
       failure_ = "cuda-virtual: aborted by abort() on the host";
       // A failed call's blocks hold the timeouts; calls queued after it only saw the word. They
-      // may have run other plans, so every cached plan's records are read.
-      std::vector<cuda::BlockFailure> all;
+      // may have run other plans, so every cached plan's records are read, plan by plan.
+      std::vector<std::vector<cuda::BlockFailure>> all;
       device_plans_.for_each([&](const runtime::PlanKey&, const DevicePlan& dp) {
         std::vector<cuda::BlockFailure> f(dp.nblocks);
         cudaError_t e = cudaMemcpyAsync(f.data(), dp.tables.failures, f.size() * sizeof(f[0]),
@@ -632,21 +640,25 @@ struct CudaVirtualRanks {
                      cudaGetErrorString(e);
           throw Error(failure_code_, failure_rank_, failure_);
         }
-        all.insert(all.end(), f.begin(), f.end());
+        all.push_back(std::move(f));
       });
       describe_failure(all);
       throw Error(failure_code_, failure_rank_, failure_);
     }
 
     // The root cause (failure_record.hpp): a block that stopped waiting for a peer that did not
-    // fail itself (that peer is missing, or stuck outside the plan). Its neighbours stop too,
-    // each waiting for a failed block. Only aborts: the host's abort(), as set already.
-    void describe_failure(const std::vector<cuda::BlockFailure>& f) {
-      const cuda::RootCause root = cuda::find_root_cause(f.data(), f.size());
+    // fail itself (that peer is missing, or stuck outside the plan), in the plan of the earliest
+    // timeout. Its neighbours stop too, each waiting for a failed block. Only aborts: the host's
+    // abort(), as set already.
+    void describe_failure(const std::vector<std::vector<cuda::BlockFailure>>& plans) {
+      const cuda::RootCause root = cuda::find_root_cause_among_plans(plans);
       if (root.cause == nullptr) return;
       failure_code_ = ErrorCode::Timeout;
       failure_rank_ = root.cause->rank;
-      failure_ = "cuda-virtual: " + cuda::describe_stop(*root.cause) + " past Config::timeout (" +
+      failure_ = "cuda-virtual: " + cuda::describe_stop(*root.cause) +
+                 (root.cause->step.result == sync::WaitResult::Timeout
+                      ? " past Config::timeout ("
+                      : " when another block timed out (Config::timeout ") +
                  std::to_string(config_.timeout.count()) + " ms); " + std::to_string(root.stopped) +
                  " blocks stopped";
     }

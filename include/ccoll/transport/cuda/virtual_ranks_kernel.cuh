@@ -52,7 +52,10 @@ namespace ccoll::transport::cuda {
 // (device memory; nullptr: the session ends) and the rank's buffers.
 struct SessionArgs {
   SessionQueueView queue;  // session_queue.cuh's ring, as the device sees it
-  AbortWords abort;        // the executor's abort words (raise: host-mapped; watch: device memory)
+  // The executor's abort words (raise: host-mapped; watch: device memory). The calls' waits
+  // watch the device copy; the waits between calls, one of which has no deadline, the
+  // host-mapped word, which abort() raises with a plain store: they poll host memory anyway.
+  AbortWords abort;
   std::uint64_t timeout_ns = 0;
   std::uint32_t nranks = 1;  // the plans' ranks: block b runs rank b % nranks's program
 };
@@ -84,7 +87,7 @@ __global__ void session_kernel(const SessionArgs args) {
       // block's record is its rank's (block c * nranks + r runs rank r's program of channel c),
       // read whole by each poll: one PCIe round trip takes the call.
       SessionWork w;
-      stop = session_wait_record(args.queue, j, blockIdx.x % args.nranks, args.abort.watch, w) !=
+      stop = session_wait_record(args.queue, j, blockIdx.x % args.nranks, args.abort.raise, w) !=
              sync::WaitResult::Ok;
       if (!stop) {
         tables = static_cast<const PlanTables*>(w.plan);
@@ -93,9 +96,10 @@ __global__ void session_kernel(const SessionArgs args) {
         output = w.output;
       }
       // A new plan shares the slot pool with the last one: every block must be done with it. An
-      // abort ends this wait too, and the block's call then fails at once on the same word.
+      // abort ends this wait and the kernel: the session has failed.
       if (!stop && j > 0 && tables != previous)
-        sync::poll_until([&] { return completed.load_acquire() >= j; }, args.abort.watch, 0);
+        stop = sync::poll_until([&] { return completed.load_acquire() >= j; }, args.abort.raise,
+                                0) != sync::WaitResult::Ok;
     }
     group.sync();
     if (stop) return;
@@ -117,7 +121,7 @@ __global__ void session_kernel(const SessionArgs args) {
     // The leader's verdict through the barrier itself, not the shared `stop`: the leader rewrites
     // that at the next item's top, perhaps before every thread has read it.
     const bool cut = group.leader() && !session_item_done<sync::Scope::device>(
-                                           args.queue, j, nblocks, args.abort.watch);
+                                           args.queue, j, nblocks, args.abort.raise);
     if (group.any(cut)) return;
   }
 }
