@@ -682,6 +682,38 @@ TEST_CASE("persistent session: a missing peer ends the kernel with a timeout") {
   for (auto* ptr : buf) REQUIRE_CUDA(cudaFree(ptr));
 }
 
+TEST_CASE("persistent session: abort() ends an idle session and a call stuck on a missing peer") {
+  Config c = make_config(4, 1);
+  c.verify_plans = false;
+  c.timeout = std::chrono::milliseconds(60000);  // only abort() can end either wait in time
+  std::vector<float*> buf(4);
+  for (auto& ptr : buf) REQUIRE_CUDA(cudaMalloc(&ptr, 4096 * 4));
+  std::vector<const void*> s(buf.begin(), buf.end());
+  std::vector<void*> rv(buf.begin(), buf.end());
+  const auto aborted_within = [&](bool stuck_call) {
+    CudaVirtualRanks::Executor ex(
+        c, stuck_call ? gpu_test::ring_without_rank1() : registered("ring", 4), "abort");
+    const auto t0 = std::chrono::steady_clock::now();
+    ErrorCode code = ErrorCode::System;
+    try {
+      transport::cuda::Session<float, ReduceOp::sum> session(ex, nullptr);
+      // Idle: the blocks wait for an item (no deadline). Stuck: they wait for rank 1 inside it.
+      if (stuck_call) (void)session.enqueue(s, rv, 4096);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ex.abort();
+      session.close();
+    } catch (const Error& e) {
+      code = e.code();
+      MESSAGE(e.what());
+    }
+    CHECK(code == ErrorCode::Aborted);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  CHECK(aborted_within(false) < 10.0);
+  CHECK(aborted_within(true) < 10.0);
+  for (auto* ptr : buf) REQUIRE_CUDA(cudaFree(ptr));
+}
+
 namespace {
 // The next forward pass of [C-Cube] Sec. III-D: one block that waits for each layer of rank r's
 // output and copies it the moment it is ready. A wrong table would copy partial sums. ready_ns[l]:
