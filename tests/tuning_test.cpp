@@ -64,22 +64,37 @@ void check_sizes(AR& ar, int p, const std::vector<std::uint64_t>& counts) {
 TEST_CASE("auto: the default table's choice per rank count and size") {
   const algo::BySize a;
   CHECK(a.name == "auto");
-  // Measured rank counts (docs/results/auto-tuning.md): at P = 2 the one-hop plan up to
-  // 512 KiB, then the ring (the staged direct plan, 2.3x slower than the ring at 1 MiB in the run
-  // that found it, is not chosen there); at P = 3 and 4 the one-hop plan in LowLatency for the
-  // smallest sizes and the ring for the largest.
+  // Measured rank counts (docs/results/auto-tuning.md): at P = 2 one-hop plans up to 2 MiB
+  // (recursive doubling is one exchange there), the ring to 8 MiB, then the staged direct plan;
+  // at P = 3 and 4 the one-hop plan in LowLatency for the smallest sizes, trees or rings for the
+  // largest. The staged direct allreduce, 2.3x slower than the ring at 1 MiB under mpirun
+  // (docs/results/auto-tuning-2026-11-28.md), is not chosen from 256 KiB to 8 MiB.
   CHECK(a.choose(2, 8).algorithm == "oneshot");
   CHECK(a.choose(2, 8).protocol == protocol::Id::low_latency);
-  CHECK(a.choose(2, 512 * 1024).algorithm == "oneshot");
-  CHECK(a.choose(2, 512 * 1024).protocol == protocol::Id::simple);
-  CHECK(a.choose(2, 1 << 20).algorithm == "ring");
+  CHECK(a.choose(2, 512 * 1024).algorithm == "recdoubling");
+  CHECK(a.choose(2, 512 * 1024).protocol == protocol::Id::low_latency);
+  CHECK(a.choose(2, 2 << 20).algorithm == "recdoubling");
+  CHECK(a.choose(2, 2 << 20).protocol == protocol::Id::low_latency);
   CHECK(a.choose(2, 4 << 20).algorithm == "ring");
+  CHECK(a.choose(2, 4 << 20).protocol == protocol::Id::simple);
+  CHECK(a.choose(2, 64 << 20).algorithm == "direct");
   CHECK(a.choose(3, 8).algorithm == "oneshot");
   CHECK(a.choose(3, 2048).protocol == protocol::Id::low_latency);
-  CHECK(a.choose(3, 4 << 20).algorithm == "ring");
+  CHECK(a.choose(3, 4 << 20).algorithm == "dbtree");
+  CHECK(a.choose(3, 4 << 20).protocol == protocol::Id::low_latency);
+  // Beyond the measured 64 MiB a LowLatency choice runs as Simple.
+  CHECK(a.choose(3, 64 << 20).protocol == protocol::Id::low_latency);
+  CHECK(a.choose(3, (64 << 20) + 4).algorithm == "dbtree");
+  CHECK(a.choose(3, (64 << 20) + 4).protocol == protocol::Id::simple);
   CHECK(a.choose(4, 8).algorithm == "oneshot");
   CHECK(a.choose(4, 1 << 20).algorithm == "ring");
   CHECK(a.choose(4, 64 << 20).algorithm == "ring");
+  for (int p : {2, 3, 4})
+    for (std::uint64_t bytes = 256 * 1024; bytes <= (8u << 20); bytes += 256 * 1024) {
+      CAPTURE(p);
+      CAPTURE(bytes);
+      CHECK(a.choose(p, bytes).algorithm != "direct");
+    }
   // Other rank counts.
   CHECK(a.choose(8, 2048).algorithm == "oneshot");
   CHECK(a.choose(8, 2048).protocol == protocol::Id::low_latency);
@@ -95,14 +110,16 @@ TEST_CASE("auto: the default table's choice per rank count and size") {
       CAPTURE(p);
       CAPTURE(count);
       const algo::SizeRule& rule = a.choose(p, count * 4);
-      CHECK(plan.algorithm.rfind(
-                rule.algorithm + (rule.protocol == protocol::Id::low_latency ? "+ll" : ""), 0) ==
-            0);
+      // "dbtree+ll", or "dbtree-overlap+ll" for the schedule that overlaps its trees.
+      CHECK(plan.algorithm.rfind(rule.algorithm, 0) == 0);
+      const bool ll = plan.algorithm.size() > 3 &&
+                      plan.algorithm.compare(plan.algorithm.size() - 3, 3, "+ll") == 0;
+      CHECK(ll == (rule.protocol == protocol::Id::low_latency));
       CHECK(plan::verify(plan).ok);
     }
-  // The message size counts bytes: 128 Ki doubles are 1 MiB.
-  CHECK(a.build(request(2, 128 * 1024, 8)).algorithm.rfind("ring", 0) == 0);
-  CHECK(a.build(request(2, 128 * 1024, 4)).algorithm == "oneshot");
+  // The message size counts bytes: 512 Ki doubles are 4 MiB.
+  CHECK(a.build(request(2, 512 * 1024, 8)).algorithm.rfind("ring", 0) == 0);
+  CHECK(a.build(request(2, 512 * 1024, 4)).algorithm == "recdoubling+ll");
 }
 
 TEST_CASE("auto on host threads: exact results on both sides of every threshold") {
@@ -110,11 +127,16 @@ TEST_CASE("auto on host threads: exact results on both sides of every threshold"
     Config c;
     c.nranks = p;
     Allreduce<transport::HostThreads, algo::BySize> ar(c);
-    // In floats: 1, 2, 4, 8, 32, 64, 128, 512 KiB and 1 MiB and
-    // one more element each; 300000 floats (1.2 MB) go to the bandwidth plans.
-    check_sizes(ar, p, {1,    256,   257,   512,   513,   1024,   1025,   2048,   2049,   8192,
-                        8193, 16384, 16385, 32768, 32769, 131072, 131073, 262144, 262145, 300000});
-    CHECK(ar.plan(300000, DataType::f32).algorithm.rfind("ring", 0) == 0);
+    // In floats: 1, 2, 4, 8, 32, 64, 128, 256, 512 KiB and 1, 2, 4, 8 MiB and one more
+    // element each: every threshold of the table at these rank counts.
+    check_sizes(ar, p,
+                {1,      256,    257,    512,     513,     1024,    1025,    2048,   2049,   8192,
+                 8193,   16384,  16385,  32768,   32769,   65536,   65537,   131072, 131073, 262144,
+                 262145, 524288, 524289, 1048576, 1048577, 2097152, 2097153, 300000});
+    // 300000 floats (1.2 MB): one exchange at P = 2, the double binary tree at P = 3, rings.
+    const char* expected = p == 2 ? "recdoubling" : p == 3 ? "dbtree" : "ring";
+    CAPTURE(p);
+    CHECK(ar.plan(300000, DataType::f32).algorithm.rfind(expected, 0) == 0);
   }
 }
 
