@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -1234,6 +1235,12 @@ TEST_CASE("--tune FILE: its candidates, its usage errors, and the table a run wr
   CHECK(parse({"--interleave", "1"}).interleave);
   CHECK(fails({"--interleave", "1", "--peer", "mpi", "--transport", "shm"}, "--interleave") == "");
   CHECK(usage_text().find("--tune FILE") != std::string::npos);
+  CHECK(!parse({"--tune", f}).tune_passes);  // resolved at the run: 3, under mpirun 1
+  CHECK(parse({"--tune", f, "--tune_passes", "5"}).tune_passes == 5);
+  CHECK(fails({"--tune_passes", "3"}, "--tune_passes: only with --tune") == "");
+  CHECK(fails({"--tune", f, "--tune_passes", "0"}, "--tune_passes") == "");
+  CHECK(fails({"--tune", f, "--tune_passes", "100"}, "--tune_passes") == "");
+  CHECK(usage_text().find("--tune_passes N") != std::string::npos);
 
   // +ll: the algorithm's plans in the LowLatency protocol, for the collective asked.
   const Prepared ll =
@@ -1325,5 +1332,124 @@ TEST_CASE("--tune FILE: its candidates, its usage errors, and the table a run wr
   CHECK(ccoll::algo::BySize(read_tune_base(f, true)).name ==
         ccoll::algo::BySize(ccoll::algo::gpu_tuning_table()).name);
   CHECK(ccoll::algo::BySize(read_tune_base(f, false)).name == ccoll::algo::BySize().name);
+}
+namespace {
+Row tune_row(const std::string& algo, std::uint64_t bytes, double time_us, long wrong = 0) {
+  Row r;
+  r.transport = "threads";
+  r.algo = algo;
+  r.nranks = 3;
+  r.bytes = bytes;
+  r.count = bytes / 4;
+  r.time_us = time_us;
+  r.algbw_GBps = time_us > 0 ? static_cast<double>(bytes) / time_us / 1e3 : 0;
+  r.busbw_GBps = r.algbw_GBps * 4 / 3;
+  r.wrong = wrong;
+  return r;
+}
+}  // namespace
+
+TEST_CASE("--tune in passes: each candidate's median, wrong results kept, the rows through JSON") {
+  // Three passes in which ring and oneshot+ll swap at 64 KiB from pass to pass: the median
+  // decides, a result wrong in one pass marks the median's row, and a candidate a pass did not
+  // measure counts over the others.
+  const std::vector<std::vector<Row>> passes = {
+      {tune_row("ring", 8, 9.0), tune_row("ring", 65536, 30.0), tune_row("oneshot+ll", 8, 2.0),
+       tune_row("oneshot+ll", 65536, 25.0)},
+      {tune_row("ring", 8, 8.0), tune_row("ring", 65536, 20.0), tune_row("oneshot+ll", 8, 2.5),
+       tune_row("oneshot+ll", 65536, 40.0, 3)},
+      {tune_row("ring", 8, 10.0), tune_row("ring", 65536, 22.0), tune_row("oneshot+ll", 8, 3.0)},
+  };
+  const PassMedians m = median_rows(passes);
+  REQUIRE(m.rows.size() == 4);
+  CHECK(m.rows[0].algo == "ring");
+  CHECK(m.rows[0].time_us == 9.0);
+  CHECK(m.spread[0] == doctest::Approx(10.0 / 8.0));
+  CHECK(m.rows[1].time_us == 22.0);
+  CHECK(m.measured[1] == 3);
+  CHECK(m.rows[2].time_us == 2.5);
+  CHECK(m.rows[2].wrong == 0);
+  // Two passes measured it: the slower of the middle two, and the wrong one marks it.
+  CHECK(m.measured[3] == 2);
+  CHECK(m.rows[3].time_us == 40.0);
+  CHECK(m.rows[3].wrong == 3);
+  // The table: oneshot+ll at 8 B, ring at 64 KiB (the wrong median never wins).
+  const auto rules =
+      ccoll::algo::derive_rules(ccoll::plan::Collective::allreduce, 3, tuned_times(m.rows));
+  REQUIRE(rules.size() == 2);
+  CHECK(ccoll::algo::candidate_name(rules[0].algorithm, rules[0].protocol) == "oneshot+ll");
+  CHECK(rules[1].algorithm == "ring");
+  const std::string text = format_pass_medians(m, 3, rules);
+  CAPTURE(text);
+  CHECK(text.find("over 3 passes") != std::string::npos);
+  CHECK(text.find("2.5*") != std::string::npos);
+  CHECK(text.find("22.0*") != std::string::npos);
+  CHECK(text.find("40.0!") != std::string::npos);
+
+  // rows_from_json reads back what to_json writes.
+  Report rep;
+  rep.rows = passes[0];
+  rep.rows[1].bound_busbw_GBps = 7.5;
+  rep.rows[2].paired_with = "ring";
+  rep.rows[3].collective = ccoll::plan::Collective::reduce_scatter;
+  rep.rows[3].dtype = ccoll::DataType::bf16;
+  rep.rows[3].op = ccoll::ReduceOp::max;
+  const std::vector<Row> back = rows_from_json(to_json(rep));
+  REQUIRE(back.size() == rep.rows.size());
+  for (std::size_t i = 0; i < back.size(); ++i) {
+    CAPTURE(i);
+    CHECK(back[i].algo == rep.rows[i].algo);
+    CHECK(back[i].bytes == rep.rows[i].bytes);
+    CHECK(back[i].count == rep.rows[i].count);
+    CHECK(back[i].time_us == doctest::Approx(rep.rows[i].time_us));
+    CHECK(back[i].busbw_GBps == doctest::Approx(rep.rows[i].busbw_GBps));
+    CHECK(back[i].wrong == rep.rows[i].wrong);
+    CHECK(back[i].paired_with == rep.rows[i].paired_with);
+    CHECK(back[i].collective == rep.rows[i].collective);
+    CHECK(back[i].dtype == rep.rows[i].dtype);
+    CHECK(back[i].op == rep.rows[i].op);
+    CHECK(back[i].bound_busbw_GBps == doctest::Approx(rep.rows[i].bound_busbw_GBps));
+  }
+  CHECK_THROWS(rows_from_json("{\"results\": 5}"));
+}
+
+TEST_CASE("--tune in passes: every pass runs in a process of its own") {
+  // Each pass reports its pass number and process id; the parent reads them back in order.
+  const auto pass = [](int k, const std::string& json) {
+    Report rep;
+    rep.rows.push_back(tune_row("ring", 8, 10.0 + k));
+    rep.rows.back().transport = std::to_string(::getpid());
+    std::ofstream(json) << to_json(rep);
+    return k == 1 ? 1 : 0;  // pass 2: a candidate failed, its rows still count
+  };
+  const TunePasses run = run_in_fresh_processes(3, pass);
+  REQUIRE(run.rows.size() == 3);
+  CHECK(run.status == 1);
+  std::vector<std::string> pids;
+  for (int k = 0; k < 3; ++k) {
+    REQUIRE(run.rows[k].size() == 1);
+    CHECK(run.rows[k][0].time_us == 10.0 + k);
+    pids.push_back(run.rows[k][0].transport);
+  }
+  CHECK(pids[0] != std::to_string(::getpid()));
+  CHECK(pids[0] != pids[1]);
+  CHECK(pids[1] != pids[2]);
+  // A usage error ends the run at the first pass; a pass that writes nothing or dies is an error.
+  int calls = 0;
+  const TunePasses usage = run_in_fresh_processes(3, [&](int, const std::string&) {
+    ++calls;  // in the child: the parent's count stays 0
+    return 2;
+  });
+  CHECK(usage.status == 2);
+  CHECK(usage.rows.empty());
+  CHECK(calls == 0);
+  CHECK_THROWS_WITH(run_in_fresh_processes(1, [](int, const std::string&) { return 0; }),
+                    doctest::Contains("wrote no results"));
+  // SIGKILL: doctest's crash handler, which the child inherits, reports other signals.
+  const auto killed = [](int, const std::string&) {
+    ::kill(::getpid(), SIGKILL);
+    return 0;
+  };
+  CHECK_THROWS_WITH(run_in_fresh_processes(1, killed), doctest::Contains("died"));
 }
 #endif  // CCOLL_PERF_CORE

@@ -744,6 +744,46 @@ int run_device(Report& report) {
   return printer.any_wrong() || algorithm_failed ? 1 : 0;
 }
 
+int run_here(Report& report, const char* argv0);
+
+// --tune in several passes (perf_tune.hpp): each pass runs in a fresh process and writes its rows;
+// the table, --json and --csv take each candidate's median.
+int run_tune_passes(Report& report, const char* argv0) {
+  const int passes = *report.options.tune_passes;
+  TunePasses run;
+  try {
+    run = run_in_fresh_processes(passes, [&](int k, const std::string& json) {
+      std::printf("#\n# --tune: pass %d of %d, in a fresh process\n", k + 1, passes);
+      Report pass = report;
+      pass.options.tune_path.clear();
+      pass.options.csv_path.clear();
+      pass.options.json_path = json;
+      return run_here(pass, argv0);
+    });
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ccoll_perf: %s\n", e.what());
+    return 1;
+  }
+  if (run.status == 2) return 2;
+  const PassMedians medians = median_rows(run.rows);
+  int nranks = report.options.nranks;
+  for (const Row& r : medians.rows) nranks = r.nranks;
+  report.options.nranks = nranks;
+  std::vector<ccoll::algo::SizeRule> rules;
+  try {
+    rules = ccoll::algo::derive_rules(report.options.collective, nranks, tuned_times(medians.rows));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ccoll_perf: --tune: %s\n", e.what());
+    return 1;
+  }
+  std::fputs(format_pass_medians(medians, passes, rules).c_str(), stdout);
+  // finish() writes the table (the same rules), --json and --csv from the medians.
+  Printer printer(report, Peer::none, is_device(report.options.transport));
+  for (const Row& r : medians.rows) printer.record(r);
+  printer.finish();
+  return std::max(run.status, printer.any_wrong() ? 1 : 0);
+}
+
 int main_impl(int argc, char** argv) {
   std::vector<std::string> argv_all(argv, argv + argc);
   Report report;
@@ -780,7 +820,28 @@ int main_impl(int argc, char** argv) {
   }
   report.command = command_line(argv_all);
   report.machine = read_machine_info();
+  if (!o.tune_path.empty()) {
+    const bool mpirun = launched_by_mpirun();
+    if (mpirun && o.tune_passes.value_or(1) > 1) {
+      std::fprintf(stderr,
+                   "ccoll_perf: --tune_passes %d: under mpirun the ranks are mpirun's processes, "
+                   "which one run cannot start afresh; run with --tune_passes 1 (the default "
+                   "under mpirun), or without mpirun (--transport shm -t P)\n",
+                   *o.tune_passes);
+      return 2;
+    }
+    report.options.tune_passes = o.tune_passes.value_or(mpirun ? 1 : 3);
+    // (--transport mpi without mpirun: run_here says how to start it, once.)
+    if (*report.options.tune_passes > 1 &&
+        transport_entry(o.transport).ranks != RankPlacement::mpirun)
+      return run_tune_passes(report, argv[0]);
+  }
+  return run_here(report, argv[0]);
+}
 
+// The run in this process: its ranks, or those it forks or takes from mpirun.
+int run_here(Report& report, const char* argv0) {
+  const Options& o = report.options;
   const TransportEntry& transport = transport_entry(o.transport);
   if (transport.ranks == RankPlacement::device) {
     if (launched_by_mpirun()) {
@@ -812,7 +873,7 @@ int main_impl(int argc, char** argv) {
     std::fprintf(stderr,
                  "ccoll_perf: --transport mpi runs one rank per MPI process: run\n"
                  "  mpirun --allow-run-as-root --oversubscribe -np 4 %s --transport mpi\n",
-                 argv[0]);
+                 argv0);
     return 2;
   }
   if (o.peer != Peer::none) {
@@ -821,7 +882,7 @@ int main_impl(int argc, char** argv) {
                  "ccoll_perf: --peer %s needs the ranks to be MPI processes: run\n"
                  "  mpirun --allow-run-as-root --oversubscribe -np 4 %s --transport shm --peer %s "
                  "-b 16M -e 64M -f 4\n",
-                 peer.c_str(), argv[0], peer.c_str());
+                 peer.c_str(), argv0, peer.c_str());
     return 2;
   }
   Prepared prepared;

@@ -127,6 +127,10 @@ struct Options {
   // --tune FILE: time the candidates (-a, or tune_candidates) and write the fastest per size
   // into FILE's table (algo/tuning.hpp), for this collective and rank count.
   std::string tune_path;
+  // --tune_passes N: --tune times every candidate N times, each pass in a fresh process, and the
+  // table takes each candidate's median; unset: 3 where ccoll_perf starts its ranks itself, 1
+  // under mpirun (whose processes one run cannot start afresh).
+  std::optional<int> tune_passes;
   // --interleave 1: time the algorithms in turn at each size (every round each once, the best
   // kept) instead of one after another; --tune always does.
   bool interleave = false;
@@ -147,6 +151,9 @@ struct Options {
 // --timeout's largest value: 2^31 - 1 ms (24.8 days). The library turns the timeout into
 // nanoseconds added to a clock reading, so a larger one could overflow.
 inline constexpr long kMaxTimeoutMs = 2147483647L;
+
+// --tune_passes's largest value.
+inline constexpr long kMaxTunePasses = 99;
 
 // The largest buffer ccoll_perf accepts: a quarter of the physical memory (no limit if unknown).
 inline std::uint64_t max_buffer_bytes() {
@@ -350,11 +357,15 @@ inline std::string usage_text() {
                           them alike; default 0 (--tune: 1)
       --tune FILE         time the candidates (-a; default: every algorithm on abstract ranks
                           that plans -C, each also as NAME+ll, the LowLatency protocol) and
-                          write the fastest per size into FILE's table for this collective and
+                          write the fastest per size (each candidate's median over
+                          --tune_passes passes) into FILE's table for this collective and
                           rank count (FILE is created from the default table, or updated: run
                           once per -t and -C); the candidates are interleaved (on a GPU
                           transport, timed one after another); use the table with -a auto
                           --tuning FILE
+      --tune_passes N     --tune times the candidates in N passes, each in a fresh process,
+                          and takes each candidate's median time per size (1..99); default 3,
+                          under mpirun 1 (mpirun's processes cannot be started afresh)
       --protocol P        ccoll::Config::protocol: simple (slot and counter) or ll (low
                           latency: flagged lines) for every size; default: the algorithm's
                           choice (auto: per size from the tuning table; others: simple)
@@ -599,6 +610,8 @@ inline Options parse_args(const std::vector<std::string>& args) {
     } else if (flag == "--tune") {
       o.tune_path = next();
       if (o.tune_path.empty()) throw detail::bad_value(flag, "expected a file name", "");
+    } else if (flag == "--tune_passes") {
+      o.tune_passes = static_cast<int>(detail::parse_long(flag, next(), 1, kMaxTunePasses));
     } else if (flag == "--tuning") {
       o.tuning_path = next();
       if (o.tuning_path.empty()) throw detail::bad_value(flag, "expected a file name", "");
@@ -653,6 +666,8 @@ inline Options parse_args(const std::vector<std::string>& args) {
     // candidates take turns at each size. A GPU transport times each call with CUDA events on a
     // device no other job uses: its candidates are timed one after another.
     o.interleave = !is_device(o.transport);
+  } else if (o.tune_passes) {
+    throw UsageError("--tune_passes: only with --tune FILE");
   }
   if (o.interleave) {
     if (o.peer != Peer::none)

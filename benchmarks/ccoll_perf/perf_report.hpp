@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -305,6 +306,8 @@ inline nlohmann::ordered_json to_json_value(const Report& rep) {
                    : is_device(o.transport) ? json("gpu_tuning_table")
                                             : json(nullptr);
   opts["tune"] = o.tune_path.empty() ? json(nullptr) : json(o.tune_path);
+  opts["tune_passes"] =
+      o.tune_path.empty() || !o.tune_passes ? json(nullptr) : json(*o.tune_passes);
   opts["interleave"] = o.interleave;
   opts["protocol"] = o.protocol.empty() ? json(nullptr) : json(o.protocol);
   opts["window"] = o.window;
@@ -361,6 +364,55 @@ inline nlohmann::ordered_json to_json_value(const Report& rep) {
 
 inline std::string to_json(const Report& rep) {
   return to_json_value(rep).dump(2) + "\n";
+}
+
+// The rows of a report that to_json wrote (its "results"), as far as the JSON keeps them: a
+// figure that was not finite (null) reads as 0. Throws std::runtime_error on a document that is
+// not such a report.
+inline std::vector<Row> rows_from_json(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  const auto number = [](const nlohmann::json& row, const char* key) {
+    const auto it = row.find(key);
+    return it == row.end() || !it->is_number() ? 0.0 : it->get<double>();
+  };
+  std::vector<Row> rows;
+  for (const nlohmann::json& row : j.at("results")) {
+    Row r;
+    const auto c = parse_collective(row.at("collective").get<std::string>());
+    const auto t = ccoll::parse_data_type(row.at("type").get<std::string>());
+    const auto op = ccoll::parse_reduce_op(row.at("op").get<std::string>());
+    if (!c || !t || !op)
+      throw std::runtime_error("a result row with an unknown collective, type or op");
+    r.collective = *c;
+    r.dtype = *t;
+    r.op = *op;
+    r.transport = row.at("transport").get<std::string>();
+    r.algo = row.at("algo").get<std::string>();
+    r.nranks = row.at("nranks").get<int>();
+    r.bytes = row.at("size").get<std::uint64_t>();
+    r.count = row.at("count").get<std::uint64_t>();
+    r.time_us = number(row, "time_us");
+    r.algbw_GBps = number(row, "algbw_GBps");
+    r.busbw_GBps = number(row, "busbw_GBps");
+    r.wrong = row.at("wrong").get<long>();
+    r.bound_busbw_GBps = number(row, "bound_busbw_GBps");
+    r.bound_time_us = number(row, "bound_time_us");
+    r.min_bound_time_us = number(row, "min_bound_time_us");
+    r.peer_busbw_GBps = number(row, "peer_busbw_GBps");
+    r.peer_algbw_GBps = number(row, "peer_algbw_GBps");
+    if (const auto it = row.find("peer_wrong"); it != row.end()) r.peer_wrong = it->get<long>();
+    if (const auto it = row.find("paired_with"); it != row.end())
+      r.paired_with = it->get<std::string>();
+    if (const auto it = row.find("launch"); it != row.end()) {
+      r.launch_channels = it->at("channels").get<unsigned>();
+      r.launch_blocks = it->at("blocks").get<unsigned long long>();
+      r.launch_threads = it->at("threads").get<unsigned>();
+      r.launch_sms = it->at("sms").get<int>();
+      r.launch_blocks_per_sm = it->at("blocks_per_sm").get<int>();
+    }
+    rows.push_back(std::move(r));
+  }
+  return rows;
 }
 
 // Joins argv into one shell-readable line for the header and the JSON.

@@ -5,14 +5,29 @@
 // written after it; a FILE that does not exist starts from the library's default table, so the
 // result always has a rule for every rank count and collective. Rows with wrong results never
 // win.
+//
+// On a shared or small machine one run's times of close candidates swap from run to run, and
+// between runs more than within one: where the scheduler puts the ranks and which pages the
+// buffers get are fixed for a process's life. So --tune times the candidates in several passes
+// (--tune_passes, default 3), each in a fresh process forked before any rank or buffer exists,
+// and the table takes each candidate's median per size.
 #pragma once
 
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ccoll/algo/by_size.hpp"
@@ -84,6 +99,157 @@ inline std::string write_tuning(const Options& o, int nranks, const std::vector<
     from = r.max_bytes + 1;
   }
   return report;
+}
+
+// Each candidate's median over the passes of a --tune run.
+struct PassMedians {
+  // Per candidate and size, in the order of their first appearance: the row of the pass whose
+  // time is the median (for an even count, the slower of the middle two), with the largest
+  // #wrong of any pass, so that a result wrong in one pass never wins.
+  std::vector<Row> rows;
+  std::vector<double> spread;  // per row: the slowest pass's time over the fastest's
+  std::vector<int> measured;   // per row: how many passes measured it
+};
+
+inline PassMedians median_rows(const std::vector<std::vector<Row>>& passes) {
+  std::map<std::pair<std::string, std::uint64_t>, std::size_t> index;
+  std::vector<std::vector<const Row*>> groups;
+  for (const std::vector<Row>& pass : passes)
+    for (const Row& r : pass) {
+      if (!r.paired_with.empty()) continue;  // a peer's row (--tune has no peer)
+      const auto [it, added] = index.try_emplace({r.algo, r.bytes}, groups.size());
+      if (added) groups.emplace_back();
+      groups[it->second].push_back(&r);
+    }
+  PassMedians m;
+  for (std::vector<const Row*>& g : groups) {
+    std::vector<const Row*> timed;
+    long wrong = -1;
+    for (const Row* r : g) {
+      wrong = std::max(wrong, r->wrong);
+      if (r->time_us > 0) timed.push_back(r);
+    }
+    std::sort(timed.begin(), timed.end(),
+              [](const Row* a, const Row* b) { return a->time_us < b->time_us; });
+    Row row = timed.empty() ? *g.front() : *timed[timed.size() / 2];
+    row.wrong = wrong;
+    m.rows.push_back(row);
+    m.spread.push_back(timed.empty() ? 0.0 : timed.back()->time_us / timed.front()->time_us);
+    m.measured.push_back(static_cast<int>(timed.size()));
+  }
+  return m;
+}
+
+// The medians as a table: a line per size, a column per candidate (time per call in us), the
+// choice of `rules` (derive_rules's, for the run's collective and rank count) marked with *, and
+// the spread of the chosen candidate's passes.
+inline std::string format_pass_medians(const PassMedians& m, int passes,
+                                       const std::vector<ccoll::algo::SizeRule>& rules) {
+  std::vector<std::string> names;
+  std::map<std::uint64_t, std::map<std::string, std::size_t>> by_size;
+  for (std::size_t i = 0; i < m.rows.size(); ++i) {
+    const Row& r = m.rows[i];
+    if (std::find(names.begin(), names.end(), r.algo) == names.end()) names.push_back(r.algo);
+    by_size[r.bytes][r.algo] = i;
+  }
+  std::string out = "#\n# --tune: each candidate's median time per call (us) over " +
+                    std::to_string(passes) +
+                    " passes, each in a fresh process;\n# * the table's choice (! a wrong "
+                    "result), spread: the choice's slowest pass over its fastest\n#       size";
+  char cell[64];
+  for (const std::string& n : names) {
+    std::snprintf(cell, sizeof cell, " %12s", n.c_str());
+    out += cell;
+  }
+  out += "   spread\n";
+  for (const auto& [bytes, row_of] : by_size) {
+    std::string chosen;
+    for (const ccoll::algo::SizeRule& r : rules)
+      if (bytes <= r.max_bytes) {
+        chosen = ccoll::algo::candidate_name(r.algorithm, r.protocol);
+        break;
+      }
+    std::snprintf(cell, sizeof cell, "# %10s", format_size(bytes).c_str());
+    out += cell;
+    double spread = 0;
+    for (const std::string& n : names) {
+      const auto it = row_of.find(n);
+      if (it == row_of.end() || m.rows[it->second].time_us <= 0) {
+        out += "            -";
+        continue;
+      }
+      const Row& r = m.rows[it->second];
+      const bool mark = n == chosen;
+      if (mark) spread = m.spread[it->second];
+      std::snprintf(cell, sizeof cell, " %11.1f%s", r.time_us,
+                    r.wrong > 0 ? "!"
+                    : mark      ? "*"
+                                : " ");
+      out += cell;
+    }
+    if (spread > 0) {
+      std::snprintf(cell, sizeof cell, "   %5.2fx", spread);
+      out += cell;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+// What the passes of a --tune run gave: each pass's rows, and the worst exit status of a pass
+// (1: a wrong result or a candidate that failed; its rows still count, and wrong ones never win).
+struct TunePasses {
+  std::vector<std::vector<Row>> rows;
+  int status = 0;
+};
+
+// Runs `pass(k, json_path)` for k = 0 .. passes-1, one after another, each in a process forked
+// for it (so that its ranks, threads and buffers are new), and reads the rows of the JSON report
+// it wrote to json_path. A pass that exits with status 2 (a usage error) ends the run with that
+// status and no rows; one that dies, or ends without a report, throws std::runtime_error.
+inline TunePasses run_in_fresh_processes(int passes,
+                                         const std::function<int(int, const std::string&)>& pass) {
+  TunePasses result;
+  for (int k = 0; k < passes; ++k) {
+    const std::filesystem::path json =
+        std::filesystem::temp_directory_path() /
+        ("ccoll_perf_tune." + std::to_string(::getpid()) + "." + std::to_string(k) + ".json");
+    std::filesystem::remove(json);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const pid_t child = ::fork();
+    if (child < 0) throw std::runtime_error("--tune: fork failed");
+    if (child == 0) {
+      int rc = 1;
+      try {
+        rc = pass(k, json.string());
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "ccoll_perf: --tune pass %d: %s\n", k + 1, e.what());
+      }
+      std::fflush(stdout);
+      std::fflush(stderr);
+      ::_exit(rc);
+    }
+    int wstatus = 0;
+    while (::waitpid(child, &wstatus, 0) < 0)
+      if (errno != EINTR) throw std::runtime_error("--tune: waitpid failed");
+    if (!WIFEXITED(wstatus))
+      throw std::runtime_error("--tune: pass " + std::to_string(k + 1) + " died (signal " +
+                               std::to_string(WTERMSIG(wstatus)) + ")");
+    const int rc = WEXITSTATUS(wstatus);
+    if (rc == 2) return TunePasses{{}, 2};
+    std::ifstream in(json);
+    if (!in)
+      throw std::runtime_error("--tune: pass " + std::to_string(k + 1) + " (exit status " +
+                               std::to_string(rc) + ") wrote no results");
+    std::stringstream text;
+    text << in.rdbuf();
+    in.close();
+    std::filesystem::remove(json);
+    result.rows.push_back(rows_from_json(text.str()));
+    result.status = std::max(result.status, rc);
+  }
+  return result;
 }
 
 }  // namespace ccoll_perf
