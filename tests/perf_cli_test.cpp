@@ -1351,17 +1351,18 @@ Row tune_row(const std::string& algo, std::uint64_t bytes, double time_us, long 
 
 TEST_CASE("--tune in passes: each candidate's median, wrong results kept, the rows through JSON") {
   // Three passes in which ring and oneshot+ll swap at 64 KiB from pass to pass: the median
-  // decides, a result wrong in one pass marks the median's row, and a candidate a pass did not
-  // measure counts over the others.
+  // decides, a result wrong in one pass marks the median's row, and a pass that did not measure
+  // a candidate counts as slower than any time. direct, fastest in the one pass that measured
+  // it, has no median.
   const std::vector<std::vector<Row>> passes = {
       {tune_row("ring", 8, 9.0), tune_row("ring", 65536, 30.0), tune_row("oneshot+ll", 8, 2.0),
-       tune_row("oneshot+ll", 65536, 25.0)},
+       tune_row("oneshot+ll", 65536, 25.0), tune_row("direct", 8, 1.0)},
       {tune_row("ring", 8, 8.0), tune_row("ring", 65536, 20.0), tune_row("oneshot+ll", 8, 2.5),
-       tune_row("oneshot+ll", 65536, 40.0, 3)},
+       tune_row("oneshot+ll", 65536, 40.0, 3), tune_row("direct", 8, 0.0)},
       {tune_row("ring", 8, 10.0), tune_row("ring", 65536, 22.0), tune_row("oneshot+ll", 8, 3.0)},
   };
   const PassMedians m = median_rows(passes);
-  REQUIRE(m.rows.size() == 4);
+  REQUIRE(m.rows.size() == 5);
   CHECK(m.rows[0].algo == "ring");
   CHECK(m.rows[0].time_us == 9.0);
   CHECK(m.spread[0] == doctest::Approx(10.0 / 8.0));
@@ -1373,6 +1374,10 @@ TEST_CASE("--tune in passes: each candidate's median, wrong results kept, the ro
   CHECK(m.measured[3] == 2);
   CHECK(m.rows[3].time_us == 40.0);
   CHECK(m.rows[3].wrong == 3);
+  CHECK(m.rows[4].algo == "direct");
+  CHECK(m.measured[4] == 1);
+  CHECK(m.rows[4].time_us == 0.0);
+  CHECK(m.rows[4].busbw_GBps == 0.0);
   // The table: oneshot+ll at 8 B, ring at 64 KiB (the wrong median never wins).
   const auto rules =
       ccoll::algo::derive_rules(ccoll::plan::Collective::allreduce, 3, tuned_times(m.rows));
@@ -1385,20 +1390,73 @@ TEST_CASE("--tune in passes: each candidate's median, wrong results kept, the ro
   CHECK(text.find("2.5*") != std::string::npos);
   CHECK(text.find("22.0*") != std::string::npos);
   CHECK(text.find("40.0!") != std::string::npos);
+  CHECK(text.find("recdoubling+ll") == std::string::npos);
+  // Columns as wide as the longest name: every line of the table as long as its header.
+  const PassMedians wide = median_rows(
+      {{tune_row("recdoubling+ll", 8, 1.0), tune_row("ring", 8, 2.0), tune_row("ring", 64, 3.0)}});
+  const std::string wide_text = format_pass_medians(wide, 1, {});
+  CAPTURE(wide_text);
+  std::istringstream in(wide_text);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  REQUIRE(lines.size() >= 3);
+  const std::string& header = lines[lines.size() - 3];  // then 8 B, then 64 B (recdoubling+ll: -)
+  REQUIRE(header.ends_with("   spread"));
+  CHECK(lines[lines.size() - 2].size() == header.size() - std::string("   spread").size());
+  CHECK(lines[lines.size() - 1].size() == header.size() - std::string("   spread").size());
+  CHECK(wide_text.find("recdoubling+ll") != std::string::npos);
 
-  // rows_from_json reads back what to_json writes.
+  // report_from_json reads back what to_json writes.
   Report rep;
+  rep.machine.cpu_model = "a cpu";
+  rep.machine.cores = 2;
+  rep.machine.hostname = "host";
+  rep.machine.date_utc = "2026-11-30 21:00:00 UTC";
+  rep.machine.load_average = "1.00 2.00 3.00";
+  MemoryBandwidth bw;
+  bw.threads = 2;
+  bw.copy_GBps = 11.5;
+  bw.copy_nt_GBps = 9.25;
+  rep.membw.push_back(bw);
+  rep.bound_membw_GBps = 11.5;
   rep.rows = passes[0];
   rep.rows[1].bound_busbw_GBps = 7.5;
+  rep.rows[1].bound_time_us = 3.5;
+  rep.rows[1].min_bound_time_us = 1.25;
   rep.rows[2].paired_with = "ring";
   rep.rows[3].collective = ccoll::plan::Collective::reduce_scatter;
   rep.rows[3].dtype = ccoll::DataType::bf16;
   rep.rows[3].op = ccoll::ReduceOp::max;
-  const std::vector<Row> back = rows_from_json(to_json(rep));
+  rep.rows[3].nranks = 4;
+  rep.rows[3].transport = "shm";
+  rep.rows[3].launch_channels = 2;
+  rep.rows[3].launch_blocks = 16;
+  rep.rows[3].launch_threads = 512;
+  rep.rows[3].launch_sms = 132;
+  rep.rows[3].launch_blocks_per_sm = 2;
+  const ReportData data = report_from_json(to_json(rep));
+  CHECK(data.machine.cpu_model == "a cpu");
+  CHECK(data.machine.cores == 2);
+  CHECK(data.machine.load_average == "1.00 2.00 3.00");
+  REQUIRE(data.membw.size() == 1);
+  CHECK(data.membw[0].threads == 2);
+  CHECK(data.membw[0].copy_GBps == 11.5);
+  CHECK(data.membw[0].copy_nt_GBps == 9.25);
+  CHECK(data.bound_membw_GBps == 11.5);
+  const std::vector<Row>& back = data.rows;
   REQUIRE(back.size() == rep.rows.size());
+  CHECK(back[1].bound_time_us == doctest::Approx(3.5));
+  CHECK(back[1].min_bound_time_us == doctest::Approx(1.25));
+  CHECK(back[3].launch_channels == 2);
+  CHECK(back[3].launch_blocks == 16);
+  CHECK(back[3].launch_threads == 512);
+  CHECK(back[3].launch_sms == 132);
+  CHECK(back[3].launch_blocks_per_sm == 2);
   for (std::size_t i = 0; i < back.size(); ++i) {
     CAPTURE(i);
     CHECK(back[i].algo == rep.rows[i].algo);
+    CHECK(back[i].nranks == rep.rows[i].nranks);
+    CHECK(back[i].transport == rep.rows[i].transport);
     CHECK(back[i].bytes == rep.rows[i].bytes);
     CHECK(back[i].count == rep.rows[i].count);
     CHECK(back[i].time_us == doctest::Approx(rep.rows[i].time_us));
@@ -1410,7 +1468,7 @@ TEST_CASE("--tune in passes: each candidate's median, wrong results kept, the ro
     CHECK(back[i].op == rep.rows[i].op);
     CHECK(back[i].bound_busbw_GBps == doctest::Approx(rep.rows[i].bound_busbw_GBps));
   }
-  CHECK_THROWS(rows_from_json("{\"results\": 5}"));
+  CHECK_THROWS(report_from_json("{\"results\": 5}"));
 }
 
 TEST_CASE("--tune in passes: every pass runs in a process of its own") {
@@ -1423,13 +1481,13 @@ TEST_CASE("--tune in passes: every pass runs in a process of its own") {
     return k == 1 ? 1 : 0;  // pass 2: a candidate failed, its rows still count
   };
   const TunePasses run = run_in_fresh_processes(3, pass);
-  REQUIRE(run.rows.size() == 3);
+  REQUIRE(run.reports.size() == 3);
   CHECK(run.status == 1);
   std::vector<std::string> pids;
   for (int k = 0; k < 3; ++k) {
-    REQUIRE(run.rows[k].size() == 1);
-    CHECK(run.rows[k][0].time_us == 10.0 + k);
-    pids.push_back(run.rows[k][0].transport);
+    REQUIRE(run.reports[k].rows.size() == 1);
+    CHECK(run.reports[k].rows[0].time_us == 10.0 + k);
+    pids.push_back(run.reports[k].rows[0].transport);
   }
   CHECK(pids[0] != std::to_string(::getpid()));
   CHECK(pids[0] != pids[1]);
@@ -1441,7 +1499,7 @@ TEST_CASE("--tune in passes: every pass runs in a process of its own") {
     return 2;
   });
   CHECK(usage.status == 2);
-  CHECK(usage.rows.empty());
+  CHECK(usage.reports.empty());
   CHECK(calls == 0);
   CHECK_THROWS_WITH(run_in_fresh_processes(1, [](int, const std::string&) { return 0; }),
                     doctest::Contains("wrote no results"));

@@ -746,8 +746,9 @@ int run_device(Report& report) {
 
 int run_here(Report& report, const char* argv0);
 
-// --tune in several passes (perf_tune.hpp): each pass runs in a fresh process and writes its rows;
-// the table, --json and --csv take each candidate's median.
+// --tune in several passes (perf_tune.hpp): each pass runs in a fresh process and writes its
+// report; the table, --json and --csv take each candidate's median, and the first pass's memory
+// bandwidths.
 int run_tune_passes(Report& report, const char* argv0) {
   const int passes = *report.options.tune_passes;
   TunePasses run;
@@ -755,6 +756,7 @@ int run_tune_passes(Report& report, const char* argv0) {
     run = run_in_fresh_processes(passes, [&](int k, const std::string& json) {
       std::printf("#\n# --tune: pass %d of %d, in a fresh process\n", k + 1, passes);
       Report pass = report;
+      pass.machine = read_machine_info();  // this pass's start: date and load
       pass.options.tune_path.clear();
       pass.options.csv_path.clear();
       pass.options.json_path = json;
@@ -765,7 +767,13 @@ int run_tune_passes(Report& report, const char* argv0) {
     return 1;
   }
   if (run.status == 2) return 2;
-  const PassMedians medians = median_rows(run.rows);
+  std::vector<std::vector<Row>> rows;
+  for (const ReportData& r : run.reports) rows.push_back(r.rows);
+  const PassMedians medians = median_rows(rows);
+  if (!run.reports.empty()) {
+    report.membw = run.reports.front().membw;
+    report.bound_membw_GBps = run.reports.front().bound_membw_GBps;
+  }
   int nranks = report.options.nranks;
   for (const Row& r : medians.rows) nranks = r.nranks;
   report.options.nranks = nranks;
@@ -830,7 +838,9 @@ int main_impl(int argc, char** argv) {
                    *o.tune_passes);
       return 2;
     }
-    report.options.tune_passes = o.tune_passes.value_or(mpirun ? 1 : 3);
+    // A GPU transport times each call with CUDA events on a device no other job uses: one pass,
+    // unless asked (device time is what a GPU user has least of).
+    report.options.tune_passes = o.tune_passes.value_or(mpirun || is_device(o.transport) ? 1 : 3);
     // (--transport mpi without mpirun: run_here says how to start it, once.)
     if (*report.options.tune_passes > 1 &&
         transport_entry(o.transport).ranks != RankPlacement::mpirun)

@@ -129,7 +129,7 @@ struct Options {
   std::string tune_path;
   // --tune_passes N: --tune times every candidate N times, each pass in a fresh process, and the
   // table takes each candidate's median; unset: 3 where ccoll_perf starts its ranks itself, 1
-  // under mpirun (whose processes one run cannot start afresh).
+  // under mpirun (whose processes one run cannot start afresh) and on a GPU transport.
   std::optional<int> tune_passes;
   // --interleave 1: time the algorithms in turn at each size (every round each once, the best
   // kept) instead of one after another; --tune always does.
@@ -365,7 +365,8 @@ inline std::string usage_text() {
                           --tuning FILE
       --tune_passes N     --tune times the candidates in N passes, each in a fresh process,
                           and takes each candidate's median time per size (1..99); default 3,
-                          under mpirun 1 (mpirun's processes cannot be started afresh)
+                          1 under mpirun (mpirun's processes cannot be started afresh) and on
+                          a GPU transport
       --protocol P        ccoll::Config::protocol: simple (slot and counter) or ll (low
                           latency: flagged lines) for every size; default: the algorithm's
                           choice (auto: per size from the tuning table; others: simple)

@@ -366,16 +366,40 @@ inline std::string to_json(const Report& rep) {
   return to_json_value(rep).dump(2) + "\n";
 }
 
-// The rows of a report that to_json wrote (its "results"), as far as the JSON keeps them: a
-// figure that was not finite (null) reads as 0. Throws std::runtime_error on a document that is
-// not such a report.
-inline std::vector<Row> rows_from_json(const std::string& text) {
+// What a run's JSON report (to_json) keeps of the measurements: the machine, the memory
+// bandwidths and their bound, and the rows (a figure that was not finite, null, reads as 0); not
+// the options or a GPU's calibration. Throws on a document that is not such a report.
+struct ReportData {
+  MachineInfo machine;
+  std::vector<MemoryBandwidth> membw;
+  double bound_membw_GBps = 0;
+  std::vector<Row> rows;
+};
+
+inline ReportData report_from_json(const std::string& text) {
   const nlohmann::json j = nlohmann::json::parse(text);
   const auto number = [](const nlohmann::json& row, const char* key) {
     const auto it = row.find(key);
     return it == row.end() || !it->is_number() ? 0.0 : it->get<double>();
   };
-  std::vector<Row> rows;
+  ReportData data;
+  const nlohmann::json& m = j.at("machine");
+  data.machine.cpu_model = m.at("cpu").get<std::string>();
+  data.machine.cores = m.at("cores").get<int>();
+  data.machine.hostname = m.at("hostname").get<std::string>();
+  data.machine.date_utc = m.at("date_utc").get<std::string>();
+  data.machine.load_average = m.at("load_average").get<std::string>();
+  for (const nlohmann::json& b : j.at("memory_bandwidth")) {
+    MemoryBandwidth mb;
+    mb.threads = b.at("threads").get<int>();
+    mb.copy_GBps = number(b, "copy_GBps");
+    mb.scale_GBps = number(b, "scale_GBps");
+    mb.triad_GBps = number(b, "triad_GBps");
+    mb.copy_nt_GBps = number(b, "copy_nt_GBps");
+    data.membw.push_back(mb);
+  }
+  data.bound_membw_GBps = number(j, "bound_membw_GBps");
+  std::vector<Row>& rows = data.rows;
   for (const nlohmann::json& row : j.at("results")) {
     Row r;
     const auto c = parse_collective(row.at("collective").get<std::string>());
@@ -412,7 +436,7 @@ inline std::vector<Row> rows_from_json(const std::string& text) {
     }
     rows.push_back(std::move(r));
   }
-  return rows;
+  return data;
 }
 
 // Joins argv into one shell-readable line for the header and the JSON.

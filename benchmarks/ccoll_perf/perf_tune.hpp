@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -27,6 +28,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -105,33 +107,45 @@ inline std::string write_tuning(const Options& o, int nranks, const std::vector<
 struct PassMedians {
   // Per candidate and size, in the order of their first appearance: the row of the pass whose
   // time is the median (for an even count, the slower of the middle two), with the largest
-  // #wrong of any pass, so that a result wrong in one pass never wins.
+  // #wrong of any pass, so that a result wrong in one pass never wins. A pass that did not
+  // measure the candidate (it failed, or was not run) counts as slower than any time: a
+  // candidate measured in fewer than half the passes has no median (time 0), and never wins.
   std::vector<Row> rows;
-  std::vector<double> spread;  // per row: the slowest pass's time over the fastest's
+  std::vector<double> spread;  // per row: the slowest measured pass's time over the fastest's
   std::vector<int> measured;   // per row: how many passes measured it
 };
 
 inline PassMedians median_rows(const std::vector<std::vector<Row>>& passes) {
   std::map<std::pair<std::string, std::uint64_t>, std::size_t> index;
-  std::vector<std::vector<const Row*>> groups;
-  for (const std::vector<Row>& pass : passes)
-    for (const Row& r : pass) {
+  std::vector<std::vector<const Row*>> groups;  // per candidate and size: its row in each pass
+  for (std::size_t k = 0; k < passes.size(); ++k)
+    for (const Row& r : passes[k]) {
       if (!r.paired_with.empty()) continue;  // a peer's row (--tune has no peer)
       const auto [it, added] = index.try_emplace({r.algo, r.bytes}, groups.size());
-      if (added) groups.emplace_back();
-      groups[it->second].push_back(&r);
+      if (added) groups.emplace_back(passes.size(), nullptr);
+      groups[it->second][k] = &r;
     }
   PassMedians m;
-  for (std::vector<const Row*>& g : groups) {
+  for (const std::vector<const Row*>& g : groups) {
     std::vector<const Row*> timed;
+    const Row* any = nullptr;
     long wrong = -1;
     for (const Row* r : g) {
+      if (r == nullptr) continue;
+      any = r;
       wrong = std::max(wrong, r->wrong);
       if (r->time_us > 0) timed.push_back(r);
     }
     std::sort(timed.begin(), timed.end(),
               [](const Row* a, const Row* b) { return a->time_us < b->time_us; });
-    Row row = timed.empty() ? *g.front() : *timed[timed.size() / 2];
+    // The median of all passes, the unmeasured ones last.
+    const std::size_t middle = g.size() / 2;
+    Row row = *any;
+    if (middle < timed.size()) {
+      row = *timed[middle];
+    } else {
+      row.time_us = row.algbw_GBps = row.busbw_GBps = 0;
+    }
     row.wrong = wrong;
     m.rows.push_back(row);
     m.spread.push_back(timed.empty() ? 0.0 : timed.back()->time_us / timed.front()->time_us);
@@ -152,13 +166,16 @@ inline std::string format_pass_medians(const PassMedians& m, int passes,
     if (std::find(names.begin(), names.end(), r.algo) == names.end()) names.push_back(r.algo);
     by_size[r.bytes][r.algo] = i;
   }
+  int width = 10;
+  for (const std::string& n : names) width = std::max(width, static_cast<int>(n.size()) + 1);
   std::string out = "#\n# --tune: each candidate's median time per call (us) over " +
                     std::to_string(passes) +
-                    " passes, each in a fresh process;\n# * the table's choice (! a wrong "
-                    "result), spread: the choice's slowest pass over its fastest\n#       size";
-  char cell[64];
+                    " passes, each in a fresh process;\n# * the table's choice, ! a wrong "
+                    "result, - measured in fewer than half the passes;\n# spread: the "
+                    "choice's slowest pass over its fastest\n#       size";
+  char cell[96];
   for (const std::string& n : names) {
-    std::snprintf(cell, sizeof cell, " %12s", n.c_str());
+    std::snprintf(cell, sizeof cell, " %*s", width + 1, n.c_str());
     out += cell;
   }
   out += "   spread\n";
@@ -175,13 +192,14 @@ inline std::string format_pass_medians(const PassMedians& m, int passes,
     for (const std::string& n : names) {
       const auto it = row_of.find(n);
       if (it == row_of.end() || m.rows[it->second].time_us <= 0) {
-        out += "            -";
+        std::snprintf(cell, sizeof cell, " %*s ", width, "-");
+        out += cell;
         continue;
       }
       const Row& r = m.rows[it->second];
       const bool mark = n == chosen;
       if (mark) spread = m.spread[it->second];
-      std::snprintf(cell, sizeof cell, " %11.1f%s", r.time_us,
+      std::snprintf(cell, sizeof cell, " %*.1f%s", width, r.time_us,
                     r.wrong > 0 ? "!"
                     : mark      ? "*"
                                 : " ");
@@ -196,25 +214,36 @@ inline std::string format_pass_medians(const PassMedians& m, int passes,
   return out;
 }
 
-// What the passes of a --tune run gave: each pass's rows, and the worst exit status of a pass
+// What the passes of a --tune run gave: each pass's report, and the worst exit status of a pass
 // (1: a wrong result or a candidate that failed; its rows still count, and wrong ones never win).
 struct TunePasses {
-  std::vector<std::vector<Row>> rows;
+  std::vector<ReportData> reports;
   int status = 0;
 };
 
 // Runs `pass(k, json_path)` for k = 0 .. passes-1, one after another, each in a process forked
-// for it (so that its ranks, threads and buffers are new), and reads the rows of the JSON report
-// it wrote to json_path. A pass that exits with status 2 (a usage error) ends the run with that
-// status and no rows; one that dies, or ends without a report, throws std::runtime_error.
+// for it (so that its ranks, threads and buffers are new), and reads the JSON report it wrote to
+// json_path (in a directory of this run's own, removed at the end). A pass that exits with status
+// 2 (a usage error) ends the run with that status and no reports; one that dies, or ends without
+// a report, throws std::runtime_error.
 inline TunePasses run_in_fresh_processes(int passes,
                                          const std::function<int(int, const std::string&)>& pass) {
+  std::string dir_template =
+      (std::filesystem::temp_directory_path() / "ccoll_perf_tune.XXXXXX").string();
+  if (::mkdtemp(dir_template.data()) == nullptr)
+    throw std::runtime_error("--tune: cannot make a directory for the passes' reports in " +
+                             std::filesystem::temp_directory_path().string());
+  const std::filesystem::path dir = dir_template;
+  struct RemoveDir {
+    std::filesystem::path dir;
+    ~RemoveDir() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } remove_dir{dir};
   TunePasses result;
   for (int k = 0; k < passes; ++k) {
-    const std::filesystem::path json =
-        std::filesystem::temp_directory_path() /
-        ("ccoll_perf_tune." + std::to_string(::getpid()) + "." + std::to_string(k) + ".json");
-    std::filesystem::remove(json);
+    const std::string json = (dir / ("pass-" + std::to_string(k + 1) + ".json")).string();
     std::fflush(stdout);
     std::fflush(stderr);
     const pid_t child = ::fork();
@@ -222,9 +251,11 @@ inline TunePasses run_in_fresh_processes(int passes,
     if (child == 0) {
       int rc = 1;
       try {
-        rc = pass(k, json.string());
+        rc = pass(k, json);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "ccoll_perf: --tune pass %d: %s\n", k + 1, e.what());
+      } catch (...) {
+        std::fprintf(stderr, "ccoll_perf: --tune pass %d: an unknown exception\n", k + 1);
       }
       std::fflush(stdout);
       std::fflush(stderr);
@@ -244,9 +275,7 @@ inline TunePasses run_in_fresh_processes(int passes,
                                std::to_string(rc) + ") wrote no results");
     std::stringstream text;
     text << in.rdbuf();
-    in.close();
-    std::filesystem::remove(json);
-    result.rows.push_back(rows_from_json(text.str()));
+    result.reports.push_back(report_from_json(text.str()));
     result.status = std::max(result.status, rc);
   }
   return result;

@@ -3,7 +3,7 @@
 # passes (3: the default; 1: one run's table, as before), staged buffers, 128 KiB-64 MiB:
 # allreduce and broadcast at P = 2 and 4. compare.py scores how well A's table does by B's times
 # and the other way round.
-#   docs/results/tune-passes-2026-11-30/run.sh BUILD_DIR OUT_DIR PASSES
+#   docs/results/auto-tuning-2026-11-30b/run.sh BUILD_DIR OUT_DIR PASSES
 set -euo pipefail
 build=$1 out=$2 passes=$3
 mkdir -p "$out"
