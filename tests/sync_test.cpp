@@ -246,3 +246,78 @@ TEST_CASE("poll_until: ready, abort, deadline, and a ready value at the deadline
   const std::uint64_t deadline = now_ns() + 1'000'000;
   CHECK(poll_until([&] { return now_ns() >= deadline; }, nullptr, deadline) == WaitResult::Ok);
 }
+
+TEST_CASE("relayed abort word: one read of the host word per interval, raised for every waiter") {
+  using R = RelayedAbortWord;
+  std::uint32_t host = 0;
+  R relay;
+  relay.host = &host;
+  const std::uint32_t* watch = &relay.word;
+  // Idle: not raised, and the host word is read once per interval on the waiters' clock.
+  CHECK(!abort_raised(watch, 1'000));
+  CHECK(relay.host_reads == 1);
+  CHECK(!abort_raised(watch, 1'000 + R::kRelayNs - 1));
+  CHECK(relay.host_reads == 1);
+  CHECK(!abort_raised(watch, 1'000 + R::kRelayNs));
+  CHECK(relay.host_reads == 2);
+  CHECK(relay.word == R::kRelayIdle);
+  // Raised on the host: the next due read raises the device word, which every later check sees
+  // without another read of the host word.
+  host = 1;
+  CHECK(!abort_raised(watch, 1'000 + R::kRelayNs + 1));
+  CHECK(abort_raised(watch, 1'000 + 2 * R::kRelayNs));
+  CHECK(relay.host_reads == 3);
+  CHECK(relay.word == 1u);
+  CHECK(abort_raised(watch, 0));
+  CHECK(relay.host_reads == 3);
+  // A failing block raises the device word itself: seen at once, whatever the clock.
+  R own;
+  std::uint32_t quiet = 0;
+  own.host = &quiet;
+  CHECK(!abort_raised(&own.word, 5));
+  own.word = 1;
+  CHECK(abort_raised(&own.word, 6));
+  CHECK(own.host_reads == 1);
+  // A plain word is unchanged: zero or not.
+  std::uint32_t plain = 0;
+  CHECK(!abort_raised(&plain, 0));
+  plain = 1;
+  CHECK(abort_raised(&plain, 0));
+  CHECK(!abort_raised(nullptr, 0));
+}
+
+TEST_CASE("relayed abort word: waiting threads share the host reads and all stop on a raise") {
+  // Eight waits that never become ready watch one relayed word; the host raises its word after a
+  // while. Every wait ends Aborted, and the host word was read at most once per interval in all,
+  // not once per interval per waiter: each claim moves the next read an interval past the clock
+  // that claimed it.
+  constexpr int kWaiters = 8;
+  std::uint32_t host = 0;
+  RelayedAbortWord relay;
+  relay.host = &host;
+  std::atomic<int> aborted{0};
+  const std::uint64_t t0 = now_ns();
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < kWaiters; ++i)
+    waiters.emplace_back([&] {
+      if (poll_until([] { return false; }, &relay.word, now_ns() + 10'000'000'000ull) ==
+          WaitResult::Aborted)
+        aborted.fetch_add(1);
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  AtomicWord<std::uint32_t>(&host).store_release(1);
+  for (auto& t : waiters) t.join();
+  const std::uint64_t elapsed = now_ns() - t0;
+  CHECK(aborted.load() == kWaiters);
+  const std::uint64_t reads = AtomicWord<std::uint64_t>(&relay.host_reads).load_acquire();
+  CAPTURE(reads);
+  CAPTURE(elapsed);
+  CHECK(reads >= 1);
+  CHECK(reads <= elapsed / RelayedAbortWord::kRelayNs + 1);
+  // Never raised: a relayed wait ends at its deadline like any other.
+  std::uint32_t quiet = 0;
+  RelayedAbortWord idle;
+  idle.host = &quiet;
+  CHECK(poll_until([] { return false; }, &idle.word, now_ns() + 2'000'000) == WaitResult::Timeout);
+  CHECK(idle.word == RelayedAbortWord::kRelayIdle);
+}

@@ -31,6 +31,14 @@
 #define CCOLL_DEVICE_NOINLINE
 #endif
 
+// A function compiled as a call on the host and the GPU: a rare path kept out of the loops that
+// call it (and out of the compiler's view of the objects they pass it).
+#if defined(__CUDACC__)
+#define CCOLL_NOINLINE __noinline__
+#else
+#define CCOLL_NOINLINE __attribute__((noinline))
+#endif
+
 // libcu++ (cuda::atomic_ref) serves host and device when the CUDA toolkit's CCCL is on the include
 // path; otherwise host code falls back to std::atomic_ref (C++20).
 #if defined(__has_include)

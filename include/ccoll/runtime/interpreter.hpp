@@ -377,10 +377,7 @@ CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& ctx,
     if (g.any(r != sync::WaitResult::Ok)) return false;
     if (!execute_step<T, Op>(g, ctx, s, ops, deadline())) {
       if (failure != nullptr && g.leader()) {
-        const bool aborted =
-            ctx.abort != nullptr &&
-            sync::AtomicWord<std::uint32_t>(const_cast<std::uint32_t*>(ctx.abort)).load_relaxed() !=
-                0;
+        const bool aborted = sync::abort_raised(ctx.abort);
         const sync::WaitResult why =
             aborted ? sync::WaitResult::Aborted : sync::WaitResult::Timeout;
         *failure = blocked_port<Group>(ctx, pc, why);

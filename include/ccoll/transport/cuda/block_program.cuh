@@ -40,10 +40,12 @@ namespace ccoll::transport::cuda {
 
 // The abort word as the blocks of a kernel see it. `raise`: host-mapped, so that the host sees a
 // failure without a copy ordered behind the kernel, and can raise it itself. `watch`: what the
-// waits poll. Ranks on one GPU watch a copy in device memory, which the host's abort() raises
-// with an asynchronous copy: hundreds of waiting blocks each reading the host-mapped word every
-// DevicePollSchedule::kCheckNs would queue that many PCIe reads, and a wait stalls for its read.
-// Ranks on several GPUs or in several processes watch the host-mapped word itself (watch == raise).
+// waits poll, a copy in device memory: hundreds of waiting blocks each reading the host-mapped
+// word every DevicePollSchedule::kCheckNs would queue that many PCIe reads, and a wait stalls for
+// its read. Ranks on one GPU watch a word that the host's abort() raises with an asynchronous
+// copy (virtual_ranks.cuh); ranks on several GPUs or in several processes watch a
+// sync::RelayedAbortWord per rank, which one of the rank's waiters at a time refreshes from the
+// host-mapped word (sync/poll.hpp). A failing block raises both.
 struct AbortWords {
   std::uint32_t* raise = nullptr;
   std::uint32_t* watch = nullptr;

@@ -107,6 +107,7 @@
 #include "ccoll/runtime/layer_readiness.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/sync/connection.hpp"
+#include "ccoll/sync/poll.hpp"
 #include "ccoll/transport/concept.hpp"
 #include "ccoll/transport/cuda/block_tables.hpp"
 #include "ccoll/transport/cuda/call_buffers.hpp"
@@ -324,6 +325,7 @@ struct CudaP2P {
       if (!dp.progress_read) args.plan.tables.progress = nullptr;
       args.agreement = agreement(rank);
       args.abort = control_.abort_device();
+      args.abort_watch = abort_watch(st);
       args.timeout_ns = timeout_ns();
       args.call = make_call(st, count, data_type_of<T>(), Op, s,
                             runtime::index_bases(layout, send, recv, sizeof(T)));
@@ -494,6 +496,7 @@ struct CudaP2P {
         cuda::check(cudaStreamWaitEvent(stream, st.last_call, 0), "cudaStreamWaitEvent", rank);
       args.agreement = agreement(rank);
       args.abort = control_.abort_device();
+      args.abort_watch = abort_watch(st);
       args.timeout_ns = timeout_ns();
       args.first_call = st.calls;
       kernel<<<nchannels_, threads, 0, stream>>>(args);
@@ -547,6 +550,7 @@ struct CudaP2P {
       std::uint64_t calls = 0;           // every call of the rank, launched or in a session
       cuda::DeviceMemory fifo;           // threads: the slots and counters peers write
       cuda::DeviceMemory bases;          // nchannels x connections, block c's row is channel c's
+      cuda::DeviceMemory abort_relay;    // sync::RelayedAbortWord: what the step waits watch
       cuda::SessionQueueMemory session;  // the rank's session queue (one record per item)
       cuda::DevicePlanCache<DevicePlan> plans;
       cuda::ConnectionBlocks connection_blocks;  // every plan uploaded for this rank
@@ -636,6 +640,25 @@ struct CudaP2P {
       s->session = cuda::SessionQueueMemory(rank, 1);
       return s;
     }
+    // The device copy of the job's abort word that rank st's step waits watch, relaying the
+    // host-mapped word (sync::RelayedAbortWord): uploaded on the rank's upload stream and waited
+    // for, once the control page is mapped and before the rank's first kernel. A block that fails
+    // raises it as well as the host-mapped word; an abort from anywhere else (the host, another
+    // rank's failure, a process found gone) reaches it, and then every wait, within about
+    // RelayedAbortWord::kRelayNs + 2 DevicePollSchedule::kCheckNs.
+    void make_abort_relay(RankState& st) {
+      cuda::check(cudaSetDevice(st.device), "cudaSetDevice", st.rank);
+      sync::RelayedAbortWord relay;
+      relay.host = control_.abort_device();
+      st.abort_relay = cuda::DeviceMemory(sizeof relay);
+      cuda::check(cudaMemcpyAsync(st.abort_relay.get(), &relay, sizeof relay,
+                                  cudaMemcpyHostToDevice, st.upload),
+                  "cudaMemcpyAsync(abort relay)", st.rank);
+      cuda::check(cudaStreamSynchronize(st.upload), "cudaStreamSynchronize(upload)", st.rank);
+    }
+    static std::uint32_t* abort_watch(const RankState& st) {
+      return &reinterpret_cast<sync::RelayedAbortWord*>(st.abort_relay.get())->word;
+    }
     // Zeroes device memory of the rank on its upload stream, waited for (not cudaMemset: it would
     // run on the legacy stream, and a ccoll kernel may be resident on the device).
     static void zero(RankState& st, void* at, std::size_t bytes, const char* what) {
@@ -662,6 +685,7 @@ struct CudaP2P {
         const int d = devices[static_cast<std::size_t>(r)];
         cuda::check(cudaSetDevice(d), "cudaSetDevice(" + std::to_string(d) + ")", r);
         auto s = make_state(r, d);
+        make_abort_relay(*s);
         s->fifo = cuda::DeviceMemory(layouts_[static_cast<std::size_t>(r)].total);
         // Zero before any rank's kernel can post to the counters: every rank's memory is built
         // and waited for here, before the constructor returns.
@@ -726,6 +750,7 @@ struct CudaP2P {
       }
       sync::AtomicWord<std::int64_t>(control_.pids_host() + me)
           .store_release(static_cast<std::int64_t>(::getpid()));
+      make_abort_relay(*s);
       // The peers this rank has a connection with, and their memory.
       for (const auto& k : plans_.keys()) {
         if (k.from == me && k.to != me) peers_.insert(k.to);

@@ -55,11 +55,15 @@ struct P2PCall {
 };
 
 // The kernel's parameters: this rank's plan (device memory, failures host-mapped), the job's
-// agreement records and abort word (host-mapped, shared by every rank), and the call.
+// agreement records and abort word (host-mapped, shared by every rank), the word the steps' waits
+// watch, and the call.
 struct P2PKernelArgs {
   P2PPlan plan;
   P2PAgreement agreement;
-  std::uint32_t* abort = nullptr;
+  std::uint32_t* abort = nullptr;  // host-mapped: the job's abort word, which a failure raises
+  // Device memory of this rank's GPU: a sync::RelayedAbortWord that relays `abort` (one read of
+  // the host-mapped word per rank per 16 us, not one per waiting block).
+  std::uint32_t* abort_watch = nullptr;
   std::uint64_t timeout_ns = 0;
   P2PCall call;
 };
@@ -128,7 +132,7 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock, kMinBlocksPerSm)
     return;
   run_block<T, Op, sync::Scope::system, LowLatency>(
       args.plan.tables, blockIdx.x, args.call.input, args.call.output,
-      AbortWords{args.abort, args.abort}, args.timeout_ns);
+      AbortWords{args.abort, args.abort_watch}, args.timeout_ns);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -140,7 +144,8 @@ __global__ void __launch_bounds__(kMaxThreadsPerBlock, kMinBlocksPerSm)
 struct P2PSessionArgs {
   SessionQueueView queue;
   P2PAgreement agreement;
-  std::uint32_t* abort = nullptr;  // host-mapped: the job's abort word
+  std::uint32_t* abort = nullptr;        // host-mapped: the job's abort word
+  std::uint32_t* abort_watch = nullptr;  // what the calls' step waits watch (P2PKernelArgs)
   std::uint64_t timeout_ns = 0;
   std::uint64_t first_call = 0;    // the rank's calls before the session: item j is call first + j
   DataType dtype = DataType::f32;  // the kernel's T, as the calls' records name it
@@ -160,9 +165,9 @@ struct P2PSessionArgs {
 template <class T, ReduceOp Op>
 __device__ __noinline__ bool run_low_latency_block(const P2PPlanTables& tables, unsigned block,
                                                    const void* input, void* output,
-                                                   std::uint32_t* abort, std::uint64_t timeout_ns) {
-  return run_block<T, Op, sync::Scope::system, true>(tables, block, input, output,
-                                                     AbortWords{abort, abort}, timeout_ns);
+                                                   AbortWords abort, std::uint64_t timeout_ns) {
+  return run_block<T, Op, sync::Scope::system, true>(tables, block, input, output, abort,
+                                                     timeout_ns);
 }
 
 template <class T, ReduceOp Op>
@@ -197,11 +202,12 @@ __global__ void p2p_session_kernel(const P2PSessionArgs args) {
         return;
       // Each call in its plan's protocol: the kernel has both data paths.
       const bool ok = plan.tables.low_latency != 0
-                          ? run_low_latency_block<T, Op>(plan.tables, blockIdx.x, call.input,
-                                                         call.output, args.abort, args.timeout_ns)
+                          ? run_low_latency_block<T, Op>(
+                                plan.tables, blockIdx.x, call.input, call.output,
+                                AbortWords{args.abort, args.abort_watch}, args.timeout_ns)
                           : run_block<T, Op, sync::Scope::system, false>(
                                 plan.tables, blockIdx.x, call.input, call.output,
-                                AbortWords{args.abort, args.abort}, args.timeout_ns);
+                                AbortWords{args.abort, args.abort_watch}, args.timeout_ns);
       if (!ok) return;
     }
     // The leader's verdict through the barrier itself, not the shared `stop`: the leader rewrites
