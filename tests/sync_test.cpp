@@ -298,6 +298,7 @@ TEST_CASE("relayed abort word: waiting threads share the host reads and all stop
   std::atomic<int> aborted{0};
   const std::uint64_t t0 = now_ns();
   std::vector<std::thread> waiters;
+  waiters.reserve(kWaiters);
   for (int i = 0; i < kWaiters; ++i)
     waiters.emplace_back([&] {
       if (poll_until([] { return false; }, &relay.word, now_ns() + 10'000'000'000ull) ==
