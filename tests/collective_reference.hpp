@@ -8,7 +8,9 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -36,11 +38,14 @@ T guard_value() {
 // counts it (reduce-scatter: recvcount; all-gather: sendcount). `call(send, recv)` makes the call
 // with the buffers this function prepared (a non-root's unused buffer: nullptr in place, a buffer
 // that must stay untouched otherwise). Returns "" or
-// what was wrong on this rank.
+// what was wrong on this rank. With an `arena` (a registered window, say) the buffers lie in it,
+// at the same offsets on every rank: the output's (or the one buffer's, in place) at 0, the
+// input's on the next 64-byte boundary after it.
 template <class T, ReduceOp Op>
 std::string check_collective_call(plan::Collective c, int p, int rank, std::uint64_t count,
                                   bool in_place, int root,
-                                  const std::function<void(const void*, void*)>& call) {
+                                  const std::function<void(const void*, void*)>& call,
+                                  std::span<std::byte> arena = {}) {
   const auto up = static_cast<std::uint64_t>(p);
   const auto ur = static_cast<std::uint64_t>(rank);
   const bool is_root = rank == root;
@@ -79,8 +84,25 @@ std::string check_collective_call(plan::Collective c, int p, int rank, std::uint
   if (has_input)
     for (std::uint64_t i = 0; i < in_n; ++i) in[i] = value<T>(Op, rank, p, in_index + i);
   const std::vector<T> out_before = out_buf;
+  T* call_in = in;
+  T* call_out = out;
+  const std::size_t out_bytes = out_buf.size() * sizeof(T);
+  const std::size_t in_offset = (out_bytes + 63) / 64 * 64;
+  if (!arena.empty()) {
+    if (in_offset + in_buf.size() * sizeof(T) > arena.size())
+      return "the arena of " + std::to_string(arena.size()) + " bytes is too small";
+    std::memcpy(arena.data(), out_buf.data(), out_bytes);
+    std::memcpy(arena.data() + in_offset, in_buf.data(), in_buf.size() * sizeof(T));
+    T* arena_out = reinterpret_cast<T*>(arena.data());
+    call_out = arena_out + out_at;
+    call_in = shared ? arena_out + in_at : reinterpret_cast<T*>(arena.data() + in_offset) + in_at;
+  }
   // Out of place, a non-root gets a buffer it does not use too, which must stay untouched.
-  call(has_input || !in_place ? in : nullptr, has_output || !in_place ? out : nullptr);
+  call(has_input || !in_place ? call_in : nullptr, has_output || !in_place ? call_out : nullptr);
+  if (!arena.empty()) {
+    std::memcpy(out_buf.data(), arena.data(), out_bytes);
+    std::memcpy(in_buf.data(), arena.data() + in_offset, in_buf.size() * sizeof(T));
+  }
 
   auto expected = [&](std::uint64_t j) -> T {
     switch (c) {

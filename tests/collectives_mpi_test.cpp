@@ -1,10 +1,12 @@
 // ccoll::ReduceScatter, AllGather, Broadcast and Reduce over MPI (transport::Mpi) and MPI + shared
 // memory (transport::MpiHybrid, two emulated hosts): ctest runs this file on 1 to 4 processes
 // (mpiexec -n P). Every collective with ring and direct plans, every dtype and op, in place and
-// out of place, every root, guard elements around every buffer; a bad root on one rank.
+// out of place, every root, guard elements around every buffer; random sequences of every
+// collective through `auto`; a bad root on one rank.
 #include <doctest/doctest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -16,6 +18,7 @@
 #include "ccoll/transport/mpi.hpp"
 #include "ccoll/transport/mpi_hybrid.hpp"
 #include "collective_reference.hpp"
+#include "random_calls.hpp"
 
 using namespace ccoll;
 using namespace std::chrono_literals;
@@ -95,6 +98,31 @@ TEST_CASE_TEMPLATE("mpi collectives: ring and direct, f32 and bf16, every op, ro
   check_collective<AllGather, T>({1, 3, 131, 1000});
   check_collective<Broadcast, T>({1, 3, 131, 1000});
   check_collective<Reduce, T>({1, 3, 131, 1000});
+}
+
+TEST_CASE_TEMPLATE(
+    "mpi collectives: random sequences of every collective through `auto` on one set of objects", T,
+    transport::Mpi, transport::MpiHybrid) {
+  // The threads' test of the same name (collectives_test.cpp) on MPI ranks; on two emulated hosts
+  // the hybrid's calls cross both its shared memory and MPI.
+  ensure_mpi();
+  const TwoHosts hosts;
+  const int p = world(MPI_Comm_size);
+  // CCOLL_TEST_SOAK=N runs N times as many sequences, each with another seed.
+  const char* soak_env = std::getenv("CCOLL_TEST_SOAK");
+  const int sequences = 2 * (soak_env != nullptr ? std::max(1, std::atoi(soak_env)) : 1);
+  for (std::uint32_t seed = 7; seed < 7 + static_cast<std::uint32_t>(sequences); ++seed) {
+    testing::AutoCollectives<T> colls([](int) { return small_slots(); }, false, MPI_COMM_WORLD);
+    const auto calls = testing::random_calls(seed, p, 40, false);
+    std::string wrong;
+    for (std::size_t i = 0; i < calls.size() && wrong.empty(); ++i) {
+      wrong = colls.call(calls[i], p, world(MPI_Comm_rank));
+      if (!wrong.empty())
+        wrong = "seed " + std::to_string(seed) + " call " + std::to_string(i) + ": " + wrong;
+    }
+    CHECK_MESSAGE(wrong.empty(), wrong);
+    CHECK(all_ranks(wrong.empty()));
+  }
 }
 
 TEST_CASE("mpi collectives: a bad root on one rank is refused on every rank") {

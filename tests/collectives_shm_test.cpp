@@ -2,8 +2,9 @@
 // P = 2..4 processes fork()ed by the test; every collective with ring and direct plans, every
 // dtype and op, in place and out of place, every root, guard elements around every buffer; buffers
 // in a registered window (staged, like any others); a bad root on one process; eager broadcasts
-// and reduces (Config::eager_rooted_bytes); ranks that wait for a rank that left, in their steps
-// and in the control plane's waits outside them.
+// and reduces (Config::eager_rooted_bytes); random sequences of every collective through `auto`,
+// in windows and staged; ranks that wait for a rank that left, in their steps and in the control
+// plane's waits outside them.
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "ccoll/runtime/area_control_plane.hpp"
 #include "collective_reference.hpp"
 #include "process_ranks.hpp"
+#include "random_calls.hpp"
 
 using namespace ccoll;
 using namespace std::chrono_literals;
@@ -76,6 +79,44 @@ TEST_CASE("shm broadcast: chain and direct, P = 2..4, every root, in place") {
 TEST_CASE("shm reduce: chain and direct, P = 2..4, every dtype and op, every root, in place") {
   check_processes<Reduce, algo::Ring>("rd-chain", {1, 3, 131, 1000});
   check_processes<Reduce, algo::Direct>("rd-direct", {1, 131});
+}
+
+TEST_CASE(
+    "shm collectives: random sequences of every collective through `auto`, in registered windows "
+    "and staged, eager and not, on one set of objects") {
+  // The threads' test of the same name (collectives_test.cpp), in processes, where windows read
+  // the peers' buffers in place; CCOLL_TEST_SOAK=N runs N times as many sequences.
+  const char* soak_env = std::getenv("CCOLL_TEST_SOAK");
+  const int soak = soak_env != nullptr ? std::max(1, std::atoi(soak_env)) : 1;
+  std::uint32_t seed = 1000;
+  for (int round = 0; round < soak; ++round)
+    for (int p = 2; p <= 4; ++p)
+      for (int variant = 0; variant < 2; ++variant) {
+        const std::string session = process_ranks::unique_session("coll-random");
+        const auto calls = ccoll::testing::random_calls(seed++, p, 60, true);
+        auto out = on_processes(p, [&](int r) -> std::string {
+          auto config = [&](int which) {
+            // Small FIFOs and agreement first; the defaults with eager calls up to 4 KiB.
+            Config c = variant == 0 ? shm_config(p, r, session) : Config{};
+            c.nranks = p;
+            c.rank = r;
+            c.timeout = 10s;
+            c.session = session + std::to_string(which);
+            if (variant == 1) c.eager_rooted_bytes = 4096;
+            return c;
+          };
+          ccoll::testing::AutoCollectives<transport::SharedMemory> colls(config, true);
+          for (std::size_t i = 0; i < calls.size(); ++i) {
+            std::string wrong = colls.call(calls[i], p, r);
+            if (!wrong.empty())
+              return "seed " + std::to_string(seed - 1) + " call " + std::to_string(i) +
+                     (calls[i].windowed ? " (windowed): " : ": ") + wrong;
+          }
+          return "";
+        });
+        INFO("P=" << p << " variant " << variant);
+        require_all_ok(out);
+      }
 }
 
 TEST_CASE("shm collectives: a bad root on one process is refused on every process") {

@@ -5,13 +5,14 @@
 // elements around every buffer; the error paths (bad root, partial overlap, mismatched roots or
 // counts across ranks, a topology without the collective's plans); eager broadcasts and reduces
 // (Config::eager_rooted_bytes): results over many calls, and disagreements reported by the next
-// call on every rank.
+// call on every rank; random sequences of every collective through `auto` (random_calls.hpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <optional>
@@ -27,6 +28,7 @@
 #include "ccoll/ccoll.hpp"
 #include "ccoll/runtime/area_control_plane.hpp"
 #include "collective_reference.hpp"
+#include "random_calls.hpp"
 
 using namespace ccoll;
 using ccoll::testing::check_collective_call;
@@ -905,4 +907,37 @@ TEST_CASE(
       if (r != 0) CHECK(out[static_cast<std::size_t>(r)] == std::vector<float>(100, -1.0f));
     }
   }
+}
+
+TEST_CASE(
+    "collectives: random sequences of every collective through `auto` cross the boxes, eager "
+    "calls, in-band agreement and plans of every size on one set of objects") {
+  // CCOLL_TEST_SOAK=N runs N times as many sequences, each with another seed.
+  const char* soak_env = std::getenv("CCOLL_TEST_SOAK");
+  const int soak = soak_env != nullptr ? std::max(1, std::atoi(soak_env)) : 1;
+  std::uint32_t seed = 1;
+  for (int round = 0; round < soak; ++round)
+    for (int p : {2, 3, 4, 6, 9})
+      for (int variant = 0; variant < 3; ++variant) {
+        // Small FIFOs; the defaults with 3 slots; the defaults with eager calls up to 4 KiB.
+        Config c = variant == 0 ? small_config(p) : Config{};
+        c.nranks = p;
+        c.timeout = std::chrono::milliseconds(20000);
+        if (variant == 1) c.nslots = 3;
+        if (variant == 2) c.eager_rooted_bytes = 4096;
+        ccoll::testing::AutoCollectives<transport::HostThreads> colls([&](int) { return c; },
+                                                                      false);
+        const auto calls = ccoll::testing::random_calls(seed++, p, 60, false);
+        const auto outcome = on_threads(p, [&](int rank) -> std::string {
+          for (std::size_t i = 0; i < calls.size(); ++i) {
+            std::string wrong = colls.call(calls[i], p, rank);
+            if (!wrong.empty()) return "call " + std::to_string(i) + ": " + wrong;
+          }
+          return "";
+        });
+        for (int r = 0; r < p; ++r) {
+          INFO("P=" << p << " variant " << variant << " seed " << seed - 1 << " rank " << r);
+          CHECK(outcome[static_cast<std::size_t>(r)] == "");
+        }
+      }
 }

@@ -90,8 +90,8 @@ inline std::vector<RootedTree> pack_single_root(const physical::PhysicalTopology
       }
   // The links each tree loads (a route never repeats a link), and one multiplicative-weights run
   // whose oracle is `cheapest`; it returns the trees found with feasible weights.
-  using Tree = std::vector<int>;  // parent positions
-  const auto loads_of = [&](const Tree& parent) {
+  using ParentPositions = std::vector<int>;
+  const auto loads_of = [&](const ParentPositions& parent) {
     std::map<std::size_t, double> m;
     for (int i = 0; i < n; ++i)
       if (parent[static_cast<std::size_t>(i)] >= 0)
@@ -100,13 +100,13 @@ inline std::vector<RootedTree> pack_single_root(const physical::PhysicalTopology
           m[physical::PhysicalTopology::idx(l)] += 1;
     return std::vector<std::pair<std::size_t, double>>(m.begin(), m.end());
   };
-  const auto run = [&](const std::function<Tree(const std::vector<double>&)>& cheapest) {
+  const auto run = [&](const std::function<ParentPositions(const std::vector<double>&)>& cheapest) {
     std::vector<double> price(t.links.size());
     for (std::size_t l = 0; l < t.links.size(); ++l) price[l] = 1.0 / t.links[l].capacity_GBps();
-    std::map<Tree, double> found;
+    std::map<ParentPositions, double> found;
     std::vector<double> total(t.links.size(), 0.0);
     for (int it = 0; it < opt.iterations; ++it) {
-      const Tree parent = cheapest(price);
+      const ParentPositions parent = cheapest(price);
       const auto load = loads_of(parent);
       double w = std::numeric_limits<double>::infinity();
       for (const auto& [l, k] : load) w = std::min(w, t.links[l].capacity_GBps() / k);
@@ -141,7 +141,7 @@ inline std::vector<RootedTree> pack_single_root(const physical::PhysicalTopology
           "pack_single_root: \"" +
           t.nodes[physical::PhysicalTopology::idx(nodes[static_cast<std::size_t>(root)])].id +
           "\" cannot be reached from every node of its machine");
-    Tree parent(static_cast<std::size_t>(n), -1);
+    ParentPositions parent(static_cast<std::size_t>(n), -1);
     for (int e : *tree)
       parent[static_cast<std::size_t>(edges[static_cast<std::size_t>(e)].from)] =
           edges[static_cast<std::size_t>(e)].to;
