@@ -1,8 +1,10 @@
 // Tests of ccoll/sync: counters (post, check, wait with deadline and abort; [C-Cube] Fig. 11),
-// connection FIFO arithmetic, the abort record, and progress under oversubscription (16 threads
-// passing a token around a ring on a 2-core machine).
+// connection FIFO arithmetic, the abort record, progress under oversubscription (16 threads
+// passing a token around a ring on a 2-core machine), and the spin that waits learn.
 #include <doctest/doctest.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -193,6 +195,139 @@ TEST_CASE("backoff: spin, then yield, then sleep, each for the policy's time") {
   CHECK(over.past_spinning());
   CHECK(WaitPolicy::for_ranks(2, 2).spin_ns == WaitPolicy{}.spin_ns);
   CHECK(WaitPolicy::for_ranks(3, 0).spin_ns == WaitPolicy{}.spin_ns);  // unknown core count
+}
+
+TEST_CASE("backoff: the learned spin halves after a hand-over, doubles after a spin or yields") {
+  WaitPolicy policy;
+  const std::uint64_t least = kMinLearnedSpinNs;
+  CHECK(learned_spin(policy, policy.spin_ns, WaitEnd::handed_over) == policy.spin_ns / 2);
+  CHECK(learned_spin(policy, 2 * least, WaitEnd::handed_over) == least);
+  CHECK(learned_spin(policy, least, WaitEnd::handed_over) == least);
+  // Two ranks that share a core reach the least within five waits.
+  std::uint64_t down = policy.spin_ns;
+  int handed = 0;
+  while (down > least) {
+    down = learned_spin(policy, down, WaitEnd::handed_over);
+    ++handed;
+  }
+  CHECK(handed <= 5);
+  CHECK(learned_spin(policy, least, WaitEnd::spinning) == 2 * least);
+  CHECK(learned_spin(policy, least, WaitEnd::yielding) == 2 * least);
+  CHECK(learned_spin(policy, 0, WaitEnd::spinning) == 2 * least);
+  CHECK(learned_spin(policy, policy.spin_ns / 2 + 1, WaitEnd::spinning) == policy.spin_ns);
+  CHECK(learned_spin(policy, policy.spin_ns, WaitEnd::yielding) == policy.spin_ns);
+  // A wait that never paused, or that slept, says nothing.
+  CHECK(learned_spin(policy, 3 * least, WaitEnd::unpaused) == 3 * least);
+  CHECK(learned_spin(policy, 3 * least, WaitEnd::sleeping) == 3 * least);
+  // From the least back to spin_ns in a few waits that end while spinning.
+  std::uint64_t spin = least;
+  int waits = 0;
+  while (spin < policy.spin_ns) {
+    spin = learned_spin(policy, spin, WaitEnd::spinning);
+    ++waits;
+  }
+  CHECK(waits <= 5);
+}
+
+TEST_CASE("backoff: waits read the learned spin, and write what each wait learned") {
+  WaitPolicy policy;
+  std::uint64_t learned = kMinLearnedSpinNs;
+  policy.learned_spin_ns = &learned;
+  // Waits that end within a few pauses, while spinning: the spin doubles up to spin_ns.
+  std::uint64_t expected = kMinLearnedSpinNs;
+  for (int wait = 0; wait < 8; ++wait) {
+    Backoff b(policy);
+    CHECK(b.spin_ns() == expected);
+    CHECK(b.ended() == WaitEnd::unpaused);
+    for (int i = 0; i < 3; ++i) b.pause();
+    CHECK(b.ended() == WaitEnd::spinning);
+    expected = learned_spin(policy, expected, WaitEnd::spinning);
+  }
+  CHECK(learned == policy.spin_ns);
+  // reset() ends one wait and starts the next; a wait that never paused says nothing.
+  learned = 4 * kMinLearnedSpinNs;
+  {
+    Backoff b(policy);
+    b.reset();
+    CHECK(learned == 4 * kMinLearnedSpinNs);
+    b.pause();
+    b.reset();
+    CHECK(learned == 8 * kMinLearnedSpinNs);
+    CHECK(b.spin_ns() == 8 * kMinLearnedSpinNs);
+  }
+  // A wait that went on to sleep waited for a late peer: nothing learned.
+  WaitPolicy sleepy = policy;
+  sleepy.spin_ns = 2'000;
+  sleepy.yield_ns = 0;
+  learned = kMinLearnedSpinNs;
+  {
+    Backoff b(sleepy);
+    while (!b.sleeping()) b.pause();
+    CHECK(b.ended() == WaitEnd::sleeping);
+  }
+  CHECK(learned == kMinLearnedSpinNs);
+  // More ranks than cores: no spin to learn.
+  WaitPolicy over = WaitPolicy::for_ranks(4, 2);
+  over.learned_spin_ns = &learned;
+  {
+    Backoff b(over);
+    CHECK(b.spin_ns() == 0);
+    b.pause();
+  }
+  CHECK(learned == kMinLearnedSpinNs);
+}
+
+TEST_CASE("backoff: a wait whose yield runs its peer on its core halves the learned spin") {
+  // Waiter and peer on one core (the first this process may use): the waiter spins its whole
+  // spin, then a yield runs the peer, which holds the core for 200 us before it posts. The other
+  // jobs of a loaded machine may run first, or the peer may post while the waiter is preempted
+  // mid-spin; an attempt counts only when the wait ended after a hand-over, and one in 20 must.
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  REQUIRE(::sched_getaffinity(0, sizeof(mine), &mine) == 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &mine)) ++cpu;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  int counted = 0;
+  for (int attempt = 0; attempt < 20 && counted == 0; ++attempt) {
+    WaitPolicy policy;
+    std::uint64_t learned = policy.spin_ns;
+    policy.learned_spin_ns = &learned;
+    std::atomic<bool> started{false}, posted{false};
+    bool timed_out = false;
+    unsigned cores_seen = 0;
+    WaitEnd end = WaitEnd::unpaused;
+    std::thread peer([&] {
+      ::sched_setaffinity(0, sizeof(one), &one);
+      while (!started.load()) std::this_thread::yield();
+      const std::uint64_t until = now_ns() + 200'000;
+      while (now_ns() < until) cpu_relax();
+      posted.store(true);
+    });
+    std::thread waiter([&] {
+      ::sched_setaffinity(0, sizeof(one), &one);
+      cores_seen = usable_cores();
+      started.store(true);
+      const std::uint64_t deadline = now_ns() + 10'000'000'000ull;
+      Backoff b(policy);
+      while (!posted.load() && !timed_out) {
+        timed_out = now_ns() > deadline;
+        b.pause();
+      }
+      end = b.ended();
+    });
+    waiter.join();
+    peer.join();
+    CHECK_FALSE(timed_out);
+    CHECK(cores_seen == 1);  // the affinity mask, not the machine's cores
+    if (end != WaitEnd::handed_over) continue;
+    ++counted;
+    CHECK(learned == policy.spin_ns / 2);
+  }
+  CHECK(counted == 1);
+  CHECK(usable_cores() >= 1);
 }
 
 // The GPU waiter's schedule (sync/backoff.hpp), on made-up %globaltimer values.

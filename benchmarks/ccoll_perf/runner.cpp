@@ -175,6 +175,24 @@ Timed time_block(const SweepSpec& spec, RankCollective& coll, Control& control,
   return t;
 }
 
+// Calls of `count` elements, untimed, until every rank has made them for kSettleSeconds: a
+// process's ranks may start on one core, and the scheduler spreads them only tens of milliseconds
+// later (2 ranks on 2 vCPUs: the first sizes ran 5-60x slower in about half the runs), which
+// would otherwise be timed as the first sizes' cost. Ranks agree to stop through the control
+// channel, so every rank makes the same calls.
+void settle(const SweepSpec& spec, RankCollective& coll, Control& control,
+            const RankBuffers& buffers, std::uint64_t count) {
+  constexpr double kSettleSeconds = 0.1;
+  constexpr int kCallsPerCheck = 4;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    for (int i = 0; i < kCallsPerCheck; ++i)
+      coll.run(buffers.send(), buffers.recv(), count, spec.dtype, spec.op);
+    const double ran = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (control.max(ran) >= kSettleSeconds) return;
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -205,9 +223,12 @@ void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
                const PairedPeer* peer) {
   const std::size_t elem = ccoll::size_of(spec.dtype);
   const int rounds = std::max(1, spec.rounds);
+  bool settled = false;
   for (const std::uint64_t size : spec.sizes) {
     const std::uint64_t count = sweep_count(spec, size, control.nranks());
     if (count == 0) continue;
+    if (!settled) settle(spec, coll, control, buffers, count);
+    settled = true;
     // Each round times the peer, then ours, back to back; the best round of each is kept, so
     // that a burst of load from other jobs hits both or is discarded from both.
     Timed best, peer_best;
@@ -242,9 +263,12 @@ void run_interleaved_sweep(const std::vector<InterleavedCollective>& runs, Contr
   if (runs.empty()) return;
   const SweepSpec& first = runs.front().spec;
   const int rounds = std::max(1, first.rounds);
+  bool settled = false;
   for (const std::uint64_t size : first.sizes) {
     const std::uint64_t count = sweep_count(first, size, control.nranks());
     if (count == 0) continue;
+    if (!settled) settle(first, *runs.front().coll, control, *runs.front().buffers, count);
+    settled = true;
     std::vector<Timed> best(runs.size());
     for (int r = 0; r < rounds; ++r) {
       const bool last = r == rounds - 1;

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -108,8 +109,10 @@ class Communicator {
       : config_((check_config(with_slot_bytes(config), nranks), with_slot_bytes(config))),
         nranks_(nranks),
         plans_(config, nranks, std::move(source), policy_id),
-        wait_policy_(sync::WaitPolicy::for_ranks(static_cast<unsigned>(nranks),
-                                                 std::thread::hardware_concurrency())) {
+        wait_policy_(
+            sync::WaitPolicy::for_ranks(static_cast<unsigned>(nranks), sync::usable_cores())),
+        learned_spin_(std::make_unique<LearnedSpin>(LearnedSpin{wait_policy_.spin_ns})) {
+    wait_policy_.learned_spin_ns = &learned_spin_->ns;
     // Every plan's channels: the reference plans' (relay programs placed in their hosts run on
     // channels of their own: plan/placement.hpp), those of the connection set (a policy that
     // chooses among plans declares the others' connections: algo/by_size.hpp) and those of
@@ -135,7 +138,8 @@ class Communicator {
   // The connections the transport must provide, and the fingerprint ranks must agree on.
   const std::vector<ConnectionKey>& connection_keys() const { return plans_.keys(); }
   std::uint64_t fingerprint() const { return plans_.fingerprint(); }
-  // How this communicator's waits spin, yield and sleep (no spinning when ranks outnumber cores).
+  // How this communicator's waits spin, yield and sleep (no spinning when ranks outnumber the
+  // cores this process may use; a spin learned from its waits otherwise).
   const sync::WaitPolicy& wait_policy() const { return wait_policy_; }
 
   // Connects the communicator to the transport: its control plane and one connection per key.
@@ -572,6 +576,13 @@ class Communicator {
   int nranks_;
   PlanCache<C> plans_;
   sync::WaitPolicy wait_policy_;
+  // The spin its waits learned (WaitPolicy::learned_spin_ns); on the heap, so that copies of the
+  // policy keep pointing at it.
+  // On a line of its own: every wait of every rank reads it.
+  struct alignas(128) LearnedSpin {
+    std::uint64_t ns;
+  };
+  std::unique_ptr<LearnedSpin> learned_spin_;
   P plane_{};
   // Per rank, per channel: steps done (runtime/layer_readiness.hpp), written by the rank's thread
   // and read by consumers; progress_channels_ words per rank, progress_stride_ apart.
