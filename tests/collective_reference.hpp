@@ -39,8 +39,8 @@ T guard_value() {
 // with the buffers this function prepared (a non-root's unused buffer: nullptr in place, a buffer
 // that must stay untouched otherwise). Returns "" or
 // what was wrong on this rank. With an `arena` (a registered window, say) the buffers lie in it,
-// at the same offsets on every rank: the output's (or the one buffer's, in place) at 0, the
-// input's on the next 64-byte boundary after it.
+// at the same offsets on every rank: the buffer the call uses first at 0 (the output, the one
+// buffer in place, a reduce leaf's input in place), the other on the next 64-byte boundary.
 template <class T, ReduceOp Op>
 std::string check_collective_call(plan::Collective c, int p, int rank, std::uint64_t count,
                                   bool in_place, int root,
@@ -86,22 +86,28 @@ std::string check_collective_call(plan::Collective c, int p, int rank, std::uint
   const std::vector<T> out_before = out_buf;
   T* call_in = in;
   T* call_out = out;
-  const std::size_t out_bytes = out_buf.size() * sizeof(T);
-  const std::size_t in_offset = (out_bytes + 63) / 64 * 64;
+  // In the arena, the buffer the call is given first (the output, the one buffer in place, or a
+  // reduce leaf's input in place, where it passes no output) at 0, the other after it: in place,
+  // the root's one buffer and a leaf's input then lie at the same offset.
+  const bool input_first = in_place && !shared && has_input;
+  std::vector<T>& first = input_first ? in_buf : out_buf;
+  std::vector<T>& second = input_first ? out_buf : in_buf;
+  const std::size_t second_offset = (first.size() * sizeof(T) + 63) / 64 * 64;
   if (!arena.empty()) {
-    if (in_offset + in_buf.size() * sizeof(T) > arena.size())
+    if (second_offset + second.size() * sizeof(T) > arena.size())
       return "the arena of " + std::to_string(arena.size()) + " bytes is too small";
-    std::memcpy(arena.data(), out_buf.data(), out_bytes);
-    std::memcpy(arena.data() + in_offset, in_buf.data(), in_buf.size() * sizeof(T));
-    T* arena_out = reinterpret_cast<T*>(arena.data());
-    call_out = arena_out + out_at;
-    call_in = shared ? arena_out + in_at : reinterpret_cast<T*>(arena.data() + in_offset) + in_at;
+    std::memcpy(arena.data(), first.data(), first.size() * sizeof(T));
+    std::memcpy(arena.data() + second_offset, second.data(), second.size() * sizeof(T));
+    T* at_first = reinterpret_cast<T*>(arena.data());
+    T* at_second = reinterpret_cast<T*>(arena.data() + second_offset);
+    call_out = (input_first ? at_second : at_first) + out_at;
+    call_in = (shared ? at_first : input_first ? at_first : at_second) + in_at;
   }
   // Out of place, a non-root gets a buffer it does not use too, which must stay untouched.
   call(has_input || !in_place ? call_in : nullptr, has_output || !in_place ? call_out : nullptr);
   if (!arena.empty()) {
-    std::memcpy(out_buf.data(), arena.data(), out_bytes);
-    std::memcpy(in_buf.data(), arena.data() + in_offset, in_buf.size() * sizeof(T));
+    std::memcpy(first.data(), arena.data(), first.size() * sizeof(T));
+    std::memcpy(second.data(), arena.data() + second_offset, second.size() * sizeof(T));
   }
 
   auto expected = [&](std::uint64_t j) -> T {

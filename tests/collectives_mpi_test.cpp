@@ -6,19 +6,18 @@
 #include <doctest/doctest.h>
 #include <mpi.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "auto_collectives.hpp"
 #include "ccoll/algo/direct.hpp"
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/ccoll.hpp"
 #include "ccoll/transport/mpi.hpp"
 #include "ccoll/transport/mpi_hybrid.hpp"
 #include "collective_reference.hpp"
-#include "random_calls.hpp"
 
 using namespace ccoll;
 using namespace std::chrono_literals;
@@ -109,8 +108,7 @@ TEST_CASE_TEMPLATE(
   const TwoHosts hosts;
   const int p = world(MPI_Comm_size);
   // CCOLL_TEST_SOAK=N runs N times as many sequences, each with another seed.
-  const char* soak_env = std::getenv("CCOLL_TEST_SOAK");
-  const int sequences = 2 * (soak_env != nullptr ? std::max(1, std::atoi(soak_env)) : 1);
+  const int sequences = 2 * testing::soak_factor();
   for (std::uint32_t seed = 7; seed < 7 + static_cast<std::uint32_t>(sequences); ++seed) {
     testing::AutoCollectives<T> colls([](int) { return small_slots(); }, false, MPI_COMM_WORLD);
     const auto calls = testing::random_calls(seed, p, 40, false);

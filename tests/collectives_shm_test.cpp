@@ -12,18 +12,17 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "auto_collectives.hpp"
 #include "ccoll/algo/direct.hpp"
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/ccoll.hpp"
 #include "ccoll/runtime/area_control_plane.hpp"
 #include "collective_reference.hpp"
 #include "process_ranks.hpp"
-#include "random_calls.hpp"
 
 using namespace ccoll;
 using namespace std::chrono_literals;
@@ -86,8 +85,7 @@ TEST_CASE(
     "and staged, eager and not, on one set of objects") {
   // The threads' test of the same name (collectives_test.cpp), in processes, where windows read
   // the peers' buffers in place; CCOLL_TEST_SOAK=N runs N times as many sequences.
-  const char* soak_env = std::getenv("CCOLL_TEST_SOAK");
-  const int soak = soak_env != nullptr ? std::max(1, std::atoi(soak_env)) : 1;
+  const int soak = ccoll::testing::soak_factor();
   std::uint32_t seed = 1000;
   for (int round = 0; round < soak; ++round)
     for (int p = 2; p <= 4; ++p)

@@ -12,7 +12,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <optional>
@@ -20,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "auto_collectives.hpp"
 #include "ccoll/algo/by_size.hpp"
 #include "ccoll/algo/direct.hpp"
 #include "ccoll/algo/double_binary_tree.hpp"
@@ -28,7 +28,6 @@
 #include "ccoll/ccoll.hpp"
 #include "ccoll/runtime/area_control_plane.hpp"
 #include "collective_reference.hpp"
-#include "random_calls.hpp"
 
 using namespace ccoll;
 using ccoll::testing::check_collective_call;
@@ -913,8 +912,7 @@ TEST_CASE(
     "collectives: random sequences of every collective through `auto` cross the boxes, eager "
     "calls, in-band agreement and plans of every size on one set of objects") {
   // CCOLL_TEST_SOAK=N runs N times as many sequences, each with another seed.
-  const char* soak_env = std::getenv("CCOLL_TEST_SOAK");
-  const int soak = soak_env != nullptr ? std::max(1, std::atoi(soak_env)) : 1;
+  const int soak = ccoll::testing::soak_factor();
   std::uint32_t seed = 1;
   for (int round = 0; round < soak; ++round)
     for (int p : {2, 3, 4, 6, 9})

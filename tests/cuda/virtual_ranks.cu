@@ -19,12 +19,15 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <iterator>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
+#include "../random_calls.hpp"
 #include "ccoll/algo/double_binary_tree.hpp"
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/allreduce.hpp"
@@ -393,6 +396,42 @@ TEST_CASE("virtual ranks: reduce-scatter, all-gather, broadcast and reduce on ev
                 CHECK_MESSAGE(wrong.empty(), wrong);
               }
       }
+}
+
+TEST_CASE("virtual ranks: a random sequence of every collective through auto, one executor each") {
+  // tests/random_calls.hpp's sequence (the host transports run it too): each executor's plans
+  // change with the count from call to call (protocols and plan kinds by size), between calls of
+  // the other collectives; random roots, dtypes, ops and in place.
+  using C = plan::Collective;
+  const int p = 4;
+  const C kinds[] = {C::allreduce, C::reduce_scatter, C::all_gather, C::broadcast, C::reduce};
+  std::vector<std::unique_ptr<CudaVirtualRanks::Executor>> executors;
+  const Config c = make_config(p, 2);
+  for (const C kind : kinds)
+    executors.push_back(std::make_unique<CudaVirtualRanks::Executor>(
+        CudaVirtualRanks::resolve(c), gpu_test::for_collective(registered("auto", p), kind),
+        "gpu-test-random"));
+  const auto calls = ccoll::testing::random_calls(11, p, 40, false);
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const ccoll::testing::RandomCall& call = calls[i];
+    const auto [dtype, op] = ccoll::testing::random_call_type(call);
+    const auto which = static_cast<std::size_t>(
+        std::find(std::begin(kinds), std::end(kinds), call.collective) - std::begin(kinds));
+    CudaVirtualRanks::Executor& ex = *executors[which];
+    const std::string wrong = gpu_test::check_collective(
+        call.collective, p, call.count, dtype, op, call.in_place, call.root,
+        [&](const std::vector<gpu_test::RankBuffers>& host) {
+          gpu_test::on_device_copies(
+              host, std::vector<int>(host.size(), ex.device()),
+              [&](const std::vector<const void*>& sends, const std::vector<void*>& recvs) {
+                ex.run_all(sends, recvs, call.count, dtype, op, nullptr,
+                           runtime::CallShape{call.collective,
+                                              plan::has_root(call.collective) ? call.root : 0});
+                ex.synchronize(nullptr);
+              });
+        });
+    CHECK_MESSAGE(wrong.empty(), "call " << i << ": " << wrong);
+  }
 }
 
 TEST_CASE("virtual ranks: the collectives' templates, blocking calls, and what they refuse") {

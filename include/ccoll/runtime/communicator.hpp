@@ -109,8 +109,8 @@ class Communicator {
       : config_((check_config(with_slot_bytes(config), nranks), with_slot_bytes(config))),
         nranks_(nranks),
         plans_(config, nranks, std::move(source), policy_id),
-        wait_policy_(
-            sync::WaitPolicy::for_ranks(static_cast<unsigned>(nranks), sync::usable_cores())),
+        wait_policy_(sync::WaitPolicy::for_ranks(static_cast<unsigned>(nranks),
+                                                 std::thread::hardware_concurrency())),
         learned_spin_(std::make_unique<LearnedSpin>(LearnedSpin{wait_policy_.spin_ns})) {
     wait_policy_.learned_spin_ns = &learned_spin_->ns;
     // Every plan's channels: the reference plans' (relay programs placed in their hosts run on
@@ -139,7 +139,7 @@ class Communicator {
   const std::vector<ConnectionKey>& connection_keys() const { return plans_.keys(); }
   std::uint64_t fingerprint() const { return plans_.fingerprint(); }
   // How this communicator's waits spin, yield and sleep (no spinning when ranks outnumber the
-  // cores this process may use; a spin learned from its waits otherwise).
+  // machine's cores; a spin learned from its waits otherwise).
   const sync::WaitPolicy& wait_policy() const { return wait_policy_; }
 
   // Connects the communicator to the transport: its control plane and one connection per key.

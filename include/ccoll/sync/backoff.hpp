@@ -20,9 +20,6 @@
 #include "ccoll/sync/atomic.hpp"
 
 #if !CCOLL_DEVICE_PASS
-#if defined(__linux__)
-#include <sched.h>
-#endif
 #include <thread>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -104,9 +101,9 @@ struct WaitPolicy {
   // no more than the cores may still share one: an affinity mask, a container's CPU limit, or the
   // scheduler placing two ranks on one core for a while. A waiter then spins its whole spin_ns
   // every time before its peer can run (20 us per message, measured with two ranks on one core:
-  // 22 us per 8-byte broadcast against 0.24 on two), so waits learn (learned_spin): a wait that
-  // ended once a yield had handed the core to someone else halves the spin, down to
-  // kMinLearnedSpinNs; one that ended while spinning, or after yields that found no one to hand
+  // 22 us per 8-byte broadcast against 0.21 on two), so waits learn (learned_spin): a wait that
+  // ended right after a yield that handed the core to someone else halves the spin, down to
+  // kMinLearnedSpinNs; one that ended while spinning, or after a yield that found no one to hand
   // the core to, doubles it back towards spin_ns. One word per communicator, read and written
   // relaxed: a hint.
   std::uint64_t* learned_spin_ns = nullptr;
@@ -118,20 +115,6 @@ struct WaitPolicy {
     return p;
   }
 };
-
-#if !CCOLL_DEVICE_PASS
-// The cores this process may run on: its affinity mask (a container's cpuset, `taskset`), which
-// std::thread::hardware_concurrency() does not see; the machine's count where there is no mask.
-inline unsigned usable_cores() {
-#if defined(__linux__)
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-    return static_cast<unsigned>(CPU_COUNT(&set));
-#endif
-  return std::thread::hardware_concurrency();
-}
-#endif
 
 // The schedule of a GPU waiter, as plain arithmetic on %globaltimer values (so the host tests it
 // with made-up clocks):
@@ -186,15 +169,15 @@ struct DevicePollSchedule {
 // still caught spinning, and the learned spin can grow back from it.
 inline constexpr std::uint64_t kMinLearnedSpinNs = 1'000;
 // A yield that returns after this long ran someone else on the core meanwhile (one that finds no
-// one to run returns in well under a microsecond).
+// one to run returns in about 0.25 us on the development VM).
 inline constexpr std::uint64_t kHandedOverNs = 3'000;
 
 // How a wait ended, as far as its spin is concerned.
 enum class WaitEnd : std::uint8_t {
   unpaused,     // at once: it says nothing
   spinning,     // while spinning
-  yielding,     // after yields that found no one else to run
-  handed_over,  // after a yield that ran someone else on the core
+  yielding,     // after a yield that found no one else to run
+  handed_over,  // right after a yield that ran someone else on the core: the peer, most likely
   sleeping,     // after sleeping: a late peer, not a busy one; it says nothing
 };
 
@@ -281,7 +264,9 @@ class Backoff {
     } else if (waited < spin_ns_ + policy_.yield_ns) {
       phase_ = 1;
       std::this_thread::yield();
-      if (policy_.learned_spin_ns != nullptr && !handed_over_) {
+      // Only the last yield before the poll that succeeds counts: the peer posted while it ran
+      // someone else here. A long yield that the wait outlasted ran someone else, not the peer.
+      if (policy_.learned_spin_ns != nullptr && policy_.spin_ns != 0) {
         last_ns_ = now_ns();
         handed_over_ = last_ns_ - now >= kHandedOverNs;
       }
@@ -347,7 +332,7 @@ class Backoff {
   WaitPolicy policy_{};
   std::uint64_t spin_ns_ = WaitPolicy{}.spin_ns;
   bool spin_known_ = false;   // spin_ns_ read from the policy for this wait
-  bool handed_over_ = false;  // a yield of this wait ran someone else on the core
+  bool handed_over_ = false;  // the last yield of this wait ran someone else on the core
   std::uint32_t rounds_ = 0;
   std::uint32_t phase_ = 0;  // 0: spinning, 1: yielding, 2: sleeping
   std::uint64_t start_ns_ = 0;
