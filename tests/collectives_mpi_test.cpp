@@ -113,12 +113,10 @@ TEST_CASE_TEMPLATE(
     testing::AutoCollectives<T> colls([](int) { return small_slots(); }, false, MPI_COMM_WORLD);
     const auto calls = testing::random_calls(seed, p, 40, false);
     std::string wrong;
-    for (std::size_t i = 0; i < calls.size() && wrong.empty(); ++i) {
-      wrong = colls.call(calls[i], p, world(MPI_Comm_rank));
-      if (!wrong.empty())
-        wrong = "seed " + std::to_string(seed) + " call " + std::to_string(i) + ": " + wrong;
-    }
-    CHECK_MESSAGE(wrong.empty(), wrong);
+    std::size_t call = 0;
+    for (; call < calls.size() && wrong.empty(); ++call)
+      wrong = colls.call(calls[call], p, world(MPI_Comm_rank));
+    CHECK_MESSAGE(wrong.empty(), "seed " << seed << " call " << call - 1 << ": " << wrong);
     CHECK(all_ranks(wrong.empty()));
   }
 }

@@ -2,8 +2,8 @@
 // objects that run them: auto_collectives.hpp; on a GPU, tests/cuda/virtual_ranks.cu): the paths
 // a small call can take (fast boxes, eager calls, in-band agreement with staged outputs,
 // registered windows) and the plans of every size meet in one order on one set of objects, where
-// each of the other tests takes one of them alone. Plain C++ over plan/plan.hpp, so nvcc's test
-// files include it too.
+// each of the other tests takes one of them alone. Plain C++ over plan/collective.hpp, so nvcc's
+// test files include it too.
 #pragma once
 
 #include <algorithm>
@@ -16,7 +16,7 @@
 
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
-#include "ccoll/plan/plan.hpp"
+#include "ccoll/plan/collective.hpp"
 
 namespace ccoll::testing {
 
