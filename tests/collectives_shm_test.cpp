@@ -91,7 +91,7 @@ TEST_CASE(
     for (int p = 2; p <= 4; ++p)
       for (int variant = 0; variant < 2; ++variant) {
         const std::string session = process_ranks::unique_session("coll-random");
-        const auto calls = ccoll::testing::random_calls(seed++, p, 60, true);
+        const auto calls = ccoll::testing::random_calls(seed++, p, 40, true);
         auto out = on_processes(p, [&](int r) -> std::string {
           auto config = [&](int which) {
             // Small FIFOs and agreement first; the defaults with eager calls up to 4 KiB.

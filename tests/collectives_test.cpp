@@ -915,7 +915,7 @@ TEST_CASE(
   const int soak = ccoll::testing::soak_factor();
   std::uint32_t seed = 1;
   for (int round = 0; round < soak; ++round)
-    for (int p : {2, 3, 4, 6, 9})
+    for (int p : {2, 3, 5})
       for (int variant = 0; variant < 3; ++variant) {
         // Small FIFOs; the defaults with 3 slots; the defaults with eager calls up to 4 KiB.
         Config c = variant == 0 ? small_config(p) : Config{};
@@ -925,7 +925,7 @@ TEST_CASE(
         if (variant == 2) c.eager_rooted_bytes = 4096;
         ccoll::testing::AutoCollectives<transport::HostThreads> colls([&](int) { return c; },
                                                                       false);
-        const auto calls = ccoll::testing::random_calls(seed++, p, 60, false);
+        const auto calls = ccoll::testing::random_calls(seed++, p, 40, false);
         const auto outcome = on_threads(p, [&](int rank) -> std::string {
           for (std::size_t i = 0; i < calls.size(); ++i) {
             std::string wrong = colls.call(calls[i], p, rank);
