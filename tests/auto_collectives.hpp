@@ -7,6 +7,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "ccoll/algo/by_size.hpp"
 #include "ccoll/ccoll.hpp"
@@ -43,6 +44,20 @@ struct AutoCollectives {
   Broadcast<T, algo::BySize, Overlapped> bc;
   Reduce<T, algo::BySize, Overlapped> rd;
   std::span<std::byte> window[5];
+
+  // Rank `rank`'s part of every call of `calls`: "" or the first wrong one. A rank whose result
+  // is wrong goes on calling, so that its peers finish their calls and report too instead of
+  // waiting for it until their timeout.
+  std::string run_sequence(const std::vector<RandomCall>& calls, int p, int rank) {
+    std::string first_wrong;
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      std::string wrong = call(calls[i], p, rank);
+      if (!wrong.empty() && first_wrong.empty())
+        first_wrong =
+            "call " + std::to_string(i) + (calls[i].windowed ? " (windowed): " : ": ") + wrong;
+    }
+    return first_wrong;
+  }
 
   // Rank `rank`'s part of call `c`: "" or what was wrong.
   std::string call(const RandomCall& c, int p, int rank) {

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "allreduce_reference.hpp"
@@ -165,7 +166,8 @@ void call_collective(typename Coll::Rank h, const void* s, void* r, std::uint64_
 
 // Rank `h`'s part of a list of cases that every rank of `coll` runs in the same order: every
 // dtype (or f32 and bf16), every op the collective takes, in place and not, roots 0, P-1 and P/2,
-// every count. Returns "" or the first wrong case.
+// every count. Returns "" or the first wrong case; a rank that finds one runs the other cases
+// still, so that its peers finish and report rather than wait for it until their timeout.
 template <class Coll>
 std::string check_collective_cases(Coll& coll, typename Coll::Rank h, int p,
                                    const std::vector<std::uint64_t>& counts, bool every_dtype) {
@@ -176,6 +178,7 @@ std::string check_collective_cases(Coll& coll, typename Coll::Rank h, int p,
     for (int r : {p - 1, p / 2})
       if (r != 0 && roots.back() != r) roots.push_back(r);
   Sweep sweep;  // every rank takes the same cases
+  std::string first_wrong;
   for (DataType d : kAllDataTypes) {
     if (!every_dtype && d != DataType::f32 && d != DataType::bf16) continue;
     for (ReduceOp op : kAllReduceOps) {
@@ -194,11 +197,11 @@ std::string check_collective_cases(Coll& coll, typename Coll::Rank h, int p,
                     });
               });
             });
-            if (!wrong.empty()) return wrong;
+            if (!wrong.empty() && first_wrong.empty()) first_wrong = std::move(wrong);
           }
     }
   }
-  return "";
+  return first_wrong;
 }
 
 }  // namespace ccoll::testing

@@ -112,11 +112,8 @@ TEST_CASE_TEMPLATE(
   for (std::uint32_t seed = 7; seed < 7 + static_cast<std::uint32_t>(sequences); ++seed) {
     testing::AutoCollectives<T> colls([](int) { return small_slots(); }, false, MPI_COMM_WORLD);
     const auto calls = testing::random_calls(seed, p, 40, false);
-    std::string wrong;
-    std::size_t call = 0;
-    for (; call < calls.size() && wrong.empty(); ++call)
-      wrong = colls.call(calls[call], p, world(MPI_Comm_rank));
-    CHECK_MESSAGE(wrong.empty(), "seed " << seed << " call " << call - 1 << ": " << wrong);
+    const std::string wrong = colls.run_sequence(calls, p, world(MPI_Comm_rank));
+    CHECK_MESSAGE(wrong.empty(), "seed " << seed << " " << wrong);
     CHECK(all_ranks(wrong.empty()));
   }
 }

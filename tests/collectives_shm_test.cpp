@@ -104,13 +104,8 @@ TEST_CASE(
             return c;
           };
           ccoll::testing::AutoCollectives<transport::SharedMemory> colls(config, true);
-          for (std::size_t i = 0; i < calls.size(); ++i) {
-            std::string wrong = colls.call(calls[i], p, r);
-            if (!wrong.empty())
-              return "seed " + std::to_string(seed - 1) + " call " + std::to_string(i) +
-                     (calls[i].windowed ? " (windowed): " : ": ") + wrong;
-          }
-          return "";
+          const std::string wrong = colls.run_sequence(calls, p, r);
+          return wrong.empty() ? "" : "seed " + std::to_string(seed - 1) + " " + wrong;
         });
         INFO("P=" << p << " variant " << variant);
         require_all_ok(out);

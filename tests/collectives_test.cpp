@@ -926,13 +926,8 @@ TEST_CASE(
         ccoll::testing::AutoCollectives<transport::HostThreads> colls([&](int) { return c; },
                                                                       false);
         const auto calls = ccoll::testing::random_calls(seed++, p, 40, false);
-        const auto outcome = on_threads(p, [&](int rank) -> std::string {
-          for (std::size_t i = 0; i < calls.size(); ++i) {
-            std::string wrong = colls.call(calls[i], p, rank);
-            if (!wrong.empty()) return "call " + std::to_string(i) + ": " + wrong;
-          }
-          return "";
-        });
+        const auto outcome =
+            on_threads(p, [&](int rank) { return colls.run_sequence(calls, p, rank); });
         for (int r = 0; r < p; ++r) {
           INFO("P=" << p << " variant " << variant << " seed " << seed - 1 << " rank " << r);
           CHECK(outcome[static_cast<std::size_t>(r)] == "");
