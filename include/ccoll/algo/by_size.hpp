@@ -69,7 +69,10 @@ struct TuningTable {
 // the rules it wrote (algo/tuning.hpp: the fewest within 5% of the fastest at every size); the
 // rules of reduce-scatter, all-gather, broadcast and reduce up to 64 KiB, which agree in band,
 // come from the median of three such runs per candidate, preferring one-hop plans among those
-// within 5% at P >= 3 (docs/results/collectives-2026-11-30.md), and every collective's rules
+// within 5% at P >= 3 (docs/results/collectives-2026-11-30.md), re-derived where they were more
+// than 10% behind on the VM's other (Intel) host from both hosts' medians, each candidate scored
+// by its worse ratio to the fastest (all-gather at P = 2 and 3, broadcast at P = 2-4, reduce at
+// P = 2: docs/results/auto-small-2026-12-01b.md), and every collective's rules
 // above 64 KiB from the median of three runs per candidate from 128 KiB to 64 MiB
 // (docs/results/auto-tuning-2026-11-30.md): on this host one run's times swap plans that differ
 // by more than 10%. Beyond 64 MiB, where nothing was measured, a plan chosen in LowLatency at 64
@@ -94,6 +97,7 @@ inline TuningTable default_tuning_table() {
     std::uint64_t max_bytes;
   };
   static constexpr Measured kMeasured[] = {
+      // allreduce
       {A, 2, "oneshot", kLL, 64 * kKiB},
       {A, 2, "recdoubling", kLL, 2 * kMiB},
       {A, 2, "ring", kSimple, 8 * kMiB},
@@ -111,6 +115,7 @@ inline TuningTable default_tuning_table() {
       {A, 4, "ring", kSimple, 2 * kMiB},
       {A, 4, "ring", kLL, 4 * kMiB},
       {A, 4, "ring", kSimple, kAny},
+      // reduce-scatter
       {RS, 2, "ring", kLL, 16 * kKiB},
       {RS, 2, "direct", kSimple, 64 * kKiB},
       {RS, 2, "direct", kLL, 4 * kMiB},
@@ -124,12 +129,13 @@ inline TuningTable default_tuning_table() {
       {RS, 4, "ring", kSimple, 1 * kMiB},
       {RS, 4, "ring", kLL, 4 * kMiB},
       {RS, 4, "ring", kSimple, kAny},
-      {AG, 2, "direct", kLL, 8 * kKiB},
+      // all-gather
+      {AG, 2, "ring", kLL, 8 * kKiB},
       {AG, 2, "direct", kSimple, 64 * kKiB},
       {AG, 2, "ring", kLL, 4 * kMiB},
       {AG, 2, "ring", kSimple, kAny},
-      {AG, 3, "direct", kLL, 16380},
-      {AG, 3, "ring", kSimple, 65532},
+      {AG, 3, "direct", kLL, 32760},
+      {AG, 3, "ring", kLL, 65532},
       {AG, 3, "direct", kLL, 131064},
       {AG, 3, "ring", kSimple, 1048572},
       {AG, 3, "ring", kLL, 67108860},
@@ -137,22 +143,26 @@ inline TuningTable default_tuning_table() {
       {AG, 4, "direct", kLL, 64 * kKiB},
       {AG, 4, "ring", kLL, 4 * kMiB},
       {AG, 4, "ring", kSimple, kAny},
-      {BC, 2, "direct", kLL, 512},
-      {BC, 2, "ring", kSimple, 64 * kKiB},
+      // broadcast
+      {BC, 2, "ring", kLL, 128},
+      {BC, 2, "tree", kSimple, 64 * kKiB},
       {BC, 2, "dbtree", kLL, 4 * kMiB},
       {BC, 2, "tree", kSimple, kAny},
       {BC, 3, "direct", kSimple, 8 * kKiB},
       {BC, 3, "ring", kSimple, 32 * kKiB},
+      {BC, 3, "dbtree", kLL, 64 * kKiB},
       {BC, 3, "dbtree", kSimple, 4 * kMiB},
       {BC, 3, "tree", kLL, 8 * kMiB},
       {BC, 3, "tree", kSimple, kAny},
-      {BC, 4, "direct", kLL, 8},
-      {BC, 4, "direct", kSimple, 2 * kKiB},
-      {BC, 4, "ring", kSimple, 64 * kKiB},
+      {BC, 4, "direct", kLL, 8 * kKiB},
+      {BC, 4, "tree", kLL, 16 * kKiB},
+      {BC, 4, "direct", kSimple, 32 * kKiB},
+      {BC, 4, "ring", kLL, 64 * kKiB},
       {BC, 4, "dbtree", kSimple, 2 * kMiB},
       {BC, 4, "ring", kLL, 16 * kMiB},
       {BC, 4, "dbtree", kSimple, kAny},
-      {RD, 2, "direct", kLL, 2 * kKiB},
+      // reduce
+      {RD, 2, "tree", kSimple, 128},
       {RD, 2, "direct", kSimple, 16 * kKiB},
       {RD, 2, "tree", kLL, 64 * kKiB},
       {RD, 2, "dbtree", kLL, 4 * kMiB},
