@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <span>
 #include <string>
@@ -47,11 +48,18 @@ struct AutoCollectives {
 
   // Rank `rank`'s part of every call of `calls`: "" or the first wrong one. A rank whose result
   // is wrong goes on calling, so that its peers finish their calls and report too instead of
-  // waiting for it until their timeout.
+  // waiting for it until their timeout; an exception after that is added to the report rather
+  // than replacing it.
   std::string run_sequence(const std::vector<RandomCall>& calls, int p, int rank) {
     std::string first_wrong;
     for (std::size_t i = 0; i < calls.size(); ++i) {
-      std::string wrong = call(calls[i], p, rank);
+      std::string wrong;
+      try {
+        wrong = call(calls[i], p, rank);
+      } catch (const std::exception& e) {
+        if (first_wrong.empty()) throw;
+        return first_wrong + "; then call " + std::to_string(i) + " threw: " + e.what();
+      }
       if (!wrong.empty() && first_wrong.empty())
         first_wrong =
             "call " + std::to_string(i) + (calls[i].windowed ? " (windowed): " : ": ") + wrong;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <span>
 #include <string>
@@ -167,7 +168,8 @@ void call_collective(typename Coll::Rank h, const void* s, void* r, std::uint64_
 // Rank `h`'s part of a list of cases that every rank of `coll` runs in the same order: every
 // dtype (or f32 and bf16), every op the collective takes, in place and not, roots 0, P-1 and P/2,
 // every count. Returns "" or the first wrong case; a rank that finds one runs the other cases
-// still, so that its peers finish and report rather than wait for it until their timeout.
+// still, so that its peers finish and report rather than wait for it until their timeout (an
+// exception after that is added to the report).
 template <class Coll>
 std::string check_collective_cases(Coll& coll, typename Coll::Rank h, int p,
                                    const std::vector<std::uint64_t>& counts, bool every_dtype) {
@@ -188,15 +190,20 @@ std::string check_collective_cases(Coll& coll, typename Coll::Rank h, int p,
           for (std::uint64_t n : counts) {
             if (!sweep.take()) continue;
             std::string wrong;
-            dispatch_data_type(d, [&](auto t) {
-              using T = decltype(t);
-              dispatch_reduce_op(op, [&](auto o) {
-                wrong = check_collective_call<T, decltype(o)::value>(
-                    C, p, h.id(), n, in_place, root, [&](const void* s, void* r) {
-                      call_collective<Coll>(h, s, r, n, d, op, root);
-                    });
+            try {
+              dispatch_data_type(d, [&](auto t) {
+                using T = decltype(t);
+                dispatch_reduce_op(op, [&](auto o) {
+                  wrong = check_collective_call<T, decltype(o)::value>(
+                      C, p, h.id(), n, in_place, root, [&](const void* s, void* r) {
+                        call_collective<Coll>(h, s, r, n, d, op, root);
+                      });
+                });
               });
-            });
+            } catch (const std::exception& e) {
+              if (first_wrong.empty()) throw;
+              return first_wrong + "; then a call threw: " + e.what();
+            }
             if (!wrong.empty() && first_wrong.empty()) first_wrong = std::move(wrong);
           }
     }

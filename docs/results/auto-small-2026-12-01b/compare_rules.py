@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """The table's rules before and after this page's change, scored on runs that neither was derived
-from (verify.sh's, reduced by auto-small-2026-12-01/summarize_runs.py --reduce): per collective
-and P, at how many sizes each rule set's choice is within 10% of the fastest candidate (median over
-the runs of the choice's ratio to that run's fastest), and, as a check that auto follows the new
-rules, the same for auto's measured time. Broadcasts and reduces of at most 96 bytes take the fast
-boxes whatever the plan; they count for auto only.
+from (auto-small-2026-12-01/verify.sh's, reduced by that page's summarize_runs.py --reduce): per
+collective and P, at how many sizes each rule set's choice is within 10% of the fastest candidate
+(median over the runs of the choice's ratio to that run's fastest), and, as a check that auto
+follows the new rules, the same for auto's measured time. Broadcasts and reduces of at most 96
+bytes take the fast boxes whatever the plan; they count for auto only.
   compare_rules.py RUN.json [RUN.json ...]"""
 import json
 import statistics
@@ -21,13 +21,12 @@ before = {
 after = {
     ("all_gather", 2): [("ring+ll", 8192), ("direct", 65536)],
     ("all_gather", 3): [("direct+ll", 32760), ("ring+ll", 65532)],
-    ("broadcast", 2): [("ring+ll", 128), ("tree", 65536)],
-    ("broadcast", 3): [("direct", 8192), ("ring", 32768), ("dbtree+ll", 65536)],
+    ("broadcast", 2): [("tree", 65536)],
+    ("broadcast", 3): [("direct", 16384), ("ring", 32768), ("dbtree+ll", 65536)],
     ("broadcast", 4): [("direct+ll", 8192), ("tree+ll", 16384), ("direct", 32768),
                        ("ring+ll", 65536)],
-    ("reduce", 2): [("tree", 128), ("direct", 16384), ("tree+ll", 65536)],
+    ("reduce", 2): [("direct+ll", 64), ("direct", 65536)],
 }
-
 
 def choice(rules, size):
     return next(n for n, m in rules if size <= m)

@@ -69,19 +69,19 @@ struct TuningTable {
 // the rules it wrote (algo/tuning.hpp: the fewest within 5% of the fastest at every size); the
 // rules of reduce-scatter, all-gather, broadcast and reduce up to 64 KiB, which agree in band,
 // come from the median of three such runs per candidate, preferring one-hop plans among those
-// within 5% at P >= 3 (docs/results/collectives-2026-11-30.md), re-derived where they were more
-// than 10% behind on the VM's other (Intel) host from both hosts' medians, each candidate scored
-// by its worse ratio to the fastest (all-gather at P = 2 and 3, broadcast at P = 2-4, reduce at
-// P = 2: docs/results/auto-small-2026-12-01b.md), and every collective's rules
-// above 64 KiB from the median of three runs per candidate from 128 KiB to 64 MiB
+// within 5% at P >= 3 (docs/results/collectives-2026-11-30.md), then re-derived from those and
+// three runs on the VM's other (Intel) host, each candidate scored by its worse ratio to the
+// fastest over the two hosts (docs/results/auto-small-2026-12-01b.md; allreduce's one-shot plan at
+// P = 4 to 2 KiB is a choice by hand on the same page), and every collective's rules above 64 KiB
+// from the median of three runs per candidate from 128 KiB to 64 MiB
 // (docs/results/auto-tuning-2026-11-30.md): on this host one run's times swap plans that differ
-// by more than 10%. Beyond 64 MiB, where nothing was measured, a plan chosen in LowLatency at 64
-// MiB runs as Simple, the protocol meant for bandwidth. Where several plans tie within the host's
-// noise (one-hop plans at P = 2, whose shapes coincide) the choice between them is arbitrary. The
-// rules of the other rank counts (P = 1, and P >= 5, which this host did not measure) follow the
-// shape of those: one-hop and LowLatency plans for small messages, direct plans (each rank
-// reduces or sends its share in one hop) for middle sizes, rings and trees for large ones.
-// oneshot takes at most 16 ranks (plan/one_shot.hpp).
+// by more than 10%. Beyond 64 MiB, where nothing was measured, a plan chosen in
+// LowLatency at 64 MiB runs as Simple, the protocol meant for bandwidth. Where several plans tie
+// within the host's noise (one-hop plans at P = 2, whose shapes coincide) the choice between them
+// is arbitrary. The rules of the other rank counts (P = 1, and P >= 5, which this host did not
+// measure) follow the shape of those: one-hop and LowLatency plans for small messages, direct plans
+// (each rank reduces or sends its share in one hop) for middle sizes, rings and trees for large
+// ones. oneshot takes at most 16 ranks (plan/one_shot.hpp).
 inline TuningTable default_tuning_table() {
   using C = plan::Collective;
   constexpr C A = C::allreduce, RS = C::reduce_scatter, AG = C::all_gather, BC = C::broadcast,
@@ -108,7 +108,7 @@ inline TuningTable default_tuning_table() {
       {A, 3, "ring", kLL, 256 * kKiB},
       {A, 3, "dbtree", kLL, 64 * kMiB},
       {A, 3, "dbtree", kSimple, kAny},
-      {A, 4, "oneshot", kLL, 1 * kKiB},
+      {A, 4, "oneshot", kLL, 2 * kKiB},
       {A, 4, "direct", kLL, 16 * kKiB},
       {A, 4, "direct", kSimple, 64 * kKiB},
       {A, 4, "direct", kLL, 128 * kKiB},
@@ -144,11 +144,10 @@ inline TuningTable default_tuning_table() {
       {AG, 4, "ring", kLL, 4 * kMiB},
       {AG, 4, "ring", kSimple, kAny},
       // broadcast
-      {BC, 2, "ring", kLL, 128},
       {BC, 2, "tree", kSimple, 64 * kKiB},
       {BC, 2, "dbtree", kLL, 4 * kMiB},
       {BC, 2, "tree", kSimple, kAny},
-      {BC, 3, "direct", kSimple, 8 * kKiB},
+      {BC, 3, "direct", kSimple, 16 * kKiB},
       {BC, 3, "ring", kSimple, 32 * kKiB},
       {BC, 3, "dbtree", kLL, 64 * kKiB},
       {BC, 3, "dbtree", kSimple, 4 * kMiB},
@@ -162,9 +161,8 @@ inline TuningTable default_tuning_table() {
       {BC, 4, "ring", kLL, 16 * kMiB},
       {BC, 4, "dbtree", kSimple, kAny},
       // reduce
-      {RD, 2, "tree", kSimple, 128},
-      {RD, 2, "direct", kSimple, 16 * kKiB},
-      {RD, 2, "tree", kLL, 64 * kKiB},
+      {RD, 2, "direct", kLL, 64},
+      {RD, 2, "direct", kSimple, 64 * kKiB},
       {RD, 2, "dbtree", kLL, 4 * kMiB},
       {RD, 2, "dbtree", kSimple, 32 * kMiB},
       {RD, 2, "direct", kSimple, kAny},
