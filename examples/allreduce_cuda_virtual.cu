@@ -39,8 +39,10 @@ int main(int argc, char** argv) {
     }
     std::vector<const void*> sends(buf.begin(), buf.end());
     std::vector<void*> recvs(buf.begin(), buf.end());
+    // Non-blocking: a session's kernel (below) runs until it closes, and on a blocking stream the
+    // legacy stream's cudaMemcpy would wait for it.
     cudaStream_t stream = nullptr;
-    cudaStreamCreate(&stream);
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
 
     // Stream-ordered: one kernel launch per call, nothing on the host between steps.
     ex.run_all<float, ccoll::ReduceOp::sum>(sends, recvs, count, stream);

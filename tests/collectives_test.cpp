@@ -427,6 +427,56 @@ TEST_CASE("collectives: a call that every rank refuses alike leaves the communic
   }
 }
 
+TEST_CASE(
+    "collectives: a refused call fails as refused on every rank, a late rank and a different "
+    "collective included") {
+  // Rank 1's arguments are bad while rank 2 arrives late (after check_peers has found rank 1's
+  // refusal and aborted the communicator), or rank 1 calls another collective: every rank throws
+  // InvalidArgument, long before the timeout, rank 1 with its own reason, and nobody's output is
+  // written.
+  using namespace std::chrono_literals;
+  const int p = 3;
+  for (const std::size_t n : {std::size_t{4}, std::size_t{300}})  // through the boxes, and staged
+    for (const bool other_collective : {false, true}) {
+      CAPTURE(n);
+      CAPTURE(other_collective);
+      Config c = small_config(p);
+      c.timeout = 20000ms;
+      Broadcast<transport::HostThreads, algo::Direct> bc(c);
+      std::vector<std::vector<float>> out(p, std::vector<float>(n, -1.0f));
+      const std::vector<float> in(n, 3.0f);
+      const auto t0 = std::chrono::steady_clock::now();
+      const auto outcome = on_threads(p, [&](int r) -> std::string {
+        if (r == 2) std::this_thread::sleep_for(300ms);
+        float* o = out[static_cast<std::size_t>(r)].data();
+        try {
+          if (r != 1)
+            bc.rank(r).run(in.data(), o, n, DataType::f32, 0);
+          else if (other_collective)
+            bc.executor().run(r, in.data(), o, n, DataType::f32, ReduceOp::sum,
+                              runtime::CallShape{plan::Collective::reduce, 0});
+          else
+            bc.rank(r).run(in.data(), nullptr, n, DataType::f32, 0);
+          return "no error";
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::InvalidArgument)
+            return "code " + std::to_string(int(e.code()));
+          return e.what();
+        }
+      });
+      CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+      for (int r = 0; r < p; ++r) {
+        const std::string& o = outcome[static_cast<std::size_t>(r)];
+        INFO("rank " << r << ": " << o);
+        CHECK(o.find("code ") == std::string::npos);
+        CHECK(o != "no error");
+        if (r == 1)
+          CHECK(o.find(other_collective ? "a reduce call" : "recvbuff") != std::string::npos);
+        CHECK(out[static_cast<std::size_t>(r)] == std::vector<float>(n, -1.0f));
+      }
+    }
+}
+
 TEST_CASE("collectives: a topology without the collective's plans is refused when built") {
   try {
     ReduceScatter<transport::HostThreads, algo::Tree> rs(small_config(4));

@@ -1,12 +1,12 @@
 /* ccoll_mpi.h: what libccoll_mpi.so offers besides the MPI functions it interposes.
  *
  * libccoll_mpi.so defines MPI_Allreduce, MPI_Reduce_scatter_block, MPI_Reduce_scatter,
- * MPI_Allgather, MPI_Bcast, MPI_Reduce and MPI_Finalize (PMPI interposition, MPI standard
- * Sec. 15.2): loaded before the MPI library (LD_PRELOAD, or linked before it), it serves those
- * collectives with ccoll for the predefined types and ops ccoll has and hands every other call to
- * the PMPI_ function of the same name. docs/mpi.md describes it. A program that wants to know what
- * happened to its calls looks the counter function up at run time, so that it runs with and without
- * the library:
+ * MPI_Allgather, MPI_Bcast, MPI_Reduce, MPI_Init, MPI_Init_thread and MPI_Finalize (PMPI
+ * interposition, MPI standard Sec. 15.2): loaded before the MPI library (LD_PRELOAD, or linked
+ * before it), it serves those collectives with ccoll for the predefined types and ops ccoll has
+ * and hands every other call to the PMPI_ function of the same name. docs/mpi.md describes it. A
+ * program that wants to know what happened to its calls looks the counter function up at run
+ * time, so that it runs with and without the library:
  *
  *   unsigned long long (*counter)(int) =
  *       (unsigned long long (*)(int))dlsym(RTLD_DEFAULT, "ccoll_mpi_counter");
@@ -26,7 +26,8 @@ enum ccoll_mpi_counter_id {
   CCOLL_MPI_SERVED_BYTES,    /* bytes (count x element size) of the served calls */
   CCOLL_MPI_SERVED_IN_PLACE, /* served calls with MPI_IN_PLACE */
   CCOLL_MPI_PASS_DISABLED,   /* CCOLL_MPI_DISABLE=1 */
-  CCOLL_MPI_PASS_SETTINGS,   /* a bad CCOLL_MPI_* value (named on stderr) */
+  CCOLL_MPI_PASS_SETTINGS,   /* a bad CCOLL_MPI_* value on any rank, or values that differ across
+                                the ranks (compared at MPI_Init; named on stderr) */
   CCOLL_MPI_PASS_NESTED,     /* called from inside a served call */
   CCOLL_MPI_PASS_STATE,      /* MPI not initialized or already finalized, MPI_COMM_NULL */
   CCOLL_MPI_PASS_COUNT,      /* count <= 0 */

@@ -85,11 +85,11 @@ class CommStates {
   }
 
   // Frees every state and the keyval (MPI_Finalize, before PMPI_Finalize): the allreduces free
-  // their duplicated communicators. One barrier over MPI_COMM_WORLD first stands for the
-  // per-communicator barriers of delete_attribute: after it no rank is inside a call.
+  // their own communicators. The caller's barrier over MPI_COMM_WORLD, on every rank whether or
+  // not it has state, stands for the per-communicator barriers of delete_attribute: after it no
+  // rank is inside a call.
   void clear() {
     if (keyval_ == MPI_KEYVAL_INVALID) return;
-    PMPI_Barrier(MPI_COMM_WORLD);
     finalizing_ = true;
     std::vector<MPI_Comm> comms;
     {

@@ -1,12 +1,17 @@
-// ccoll_mpi/interpose.cpp: the collectives and MPI_Finalize of libccoll_mpi.so (PMPI
-// interposition, MPI standard Sec. 15.2): MPI_Allreduce, MPI_Reduce_scatter_block,
-// MPI_Reduce_scatter (equal counts), MPI_Allgather, MPI_Bcast and MPI_Reduce.
+// ccoll_mpi/interpose.cpp: the collectives, MPI_Init, MPI_Init_thread and MPI_Finalize of
+// libccoll_mpi.so (PMPI interposition, MPI standard Sec. 15.2): MPI_Allreduce,
+// MPI_Reduce_scatter_block, MPI_Reduce_scatter (equal counts), MPI_Allgather, MPI_Bcast and
+// MPI_Reduce.
 //
-// Each call decides, from what every rank of the call has in common, whether ccoll serves it or
-// the PMPI function of the same name does: the settings, count, datatype, op, root, the kind and
-// size of the communicator and, for CCOLL_MPI_ALGO=auto, the size. MPI's in-place forms map onto
-// NCCL's, which ccoll takes (serve()). Nothing local (buffers, timing) enters the
-// decision, so the ranks of a call never split between ccoll and MPI. A served call that fails has
+// Each call decides, from what the ranks of a call have in common, whether ccoll serves it or the
+// PMPI function of the same name does: the settings (compared across the ranks at MPI_Init), count,
+// datatype, op, root, the kind and size of the communicator and, for CCOLL_MPI_ALGO=auto, the size.
+// MPI's in-place forms map onto NCCL's, which ccoll takes (serve()). Nothing local (buffers,
+// timing) enters the decision. MPI requires the ranks of a reduction to pass the same count,
+// datatype and op, so its ranks never split between ccoll and MPI; a broadcast or all-gather whose
+// ranks describe the same bytes with different types or counts (MPI_INT x 4 on one rank, a
+// contiguous type of 4 MPI_INT on another) is legal MPI but would split them, and is not
+// supported (docs/mpi.md, Limits). A served call that fails has
 // no result to return: the error is printed and the job aborted (MPI_Abort), never passed on as
 // an error code a program may ignore.
 #include <mpi.h>
@@ -19,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -51,8 +57,6 @@ const Process& process() {
     Process q;
     q.settings = read_settings();
     PMPI_Comm_rank(MPI_COMM_WORLD, &q.world_rank);
-    if (!q.settings.error.empty() && q.world_rank == 0)
-      std::fprintf(stderr, "ccoll_mpi: %s; every call goes to MPI\n", q.settings.error.c_str());
     if (q.settings.algorithm) q.fixed_name = q.settings.algorithm->name();
     if (q.settings.slot_bytes != 0) q.config.slot_bytes = q.settings.slot_bytes;
     if (q.settings.nslots != 0) q.config.nslots = q.settings.nslots;
@@ -69,6 +73,51 @@ CommStates& comm_states() {
 }
 
 std::atomic<bool> g_finalized{false};
+// Set by MPI_Init or MPI_Init_thread once the ranks compared their settings (agree_settings):
+// refused, every call of every rank goes to MPI.
+std::atomic<bool> g_settings_compared{false};
+std::atomic<bool> g_settings_refused{false};
+
+std::uint64_t fnv1a(std::string_view text) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (const char ch : text) {
+    h ^= static_cast<unsigned char>(ch);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// After PMPI_Init (every process of MPI_COMM_WORLD calls it): the ranks compare their settings.
+// One rank with a bad value or with values that differ from the others' would otherwise send its
+// calls to MPI while the others serve them with ccoll, and the job would hang; so every rank then
+// hands every call to MPI. The lowest rank with a bad value names it (the others would repeat
+// it), or world rank 0 says that the values differ.
+void agree_settings() {
+  const Process& p = process();
+  int size = 1;
+  PMPI_Comm_size(MPI_COMM_WORLD, &size);
+  const std::uint64_t h = fnv1a(p.settings.fingerprint);
+  const bool bad = !p.settings.error.empty();
+  // The maxima of h and ~h are h and ~h on every rank only if every rank has the same h.
+  std::uint64_t v[3] = {h, ~h, bad ? static_cast<std::uint64_t>(size - p.world_rank) : 0};
+  if (PMPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS) {
+    g_settings_refused = true;
+    g_settings_compared = true;
+    return;
+  }
+  const bool differ = v[0] != h || v[1] != ~h;
+  const int first_bad = v[2] == 0 ? -1 : size - static_cast<int>(v[2]);
+  if (first_bad == p.world_rank)
+    std::fprintf(stderr, "ccoll_mpi: %s (world rank %d); every call goes to MPI, on every rank\n",
+                 p.settings.error.c_str(), p.world_rank);
+  else if (first_bad < 0 && differ && p.world_rank == 0)
+    std::fprintf(stderr,
+                 "ccoll_mpi: CCOLL_MPI_* values (or the CCOLL_MPI_TUNING table's contents) differ "
+                 "across the ranks; they decide whether ccoll or MPI serves a call, so every call "
+                 "goes to MPI (Open MPI: mpirun -x NAME sets a variable on every rank)\n");
+  g_settings_refused = first_bad >= 0 || differ;
+  g_settings_compared = true;
+}
 // Inside a served call, or setting one up: a nested call (the transports' own MPI_Allgather and
 // MPI_Bcast among them) goes to MPI.
 thread_local bool t_in_call = false;
@@ -86,6 +135,9 @@ struct Call {
   ccoll::plan::Collective collective;
   const void* send;  // MPI_IN_PLACE as given
   void* recv;
+  // Arguments MPI takes and ccoll does not (unequal MPI_Reduce_scatter counts, MPI_Allgather send
+  // and receive sides that differ): the call goes to MPI.
+  bool mpi_only = false;
   int count;
   MPI_Datatype datatype;
   MPI_Op op;  // MPI_SUM for the functions without an op
@@ -189,8 +241,18 @@ int serve(const Call& c, ToMpi&& to_mpi) {
   if (initialized == 0 || g_finalized.load(std::memory_order_relaxed) || c.comm == MPI_COMM_NULL)
     return pass(Counter::state);
   const Process& p = process();
-  if (p.settings.disabled) return pass(Counter::disabled);
-  if (!p.settings.error.empty()) return pass(Counter::settings);
+  if (p.settings.disabled && !g_settings_refused.load(std::memory_order_relaxed))
+    return pass(Counter::disabled);
+  if (!p.settings.error.empty() || g_settings_refused.load(std::memory_order_relaxed)) {
+    // Not compared at MPI_Init (a program whose MPI_Init bypassed this library, as Fortran's
+    // does): world rank 0 names its own bad value.
+    static std::once_flag named;
+    if (!g_settings_compared.load(std::memory_order_relaxed) && p.world_rank == 0)
+      std::call_once(named, [&] {
+        std::fprintf(stderr, "ccoll_mpi: %s; every call goes to MPI\n", p.settings.error.c_str());
+      });
+    return pass(Counter::settings);
+  }
   if (c.count <= 0) return pass(Counter::count);
   const bool reduction = ccoll::plan::reduces(c.collective);
   auto d = to_ccoll(c.datatype);
@@ -214,7 +276,7 @@ int serve(const Call& c, ToMpi&& to_mpi) {
   }
   CommState& state = comm_states().get(c.comm);
   if (state.pass) return pass(*state.pass);
-  if (ccoll::plan::has_root(c.collective) && (c.root < 0 || c.root >= state.size))
+  if (c.mpi_only || (ccoll::plan::has_root(c.collective) && (c.root < 0 || c.root >= state.size)))
     return pass(Counter::arguments);
 
   const std::size_t count = static_cast<std::size_t>(c.count) * scale;
@@ -242,13 +304,15 @@ int serve(const Call& c, ToMpi&& to_mpi) {
   CommState::Entry& e = entry(state, name, c, *d, op);
   if (!e.runner) return pass(Counter::algorithm);
 
-  // MPI's in-place forms as ccoll's (NCCL's).
+  // MPI's in-place forms as ccoll's (NCCL's). MPI_IN_PLACE where MPI does not allow it (a
+  // receive buffer, a reduce's input off the root) is a null buffer to ccoll, which every rank
+  // then refuses with the same error.
   const bool in_place = c.send == MPI_IN_PLACE;
   const auto at = [&](void* base, int rank) {
     return static_cast<std::byte*>(base) + static_cast<std::size_t>(rank) * count * es;
   };
   const void* send = c.send;
-  void* recv = c.recv;
+  void* recv = c.recv == MPI_IN_PLACE ? nullptr : c.recv;
   switch (c.collective) {
     case ccoll::plan::Collective::allreduce:
       if (in_place) send = recv;
@@ -268,10 +332,8 @@ int serve(const Call& c, ToMpi&& to_mpi) {
       send = recv;  // MPI_Bcast has one buffer: the root's input, everyone's output
       break;
     case ccoll::plan::Collective::reduce:
-      if (state.rank != c.root)
-        recv = nullptr;  // insignificant on the other ranks
-      else if (in_place)
-        send = recv;
+      if (state.rank != c.root) recv = nullptr;  // insignificant on the other ranks
+      if (in_place) send = state.rank == c.root ? recv : nullptr;
       break;
   }
   try {
@@ -295,6 +357,9 @@ int serve(const Call& c, ToMpi&& to_mpi) {
 }
 
 void finalize() {
+  // Every rank, whether or not it made a call this library looked at: a rank that did has state
+  // to free, and must not free it while another rank still reads its slots (clear()).
+  PMPI_Barrier(MPI_COMM_WORLD);
   comm_states().clear();
   g_finalized.store(true, std::memory_order_relaxed);
   const Process& p = process();
@@ -327,7 +392,8 @@ CCOLL_MPI_EXPORT int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count
                                    MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   return ccoll_mpi::guarded("MPI_Allreduce", comm, [&] {
     return ccoll_mpi::serve(
-        {Function::allreduce, Collective::allreduce, sendbuf, recvbuf, count, datatype, op, comm},
+        {Function::allreduce, Collective::allreduce, sendbuf, recvbuf, false, count, datatype, op,
+         comm},
         [&] { return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); });
   });
 }
@@ -336,8 +402,8 @@ CCOLL_MPI_EXPORT int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf
                                               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   return ccoll_mpi::guarded("MPI_Reduce_scatter_block", comm, [&] {
     return ccoll_mpi::serve(
-        {Function::reduce_scatter_block, Collective::reduce_scatter, sendbuf, recvbuf, recvcount,
-         datatype, op, comm},
+        {Function::reduce_scatter_block, Collective::reduce_scatter, sendbuf, recvbuf, false,
+         recvcount, datatype, op, comm},
         [&] { return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm); });
   });
 }
@@ -357,15 +423,13 @@ CCOLL_MPI_EXPORT int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, cons
       PMPI_Comm_test_inter(comm, &inter);
       if (inter == 0) PMPI_Comm_size(comm, &size);
     }
+    bool unequal = false;
     if (recvcounts != nullptr)
-      for (int r = 1; r < size; ++r)
-        if (recvcounts[r] != recvcounts[0]) {
-          ccoll_mpi::counters(Function::reduce_scatter).add(ccoll_mpi::Counter::arguments);
-          return to_mpi();
-        }
-    return ccoll_mpi::serve({Function::reduce_scatter, Collective::reduce_scatter, sendbuf, recvbuf,
-                             recvcounts != nullptr ? recvcounts[0] : 0, datatype, op, comm},
-                            to_mpi);
+      for (int r = 1; r < size; ++r) unequal = unequal || recvcounts[r] != recvcounts[0];
+    return ccoll_mpi::serve(
+        {Function::reduce_scatter, Collective::reduce_scatter, sendbuf, recvbuf, unequal,
+         recvcounts != nullptr ? recvcounts[0] : 0, datatype, op, comm},
+        to_mpi);
   });
 }
 
@@ -377,11 +441,8 @@ CCOLL_MPI_EXPORT int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datat
     auto to_mpi = [&] {
       return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     };
-    if (sendbuf != MPI_IN_PLACE && (sendcount != recvcount || sendtype != recvtype)) {
-      ccoll_mpi::counters(Function::allgather).add(ccoll_mpi::Counter::arguments);
-      return to_mpi();
-    }
-    return ccoll_mpi::serve({Function::allgather, Collective::all_gather, sendbuf, recvbuf,
+    const bool differ = sendbuf != MPI_IN_PLACE && (sendcount != recvcount || sendtype != recvtype);
+    return ccoll_mpi::serve({Function::allgather, Collective::all_gather, sendbuf, recvbuf, differ,
                              recvcount, recvtype, MPI_SUM, comm},
                             to_mpi);
   });
@@ -390,7 +451,7 @@ CCOLL_MPI_EXPORT int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datat
 CCOLL_MPI_EXPORT int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root,
                                MPI_Comm comm) {
   return ccoll_mpi::guarded("MPI_Bcast", comm, [&] {
-    return ccoll_mpi::serve({Function::bcast, Collective::broadcast, buffer, buffer, count,
+    return ccoll_mpi::serve({Function::bcast, Collective::broadcast, buffer, buffer, false, count,
                              datatype, MPI_SUM, comm, root},
                             [&] { return PMPI_Bcast(buffer, count, datatype, root, comm); });
   });
@@ -400,9 +461,30 @@ CCOLL_MPI_EXPORT int MPI_Reduce(const void* sendbuf, void* recvbuf, int count,
                                 MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
   return ccoll_mpi::guarded("MPI_Reduce", comm, [&] {
     return ccoll_mpi::serve(
-        {Function::reduce, Collective::reduce, sendbuf, recvbuf, count, datatype, op, comm, root},
+        {Function::reduce, Collective::reduce, sendbuf, recvbuf, false, count, datatype, op, comm,
+         root},
         [&] { return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm); });
   });
+}
+
+CCOLL_MPI_EXPORT int MPI_Init(int* argc, char*** argv) {
+  const int rc = PMPI_Init(argc, argv);
+  if (rc == MPI_SUCCESS)
+    ccoll_mpi::guarded("MPI_Init", MPI_COMM_WORLD, [] {
+      ccoll_mpi::agree_settings();
+      return MPI_SUCCESS;
+    });
+  return rc;
+}
+
+CCOLL_MPI_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  const int rc = PMPI_Init_thread(argc, argv, required, provided);
+  if (rc == MPI_SUCCESS)
+    ccoll_mpi::guarded("MPI_Init_thread", MPI_COMM_WORLD, [] {
+      ccoll_mpi::agree_settings();
+      return MPI_SUCCESS;
+    });
+  return rc;
 }
 
 CCOLL_MPI_EXPORT int MPI_Finalize(void) {

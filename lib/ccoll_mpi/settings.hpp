@@ -18,7 +18,8 @@
 //
 // A bad value never stops the program: it is named on stderr and every call goes to MPI. The
 // variables must be the same on every rank (Open MPI: mpirun -x), as the serve-or-pass decision of
-// a collective call has to be.
+// a collective call has to be: MPI_Init compares them (and the tuning table's text) across the
+// ranks, and if one rank's value is bad or differs, every call goes to MPI on every rank.
 #pragma once
 
 #include <charconv>
@@ -64,6 +65,9 @@ struct Settings {
   std::chrono::milliseconds timeout{0};  // 0: no deadline
   std::uint64_t slot_bytes = 0;          // 0: Config's default
   std::uint32_t nslots = 0;              // 0: Config's default
+  // What the serve-or-pass decision and the transports' shapes depend on, as read (the tuning
+  // table's text, not its path): the ranks compare it at MPI_Init (interpose.cpp).
+  std::string fingerprint;
 };
 
 namespace detail {
@@ -102,6 +106,10 @@ inline void fail(Settings& s, const std::string& message) {
 
 inline Settings read_settings() {
   Settings s;
+  for (const char* name : {"CCOLL_MPI_DISABLE", "CCOLL_MPI_ALGO", "CCOLL_MPI_TRANSPORT",
+                           "CCOLL_MPI_AUTO_MIN_BYTES", "CCOLL_MPI_SLOT_BYTES", "CCOLL_MPI_NSLOTS"})
+    if (auto v = detail::env(name))
+      s.fingerprint += std::string(name) + "=" + std::string(*v) + "\n";
   if (auto v = detail::env("CCOLL_MPI_DISABLE")) {
     if (*v == "1") {
       s.disabled = true;
@@ -163,6 +171,7 @@ inline Settings read_settings() {
       if (!in) {
         detail::fail(s, what + ": cannot read the file");
       } else {
+        s.fingerprint += "CCOLL_MPI_TUNING:\n" + text.str();
         try {
           auto table = ccoll::algo::tuning_table_from_json(text.str());
           (void)ccoll::algo::BySize(

@@ -708,9 +708,11 @@ TEST_CASE("persistent session: a missing peer ends the kernel with a timeout") {
   for (auto& ptr : buf) REQUIRE_CUDA(cudaMalloc(&ptr, 4096 * 4));
   std::vector<const void*> s(buf.begin(), buf.end());
   std::vector<void*> rv(buf.begin(), buf.end());
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   ErrorCode code = ErrorCode::System;
   try {
-    transport::cuda::Session<float, ReduceOp::sum> session(ex, nullptr);
+    transport::cuda::Session<float, ReduceOp::sum> session(ex, stream);
     const std::uint64_t t = session.enqueue(s, rv, 4096);
     session.wait(t);
   } catch (const Error& e) {
@@ -718,7 +720,25 @@ TEST_CASE("persistent session: a missing peer ends the kernel with a timeout") {
     MESSAGE(e.what());
   }
   CHECK(code == ErrorCode::Timeout);
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
   for (auto* ptr : buf) REQUIRE_CUDA(cudaFree(ptr));
+}
+
+TEST_CASE("persistent session: the default and blocking streams are refused") {
+  // A session's kernel runs until close(): on such a stream, a later cudaMemcpy would wait for it.
+  CudaVirtualRanks::Executor ex(make_config(2, 1), registered("ring", 2), "streams");
+  cudaStream_t blocking = nullptr;
+  REQUIRE_CUDA(cudaStreamCreate(&blocking));
+  for (cudaStream_t s : {cudaStream_t{nullptr}, cudaStreamLegacy, cudaStreamPerThread, blocking}) {
+    ErrorCode code = ErrorCode::System;
+    try {
+      transport::cuda::Session<float, ReduceOp::sum> session(ex, s);
+    } catch (const Error& e) {
+      code = e.code();
+    }
+    CHECK(code == ErrorCode::InvalidArgument);
+  }
+  REQUIRE_CUDA(cudaStreamDestroy(blocking));
 }
 
 TEST_CASE("persistent session: abort() ends an idle session and a call stuck on a missing peer") {
@@ -729,13 +749,15 @@ TEST_CASE("persistent session: abort() ends an idle session and a call stuck on 
   for (auto& ptr : buf) REQUIRE_CUDA(cudaMalloc(&ptr, 4096 * 4));
   std::vector<const void*> s(buf.begin(), buf.end());
   std::vector<void*> rv(buf.begin(), buf.end());
+  cudaStream_t stream = nullptr;
+  REQUIRE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const auto aborted_within = [&](bool stuck_call) {
     CudaVirtualRanks::Executor ex(
         c, stuck_call ? gpu_test::ring_without_rank1() : registered("ring", 4), "abort");
     const auto t0 = std::chrono::steady_clock::now();
     ErrorCode code = ErrorCode::System;
     try {
-      transport::cuda::Session<float, ReduceOp::sum> session(ex, nullptr);
+      transport::cuda::Session<float, ReduceOp::sum> session(ex, stream);
       // Idle: the blocks wait for an item (no deadline). Stuck: they wait for rank 1 inside it.
       if (stuck_call) (void)session.enqueue(s, rv, 4096);
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -750,6 +772,7 @@ TEST_CASE("persistent session: abort() ends an idle session and a call stuck on 
   };
   CHECK(aborted_within(false) < 10.0);
   CHECK(aborted_within(true) < 10.0);
+  REQUIRE_CUDA(cudaStreamDestroy(stream));
   for (auto* ptr : buf) REQUIRE_CUDA(cudaFree(ptr));
 }
 

@@ -8,7 +8,8 @@
 # with LD_PRELOAD on the ranks only (not on mpiexec itself); "-" loads nothing (a program linked
 # with the library, or the run without it). NAME=VALUE pairs are set on every rank, except
 # CCOLL_MPI_HOST=rank%K: each rank names host (rank mod K), so that mpi-hybrid sees K emulated
-# hosts and mixes shared-memory and message links. REPORT=MPI_<Name> (not set on the ranks) says
+# hosts and mixes shared-memory and message links; RANK<R>:NAME=VALUE sets NAME on rank R only (a
+# setting that differs across the ranks). REPORT=MPI_<Name> (not set on the ranks) says
 # which function's report line to check (default MPI_Allreduce); SERVED_BY=NAME (repeatable, not
 # set on the ranks) requires every rank's report of that function to list "served by NAME" with
 # at least one call. Every rank reports
@@ -32,7 +33,7 @@ else  # MPICH's Hydra and its relatives
 fi
 setenv CCOLL_MPI_REPORT all
 [[ $lib != - ]] && setenv LD_PRELOAD "$lib"
-wrapper=()
+per_rank=""  # shell statements run by each rank's wrapper before the program
 function=MPI_Allreduce
 served_by=()
 for kv in "$@"; do
@@ -41,13 +42,20 @@ for kv in "$@"; do
   elif [[ $kv =~ ^SERVED_BY=(.+)$ ]]; then
     served_by+=("${BASH_REMATCH[1]}")
   elif [[ $kv =~ ^CCOLL_MPI_HOST=rank%([0-9]+)$ ]]; then
-    k=${BASH_REMATCH[1]}
     # shellcheck disable=SC2016  # expanded by the rank's shell
-    wrapper=(sh -c 'r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; CCOLL_MPI_HOST=host$((r % '"$k"')) exec "$0" "$@"')
+    per_rank+='export CCOLL_MPI_HOST=host$((r % '"${BASH_REMATCH[1]}"')); '
+  elif [[ $kv =~ ^RANK([0-9]+):([A-Za-z_][A-Za-z0-9_]*)=(.*)$ ]]; then
+    per_rank+='[ "$r" = '"${BASH_REMATCH[1]}"' ] && export '"${BASH_REMATCH[2]}='${BASH_REMATCH[3]}'; "
   else
     setenv "${kv%%=*}" "${kv#*=}"
   fi
 done
+
+wrapper=()
+if [[ -n $per_rank ]]; then
+  # shellcheck disable=SC2016  # expanded by the rank's shell
+  wrapper=(sh -c 'r=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}; '"$per_rank"'exec "$0" "$@"')
+fi
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -214,13 +214,15 @@ class Communicator {
     if (plane_.aborted()) throw plane_.stopped_error(here, st.seq + 1);
     // 1. Local checks; rank 0 chooses how every rank writes its slots in this call.
     const bool allreduce = shape.collective == plan::Collective::allreduce;
-    if (shape.collective != plans_.collective())
-      throw Error(ErrorCode::InvalidArgument, rank,
-                  "a " + std::string(plan::collective_name(shape.collective)) +
-                      " call on a communicator of " +
-                      std::string(plan::collective_name(plans_.collective())) + " plans");
     CallArgs args = check_call_arguments(send, recv, count, dtype, op, shape,
                                          rank < nranks_ ? rank : -1, plans_.active());
+    // A bad argument like the others: the ranks that agree with the communicator learn of it.
+    if (shape.collective != plans_.collective() && args.ok()) {
+      args.error = ErrorCode::InvalidArgument;
+      args.reason = "a " + std::string(plan::collective_name(shape.collective)) +
+                    " call on a communicator of " +
+                    std::string(plan::collective_name(plans_.collective())) + " plans";
+    }
     const CallLayout layout = call_layout(shape, count, rank, plans_.active());
     const std::uint64_t bytes = layout.plan_count * size_of(dtype);
     const bool may_stream = config_.stream_slot_bytes != 0 && bytes >= config_.stream_slot_bytes;
@@ -276,7 +278,15 @@ class Communicator {
     if (in_band) {
       if constexpr (InBandControlPlane<P>) plane_.publish(args, o.seq, o.deadline_ns, here);
     } else {
-      agreed = plane_.agree(args, o.seq, o.deadline_ns, here);
+      try {
+        agreed = plane_.agree(args, o.seq, o.deadline_ns, here);
+      } catch (const Error&) {
+        // Stopped before every rank's arguments were in (a peer that ran its steps in band
+        // raised the abort, or a late peer was found): a rank with a bad argument still names it.
+        if (!args.ok())
+          throw Error(args.error, rank, args.reason + "; the communicator is aborted");
+        throw;
+      }
       if (!agreed.verdict.empty()) throw Error(agreed.code, rank, agreed.verdict);
     }
     o.stream_slots = !in_band && static_cast<SlotStoreTuner::Mode>(agreed.root_choice) ==
@@ -303,6 +313,7 @@ class Communicator {
     }
     const PreparedPlan<C>* pp = st.last_plan.get();
     const plan::Plan& p = pp->plan;
+    o.op = op;
     o.ll_signature = protocol::LowLatency::signature(count, static_cast<std::uint32_t>(dtype),
                                                      static_cast<std::uint32_t>(op));
     o.stream_output = config_.stream_output_bytes != 0 && bytes >= config_.stream_output_bytes;
@@ -344,10 +355,8 @@ class Communicator {
     try {
       dispatch_data_type(dtype, [&](auto t) {
         using T = decltype(t);
-        dispatch_reduce_op(op, [&](auto tag) {
-          run_steps<T, decltype(tag)::value>(plane_, st, *pp, rank, static_cast<const T*>(at.input),
-                                             static_cast<T*>(at.output), o, wait_policy_);
-        });
+        run_steps<T>(plane_, st, *pp, rank, static_cast<const T*>(at.input),
+                     static_cast<T*>(at.output), o, wait_policy_);
       });
     } catch (const Error& e) {
       // A transport error in the middle of the steps (a broken MPI connection, say) stops every

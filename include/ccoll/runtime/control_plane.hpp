@@ -185,8 +185,11 @@ inline std::string describe_abort(const sync::AbortRecord& a) {
 }
 
 // The error of a rank that stopped at `where` in call `seq` because of the failure in `a`: it
-// carries the first failure's code (Timeout stays Timeout, so that a rank that never arrives makes
-// every rank report a timeout, and Mismatch stays Mismatch; anything else is Aborted).
+// carries the first failure's code where that describes the call on every rank (Timeout stays
+// Timeout, so that a rank that never arrives makes every rank report a timeout; Mismatch,
+// InvalidArgument and Unsupported stay, so that a call one rank refused fails as that on every
+// rank, even where the others stopped before they could compare its arguments); anything else is
+// Aborted.
 inline Error stopped_by(const sync::AbortRecord& a, FailurePoint where, std::uint64_t seq) {
   std::ostringstream os;
   os << "stopped in call " << seq;
@@ -197,9 +200,9 @@ inline Error stopped_by(const sync::AbortRecord& a, FailurePoint where, std::uin
        << where.peer << ")";
   os << " because " << describe_abort(a);
   const auto code = a.settle() ? static_cast<ErrorCode>(a.code) : ErrorCode::Aborted;
-  return Error(
-      code == ErrorCode::Timeout || code == ErrorCode::Mismatch ? code : ErrorCode::Aborted,
-      where.rank, os.str());
+  const bool kept = code == ErrorCode::Timeout || code == ErrorCode::Mismatch ||
+                    code == ErrorCode::InvalidArgument || code == ErrorCode::Unsupported;
+  return Error(kept ? code : ErrorCode::Aborted, where.rank, os.str());
 }
 
 }  // namespace ccoll::runtime

@@ -143,6 +143,17 @@ CCOLL_HD CCOLL_FORCEINLINE bool packed_low_latency(const ProgramContext<T, C>& c
   return false;
 }
 
+// The call's operator: Op, or the context's where Op is kOpAtRunTime.
+template <ReduceOp Op, class T, class C>
+CCOLL_HD CCOLL_FORCEINLINE ReduceOp call_op(const ProgramContext<T, C>& ctx) {
+  if constexpr (Op == kOpAtRunTime) {
+    return ctx.op;
+  } else {
+    (void)ctx;
+    return Op;
+  }
+}
+
 // The leader resolves step s's operands into `ops` (runtime/step_operands.hpp), once its messages
 // are known to be there, before the barrier that starts the step: the operand order of the fold
 // (the local operand at src_position among the received ones), then the output and the sends.
@@ -184,7 +195,7 @@ CCOLL_HD void resolve_operands(const ProgramContext<T, C>& ctx, const plan::Step
   ops.nsrc = nsrc;
   ops.ndst = ndst;
   ops.count = s.count;
-  ops.finalize = s.final && Op == ReduceOp::avg;
+  ops.finalize = s.final && call_op<Op>(ctx) == ReduceOp::avg;
 }
 
 // The leader resolves step s's operands for the data path it runs on: flagged LowLatency lines
@@ -202,6 +213,55 @@ CCOLL_HD CCOLL_FORCEINLINE void resolve_step(const Group& g, const ProgramContex
   resolve_operands<Group, Op>(ctx, s, ops);
 }
 
+// The element loops of step s on `ops` (the operator Op, not kOpAtRunTime).
+template <class T, ReduceOp Op, class Group, class C>
+CCOLL_HD CCOLL_FORCEINLINE void run_element_loops(const Group& g, const ProgramContext<T, C>& ctx,
+                                                  const plan::Step& s, const StepOperands<T>& ops) {
+  (void)s;
+  bool done = false;
+#if !CCOLL_DEVICE_PASS  // non-temporal stores are a host feature (HostGroup only)
+  if constexpr (Group::kSingleThread) {
+    // Bit k: dsts[k] gets non-temporal stores (the output comes first when written).
+    std::uint32_t streamed = 0;
+    const std::uint32_t first_send = s.write_output ? 1u : 0u;
+    if (ctx.stream_output && s.write_output) streamed |= 1u;
+    if (ctx.stream_slots)
+      for (std::uint32_t k = first_send; k < ops.ndst; ++k) streamed |= 1u << k;
+    if (streamed != 0) {
+      if (ops.finalize)
+        detail::element_loop_streaming<T, Op, true>(ops.dsts, ops.ndst, streamed, ops.srcs,
+                                                    ops.nsrc, ops.count, ctx.nactive);
+      else
+        detail::element_loop_streaming<T, Op, false>(ops.dsts, ops.ndst, streamed, ops.srcs,
+                                                     ops.nsrc, ops.count, ctx.nactive);
+      detail::stream_fence();
+      done = true;
+    }
+  }
+#endif
+  if (!done) {
+    if constexpr (Op == ReduceOp::avg) {
+      if (ops.finalize) {
+        detail::element_loop<T, Op, true>(g, ops.dsts, ops.ndst, ops.srcs, ops.nsrc, ops.count,
+                                          ctx.nactive);
+        done = true;
+      }
+    }
+    if (!done)
+      detail::element_loop<T, Op, false>(g, ops.dsts, ops.ndst, ops.srcs, ops.nsrc, ops.count,
+                                         ctx.nactive);
+  }
+}
+
+// run_element_loops out of line, for an interpreter instantiated with kOpAtRunTime: its switch
+// over the operators then holds five calls rather than five copies of the loops, and the steps
+// around it stay as small as in an interpreter of one operator.
+template <class T, ReduceOp Op, class Group, class C>
+CCOLL_HD CCOLL_NOINLINE void run_element_loops_of(const Group& g, const ProgramContext<T, C>& ctx,
+                                                  const plan::Step& s, const StepOperands<T>& ops) {
+  run_element_loops<T, Op>(g, ctx, s, ops);
+}
+
 // Executes step s, whose messages are known to be there and whose operands the leader resolved
 // into `ops` before the barrier that started it (all members of g call it). Returns false only for
 // a LowLatency step that gave up waiting for a line (past line_deadline_ns, 0: none, or on an
@@ -216,38 +276,26 @@ CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
   }
   (void)line_deadline_ns;
   if (ops.nsrc > 0 && ops.ndst > 0 && ops.count > 0) {
-    bool done = false;
-#if !CCOLL_DEVICE_PASS  // non-temporal stores are a host feature (HostGroup only)
-    if constexpr (Group::kSingleThread) {
-      // Bit k: dsts[k] gets non-temporal stores (the output comes first when written).
-      std::uint32_t streamed = 0;
-      const std::uint32_t first_send = s.write_output ? 1u : 0u;
-      if (ctx.stream_output && s.write_output) streamed |= 1u;
-      if (ctx.stream_slots)
-        for (std::uint32_t k = first_send; k < ops.ndst; ++k) streamed |= 1u << k;
-      if (streamed != 0) {
-        if (ops.finalize)
-          detail::element_loop_streaming<T, Op, true>(ops.dsts, ops.ndst, streamed, ops.srcs,
-                                                      ops.nsrc, ops.count, ctx.nactive);
-        else
-          detail::element_loop_streaming<T, Op, false>(ops.dsts, ops.ndst, streamed, ops.srcs,
-                                                       ops.nsrc, ops.count, ctx.nactive);
-        detail::stream_fence();
-        done = true;
+    if constexpr (Op == kOpAtRunTime) {
+      switch (ctx.op) {
+        case ReduceOp::sum:
+          run_element_loops_of<T, ReduceOp::sum>(g, ctx, s, ops);
+          break;
+        case ReduceOp::prod:
+          run_element_loops_of<T, ReduceOp::prod>(g, ctx, s, ops);
+          break;
+        case ReduceOp::min:
+          run_element_loops_of<T, ReduceOp::min>(g, ctx, s, ops);
+          break;
+        case ReduceOp::max:
+          run_element_loops_of<T, ReduceOp::max>(g, ctx, s, ops);
+          break;
+        case ReduceOp::avg:
+          run_element_loops_of<T, ReduceOp::avg>(g, ctx, s, ops);
+          break;
       }
-    }
-#endif
-    if (!done) {
-      if constexpr (Op == ReduceOp::avg) {
-        if (ops.finalize) {
-          detail::element_loop<T, Op, true>(g, ops.dsts, ops.ndst, ops.srcs, ops.nsrc, ops.count,
-                                            ctx.nactive);
-          done = true;
-        }
-      }
-      if (!done)
-        detail::element_loop<T, Op, false>(g, ops.dsts, ops.ndst, ops.srcs, ops.nsrc, ops.count,
-                                           ctx.nactive);
+    } else {
+      run_element_loops<T, Op>(g, ctx, s, ops);
     }
   }
   g.sync();  // every member's writes and reads of the slots are done

@@ -160,6 +160,7 @@ CCOLL_HD bool execute_step_ll(const Group& g, const ProgramContext<T, C>& ctx, c
                               LowLatencyOperands<T>& ops, std::uint64_t deadline_ns) {
   static_assert(!kPackedLowLatency<Group>,
                 "one-thread groups pack their LowLatency messages (execute_step)");
+  static_assert(Op != kOpAtRunTime, "a group of several threads takes its operator as Op");
   const std::uint32_t nsrc = ops.nrecv + (ops.local != nullptr ? 1u : 0u);
   bool ok = true;
   if (detail::kWidensToFloat<T> && nsrc >= 3) {

@@ -81,6 +81,8 @@ struct StepOptions {
   bool stream_slots = false;
   // LowLatency plans: the call's signature (protocol::LowLatency::signature).
   std::uint64_t ll_signature = 0;
+  // The call's operator (run_steps runs the interpreter with kOpAtRunTime).
+  ReduceOp op = ReduceOp::sum;
   // Per channel c < progress_channels: the rank's progress word (runtime/layer_readiness.hpp),
   // advanced after each step to progress_base_of_call(seq) + steps done.
   std::uint64_t* progress = nullptr;
@@ -117,7 +119,7 @@ void raise_if_waiting_for_left(P& plane, ProgramContext<T, C>& ctx, const plan::
   }
 }
 
-template <class T, ReduceOp Op, ControlPlane P, Connection C>
+template <class T, ControlPlane P, Connection C>
 void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, const T* input,
                T* output, const StepOptions& o, const sync::WaitPolicy& policy) {
   const plan::Plan& p = pp.plan;
@@ -138,6 +140,7 @@ void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, 
   // Every rank of a communicator has the same transport, so all ranks agree on the protocol.
   ctx.low_latency = pp.low_latency;
   ctx.ll_signature = o.ll_signature;
+  ctx.op = o.op;
   std::uint32_t unfinished = 0;
   for (std::uint32_t c = 0; c < nch; ++c) {
     st.pcs[c] = 0;
@@ -155,7 +158,7 @@ void run_steps(P& plane, RankState<C>& st, const PreparedPlan<C>& pp, int rank, 
       ctx.nsteps = static_cast<std::uint32_t>(steps.size());
       ctx.channel = c;
       ctx.progress = c < o.progress_channels ? o.progress + c : nullptr;
-      while (try_step<T, Op>(group, ctx, st.pcs[c])) progressed = true;
+      while (try_step<T, kOpAtRunTime>(group, ctx, st.pcs[c])) progressed = true;
       if (st.pcs[c] >= steps.size()) --unfinished;
     }
     if (progressed) {

@@ -98,7 +98,9 @@ CCOLL_HD WaitResult poll_until(Ready&& ready, const std::uint32_t* abort, std::u
     if (ready()) return WaitResult::Ok;
     const std::uint64_t now = now_ns();
     if (schedule.check_due(now)) {
-      if (abort_raised(abort, now)) return WaitResult::Aborted;
+      // What the waiter waits for may have come with the abort: a wait that is satisfied says
+      // so (a peer's last descriptor, say, read before its disagreement is reported).
+      if (abort_raised(abort, now)) return ready() ? WaitResult::Ok : WaitResult::Aborted;
       if (deadline_ns != 0 && now >= deadline_ns)
         return ready() ? WaitResult::Ok : WaitResult::Timeout;
     }
@@ -116,7 +118,7 @@ CCOLL_HD WaitResult poll_until(Ready&& ready, const std::uint32_t* abort, std::u
     // The clock and the abort word are read only every few polls while spinning, every poll once
     // the waiter yields or sleeps.
     if (backoff.past_spinning() || (polls & 15u) == 15u) {
-      if (abort_raised(abort)) return WaitResult::Aborted;
+      if (abort_raised(abort)) return ready() ? WaitResult::Ok : WaitResult::Aborted;
       if (deadline_ns != 0 && now_ns() >= deadline_ns)
         return ready() ? WaitResult::Ok : WaitResult::Timeout;
     }

@@ -33,4 +33,24 @@ inline int current_device() {
   return device;
 }
 
+// A persistent kernel (a session) runs until it is closed. On the legacy default stream, the
+// per-thread default stream or a blocking stream (cudaStreamCreate), every later operation of the
+// legacy default stream (cudaMemcpy, cudaMemset, a launch on stream 0) would wait for it, and a
+// host waiting for one of them would never close it: such streams are refused.
+inline void require_non_blocking_stream(cudaStream_t stream, std::string_view what, int rank = -1) {
+  bool blocking = stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+  if (!blocking) {
+    unsigned flags = 0;
+    check(cudaStreamGetFlags(stream, &flags), "cudaStreamGetFlags", rank);
+    blocking = (flags & cudaStreamNonBlocking) == 0;
+  }
+  if (blocking)
+    throw Error(ErrorCode::InvalidArgument, rank,
+                std::string(what) +
+                    " needs a stream made with cudaStreamCreateWithFlags(&s, "
+                    "cudaStreamNonBlocking): its kernel runs until close(), and on a default or "
+                    "blocking stream every later operation of the legacy default stream "
+                    "(cudaMemcpy, cudaMemset, a launch on stream 0) would wait for it forever");
+}
+
 }  // namespace ccoll::transport::cuda

@@ -487,10 +487,7 @@ struct CudaP2P {
       check_session_allowed(rank);
       RankState& st = state(rank);
       cuda::check(cudaSetDevice(st.device), "cudaSetDevice", rank);
-      if (ranks_on_device(st.device) > 1 && (stream == nullptr || stream == cudaStreamLegacy))
-        throw Error(ErrorCode::InvalidArgument, rank,
-                    "rank " + std::to_string(rank) + " shares device " + std::to_string(st.device) +
-                        ": its session needs a stream of its own (cudaStreamNonBlocking)");
+      cuda::require_non_blocking_stream(stream, "a cuda::P2PSession", rank);
       const unsigned threads = fit_threads(st, kernel, nchannels_);
       if (st.launched && stream != st.last_stream)
         cuda::check(cudaStreamWaitEvent(stream, st.last_call, 0), "cudaStreamWaitEvent", rank);

@@ -70,18 +70,22 @@ struct P2PKernelArgs {
 
 namespace detail {
 
-// Leader only: records why the block stops before its program and raises the abort word.
+// Leader only: records why the block stops before its program and raises the abort word. A
+// block's first failure stays (as run_block's does): a call queued behind a failed one stops at
+// once on the raised word, and its Aborted record would hide the one that names the cause.
 __device__ inline void fail_agreement(const P2PPlanTables& t, unsigned block,
                                       const BlockProgram& program, sync::WaitResult result,
                                       std::int32_t peer, std::uint32_t* abort) {
-  BlockFailure f;
-  f.step.result = result;
-  f.step.step = kAgreementStep;
-  f.step.peer = peer;
-  f.rank = program.rank;
-  f.channel = program.channel;
-  f.when_ns = sync::now_ns();
-  t.failures[block] = f;
+  if (t.failures[block].step.result == sync::WaitResult::Ok) {
+    BlockFailure f;
+    f.step.result = result;
+    f.step.step = kAgreementStep;
+    f.step.peer = peer;
+    f.rank = program.rank;
+    f.channel = program.channel;
+    f.when_ns = sync::now_ns();
+    t.failures[block] = f;
+  }
   __threadfence_system();  // the record before the word
   sync::AtomicWord<std::uint32_t>(abort).store_release(1u);
 }

@@ -18,10 +18,12 @@
 // alone (a run-time choice would compile all 35 pairs into every program that opens a session). Its
 // grid is the largest plan's block count given at construction (default: the executor's
 // session_blocks(), which every plan of its policy fits); an item whose plan needs more blocks is
-// refused. While a session is open its
-// executor refuses run_all(): both would use the same FIFO slots. Failures (a timeout, abort()) end
-// the kernel and are thrown by the next enqueue(), wait() or close(), naming rank, channel and step
-// like the executor's.
+// refused. The blocks hold their SMs until close(): a session that overlaps the program's own
+// kernels needs a grid that leaves room (Config::nchannels, or a smaller grid). Its stream must be
+// non-blocking (require_non_blocking_stream). While a session is open its executor refuses
+// run_all(): both would use the same FIFO slots. Failures (a timeout, abort()) end the kernel and
+// are thrown by the next enqueue(), wait() or close(), naming rank, channel and step like the
+// executor's.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -417,6 +417,7 @@ struct CudaVirtualRanks {
     template <class Kernel, class Args>
     void launch_session(Kernel kernel, unsigned nblocks, Args& args, cudaStream_t stream) {
       check_session_allowed();
+      cuda::require_non_blocking_stream(stream, "a cuda::Session");
       launch(kernel, nblocks, args, stream);
       session_open_ = true;
     }

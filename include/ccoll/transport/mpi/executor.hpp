@@ -51,11 +51,15 @@ inline Config resolve_on(Config c, MPI_Comm comm) {
   return with_slot_bytes(c);
 }
 
-// A communicator duplicated for ccoll's own use, errors returned rather than fatal.
+// A communicator of the parent's ranks, in its order, for ccoll's own use, errors returned rather
+// than fatal. Made by MPI_Comm_split, not MPI_Comm_dup: a duplicate would take the parent's info
+// hints (a program's mpi_assert_allow_overtaking would break the FIFO order of the slots'
+// messages, its mpi_assert_no_any_source the control plane's receives) and run the program's
+// attribute copy callbacks on a communicator it never made.
 class OwnedComm {
  public:
   OwnedComm(MPI_Comm parent, int rank) {
-    check(MPI_Comm_dup(parent, &comm_), "MPI_Comm_dup", rank);
+    check(MPI_Comm_split(parent, 0, rank, &comm_), "MPI_Comm_split", rank);
     check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler", rank);
   }
   OwnedComm(const OwnedComm&) = delete;
