@@ -44,6 +44,10 @@ int main(int argc, char** argv) {
     cudaStream_t stream = nullptr;
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
 
+    // The inputs' copies (cudaMemcpy from pageable memory may return before the device has
+    // them) must land before a kernel on a non-blocking stream reads them.
+    cudaDeviceSynchronize();
+
     // Stream-ordered: one kernel launch per call, nothing on the host between steps.
     ex.run_all<float, ccoll::ReduceOp::sum>(sends, recvs, count, stream);
     ex.synchronize(stream);

@@ -466,6 +466,25 @@ TEST_CASE("shm: two processes claiming one rank are refused (two jobs sharing a 
          error_code_of(loser) == static_cast<int>(ErrorCode::Timeout)));
 }
 
+TEST_CASE("shm: a second job's rank 0 does not remove a live job's segment (same session)") {
+  // The first job's rank 0 waits for its rank 1; a second job that derived the same session name
+  // starts meanwhile. Its rank 0 must not unlink the first job's segment (whose late ranks would
+  // then meet the second job's): it is refused, naming the session.
+  const std::string session = unique_session("live");
+  auto out = on_processes(2, [&](int r) {
+    Config c = shm_config(2, 0, session);
+    c.timeout = r == 0 ? 1500ms : 500ms;
+    if (r == 1) std::this_thread::sleep_for(300ms);
+    Allreduce<transport::SharedMemory, algo::Ring, Overlapped> ar(c);
+    return std::string("met a rank 1 that never came");
+  });
+  CHECK(error_code_of(out[0]) == static_cast<int>(ErrorCode::Timeout));
+  INFO(out[1].message);
+  CHECK(error_code_of(out[1]) == static_cast<int>(ErrorCode::Mismatch));
+  CHECK(out[1].message.find("is in use") != std::string::npos);
+  CHECK_FALSE(segment_exists(session));
+}
+
 TEST_CASE("shm: a rank whose rendezvous timed out takes its slot again when its process retries") {
   // Rank 1 gives up waiting for rank 2 (a short timeout) while still holding its slot, then
   // constructs again with the default timeout, after rank 2 has arrived (a file tells rank 2 that

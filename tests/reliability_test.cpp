@@ -132,6 +132,35 @@ TEST_CASE("rank and size from the environment: out-of-range integers are refused
   ::unsetenv("CCOLL_SIZE");
 }
 
+TEST_CASE("session names: a Slurm job's steps differ; a runtime directory that is not there") {
+  // Two steps (srun, mpiexec) of one allocation run at once under one SLURM_JOB_ID.
+  ::setenv("CCOLL_RANK", "0", 1);
+  ::setenv("CCOLL_SIZE", "2", 1);
+  for (const char* var : {"CCOLL_SESSION", "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"})
+    ::unsetenv(var);
+  ::setenv("SLURM_JOB_ID", "4242", 1);
+  ::setenv("SLURM_STEP_ID", "3", 1);
+  CHECK(transport::SharedMemory::resolve(Config{}).session == "4242.3");
+  ::unsetenv("SLURM_STEP_ID");
+  CHECK(transport::SharedMemory::resolve(Config{}).session == "4242");
+  ::unsetenv("SLURM_JOB_ID");
+  ::unsetenv("CCOLL_RANK");
+  ::unsetenv("CCOLL_SIZE");
+  // An inherited XDG_RUNTIME_DIR that this node lacks: the token directory falls back to /tmp.
+  const char* saved = std::getenv("XDG_RUNTIME_DIR");
+  const std::string keep = saved != nullptr ? saved : "";
+  const char* shm_dir = std::getenv("CCOLL_SHM_DIR");
+  const std::string keep_shm = shm_dir != nullptr ? shm_dir : "";
+  ::unsetenv("CCOLL_SHM_DIR");
+  ::setenv("XDG_RUNTIME_DIR", "/nonexistent/run/user/4242", 1);
+  CHECK(transport::detail::token_dir(0) == "/tmp/ccoll-" + std::to_string(::geteuid()));
+  if (saved != nullptr)
+    ::setenv("XDG_RUNTIME_DIR", keep.c_str(), 1);
+  else
+    ::unsetenv("XDG_RUNTIME_DIR");
+  if (shm_dir != nullptr) ::setenv("CCOLL_SHM_DIR", keep_shm.c_str(), 1);
+}
+
 TEST_CASE("session names: derived ones name the PID namespace and the boot, new ones are random") {
   // Pids and start times repeat across PID namespaces, so the derived name carries the namespace
   // (containers) and the boot id (hosts); siblings of one parent still derive the same name.

@@ -20,7 +20,8 @@ extern "C" {
 
 /* What happened to this process's calls of one interposed function (ccoll_mpi_counter: of
  * MPI_Allreduce). The CCOLL_MPI_PASS_* counters are the calls handed to MPI, one counter per
- * reason (the first reason that applies, in this order). */
+ * reason (the first reason that applies, in the order of docs/mpi.md's table; the ids keep their
+ * values). */
 enum ccoll_mpi_counter_id {
   CCOLL_MPI_SERVED = 0,      /* calls served by ccoll */
   CCOLL_MPI_SERVED_BYTES,    /* bytes (count x element size) of the served calls */

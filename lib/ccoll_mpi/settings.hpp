@@ -65,7 +65,7 @@ struct Settings {
   std::chrono::milliseconds timeout{0};  // 0: no deadline
   std::uint64_t slot_bytes = 0;          // 0: Config's default
   std::uint32_t nslots = 0;              // 0: Config's default
-  // What the serve-or-pass decision and the transports' shapes depend on, as read (the tuning
+  // What the serve-or-pass decision and the transports' shapes depend on, as parsed (the tuning
   // table's text, not its path): the ranks compare it at MPI_Init (interpose.cpp).
   std::string fingerprint;
 };
@@ -106,10 +106,6 @@ inline void fail(Settings& s, const std::string& message) {
 
 inline Settings read_settings() {
   Settings s;
-  for (const char* name : {"CCOLL_MPI_DISABLE", "CCOLL_MPI_ALGO", "CCOLL_MPI_TRANSPORT",
-                           "CCOLL_MPI_AUTO_MIN_BYTES", "CCOLL_MPI_SLOT_BYTES", "CCOLL_MPI_NSLOTS"})
-    if (auto v = detail::env(name))
-      s.fingerprint += std::string(name) + "=" + std::string(*v) + "\n";
   if (auto v = detail::env("CCOLL_MPI_DISABLE")) {
     if (*v == "1") {
       s.disabled = true;
@@ -171,7 +167,7 @@ inline Settings read_settings() {
       if (!in) {
         detail::fail(s, what + ": cannot read the file");
       } else {
-        s.fingerprint += "CCOLL_MPI_TUNING:\n" + text.str();
+        s.fingerprint += "tuning:\n" + text.str();
         try {
           auto table = ccoll::algo::tuning_table_from_json(text.str());
           (void)ccoll::algo::BySize(
@@ -214,6 +210,13 @@ inline Settings read_settings() {
       detail::fail(s, "CCOLL_MPI_NSLOTS=" + std::string(*v) + ": expected 2 to 64");
     }
   }
+  // The values as parsed, so that equal meanings compare equal (64K and 65536, auto and unset).
+  s.fingerprint = "disabled=" + std::to_string(s.disabled ? 1 : 0) +
+                  "\nalgorithm=" + (s.algorithm ? s.algorithm->name() : std::string("auto")) +
+                  "\ntransport=" + to_string(s.transport) +
+                  "\nauto_min_bytes=" + std::to_string(s.auto_min_bytes) +
+                  "\nslot_bytes=" + std::to_string(s.slot_bytes) +
+                  "\nnslots=" + std::to_string(s.nslots) + "\n" + s.fingerprint;
   return s;
 }
 

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <span>
 #include <string>
@@ -211,7 +212,12 @@ class Communicator {
     o.timeout_ms = static_cast<long>(config_.timeout.count());
     o.deadline_ns = sync::deadline_after(o.start_ns, config_.timeout);
     FailurePoint here{rank, -1, -1, -1, FailurePoint::Waiting::nothing};
-    if (plane_.aborted()) throw plane_.stopped_error(here, st.seq + 1);
+    if (plane_.aborted()) {
+      const Error stopped = plane_.stopped_error(here, st.seq + 1);
+      const bool first = !st.reported_stop;
+      st.reported_stop = true;
+      throw first ? stopped : later_stop(stopped);
+    }
     // 1. Local checks; rank 0 chooses how every rank writes its slots in this call.
     const bool allreduce = shape.collective == plan::Collective::allreduce;
     CallArgs args = check_call_arguments(send, recv, count, dtype, op, shape,
@@ -272,6 +278,17 @@ class Communicator {
       args.root_choice = mode;
     }
     o.seq = ++st.seq;
+    // A call that fails with the communicator aborted has reported the stop: this rank's later
+    // calls report a refused call's code as Aborted (later_stop). A call refused alike by every
+    // rank leaves the communicator usable, and reports nothing of a later abort.
+    struct CallEnd {
+      rank_state& st;
+      const P& plane;
+      int exceptions = std::uncaught_exceptions();
+      ~CallEnd() {
+        if (std::uncaught_exceptions() != exceptions && plane.aborted()) st.reported_stop = true;
+      }
+    } call_end{st, plane_};
 
     // 2. Agreement: before the steps, or (small calls) alongside them.
     Agreement agreed;
@@ -280,11 +297,16 @@ class Communicator {
     } else {
       try {
         agreed = plane_.agree(args, o.seq, o.deadline_ns, here);
-      } catch (const Error&) {
+      } catch (const Error& e) {
         // Stopped before every rank's arguments were in (a peer that ran its steps in band
         // raised the abort, or a late peer was found): a rank with a bad argument still names it.
-        if (!args.ok())
-          throw Error(args.error, rank, args.reason + "; the communicator is aborted");
+        if (!args.ok()) {
+          const std::string why = e.what();
+          const auto at = why.find("stopped ");
+          throw Error(args.error, rank,
+                      args.reason + "; the communicator is aborted (" +
+                          (at == std::string::npos ? why : why.substr(at)) + ")");
+        }
         throw;
       }
       if (!agreed.verdict.empty()) throw Error(agreed.code, rank, agreed.verdict);

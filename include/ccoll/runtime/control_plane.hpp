@@ -205,4 +205,15 @@ inline Error stopped_by(const sync::AbortRecord& a, FailurePoint where, std::uin
   return Error(kept ? code : ErrorCode::Aborted, where.rank, os.str());
 }
 
+// A stop as a rank reports it once it has failed a call since the first failure (its later calls,
+// a window it allocates): a refused call's code (InvalidArgument, Unsupported) belongs to that
+// call, and a caller that corrects its arguments and calls again must learn that the
+// communicator is aborted, not that its arguments are still bad.
+inline Error later_stop(const Error& e) {
+  if (e.code() != ErrorCode::InvalidArgument && e.code() != ErrorCode::Unsupported) return e;
+  const std::string what = e.what();
+  const auto at = what.find("stopped ");
+  return Error(ErrorCode::Aborted, e.rank(), at == std::string::npos ? what : what.substr(at));
+}
+
 }  // namespace ccoll::runtime

@@ -56,7 +56,7 @@ inline constexpr std::uint64_t kBlockSlotSlack = 16;
 // Not an operator: the Op of an interpreter that reads its call's operator from
 // ProgramContext::op and chooses the element loop per step. The host executors instantiate their
 // interpreter so, once per element type, rather than once per element type and operator, which
-// takes 6-16% off the compile time of a program that makes host communicators; a step's switch
+// takes 5-14% off the compile time of a program that makes host communicators; a step's switch
 // costs nothing beside its loop, and the loops stay those of each operator. GPU kernels take the
 // operator as a template argument, so that each compiles one data path.
 inline constexpr ReduceOp kOpAtRunTime = static_cast<ReduceOp>(0xff);

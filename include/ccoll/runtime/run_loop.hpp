@@ -41,6 +41,9 @@ inline std::size_t slot_store_bucket(std::uint64_t bytes) {
 template <Connection C>
 struct alignas(128) RankState {
   std::uint64_t seq = 0;  // calls attempted
+  // A call of this rank failed with the communicator aborted: its later calls report a refused
+  // call's code as Aborted (runtime/communicator.hpp).
+  bool reported_stop = false;
   // Eager calls returned from but not yet compared: [unverified_first, unverified_end). A call
   // between two eager ones that failed after publishing its arguments lies inside the range and
   // is compared with them.

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <string_view>
 
 #include "ccoll/core/config.hpp"
 #include "ccoll/core/error.hpp"
@@ -59,21 +60,31 @@ inline Config resolve_job_config(Config c) {
     static constexpr const char* kSessionVars[] = {"CCOLL_SESSION", "PMIX_NAMESPACE",
                                                    "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID"};
     for (const char* var : kSessionVars)
-      if (const char* s = std::getenv(var); s != nullptr && *s != '\0' && c.session.empty())
+      if (const char* s = std::getenv(var); s != nullptr && *s != '\0' && c.session.empty()) {
         c.session = s;
+        // A Slurm job id names the allocation, which runs many steps (srun, mpiexec) at once.
+        if (std::string_view(var) == "SLURM_JOB_ID")
+          if (const char* step = std::getenv("SLURM_STEP_ID"); step != nullptr && *step != '\0')
+            c.session += std::string(".") + step;
+      }
     if (c.session.empty()) c.session = parent_session();
   }
   return with_slot_bytes(c);
 }
 
 // The per-user directory where rank 0 leaves the random token that names a session's segment:
-// CCOLL_SHM_DIR, else $XDG_RUNTIME_DIR/ccoll, else /tmp/ccoll-<uid>. It must be this user's, a
-// real directory (not a link) with mode 0700, or nothing is written to or read from it.
+// CCOLL_SHM_DIR, else $XDG_RUNTIME_DIR/ccoll when that directory exists and is this user's (a
+// batch job may inherit the login node's, which its compute node lacks), else /tmp/ccoll-<uid>.
+// It must be this user's, a real directory (not a link) with mode 0700, or nothing is written to
+// or read from it.
 inline std::string token_dir(int rank) {
   std::string dir;
+  struct stat runtime_dir {};
+  const char* x = std::getenv("XDG_RUNTIME_DIR");
   if (const char* d = std::getenv("CCOLL_SHM_DIR"); d != nullptr && *d != '\0') {
     dir = d;
-  } else if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x != nullptr && *x == '/') {
+  } else if (x != nullptr && *x == '/' && ::stat(x, &runtime_dir) == 0 &&
+             S_ISDIR(runtime_dir.st_mode) && runtime_dir.st_uid == ::geteuid()) {
     dir = std::string(x) + "/ccoll";
   } else {
     dir = "/tmp/ccoll-" + std::to_string(::geteuid());

@@ -209,8 +209,9 @@ struct SharedMemory {
                       runtime::FailurePoint{waited_for, -1, -1, waited_for,
                                             runtime::FailurePoint::Waiting::left});
         if (!plane.aborted()) return;
-        const Error e = plane.stopped_error(
-            runtime::FailurePoint{rank, -1, -1, -1, runtime::FailurePoint::Waiting::arrival}, 0);
+        // A window is not the call a peer refused: its code (InvalidArgument) is not this one's.
+        const Error e = runtime::later_stop(plane.stopped_error(
+            runtime::FailurePoint{rank, -1, -1, -1, runtime::FailurePoint::Waiting::arrival}, 0));
         const std::string what = e.what();
         const auto because = what.find("because ");
         throw Error(e.code(), rank,
@@ -407,12 +408,33 @@ struct SharedMemory {
     }
 
     void create() {
-      // A crashed run's segment, named by the token it left, if it is ours to remove.
+      // A crashed run's segment, named by the token it left, if it is ours to remove. One whose
+      // creator (another process) is alive belongs to a job that is meeting now under the same
+      // session name: removing it would send that job's late ranks to this one's segment.
       if (const auto old = read_token()) {
         const std::string stale = base_name_ + "." + *old;
         const int fd = ::shm_open(stale.c_str(), O_RDONLY, 0);
         struct stat st {};
-        if (fd >= 0 && ::fstat(fd, &st) == 0 && owned_privately(st)) ::shm_unlink(stale.c_str());
+        if (fd >= 0 && ::fstat(fd, &st) == 0 && owned_privately(st)) {
+          pid_t creator = 0;
+          if (static_cast<std::size_t>(st.st_size) >= sizeof(runtime::AreaHeader)) {
+            void* p = ::mmap(nullptr, sizeof(runtime::AreaHeader), PROT_READ, MAP_SHARED, fd, 0);
+            if (p != MAP_FAILED) {
+              const auto* h = static_cast<const runtime::AreaHeader*>(p);
+              if (h->magic == runtime::kAreaMagic) creator = static_cast<pid_t>(h->creator_pid);
+              ::munmap(p, sizeof(runtime::AreaHeader));
+            }
+          }
+          if (creator > 0 && creator != ::getpid() && !runtime::process_gone(creator)) {
+            ::close(fd);
+            throw Error(ErrorCode::Mismatch, config_.rank,
+                        "session '" + config_.session + "' is in use: its rank 0 (process " +
+                            std::to_string(creator) +
+                            ") is still meeting its ranks; two jobs derived the same session "
+                            "name (set CCOLL_SESSION per job)");
+          }
+          ::shm_unlink(stale.c_str());
+        }
         if (fd >= 0) ::close(fd);
       }
       token_ = detail::random_token();
@@ -432,6 +454,16 @@ struct SharedMemory {
       if (::fchmod(fd_, 0600) != 0) fail_system("fchmod");
       bytes_ = runtime::low_latency_area_layout(comm_).total;
       if (::ftruncate(fd_, static_cast<off_t>(bytes_)) != 0) fail_system("ftruncate");
+      // Every page now: tmpfs commits a page at its first touch, and a full /dev/shm (a
+      // container's 64 MiB) would otherwise kill the rank that touches it with SIGBUS mid-call.
+      if (const int e = ::posix_fallocate(fd_, 0, static_cast<off_t>(bytes_)); e != 0) {
+        ::shm_unlink(name_.c_str());  // nobody knows its name yet
+        errno = e;
+        fail_system("posix_fallocate of " + std::to_string(bytes_) +
+                    " bytes (/dev/shm too small? the area holds 2 x nslots x slot_bytes per "
+                    "connection: enlarge /dev/shm, as docker's --shm-size does, or lower "
+                    "Config::slot_bytes or nslots) for");
+      }
       void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
       if (p == MAP_FAILED) fail_system("mmap");
       area_ = static_cast<std::byte*>(p);
@@ -537,6 +569,10 @@ struct SharedMemory {
           // rank again; another process may only if the holder has exited.
           const auto holder = static_cast<pid_t>(expected < 0 ? -expected : expected);
           if (holder != ::getpid() && !runtime::process_gone(holder)) {
+            // Two jobs met in this segment, and which is which cannot be told: stop every rank
+            // that attached, so that none computes with a stranger.
+            header_->abort.raise(static_cast<std::uint32_t>(ErrorCode::Mismatch), config_.rank, -1,
+                                 -1, static_cast<std::int32_t>(holder), 0);
             throw Error(ErrorCode::Mismatch, config_.rank,
                         "rank " + std::to_string(config_.rank) + " of segment '" + name_ +
                             "' is already held by process " + std::to_string(holder) +
@@ -544,12 +580,15 @@ struct SharedMemory {
           }
           // From the value judged: a second claimant racing for the same slot fails here.
           if (!sync::AtomicWord<std::int64_t>(&d[config_.rank].pid)
-                   .compare_exchange(expected, self))
+                   .compare_exchange(expected, self)) {
+            header_->abort.raise(static_cast<std::uint32_t>(ErrorCode::Mismatch), config_.rank, -1,
+                                 -1, static_cast<std::int32_t>(expected), 0);
             throw Error(ErrorCode::Mismatch, config_.rank,
                         "rank " + std::to_string(config_.rank) + " of segment '" + name_ +
                             "' was claimed by process " + std::to_string(expected) +
                             " at the same time: two jobs use the same session (set "
                             "CCOLL_SESSION per job)");
+          }
         }
         sync::AtomicWord<std::uint32_t>(&d[config_.rank].attached_generation).store_release(gen32);
         sync::AtomicWord<std::uint32_t>(&header_->attached).fetch_add_acq_rel(1);

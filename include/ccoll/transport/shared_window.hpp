@@ -116,12 +116,20 @@ class SharedWindow {
     if (fd < 0) fail("shm_open(O_CREAT|O_EXCL)", own_name_);
     const std::size_t size = mapped_size(bytes);
     void* p = MAP_FAILED;
+    // Every page at once (posix_fallocate): tmpfs commits pages at their first touch, and a full
+    // /dev/shm would otherwise kill the process with SIGBUS inside the user's own stores.
+    int allocated = -1;
     if (::fchmod(fd, 0600) == 0 && ::ftruncate(fd, static_cast<off_t>(size)) == 0)
-      p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      allocated = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
+    if (allocated > 0) errno = allocated;
+    if (allocated == 0) p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     const int saved = errno;
     ::close(fd);
     errno = saved;
-    if (p == MAP_FAILED) fail("sizing and mapping", own_name_);
+    if (p == MAP_FAILED) {
+      ::shm_unlink(own_name_.c_str());
+      fail("sizing (" + std::to_string(size) + " bytes of /dev/shm) and mapping", own_name_);
+    }
     auto* h = new (p) WindowHeader{};
     h->magic = kWindowMagic;
     h->bytes = bytes;
