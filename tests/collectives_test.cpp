@@ -461,7 +461,7 @@ TEST_CASE(
         } catch (const Error& e) {
           if (e.code() != ErrorCode::InvalidArgument)
             return "code " + std::to_string(int(e.code()));
-          const std::string first = e.what();
+          std::string first = e.what();
           // The next call, with good arguments: the communicator is aborted, which is what it
           // reports, not the refused call's InvalidArgument.
           try {
