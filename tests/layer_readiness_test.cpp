@@ -259,6 +259,31 @@ TEST_CASE("layer readiness: the wait returns Ok, Timeout or Aborted") {
   writer.join();
 }
 
+TEST_CASE("layer readiness: the call count wraps at 2^32 calls without a false ready") {
+  const std::vector<std::uint32_t> need{2, 1};  // 1 layer x 2 channels
+  const runtime::LayerTableView view{need.data(), 1, 2};
+  constexpr std::uint64_t kLastBeforeWrap = (std::uint64_t{1} << 32) - 1;
+  // Both channels finished the last call before the wrap with many steps.
+  const std::uint64_t done_last = runtime::progress_base_of_call(kLastBeforeWrap) + 4000;
+  std::vector<std::uint64_t> progress{done_last, done_last};
+  CHECK(runtime::layer_ready(view, progress.data(),
+                             runtime::progress_base_of_call(kLastBeforeWrap), 0));
+  // The next call's base is 0 again: the old words are one call behind, not far ahead.
+  const std::uint64_t base = runtime::progress_base_of_call(kLastBeforeWrap + 1);
+  CHECK(base == 0);
+  CHECK_FALSE(runtime::layer_ready(view, progress.data(), base, 0));
+  progress[0] = base + 2;
+  CHECK_FALSE(runtime::layer_ready(view, progress.data(), base, 0));
+  progress[1] = base + 1;
+  CHECK(runtime::layer_ready(view, progress.data(), base, 0));
+  // A consumer asking for the call before the wrap still finds it done.
+  CHECK(runtime::layer_ready(view, progress.data(),
+                             runtime::progress_base_of_call(kLastBeforeWrap), 0));
+  CHECK(runtime::progress_reached(5, 5));
+  CHECK_FALSE(runtime::progress_reached(4, 5));
+  CHECK(runtime::progress_reached(3, ~std::uint64_t{0}));
+}
+
 TEST_CASE("layer readiness: both interpreter forms publish their progress") {
   // One rank, two channels: every step is a local copy, so each program runs alone.
   plan::PlanRequest req;

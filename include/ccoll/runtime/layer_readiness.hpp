@@ -10,8 +10,9 @@
 // write overlapping the layer is done. A layer is ready when every channel's progress reached its
 // entry; no per-chunk counters are needed, because steps of one program complete in order.
 //
-// Progress words only grow: call k of a rank publishes progress_base_of_call(k) + steps done, so a
-// value left by call k-1 can never make a layer of call k look ready. The check (layer_ready) and
+// Progress words only grow (as serial numbers: progress_reached): call k of a rank publishes
+// progress_base_of_call(k) + steps done, so a value left by call k-1 can never make a layer of
+// call k look ready. The check (layer_ready) and
 // the wait (wait_layer_ready) are CCOLL_HD plain code over a flat table (LayerTableView), so a
 // consumer kernel on another stream can call them against device-resident progress words; the
 // host transports hand out a LayerReadiness handle per rank (Communicator::layer_readiness).
@@ -41,6 +42,14 @@ CCOLL_HD constexpr std::uint64_t progress_base_of_call(std::uint64_t call) {
   return call << kProgressCallShift;
 }
 
+// Has a progress word reached `target`? Call 2^32 of a plan wraps the base to 0, so the words are
+// compared as serial numbers (RFC 1982): the difference read as signed. A checked channel runs in
+// every call, so its word is never more than one call behind the consumer's target, far inside
+// the 2^31 calls the signed difference can tell apart.
+CCOLL_HD constexpr bool progress_reached(std::uint64_t word, std::uint64_t target) {
+  return static_cast<std::int64_t>(word - target) >= 0;
+}
+
 // The Layer-Chunk table as plain memory: need[layer * nchannels + channel] steps of that channel's
 // program must be complete (0: the channel writes nothing of the layer).
 struct LayerTableView {
@@ -61,7 +70,9 @@ CCOLL_HD inline std::uint32_t first_unready_channel(const LayerTableView& t,
   for (; channel < t.nchannels; ++channel) {
     if (row[channel] == 0) continue;
     auto* word = const_cast<std::uint64_t*>(progress + channel);
-    if (sync::AtomicWord<std::uint64_t>(word).load_acquire() < call_base + row[channel]) break;
+    if (!progress_reached(sync::AtomicWord<std::uint64_t>(word).load_acquire(),
+                          call_base + row[channel]))
+      break;
   }
   return channel;
 }
