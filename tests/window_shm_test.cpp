@@ -441,6 +441,34 @@ TEST_CASE("shm windows: buffers outside the window, or at other offsets, stage a
   require_all_ok(out);
 }
 
+TEST_CASE("shm windows: a size whose mapping cannot be represented is refused on every rank") {
+  const int p = 2;
+  const std::string session = unique_session("hugewin");
+  auto out = on_processes(p, [&](int r) -> std::string {
+    AR ar(window_config(p, r, session));
+    for (const std::size_t bytes : {~std::size_t{0}, ~std::size_t{0} - 4095, std::size_t{0}}) {
+      try {
+        ar.allocate_window(bytes);
+        return "window of " + std::to_string(bytes) + " bytes allocated";
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::InvalidArgument) return std::string("code: ") + e.what();
+      }
+    }
+    // Nothing was created: the next window is window 0 and works.
+    const std::span<std::byte> w = ar.allocate_window(1 << 16);
+    auto* buf = reinterpret_cast<float*>(w.data());
+    const std::size_t n = 1000;
+    for (std::size_t i = 0; i < n; ++i) buf[i] = static_cast<float>(r + 1);
+    ar.run(buf, buf, n, DataType::f32, ReduceOp::sum);
+    for (std::size_t i = 0; i < n; ++i)
+      if (buf[i] != 3.0F) return "element " + std::to_string(i);
+    if (ar.executor().direct_calls() != 1) return "the call did not go direct";
+    return "";
+  });
+  require_all_ok(out);
+  CHECK(shm_entries_with(session) == 0);
+}
+
 TEST_CASE("shm windows: a rank that never allocates its window is named within the deadline") {
   const int p = 3;
   const std::string session = unique_session("absent");

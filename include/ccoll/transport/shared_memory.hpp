@@ -197,7 +197,9 @@ struct SharedMemory {
     // call whose buffers are anywhere else runs as before). Page-aligned; valid while the
     // executor lives.
     std::span<std::byte> allocate_window(std::size_t bytes) {
-      if (bytes == 0) throw_invalid_argument(config_.rank, "bytes", "> 0", "0");
+      if (bytes == 0 || bytes > kMaxWindowBytes)
+        throw_invalid_argument(config_.rank, "bytes", "1.." + std::to_string(kMaxWindowBytes),
+                               std::to_string(bytes));
       const auto id = static_cast<std::uint32_t>(windows_.size());
       auto& plane = comm_.control_plane();
       const int rank = config_.rank;

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <new>
 #include <string>
 #include <vector>
@@ -45,6 +46,10 @@ struct WindowHeader {
 };
 
 inline constexpr std::size_t kWindowDataOffset = 4096;
+// The most bytes a window holds: its mapping (header page and whole pages) must fit in an off_t,
+// the type ftruncate and posix_fallocate take, without the rounding up wrapping around.
+inline constexpr std::size_t kMaxWindowBytes =
+    static_cast<std::size_t>(std::numeric_limits<off_t>::max()) / 2;
 static_assert(sizeof(WindowHeader) <= kWindowDataOffset);
 
 class SharedWindow {
