@@ -55,6 +55,23 @@ TEST_CASE("schedule: usage errors name the option") {
   CHECK(r.rc == 1);
   CHECK(r.err.find("nosuchmodel") != std::string::npos);
   CHECK(schedule({"--help"}).rc == 0);
+  // Sizes and cycles whose conversion would overflow, or whose ticks the clock cannot tell
+  // apart, are refused by name (a cycle of 1e-15 ms used to hang the Horovod planner, and 2e13
+  // MiB wrapped to a cap of 0 bytes).
+  for (const auto& bad : {std::vector<std::string>{"--policy", "horovod", "--cycle-ms", "1e-15"},
+                          {"--policy", "horovod", "--fusion-mb", "2e13"},
+                          {"--policy", "bucket", "--bucket-mb", "1e300"},
+                          {"--policy", "bucket", "--first-bucket-mb", "0"},
+                          {"--policy", "mg", "--gamma", "0x2"},
+                          {"--policy", "mg", "--gamma", " 2"}}) {
+    std::vector<std::string> args{"--profile", "resnet50"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    CAPTURE(args);
+    r = schedule(args);
+    CHECK(r.rc == 2);
+    CHECK(r.err.find(bad[2]) != std::string::npos);
+  }
+  CHECK(schedule({"--profile", "resnet50", "--policy", "horovod", "--cycle-ms", "1e-6"}).rc == 0);
 }
 
 TEST_CASE("schedule: --policy takes a comma list, empty items skipped, all expands") {

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <any>
 #include <chrono>
 #include <cstdint>
@@ -357,6 +358,17 @@ TEST_CASE("fit: a, b and gamma from nccl-tests output and ccoll_perf JSON") {
   std::ostringstream o5, e5;
   CHECK(ccoll::cli::run_fit({"--ccoll-perf", perf, "--nranks", "four"}, o5, e5) == 2);
   CHECK(e5.str().find("--nranks") != std::string::npos);
+  // A count that is not a whole number in range is refused, not truncated or wrapped into "every
+  // rank count".
+  for (const char* bad : {"4.7", "1e10", "-4", "0"}) {
+    std::ostringstream o6, e6;
+    CAPTURE(bad);
+    CHECK(ccoll::cli::run_fit({"--ccoll-perf", perf, "--nranks", bad}, o6, e6) == 2);
+    CHECK(e6.str().find("--nranks") != std::string::npos);
+  }
+  std::ostringstream o7, e7;
+  CHECK(ccoll::cli::run_fit({"--nccl-tests", one, "--with", "3e9", two}, o7, e7) == 2);
+  CHECK(e7.str().find("--with K") != std::string::npos);
   CHECK(ccoll::cli::run_fit({"--ccoll-perf", perf, "--algo", "tree"}, o5, e5) == 1);
   CHECK(e5.str().find("ccoll fit: ") != std::string::npos);
   for (const auto& f : {one, two, perf}) std::filesystem::remove(f);
@@ -365,6 +377,52 @@ TEST_CASE("fit: a, b and gamma from nccl-tests output and ccoll_perf JSON") {
 // Input limits (docs/reliability-tools.md): every numeric option of `plan` / `simulate` is
 // checked against a documented bound, and a bad value is a usage error (exit status 2) that names
 // the option, before anything large is allocated.
+TEST_CASE("simulate: any topology name keeps its numbers; outputs are exclusive per command") {
+  // A path longer than the old line buffers (text 256 bytes, CSV 512), with a comma for CSV.
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("ccoll_cli_test_" + std::to_string(::getpid()) + "_" + std::string(150, 'd')) /
+                   (std::string(150, 'e') + ",x");
+  std::filesystem::create_directories(dir);
+  const std::string topo = (dir / "square.json").string();
+  std::ofstream(topo) << kSquare;
+  const auto text = simulate({"--topology", topo, "--algo", "ring", "--links", "0"});
+  REQUIRE(text.rc == 0);
+  CHECK(text.out.find(topo) != std::string::npos);
+  CHECK(text.out.find("busbw") != std::string::npos);
+  CHECK(text.out.find("turnaround") != std::string::npos);
+  const auto csv = simulate({"--topology", topo, "--algo", "ring,tree", "--bytes", "1M", "--csv"});
+  REQUIRE(csv.rc == 0);
+  std::istringstream lines(csv.out);
+  std::vector<std::string> rows;
+  for (std::string l; std::getline(lines, l);) rows.push_back(l);
+  REQUIRE(rows.size() == 3);
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    CHECK(rows[i].rfind("\"" + topo + "\",", 0) == 0);  // quoted: the name has a comma
+    CHECK(std::count(rows[i].begin(), rows[i].end(), ',') == 10 + 1);
+  }
+  std::filesystem::remove_all(dir.parent_path());
+  // A reduce has no element complete at every rank: its turnaround is not a time.
+  const auto red = simulate({"--topology", "full4", "--algo", "tree", "--collective", "reduce"});
+  REQUIRE(red.rc == 0);
+  CHECK(red.out.find("turnaround n/a") != std::string::npos);
+  // Outputs that would be mixed or ignored are usage errors.
+  for (const auto& r : {simulate({"--topology", "full4", "--algo", "ring", "--csv", "--json"}),
+                        simulate({"--topology", "full4", "--algo", "ring", "--dot"}),
+                        plan({"--topology", "full4", "--algo", "ring", "--csv"}),
+                        plan({"--topology", "full4", "--algo", "ring", "--trace", "t.json"})}) {
+    CHECK(r.rc == 2);
+    CHECK(r.out.empty());
+  }
+  // A root beyond the plan's ranks is a usage error too, named.
+  const auto root = simulate(
+      {"--topology", "full4", "--algo", "tree", "--collective", "broadcast", "--root", "9"});
+  CHECK(root.rc == 2);
+  CHECK(root.err.find("--root") != std::string::npos);
+  // Numbers are decimal, without blanks.
+  CHECK(simulate({"--topology", "full4", "--algo", "ring", "--alpha-us", "0x10"}).rc == 2);
+  CHECK(simulate({"--topology", "full4", "--algo", "ring", "--alpha-us", " 5"}).rc == 2);
+}
+
 TEST_CASE("input limits: numeric options out of range are usage errors naming the option") {
   struct Bad {
     std::vector<std::string> args;

@@ -66,6 +66,10 @@ TEST_CASE("parse_size accepts bytes and K/M/G suffixes") {
   CHECK_FALSE(parse_size("-1"));
   CHECK_FALSE(parse_size("99999999999999999999"));
   CHECK_FALSE(parse_size("99999999999999G"));
+  // 2^64 - 1 is the largest; one more does not wrap around.
+  CHECK(parse_size("18446744073709551615") == ~std::uint64_t{0});
+  CHECK_FALSE(parse_size("18446744073709551616"));
+  CHECK_FALSE(parse_size("18446744073709551619"));
 }
 
 TEST_CASE("defaults follow all_reduce_perf: 8 B..64 MiB by 2, 20 iterations, check on") {

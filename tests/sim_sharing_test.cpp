@@ -1,7 +1,7 @@
 // Tests of the simulator's incremental parts against straightforward references
 // (docs/simulator.md, "What it models"): max-min fair rates refilled per touched component and per
 // path (sim::detail::FairShare) against progressive filling over every flow at once; widest routes
-// by a heap (sim::detail::WidestRouter) against settling nodes by a scan of all nodes; and the
+// (sim::widest_routes_from) against their labels found by a scan and Bellman-Ford; and the
 // predicted times of several plans against the values the global per-flow filling gave.
 #include <doctest/doctest.h>
 
@@ -10,12 +10,14 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "ccoll/algo/registry.hpp"
 #include "ccoll/physical/presets.hpp"
+#include "ccoll/physical/widest_route.hpp"
 #include "ccoll/sim/from_physical.hpp"
 #include "ccoll/sim/network.hpp"
 #include "ccoll/sim/simulator.hpp"
@@ -62,65 +64,63 @@ std::vector<double> max_min_reference(const std::vector<double>& capacity,
   return rate;
 }
 
-// Widest routes by settling, at each step, the best reached node found by scanning all nodes
-// (ties: the smaller index).
-std::vector<sim::Route> widest_reference(const sim::Network& net, int src) {
+// The label every route must have, computed without the search: W(v), the widest bottleneck, by
+// settling the widest reached node found by a scan of all nodes (a bottleneck is kept by
+// extension); then, over the links at least W(v) wide, the fewest hops and the least latency (in
+// picoseconds, as the search compares them) by Bellman-Ford relaxation of every link until
+// nothing changes.
+struct RouteLabel {
+  double width = 0;
+  int hops = 0;
+  std::int64_t latency_ps = 0;
+  bool operator==(const RouteLabel&) const = default;
+};
+
+std::vector<RouteLabel> route_labels_reference(const sim::Network& net, int src) {
   const auto n = net.nodes.size();
-  struct Label {
-    double width = 0;
-    int hops = 0;
-    double latency = 0;
-  };
-  const auto better = [](const Label& a, const Label& b) {
-    if (a.width != b.width) return a.width > b.width;
-    if (a.hops != b.hops) return a.hops < b.hops;
-    return a.latency < b.latency;
-  };
-  std::vector<Label> best(n);
-  std::vector<bool> reached(n, false), done(n, false);
-  std::vector<int> via(n, -1);
-  best[static_cast<std::size_t>(src)] = Label{std::numeric_limits<double>::infinity(), 0, 0};
-  reached[static_cast<std::size_t>(src)] = true;
+  const auto us = static_cast<std::size_t>(src);
+  std::vector<double> width(n, 0);
+  std::vector<bool> done(n, false);
+  width[us] = std::numeric_limits<double>::infinity();
   for (;;) {
     int u = -1;
     for (std::size_t i = 0; i < n; ++i)
-      if (reached[i] && !done[i] && (u < 0 || better(best[i], best[static_cast<std::size_t>(u)])))
+      if (width[i] > 0 && !done[i] && (u < 0 || width[i] > width[static_cast<std::size_t>(u)]))
         u = static_cast<int>(i);
     if (u < 0) break;
-    const auto uu = static_cast<std::size_t>(u);
-    done[uu] = true;
-    if (u != src && !net.nodes[uu].forwards) continue;
-    for (std::size_t l = 0; l < net.links.size(); ++l) {
-      const sim::NetLink& link = net.links[l];
-      if (link.from != u) continue;
-      const auto v = static_cast<std::size_t>(link.to);
-      if (done[v]) continue;
-      const Label cand{std::min(best[uu].width, link.capacity_Bps), best[uu].hops + 1,
-                       best[uu].latency + link.latency_s};
-      if (!reached[v] || better(cand, best[v])) {
-        best[v] = cand;
-        reached[v] = true;
-        via[v] = static_cast<int>(l);
+    done[static_cast<std::size_t>(u)] = true;
+    if (u != src && !net.nodes[static_cast<std::size_t>(u)].forwards) continue;
+    for (const auto& link : net.links)
+      if (link.from == u)
+        width[static_cast<std::size_t>(link.to)] =
+            std::max(width[static_cast<std::size_t>(link.to)],
+                     std::min(width[static_cast<std::size_t>(u)], link.capacity_Bps));
+  }
+  std::vector<RouteLabel> labels(n);
+  for (std::size_t v = 0; v < n; ++v) {
+    if (v == us || width[v] == 0) continue;
+    constexpr int kUnreached = std::numeric_limits<int>::max();
+    std::vector<int> hops(n, kUnreached);
+    std::vector<std::int64_t> lat(n, 0);
+    hops[us] = 0;
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (const auto& link : net.links) {
+        const auto a = static_cast<std::size_t>(link.from), b = static_cast<std::size_t>(link.to);
+        if (hops[a] == kUnreached || link.capacity_Bps < width[v]) continue;
+        if (a != us && !net.nodes[a].forwards) continue;
+        const int h = hops[a] + 1;
+        const std::int64_t l = lat[a] + ccoll::physical::latency_picoseconds(link.latency_s);
+        if (h < hops[b] || (h == hops[b] && l < lat[b])) {
+          hops[b] = h;
+          lat[b] = l;
+          changed = true;
+        }
       }
     }
+    labels[v] = RouteLabel{width[v], hops[v], lat[v]};
   }
-  std::vector<sim::Route> routes(n);
-  for (std::size_t v = 0; v < n; ++v) {
-    if (static_cast<int>(v) == src) continue;
-    if (!reached[v]) {
-      routes[v].bottleneck_Bps = 0;
-      continue;
-    }
-    for (int at = static_cast<int>(v); at != src;) {
-      const int l = via[static_cast<std::size_t>(at)];
-      routes[v].links.push_back(l);
-      at = net.links[static_cast<std::size_t>(l)].from;
-    }
-    std::reverse(routes[v].links.begin(), routes[v].links.end());
-    routes[v].latency_s = best[v].latency;
-    routes[v].bottleneck_Bps = best[v].width;
-  }
-  return routes;
+  return labels;
 }
 
 // One instant of a simulation on both sharings: a few flows start (on random paths) or end
@@ -274,9 +274,9 @@ TEST_CASE("max-min rates on cluster-shaped paths: only the NIC links bind betwee
     CHECK(fair.binding_links(p).size() == 2);  // the NICs, or the NVSwitch's two links
 }
 
-TEST_CASE("widest routes by heap equal settling nodes by scan") {
+TEST_CASE("routes are the widest, then the fewest hops, then the least latency, and valid") {
   std::mt19937 rng(7);
-  for (int trial = 0; trial < 100; ++trial) {
+  for (int trial = 0; trial < 200; ++trial) {
     CAPTURE(trial);
     sim::Network net;
     const int n = 2 + static_cast<int>(rng() % 30);
@@ -286,20 +286,126 @@ TEST_CASE("widest routes by heap equal settling nodes by scan") {
       const int a = static_cast<int>(rng() % static_cast<std::uint32_t>(n));
       const int b = static_cast<int>(rng() % static_cast<std::uint32_t>(n));
       if (a == b) continue;
-      // Few capacities and latencies: many ties, which the settling order decides.
+      // Few capacities and latencies: many ties, and wide detours that a narrow last link evens.
       net.add_link(a, b, 1e9 * static_cast<double>(1 + rng() % 3),
                    1e-6 * static_cast<double>(rng() % 3));
     }
     for (int src = 0; src < n; ++src) {
       const auto got = sim::widest_routes_from(net, src);
-      const auto want = widest_reference(net, src);
+      const auto want = route_labels_reference(net, src);
       REQUIRE(got.size() == want.size());
       for (std::size_t v = 0; v < got.size(); ++v) {
-        CHECK(got[v].links == want[v].links);
-        CHECK(got[v].latency_s == want[v].latency_s);
-        CHECK(got[v].bottleneck_Bps == want[v].bottleneck_Bps);
+        CAPTURE(src);
+        CAPTURE(v);
+        const sim::Route& r = got[v];
+        if (static_cast<int>(v) == src) continue;
+        if (want[v].width == 0) {
+          CHECK(r.links.empty());
+          CHECK(r.bottleneck_Bps == 0);
+          continue;
+        }
+        // A path from src to v through forwarding nodes, with the label it reports.
+        REQUIRE_FALSE(r.links.empty());
+        RouteLabel label{std::numeric_limits<double>::infinity(), 0, 0};
+        double latency_s = 0;
+        int at = src;
+        for (const int l : r.links) {
+          const sim::NetLink& link = net.links[static_cast<std::size_t>(l)];
+          CHECK(link.from == at);
+          if (at != src) CHECK(net.nodes[static_cast<std::size_t>(at)].forwards);
+          label.width = std::min(label.width, link.capacity_Bps);
+          label.hops += 1;
+          label.latency_ps += ccoll::physical::latency_picoseconds(link.latency_s);
+          latency_s += link.latency_s;
+          at = link.to;
+        }
+        CHECK(at == static_cast<int>(v));
+        CHECK(label == want[v]);
+        CHECK(r.bottleneck_Bps == label.width);
+        CHECK(r.latency_s == latency_s);
       }
     }
+  }
+}
+
+TEST_CASE("networks refuse figures no simulation can use") {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK_THROWS_AS(sim::uniform_network(4, inf, 1e-6), std::invalid_argument);
+  CHECK_THROWS_AS(sim::uniform_network(4, 1e9, nan), std::invalid_argument);
+  CHECK_THROWS_AS(sim::uniform_network(4, 1e9, -1e-3), std::invalid_argument);
+  sim::Network net;
+  net.add_node("a", false);
+  net.add_node("b", false);
+  CHECK_THROWS_AS(net.add_link(0, 1, inf, 0), std::invalid_argument);
+  CHECK_THROWS_AS(net.add_link(0, 1, 1e9, nan), std::invalid_argument);
+  CHECK_THROWS_AS(net.add_link(0, 1, 1e9, -1e-9), std::invalid_argument);
+  CHECK_THROWS_AS(net.add_link(0, 1, 1e9, inf), std::invalid_argument);
+  CHECK(net.add_link(0, 1, 1e9, 0) == 0);
+}
+
+TEST_CASE("a wide detour to a switch does not win once a narrow link evens the widths") {
+  // g0 -> sX directly at 100 GB/s, or through sA at 200; sX -> g1 at 50. Both reach g1 at 50
+  // GB/s: the direct two hops win over the three through sA.
+  sim::Network net;
+  const int g0 = net.add_node("g0", false), g1 = net.add_node("g1", false);
+  const int sx = net.add_node("sX", true), sa = net.add_node("sA", true);
+  net.add_link(g0, sx, 100e9, 1e-6);
+  net.add_link(g0, sa, 200e9, 1e-6);
+  net.add_link(sa, sx, 200e9, 1e-6);
+  const int last = net.add_link(sx, g1, 50e9, 1e-6);
+  const auto routes = sim::widest_routes_from(net, g0);
+  CHECK(routes[static_cast<std::size_t>(g1)].links == std::vector<int>{0, last});
+  CHECK(routes[static_cast<std::size_t>(g1)].bottleneck_Bps == 50e9);
+}
+
+// The planners' routes (physical::routes_from, latencies in microseconds) and the simulator's (on
+// sim::to_network, in seconds) are the same links, ties included.
+void check_planner_and_simulator_routes_agree(const ccoll::physical::PhysicalTopology& t) {
+  const sim::Network net = sim::to_network(t);
+  for (const int src : t.compute_nodes()) {
+    const auto planned = ccoll::physical::routes_from(t, src);
+    const auto simulated = sim::widest_routes_from(net, src);
+    for (const int dst : t.compute_nodes()) {
+      CAPTURE(src);
+      CAPTURE(dst);
+      CHECK(planned[static_cast<std::size_t>(dst)] ==
+            simulated[static_cast<std::size_t>(dst)].links);
+    }
+  }
+}
+
+TEST_CASE("planners and the simulator route alike, where latencies tie only in one unit") {
+  using ccoll::physical::NodeKind;
+  // Both routes are 50 GB/s and two hops; 0.1 + 0.5 us and 0.2 + 0.4 us tie in microseconds but
+  // not once each is converted to seconds and summed.
+  ccoll::physical::PhysicalTopology t;
+  for (const char* g : {"g0", "g1"}) t.add_node(g, NodeKind::gpu);
+  for (const char* sw : {"sA", "sB"}) t.add_node(sw, NodeKind::switch_);
+  t.add_link("g0", "sA", 100, 1, 0.1);
+  t.add_link("sA", "g1", 50, 1, 0.5);
+  t.add_link("g0", "sB", 200, 1, 0.2);
+  t.add_link("sB", "g1", 50, 1, 0.4);
+  check_planner_and_simulator_routes_agree(t);
+  check_planner_and_simulator_routes_agree(ccoll::physical::dgx1v());
+  check_planner_and_simulator_routes_agree(ccoll::physical::dgx_h100());
+  check_planner_and_simulator_routes_agree(ccoll::physical::pcie_server());
+  // Random graphs of GPUs and switches with few distinct figures: many ties.
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 60; ++trial) {
+    CAPTURE(trial);
+    ccoll::physical::PhysicalTopology r;
+    const int n = 3 + static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i)
+      r.add_node("n" + std::to_string(i), rng() % 2 == 0 ? NodeKind::gpu : NodeKind::switch_);
+    for (int k = 0; k < 3 * n; ++k) {
+      const int a = static_cast<int>(rng() % static_cast<std::uint32_t>(n));
+      const int b = static_cast<int>(rng() % static_cast<std::uint32_t>(n));
+      if (a == b) continue;
+      r.add_link(a, b, 25.0 * static_cast<double>(1 + rng() % 3), 1,
+                 0.1 * static_cast<double>(1 + rng() % 5));
+    }
+    check_planner_and_simulator_routes_agree(r);
   }
 }
 

@@ -20,17 +20,40 @@
 
 namespace ccoll::cli {
 
-// A finite number, all of `s`; the error names the flag.
+// A finite decimal number, all of `s` ("4", "-1.5", "2e-3"); the error names the flag. Hex and
+// leading blanks, which strtod also reads, are refused.
 inline double parse_number(const std::string& flag, const std::string& s) {
   std::size_t used = 0;
   double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
+  if (s.find_first_not_of("0123456789+-.eE") == std::string::npos) {
+    try {
+      v = std::stod(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
   }
-  if (used != s.size() || !std::isfinite(v))
+  if (s.empty() || used != s.size() || !std::isfinite(v))
     throw UsageError(flag + ": expected a number, got \"" + s + "\"");
+  return v;
+}
+
+// An integer option in [lo, hi]; the error names the flag and the range.
+inline long parse_integer(const std::string& flag, const std::string& s, long lo, long hi) {
+  const double v = parse_number(flag, s);
+  if (v != std::floor(v) || v < static_cast<double>(lo) || v > static_cast<double>(hi))
+    throw UsageError(flag + ": expected an integer from " + std::to_string(lo) + " to " +
+                     std::to_string(hi) + ", got \"" + s + "\"");
+  return static_cast<long>(v);
+}
+
+// A number in [lo, hi]; the error names the flag and the range.
+inline double parse_bounded(const std::string& flag, const std::string& s, double lo, double hi) {
+  const double v = parse_number(flag, s);
+  if (v < lo || v > hi) {
+    std::ostringstream os;
+    os << flag << ": expected a number from " << lo << " to " << hi << ", got \"" << s << "\"";
+    throw UsageError(os.str());
+  }
   return v;
 }
 

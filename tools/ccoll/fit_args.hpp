@@ -54,11 +54,10 @@ inline int run_fit(const std::vector<std::string>& args, std::ostream& out, std:
       } else if (a == "--algo") {
         algo = value(i);
       } else if (a == "--nranks") {
-        nranks = static_cast<int>(parse_number(a, value(i)));
+        nranks = static_cast<int>(parse_integer(a, value(i), 1, 1 << 24));
       } else if (a == "--with") {
-        with_k = static_cast<int>(parse_number(a, value(i)));
+        with_k = static_cast<int>(parse_integer(a + " K", value(i), 2, 1 << 20));
         with_file = value(i);
-        if (with_k < 2) throw UsageError("--with K FILE: K must be >= 2");
       } else if (a == "--min-bytes") {
         min_bytes = parse_number(a, value(i));
       } else if (a == "--max-bytes") {

@@ -50,6 +50,9 @@ struct ScheduleOptions {
   std::string trace;
 };
 
+// The largest --bucket-mb, --first-bucket-mb and --fusion-mb: 2^40 MiB is 2^60 bytes.
+inline constexpr double kMaxMegabytes = 1099511627776.0;
+
 inline const std::vector<std::string> kPolicyNames{"wfbp", "single",  "mg",     "mg-paper",
                                                    "asc",  "optimal", "bucket", "horovod"};
 inline const char* kSchedulePolicies = "wfbp, single, mg, mg-paper, asc, optimal, bucket, horovod";
@@ -100,6 +103,12 @@ inline ScheduleOptions parse_schedule_options(const std::vector<std::string>& ar
       if (!(v > 0)) throw UsageError(f + ": expected a positive number");
       return v;
     };
+    // A size in MiB that converts to a byte count (below 2^64) without overflow.
+    auto megabytes = [&](double v) {
+      if (!(v > 0) || v > kMaxMegabytes)
+        throw UsageError(f + ": expected a number of MiB above 0 and at most 2^40");
+      return v;
+    };
     if (f == "--profile") {
       o.profile = value();
     } else if (f == "--policy") {
@@ -146,13 +155,15 @@ inline ScheduleOptions parse_schedule_options(const std::vector<std::string>& ar
         throw UsageError("--max-states: expected an integer from 1 to 100000000");
       o.max_states = static_cast<std::size_t>(n);
     } else if (f == "--bucket-mb") {
-      o.bucket_mb = positive(parse_number(f, value()));
+      o.bucket_mb = megabytes(parse_number(f, value()));
     } else if (f == "--first-bucket-mb") {
-      o.first_bucket_mb = positive(parse_number(f, value()));
+      o.first_bucket_mb = megabytes(parse_number(f, value()));
     } else if (f == "--fusion-mb") {
-      o.fusion_mb = positive(parse_number(f, value()));
+      o.fusion_mb = megabytes(parse_number(f, value()));
     } else if (f == "--cycle-ms") {
-      o.cycle_ms = positive(parse_number(f, value()));
+      o.cycle_ms = parse_number(f, value());
+      if (!(o.cycle_ms >= 1e-6) || o.cycle_ms > 1e6)
+        throw UsageError(f + ": expected a cycle from 1e-6 to 1e6 ms");
     } else if (f == "--json") {
       o.json = true;
     } else if (f == "--trace") {

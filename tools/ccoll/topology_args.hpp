@@ -105,26 +105,6 @@ inline double parse_bytes(const std::string& s, const std::string& flag = "--byt
   return *v;
 }
 
-// An integer option in [lo, hi]; the error names the flag and the range.
-inline long parse_integer(const std::string& flag, const std::string& s, long lo, long hi) {
-  const double v = parse_number(flag, s);
-  if (v != std::floor(v) || v < static_cast<double>(lo) || v > static_cast<double>(hi))
-    throw UsageError(flag + ": expected an integer from " + std::to_string(lo) + " to " +
-                     std::to_string(hi) + ", got \"" + s + "\"");
-  return static_cast<long>(v);
-}
-
-// A number in [lo, hi]; the error names the flag and the range.
-inline double parse_bounded(const std::string& flag, const std::string& s, double lo, double hi) {
-  const double v = parse_number(flag, s);
-  if (v < lo || v > hi) {
-    std::ostringstream os;
-    os << flag << ": expected a number from " << lo << " to " << hi << ", got \"" << s << "\"";
-    throw UsageError(os.str());
-  }
-  return v;
-}
-
 // An --algo name: a registered algorithm (algo/registry.hpp), optionally with -overlap or -phased.
 inline algo::AlgorithmSpec find_algo(const std::string& name) {
   return find_algorithm(name, [&](const std::string& names) {
@@ -203,7 +183,8 @@ inline Options parse_options(const std::vector<std::string>& args) {
     }
   }
   if (o.topology.empty()) throw UsageError("--topology FILE|PRESET is required");
-  if (o.json && o.dot) throw UsageError("--json and --dot are exclusive");
+  if (static_cast<int>(o.json) + static_cast<int>(o.dot) + static_cast<int>(o.csv) > 1)
+    throw UsageError("--json, --dot and --csv are exclusive");
   return o;
 }
 
@@ -366,6 +347,9 @@ struct Built {
 };
 
 inline plan::PlanRequest make_request(const Options& o, const Setup& s, int nranks, double bytes) {
+  if (plan::has_root(o.collective) && o.root >= nranks)
+    throw UsageError("--root: expected a rank from 0 to " + std::to_string(nranks - 1) +
+                     " (the plan's ranks), got " + std::to_string(o.root));
   plan::PlanRequest req;
   req.nranks = nranks;
   req.elem_size = o.elem_size;
@@ -829,14 +813,23 @@ inline std::string plan_dot(const Setup& s, const Built& b, const Prediction& p)
 
 inline void print_text(std::ostream& os, const Setup& s, const Built& b, const Prediction& p,
                        int max_links) {
+  // Names (the topology's is its file's path) go to the stream, of any length; the buffer holds
+  // numbers only.
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "%s on %s: %d ranks (%d active), %zu channels\n"
-                "  bytes %.0f  time %.6g s  algbw %.4g GB/s  busbw %.4g GB/s  turnaround %.6g s\n",
-                b.plan.algorithm.c_str(), s.name.c_str(), b.plan.nranks, b.plan.nactive(),
-                b.plan.channels.size(), p.bytes, p.time_s, p.algbw_GBps, p.busbw_GBps,
-                p.sim.turnaround_s);
-  os << buf;
+                ": %d ranks (%d active), %zu channels\n"
+                "  bytes %.0f  time %.6g s  algbw %.4g GB/s  busbw %.4g GB/s  turnaround ",
+                b.plan.nranks, b.plan.nactive(), b.plan.channels.size(), p.bytes, p.time_s,
+                p.algbw_GBps, p.busbw_GBps);
+  os << b.plan.algorithm << " on " << s.name << buf;
+  // A reduce's or reduce-scatter's output is on some ranks only: no element is ever complete at
+  // every active rank, which is what the turnaround times.
+  if (p.sim.ready.empty()) {
+    os << "n/a\n";
+  } else {
+    std::snprintf(buf, sizeof buf, "%.6g s\n", p.sim.turnaround_s);
+    os << buf;
+  }
   if (b.hosted_relays > 0) {
     std::snprintf(buf, sizeof buf,
                   "  relays: %d, each run inside the rank on its GPU (docs/topology.md)\n",
@@ -874,10 +867,10 @@ inline void print_text(std::ostream& os, const Setup& s, const Built& b, const P
      << std::min<std::size_t>(links.size(), static_cast<std::size_t>(std::max(0, max_links)))
      << " of " << links.size() << " used links):\n";
   for (std::size_t i = 0; i < links.size() && static_cast<int>(i) < max_links; ++i) {
-    std::snprintf(buf, sizeof buf, "    %-28s %8.3g GB/s  %6.1f%%  %10.4g MB\n",
-                  links[i].name.c_str(), links[i].capacity_Bps / 1e9, 100 * links[i].utilisation,
-                  links[i].bytes / 1e6);
-    os << buf;
+    const std::string& name = links[i].name;
+    std::snprintf(buf, sizeof buf, " %8.3g GB/s  %6.1f%%  %10.4g MB\n", links[i].capacity_Bps / 1e9,
+                  100 * links[i].utilisation, links[i].bytes / 1e6);
+    os << "    " << name << std::string(name.size() < 28 ? 28 - name.size() : 0, ' ') << buf;
   }
 }
 
@@ -889,11 +882,18 @@ inline std::string csv_header() {
 inline std::string csv_row(const Setup& s, const Built& b, const Prediction& p) {
   double util = 0;
   for (const auto& l : p.sim.links) util = std::max(util, l.utilisation);
-  char buf[512];
-  std::snprintf(buf, sizeof buf, "%s,%s,%d,%d,%d,%.0f,%.9g,%.6g,%.6g,%.9g,%.4f\n", s.name.c_str(),
-                b.algo.c_str(), b.overlap ? 1 : 0, b.plan.nranks, b.plan.nactive(), p.bytes,
-                p.time_s, p.algbw_GBps, p.busbw_GBps, p.sim.turnaround_s, util);
-  return buf;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, ",%d,%d,%d,%.0f,%.9g,%.6g,%.6g,%.9g,%.4f\n", b.overlap ? 1 : 0,
+                b.plan.nranks, b.plan.nactive(), p.bytes, p.time_s, p.algbw_GBps, p.busbw_GBps,
+                p.sim.turnaround_s, util);
+  // RFC 4180: a field with a comma, quote or line break is quoted, its quotes doubled.
+  std::string name = s.name;
+  if (name.find_first_of(",\"\r\n") != std::string::npos) {
+    std::string quoted = "\"";
+    for (const char c : name) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    name = quoted + "\"";
+  }
+  return name + "," + b.algo + buf;
 }
 
 // Shared by both sub-commands' --help: the registry's algorithms.
@@ -950,6 +950,8 @@ inline int run_plan(const std::vector<std::string>& args, std::ostream& out, std
   return run_reporting("plan", err, [&] {
     const Options o = parse_options(args);
     if (o.algos.size() != 1) throw UsageError("--algo: `plan` takes one algorithm");
+    if (o.csv) throw UsageError("--csv is an output of `simulate`, not of `plan`");
+    if (!o.trace.empty()) throw UsageError("--trace is an output of `simulate`, not of `plan`");
     const Setup s = load_setup(o);
     const Built b = build(o, s, o.algos[0], o.bytes.at(0));
     for (const auto& w : b.warnings) err << "ccoll plan: warning: " << w << "\n";
@@ -981,6 +983,7 @@ inline int run_simulate(const std::vector<std::string>& args, std::ostream& out,
   }
   return run_reporting("simulate", err, [&] {
     const Options o = parse_options(args);
+    if (o.dot) throw UsageError("--dot is an output of `plan`, not of `simulate`");
     if (!o.trace.empty()) check_output_file("--trace", o.trace);  // before the work, not after
     const Setup s = load_setup(o);
     if (o.csv) out << csv_header();

@@ -50,8 +50,9 @@ inline std::optional<std::uint64_t> parse_size(std::string_view s) {
   std::uint64_t value = 0;
   std::size_t i = 0;
   for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
-    if (value > (~0ull) / 10) return std::nullopt;
-    value = value * 10 + static_cast<std::uint64_t>(s[i] - '0');
+    const auto digit = static_cast<std::uint64_t>(s[i] - '0');
+    if (value > (~0ull - digit) / 10) return std::nullopt;
+    value = value * 10 + digit;
   }
   if (i == 0) return std::nullopt;
   std::string_view suffix = s.substr(i);

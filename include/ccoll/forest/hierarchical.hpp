@@ -466,9 +466,9 @@ inline PackedForest solve_packed_forest_hierarchical(const physical::PhysicalTop
           by_source[static_cast<int>(k >> 32)].emplace_back(static_cast<int>(k & 0xffffffffu),
                                                             pool);
       for (const auto& [src, targets] : by_source) {
-        const auto via = physical::route_detail::search(topo, adj, src, -1);
+        const auto routes = physical::routes_from(topo, adj, src);
         for (auto [dst, pool] : targets) {
-          const auto r = physical::route_detail::unwind(topo, via, src, dst);
+          const auto& r = routes[PhysicalTopology::idx(dst)];
           if (r.empty())
             throw physical::TopologyError("hierarchical forest: no route from \"" +
                                           topo.nodes[PhysicalTopology::idx(src)].id + "\" to \"" +

@@ -10,9 +10,10 @@
 // Switches, NICs and CPUs are never ranks: they forward traffic without running a program. A plan
 // connection between two ranks therefore travels along a route that passes only through
 // non-compute nodes; route() picks the widest one (largest bottleneck; then fewest hops; then least
-// latency), the same rule the simulator (sim/network.hpp) uses, so planners and the simulator
-// charge the same links. Forwarding through a GPU ([C-Cube]'s detour) is not a route: it is a relay
-// rank in the plan, which makes its cost (a step on that GPU) visible.
+// latency) by physical/widest_route.hpp's search, which the simulator (sim/network.hpp) runs too,
+// so planners and the simulator charge the same links. Forwarding through a GPU ([C-Cube]'s detour)
+// is not a route: it is a relay rank in the plan, which makes its cost (a step on that GPU)
+// visible.
 #pragma once
 
 #include <algorithm>
@@ -28,6 +29,8 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "ccoll/physical/widest_route.hpp"
 
 namespace ccoll::physical {
 
@@ -300,85 +303,32 @@ struct Adjacency {
 
 namespace route_detail {
 
-// Label: (bottleneck desc, hops asc, latency asc). Extending a path never improves it, so Dijkstra
-// on the lexicographic order is exact; equal labels pop in node order, so the routes do not
-// depend on how the search is stopped.
-struct Label {
-  double width = -1;
-  int hops = 0;
-  double latency = 0;
+// The topology as physical::WidestRouteSearch reads it: compute nodes end routes, never forward.
+struct GraphView {
+  const PhysicalTopology& t;
+  const Adjacency& adj;
+  int node_count() const { return t.node_count(); }
+  const std::vector<int>& out(int u) const { return adj.out[PhysicalTopology::idx(u)]; }
+  int link_from(int l) const { return t.links[PhysicalTopology::idx(l)].from; }
+  int link_to(int l) const { return t.links[PhysicalTopology::idx(l)].to; }
+  double link_width(int l) const { return t.links[PhysicalTopology::idx(l)].capacity_GBps(); }
+  // Seconds first, as sim::to_network converts them, so both compare the same picoseconds.
+  std::int64_t link_latency_ps(int l) const {
+    return latency_picoseconds(t.links[PhysicalTopology::idx(l)].latency_us * 1e-6);
+  }
+  bool forwards(int u) const { return !t.is_compute(u); }
 };
-inline bool better(const Label& a, const Label& b) {
-  if (a.width != b.width) return a.width > b.width;
-  if (a.hops != b.hops) return a.hops < b.hops;
-  return a.latency < b.latency;
-}
-
-// Widest-route Dijkstra from `src`; stops once `stop` (>= 0) is settled. Returns via[]: the link
-// into each node on its route (-1: unreached or src).
-inline std::vector<int> search(const PhysicalTopology& t, const Adjacency& adj, int src, int stop) {
-  const auto n = t.nodes.size();
-  std::vector<Label> best(n);
-  std::vector<int> via(n, -1);
-  std::vector<bool> done(n, false);
-  struct Entry {
-    Label label;
-    int node;
-  };
-  const auto after = [](const Entry& a, const Entry& b) {  // heap order: b pops first
-    if (better(a.label, b.label) || better(b.label, a.label)) return better(b.label, a.label);
-    return a.node > b.node;
-  };
-  std::vector<Entry> heap;
-  best[PhysicalTopology::idx(src)] = Label{std::numeric_limits<double>::infinity(), 0, 0};
-  heap.push_back(Entry{best[PhysicalTopology::idx(src)], src});
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), after);
-    const Entry e = heap.back();
-    heap.pop_back();
-    const auto u = PhysicalTopology::idx(e.node);
-    if (done[u]) continue;
-    done[u] = true;
-    if (e.node == stop) break;
-    if (e.node != src && t.is_compute(e.node)) continue;  // compute nodes end routes, never forward
-    for (int li : adj.out[u]) {
-      const Link& l = t.links[PhysicalTopology::idx(li)];
-      const Label c{std::min(best[u].width, l.capacity_GBps()), best[u].hops + 1,
-                    best[u].latency + l.latency_us};
-      const auto v = PhysicalTopology::idx(l.to);
-      if (!done[v] && (best[v].width < 0 || better(c, best[v]))) {
-        best[v] = c;
-        via[v] = li;
-        heap.push_back(Entry{c, l.to});
-        std::push_heap(heap.begin(), heap.end(), after);
-      }
-    }
-  }
-  return via;
-}
-
-inline std::vector<int> unwind(const PhysicalTopology& t, const std::vector<int>& via, int src,
-                               int to) {
-  std::vector<int> route;
-  if (to == src || via[PhysicalTopology::idx(to)] < 0) return route;
-  for (int w = to; w != src;) {
-    const int li = via[PhysicalTopology::idx(w)];
-    route.push_back(li);
-    w = t.links[PhysicalTopology::idx(li)].from;
-  }
-  std::reverse(route.begin(), route.end());
-  return route;
-}
 
 }  // namespace route_detail
 
 // All routes from compute node `src` to every node, following the rule in the header comment.
 // Intermediate nodes are non-compute. Returns per node the link list (empty: unreachable or src).
 inline std::vector<Route> routes_from(const PhysicalTopology& t, const Adjacency& adj, int src) {
-  const auto via = route_detail::search(t, adj, src, -1);
+  const route_detail::GraphView g{t, adj};
+  WidestRouteSearch<route_detail::GraphView> search(g);
+  search.from(src);
   std::vector<Route> routes(t.nodes.size());
-  for (int v = 0; v < t.node_count(); ++v)
-    routes[PhysicalTopology::idx(v)] = route_detail::unwind(t, via, src, v);
+  for (int v = 0; v < t.node_count(); ++v) routes[PhysicalTopology::idx(v)] = search.route(v);
   return routes;
 }
 inline std::vector<Route> routes_from(const PhysicalTopology& t, int src) {
@@ -388,7 +338,10 @@ inline std::vector<Route> routes_from(const PhysicalTopology& t, int src) {
 // The route from `src` to `to` alone (the search stops when it is found): the same route as
 // routes_from(t, src)[to].
 inline Route route(const PhysicalTopology& t, const Adjacency& adj, int src, int to) {
-  return route_detail::unwind(t, route_detail::search(t, adj, src, to), src, to);
+  const route_detail::GraphView g{t, adj};
+  WidestRouteSearch<route_detail::GraphView> search(g);
+  search.from(src, to);
+  return search.route(to);
 }
 
 // Whether a route joins compute nodes `from` and `to`, answered without searching routes: on a

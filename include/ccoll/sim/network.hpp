@@ -3,19 +3,23 @@
 // A Network is a set of nodes and directed links (capacity in bytes per second, latency in
 // seconds). Ranks of a plan sit on nodes. A plan connection u -> v becomes a route: the widest path
 // (largest bottleneck capacity; fewest hops, then least latency among equals) from u's node to v's
-// node that passes only through nodes allowed to forward (switches, NICs, CPUs, PCIe bridges).
+// node that passes only through nodes allowed to forward (switches, NICs, CPUs, PCIe bridges),
+// found by physical/widest_route.hpp's search, the planners' own.
 // GPUs do not forward on their own: a detour through a GPU is a relay rank in the plan, which makes
 // its forwarding cost (a step) visible. The simulator does not depend on physical/graph.hpp;
 // sim/from_physical.hpp converts a PhysicalTopology into a Network.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <queue>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "ccoll/physical/widest_route.hpp"
 
 namespace ccoll::sim {
 
@@ -49,7 +53,12 @@ struct Network {
     if (from < 0 || to < 0 || from >= static_cast<int>(nodes.size()) ||
         to >= static_cast<int>(nodes.size()))
       throw std::invalid_argument("Network::add_link: unknown node");
-    if (!(capacity_Bps > 0)) throw std::invalid_argument("Network::add_link: capacity must be > 0");
+    // Finite figures only: an infinite capacity never gets a rate, a negative latency lands
+    // messages in the past.
+    if (!(capacity_Bps > 0) || !std::isfinite(capacity_Bps))
+      throw std::invalid_argument("Network::add_link: capacity must be finite and > 0");
+    if (!(latency_s >= 0) || !std::isfinite(latency_s))
+      throw std::invalid_argument("Network::add_link: latency must be finite and >= 0");
     links.push_back(NetLink{from, to, capacity_Bps, latency_s,
                             nodes[static_cast<std::size_t>(from)].name + "->" +
                                 nodes[static_cast<std::size_t>(to)].name});
@@ -60,7 +69,10 @@ struct Network {
 // P nodes, each ordered pair joined by its own link of `bandwidth_Bps` and `latency_s`: the
 // network behind the alpha-beta closed forms (alpha = latency, beta = 1 / bandwidth).
 inline Network uniform_network(int nodes, double bandwidth_Bps, double latency_s) {
-  if (!(bandwidth_Bps > 0)) throw std::invalid_argument("uniform_network: bandwidth must be > 0");
+  if (!(bandwidth_Bps > 0) || !std::isfinite(bandwidth_Bps))
+    throw std::invalid_argument("uniform_network: bandwidth must be finite and > 0");
+  if (!(latency_s >= 0) || !std::isfinite(latency_s))
+    throw std::invalid_argument("uniform_network: latency must be finite and >= 0");
   Network net;
   for (int i = 0; i < nodes; ++i) net.add_node(std::to_string(i).insert(0, 1, 'r'), false);
   net.uniform = true;
@@ -77,115 +89,58 @@ struct Route {
 
 namespace detail {
 
-// Widest routes from one source at a time over adjacency lists built once: the simulator asks for
-// the routes from every rank's node, and on 1,024 GPUs rebuilding the lists per source and scanning
-// all nodes for the next one to settle (quadratic per source) would be a tenth of `ccoll plan`'s
-// time (docs/results/simulator-scale-2026-11-24.md).
-class WidestRouter {
+// The network as physical::WidestRouteSearch reads it, with the adjacency lists built once: the
+// simulator asks for the routes from every rank's node
+// (docs/results/simulator-scale-2026-11-24.md).
+class NetworkGraph {
  public:
-  explicit WidestRouter(const Network& net) : net_(net), out_(net.nodes.size()) {
+  explicit NetworkGraph(const Network& net) : net_(net), out_(net.nodes.size()) {
     for (std::size_t l = 0; l < net.links.size(); ++l)
       out_[static_cast<std::size_t>(net.links[l].from)].push_back(static_cast<int>(l));
-    const auto n = net.nodes.size();
-    best_.resize(n);
-    reached_.resize(n);
-    done_.resize(n);
-    via_.resize(n);
   }
+  int node_count() const { return static_cast<int>(net_.nodes.size()); }
+  const std::vector<int>& out(int u) const { return out_[static_cast<std::size_t>(u)]; }
+  int link_from(int l) const { return link(l).from; }
+  int link_to(int l) const { return link(l).to; }
+  double link_width(int l) const { return link(l).capacity_Bps; }
+  std::int64_t link_latency_ps(int l) const {
+    return physical::latency_picoseconds(link(l).latency_s);
+  }
+  bool forwards(int u) const { return net_.nodes[static_cast<std::size_t>(u)].forwards; }
+  const NetLink& link(int l) const { return net_.links[static_cast<std::size_t>(l)]; }
 
-  // Settles every node reachable from `src` (see the header comment for the rule).
+ private:
+  const Network& net_;
+  std::vector<std::vector<int>> out_;
+};
+
+// Widest routes from one source at a time (see the header comment for the rule).
+class WidestRouter {
+ public:
+  explicit WidestRouter(const Network& net) : graph_(net), search_(graph_) {}
+
   void from(int src) {
     src_ = src;
-    std::fill(reached_.begin(), reached_.end(), false);
-    std::fill(done_.begin(), done_.end(), false);
-    std::fill(via_.begin(), via_.end(), -1);
-    const auto us = static_cast<std::size_t>(src);
-    best_[us] = Label{std::numeric_limits<double>::infinity(), 0, 0};
-    reached_[us] = true;
-    heap_.clear();
-    push(src);
-    while (!heap_.empty()) {
-      std::pop_heap(heap_.begin(), heap_.end(), later_);
-      const int u = heap_.back().node;
-      heap_.pop_back();
-      const auto uu = static_cast<std::size_t>(u);
-      // Labels only improve, so an entry for a settled node is an outdated copy.
-      if (done_[uu]) continue;
-      done_[uu] = true;
-      if (u != src && !net_.nodes[uu].forwards) continue;  // endpoints only
-      for (int l : out_[uu]) {
-        const NetLink& link = net_.links[static_cast<std::size_t>(l)];
-        const auto v = static_cast<std::size_t>(link.to);
-        if (done_[v]) continue;
-        const Label cand{std::min(best_[uu].width, link.capacity_Bps), best_[uu].hops + 1,
-                         best_[uu].latency + link.latency_s};
-        if (!reached_[v] || better(cand, best_[v])) {
-          best_[v] = cand;
-          reached_[v] = true;
-          via_[v] = l;
-          push(link.to);
-        }
-      }
-    }
+    search_.from(src);
   }
 
   // The route from the last from()'s source to `v`. Unreachable: no links and bottleneck 0.
   Route route_to(int v) const {
     Route r;
-    const auto uv = static_cast<std::size_t>(v);
     if (v == src_) return r;
-    if (!reached_[uv]) {
+    if (!search_.reached(v)) {
       r.bottleneck_Bps = 0;
       return r;
     }
-    for (int at = v; at != src_;) {
-      const int l = via_[static_cast<std::size_t>(at)];
-      r.links.push_back(l);
-      at = net_.links[static_cast<std::size_t>(l)].from;
-    }
-    std::reverse(r.links.begin(), r.links.end());
-    r.latency_s = best_[uv].latency;
-    r.bottleneck_Bps = best_[uv].width;
+    r.links = search_.route(v);
+    for (const int l : r.links) r.latency_s += graph_.link(l).latency_s;
+    r.bottleneck_Bps = search_.width(v);
     return r;
   }
 
  private:
-  // Label: (bottleneck desc, hops asc, latency asc) -- isotone under extension, so Dijkstra holds.
-  struct Label {
-    double width = 0;
-    int hops = 0;
-    double latency = 0;
-  };
-  static bool better(const Label& a, const Label& b) {
-    if (a.width != b.width) return a.width > b.width;
-    if (a.hops != b.hops) return a.hops < b.hops;
-    return a.latency < b.latency;
-  }
-  struct Entry {
-    Label label;
-    int node = 0;
-  };
-  // Among equal labels the smaller node settles first, so the routes (which predecessor a node
-  // keeps on ties) are those of settling nodes in index order.
-  struct Later {
-    bool operator()(const Entry& a, const Entry& b) const {
-      if (better(b.label, a.label)) return true;
-      if (better(a.label, b.label)) return false;
-      return b.node < a.node;
-    }
-  };
-  void push(int v) {
-    heap_.push_back(Entry{best_[static_cast<std::size_t>(v)], v});
-    std::push_heap(heap_.begin(), heap_.end(), later_);
-  }
-
-  const Network& net_;
-  std::vector<std::vector<int>> out_;
-  std::vector<Label> best_;
-  std::vector<bool> reached_, done_;
-  std::vector<int> via_;
-  std::vector<Entry> heap_;
-  Later later_;
+  NetworkGraph graph_;
+  physical::WidestRouteSearch<NetworkGraph> search_;
   int src_ = 0;
 };
 
