@@ -10,12 +10,16 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -115,6 +119,69 @@ void run_case(const Model& model, const Case& c, int iterations) {
   });
   for (int r = 0; r < c.p; ++r) CHECK(out[static_cast<std::size_t>(r)] == "");
 }
+
+// A one-rank collective for failure tests, by construction order: K = 2 lanes, then the control
+// channel. Lane 0's call fails once told to or once lane 1 is inside its call, which stays inside
+// for `hold`; control calls wait while `hold_control` is set.
+struct Script {
+  std::mutex mu;
+  std::condition_variable cv;
+  int built = 0;
+  bool hold_control = false;
+  bool control_held = false;  // a control call is waiting
+  bool lane0_entered = false;
+  bool fail_lane0 = false;
+  bool lane1_inside = false;
+  std::chrono::milliseconds hold{300};
+  int lane1_calls = 0;
+};
+Script* g_script = nullptr;
+
+struct ScriptTopology {};
+
+class ScriptedCollective {
+ public:
+  using transport_type = transport::HostThreads;
+  using topology_type = ScriptTopology;
+  struct Handle {
+    int id;
+    void run(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp) const {
+      if (send != recv) std::memcpy(recv, send, count * size_of(dtype));
+      Script& s = *g_script;
+      std::unique_lock lock(s.mu);
+      if (id == 2) {
+        s.control_held = s.hold_control;
+        s.cv.notify_all();
+        s.cv.wait_for(lock, 5s, [&] { return !s.hold_control; });
+      } else if (id == 0) {
+        s.lane0_entered = true;
+        s.cv.notify_all();
+        s.cv.wait_for(lock, 5s, [&] { return s.fail_lane0 || s.lane1_inside; });
+        throw Error(ErrorCode::Timeout, 0, "lane 0's call");
+      } else {
+        ++s.lane1_calls;
+        s.lane1_inside = true;
+        s.cv.notify_all();
+        s.cv.wait_for(lock, s.hold, [] { return false; });
+        s.lane1_inside = false;
+      }
+    }
+  };
+  ScriptedCollective(const Config& c, ScriptTopology) : config_(c) {
+    std::lock_guard lock(g_script->mu);
+    id_ = g_script->built++;
+  }
+  Handle rank(int) { return {id_}; }
+  std::span<const int> local_ranks() const { return local_; }
+  int nranks() const { return 1; }
+  const Config& config() const { return config_; }
+
+ private:
+  Config config_;
+  int id_ = 0;
+  std::array<int, 1> local_{0};
+};
+static_assert(engine::AllreduceLike<ScriptedCollective>);
 
 }  // namespace
 
@@ -419,4 +486,64 @@ TEST_CASE("a peer that never marks a tensor the others marked: they fail within 
   CHECK((code0 == static_cast<int>(ErrorCode::Timeout) ||
          code0 == static_cast<int>(ErrorCode::Aborted)));
   CHECK(elapsed_ms < 10000);
+}
+
+TEST_CASE("a failed call: nothing starts after it, and its error comes once nothing is in flight") {
+  const std::vector<TensorSpec> tensors = {{"A", 4, DataType::f32}, {"B", 4, DataType::f32}};
+  std::array<float, 4> a{}, b{};
+  const std::array<void*, 2> ptrs = {a.data(), b.data()};
+  Script script;
+  g_script = &script;
+  Coordinated policy;
+  policy.max_concurrent = 2;
+  policy.fusion_threshold_bytes = 1;  // A and B are two fused allreduces, on lanes 0 and 1
+  policy.cycle_time = 200us;
+  const auto until = [&](auto&& pred) {
+    std::unique_lock lock(script.mu);
+    REQUIRE(script.cv.wait_for(lock, 5s, pred));
+  };
+  SUBCASE("a cycle that ran while a call failed decides jobs that never run") {
+    GradientSync<ScriptedCollective, Coordinated> sync(Config{}, tensors, policy);
+    auto& g = sync.attach(0, ptrs);
+    g.ready(0);
+    until([&] { return script.lane0_entered; });
+    {
+      std::lock_guard lock(script.mu);
+      script.hold_control = true;
+    }
+    g.ready(1);
+    until([&] { return script.control_held; });  // the cycle that decides B is running
+    {
+      std::lock_guard lock(script.mu);
+      script.fail_lane0 = true;
+      script.cv.notify_all();
+    }
+    // The user may free its buffers from here on.
+    CHECK(code_of([&] { g.wait(); }) == ErrorCode::Timeout);
+    {
+      std::lock_guard lock(script.mu);
+      script.hold_control = false;
+      script.cv.notify_all();
+    }
+    std::this_thread::sleep_for(200ms);  // time for a wrong engine to run B
+    std::lock_guard lock(script.mu);
+    CHECK(script.lane1_calls == 0);
+  }
+  SUBCASE("ready() rethrows once the other lane's call is over") {
+    GradientSync<ScriptedCollective, Coordinated> sync(Config{}, tensors, policy);
+    auto& g = sync.attach(0, ptrs);
+    g.ready(0);
+    g.ready(1);
+    // A is ready already: InvalidArgument until the engine fails, then its error.
+    ErrorCode code = ErrorCode::InvalidArgument;
+    for (int i = 0; i < 5000 && code == ErrorCode::InvalidArgument; ++i) {
+      code = code_of([&] { g.ready(0); });
+      if (code == ErrorCode::InvalidArgument) std::this_thread::sleep_for(1ms);
+    }
+    std::lock_guard lock(script.mu);
+    CHECK(code == ErrorCode::Timeout);
+    CHECK(script.lane1_calls == 1);
+    CHECK_FALSE(script.lane1_inside);
+  }
+  g_script = nullptr;
 }

@@ -162,6 +162,52 @@ class FakeCollective {
 };
 static_assert(engine::AllreduceLike<FakeCollective>);
 
+// A collective for failure tests, by call size: a call of `failing` elements fails once a call of
+// `busy` elements is inside; that one stays inside for `hold` (or until released), so that the
+// engine has a call in flight when it learns of the failure.
+struct Failure {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::size_t failing = 0;
+  std::size_t busy = 0;
+  std::chrono::milliseconds hold{300};
+  bool inside = false;  // the busy call
+  int calls = 0;
+};
+Failure* g_failure = nullptr;
+
+class FailingCollective {
+ public:
+  using transport_type = transport::HostThreads;
+  using topology_type = FakeTopology;
+  struct Handle {
+    void run(const void*, void*, std::size_t count, DataType, ReduceOp) const {
+      Failure& f = *g_failure;
+      std::unique_lock lock(f.mu);
+      ++f.calls;
+      if (count == f.failing) {
+        f.cv.wait_for(lock, 5s, [&] { return f.inside; });
+        throw Error(ErrorCode::Timeout, 0, "the failing call");
+      }
+      if (count != f.busy) return;
+      f.inside = true;
+      f.cv.notify_all();
+      f.cv.wait_for(lock, f.hold, [] { return false; });
+      f.inside = false;
+    }
+  };
+  FailingCollective(const Config& c, FakeTopology) : config_(c) {}
+  Handle rank(int) { return {}; }
+  std::span<const int> local_ranks() const { return local_; }
+  int nranks() const { return 1; }
+  const Config& config() const { return config_; }
+
+ private:
+  Config config_;
+  std::array<int, 1> local_{0};
+};
+static_assert(engine::AllreduceLike<FailingCollective>);
+
 std::vector<TensorSpec> f32_tensors(std::size_t n) {
   std::vector<TensorSpec> t;
   for (std::size_t i = 0; i < n; ++i) {
@@ -469,4 +515,44 @@ TEST_CASE("a peer that never marks a tensor ready: the others fail within the ti
   CHECK((code0 == static_cast<int>(ErrorCode::Timeout) ||
          code0 == static_cast<int>(ErrorCode::Aborted)));
   CHECK(elapsed_ms < 10000);
+}
+
+TEST_CASE("a failed call is rethrown only once no other call of the rank is in flight") {
+  // Tensor i has i + 1 elements. "sss", K = 2: tensor 2's message, on channel 0, fails while
+  // tensor 1's is inside its call on channel 1; tensor 0's never starts.
+  const std::vector<TensorSpec> tensors = f32_tensors(3);
+  const Schedule schedule = schedule_from_typing(parse_typing("sss"), 2);
+  RankBuffers buffers = make_buffers(tensors, Layout::scattered);
+  Failure failure;
+  failure.failing = 3;
+  failure.busy = 2;
+  g_failure = &failure;
+  // The user may free its buffers once the error reaches it: the busy call must be over by then.
+  const auto busy_after = [&](auto&& call) {
+    ErrorCode code = ErrorCode::InvalidArgument;
+    for (int i = 0; i < 5000 && code == ErrorCode::InvalidArgument; ++i) {
+      code = code_of(call);
+      if (code == ErrorCode::InvalidArgument) std::this_thread::sleep_for(1ms);
+    }
+    std::lock_guard lock(failure.mu);
+    CHECK(code == ErrorCode::Timeout);
+    return failure.inside;
+  };
+  SUBCASE("ready()") {
+    GradientSync<FailingCollective> sync(Config{}, tensors, schedule);
+    auto& g = sync.attach(0, buffers.ptrs);
+    g.ready(2);
+    g.ready(1);
+    // Tensor 2 is ready already: InvalidArgument until the engine fails, then its error.
+    CHECK_FALSE(busy_after([&] { g.ready(2); }));
+  }
+  SUBCASE("wait(layer) of the failed message") {
+    GradientSync<FailingCollective> sync(Config{}, tensors, schedule);
+    auto& g = sync.attach(0, buffers.ptrs);
+    g.ready(2);
+    g.ready(1);
+    CHECK_FALSE(busy_after([&] { g.wait(2); }));
+  }
+  CHECK(failure.calls == 2);
+  g_failure = nullptr;
 }

@@ -349,6 +349,147 @@ TEST_CASE("DenseNet-201 with [ASC-WFBP]'s cost model: optimality proven by the b
   CHECK(r.iteration_s == doctest::Approx(r.lower_bound_s).epsilon(1e-12));
 }
 
+TEST_CASE("exact search: less work left, or a message fewer in flight, can be the worse state") {
+  // K = 2. The optimum ("ssssnm") has two messages in flight after issuing layer 4 and two after
+  // layer 3; another state at those boundaries has no more work left in any message and one fewer
+  // in flight, but it lets the next immediate message share the channel at once instead of waiting
+  // for a slot, and every continuation of it ends 0.3% later. Dropping the optimum's state for it
+  // "proved" a slower schedule optimal.
+  const CommModel c = CommModel::from_line(0.00110386, 1.04056e-09, 1.2615);
+  const ModelProfile p =
+      make_profile({525, 2053413, 1525902, 3785, 9700, 2984373},
+                   {0.0029126921104491226, 0, 0.0011894712323969625, 0.00288643581246018,
+                    0.0027584205027344896, 0.0016413741838121551},
+                   0);
+  OptimalOptions opt;
+  opt.time_limit_s = -1;
+  const OptimalResult r = solve_optimal(p, c, opt);
+  const double best = iteration_time(p, schedule_from_typing(parse_typing("ssssnm"), 2), c);
+  CHECK(r.proven_optimal);
+  CHECK(r.iteration_s <= best * (1 + 1e-12));
+  CHECK(r.iteration_s == doctest::Approx(brute_force_typings(p, c, 2)).epsilon(1e-12));
+}
+
+TEST_CASE("exact optimum equals brute force: line and double-binary-tree costs, idle layers") {
+  // Random cases where the search's shortcuts matter: layers with no backward time or few bytes
+  // (bursts of messages), K = 2 and 3, and the double binary tree's concave transfer cost.
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0, 1);
+  OptimalOptions opt;
+  opt.time_limit_s = -1;
+  int proven = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    opt.max_concurrent = 2 + trial % 2;
+    const bool tree = trial % 3 == 0;
+    const CommModel c =
+        tree ? CommModel::collective(Collective::double_binary_tree, 64, {1e-5, 1e-9},
+                                     trial % 2 ? 1.0 : 1.3)
+             : CommModel::from_line(u(rng) * 2e-3, 1e-9 * (0.5 + u(rng)), 1.0 + u(rng));
+    ModelProfile p;
+    p.name = "random";
+    p.forward_s = 0;
+    for (int i = 0; i < 6; ++i) {
+      const double bytes = u(rng) < 0.3 ? u(rng) * 1e4 : u(rng) * (tree ? 2e5 : 3e6);
+      const double bwd = u(rng) < 0.3 ? 0 : u(rng) * (tree ? 1e-4 : 3e-3);
+      p.layers.push_back({"l", static_cast<std::uint64_t>(bytes) + 4, bwd});
+    }
+    const double brute = brute_force_typings(p, c, opt.max_concurrent);
+    const OptimalResult r = solve_optimal(p, c, opt);
+    CAPTURE(trial);
+    CAPTURE(c.describe());
+    CAPTURE(r.proof);
+    CHECK(r.lower_bound_s <= brute * (1 + 1e-12));
+    CHECK(r.iteration_s == doctest::Approx(brute).epsilon(1e-12));
+    proven += r.proven_optimal;
+  }
+  CHECK(proven == 300);
+}
+
+TEST_CASE("relaxed bound under the double binary tree's concave cost: below every schedule") {
+  // Seven equal small layers: one message beats any split, as the tree's transfer time is concave
+  // in the bytes; adding per-layer transfer times put the bound above the single message.
+  const CommModel c = CommModel::collective(Collective::double_binary_tree, 64, {1e-5, 1e-9}, 1.5);
+  const ModelProfile p =
+      make_profile(std::vector<std::uint64_t>(7, 4096), std::vector<double>(7, 1e-6), 0);
+  const double single = iteration_time(p, plan_single_layer(p), c);
+  const auto H = relaxed_suffix_bounds(p, c, 2, std::numeric_limits<double>::infinity());
+  CHECK(H[7] <= single * (1 + 1e-12));
+  const OptimalResult r = solve_optimal(p, c);
+  CHECK(r.lower_bound_s <= single * (1 + 1e-12));
+  CHECK(r.iteration_s == doctest::Approx(brute_force_typings(p, c, 2)).epsilon(1e-12));
+  // Random typings of random profiles, K = 1..3.
+  Random rnd(31);
+  std::uniform_int_distribution<int> type(0, 2);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int L = 1 + trial % 12;
+    const int K = 1 + trial % 3;
+    const ModelProfile q = rnd.profile(L);
+    const CommModel d =
+        CommModel::collective(Collective::double_binary_tree, 8 << (trial % 5),
+                              {rnd.log_uniform(1e-6, 1e-4), 1e-9}, rnd.uniform(1.0, 2.0));
+    const auto Hq = relaxed_suffix_bounds(q, d, K, std::numeric_limits<double>::infinity());
+    for (int s = 0; s < 20; ++s) {
+      LayerTyping t(static_cast<std::size_t>(L));
+      for (auto& x : t) x = static_cast<LayerType>("nms"[type(rnd.rng)]);
+      if (t[0] == LayerType::merged) t[0] = LayerType::normal;
+      CAPTURE(trial);
+      CAPTURE(typing_string(t));
+      CHECK(iteration_time(q, schedule_from_typing(t, K), d) >=
+            Hq[static_cast<std::size_t>(L)] * (1 - 1e-12));
+    }
+  }
+}
+
+TEST_CASE("the evaluator finishes every message, however late the iteration starts") {
+  // Past about 4000 s an ulp of the clock exceeds a picosecond, and a phase that ends within an
+  // ulp of now cannot move the clock: the evaluator must still end it.
+  std::mt19937_64 rng(1);
+  std::uniform_real_distribution<double> u(0, 1);
+  const CommModel c = CommModel::from_line(1.4e-3, 1.7e-9, 1.5);
+  for (const double forward : {1e4, 1e5, 1e7, 1e9}) {
+    const double ulp = std::nextafter(forward, 2 * forward) - forward;
+    for (int trial = 0; trial < 100; ++trial) {
+      ModelProfile p = make_profile({}, {}, 0);
+      for (int i = 0; i < 5; ++i)
+        p.layers.push_back({"l", static_cast<std::uint64_t>(u(rng) * 1e7) + 1, u(rng) * 1e-2});
+      LayerTyping t(5);
+      for (auto& x : t) x = static_cast<LayerType>("nms"[rng() % 3]);
+      if (t[0] == LayerType::merged) t[0] = LayerType::simultaneous;
+      const Schedule s = schedule_from_typing(t, 1 + trial % 3);
+      const double at_zero = iteration_time(p, s, c);
+      p.forward_s = forward;
+      const Timeline tl = evaluate(p, s, c);
+      CAPTURE(forward);
+      CAPTURE(trial);
+      for (const MessageTiming& m : tl.messages) {
+        CHECK(m.start_s >= m.ready_s);
+        CHECK(m.end_s > m.start_s);
+        CHECK(m.end_s <= tl.comm_end_s);
+      }
+      // The same timeline shifted, up to the rounding of the clock at that time.
+      CHECK(std::abs(tl.iteration_s - forward - at_zero) <= 64 * ulp);
+    }
+  }
+}
+
+TEST_CASE("planners refuse a profile without layers") {
+  const ModelProfile p = make_profile({}, {}, 0.1);
+  const CommModel c = CommModel::from_line(1e-3, 1e-9, 1.5);
+  const auto code = [](auto&& plan) {
+    try {
+      plan();
+    } catch (const ccoll::Error& e) {
+      return e.code();
+    }
+    return ccoll::ErrorCode::System;
+  };
+  CHECK(code([&] { plan_asc_wfbp(p, c); }) == ccoll::ErrorCode::InvalidArgument);
+  CHECK(code([&] { plan_mg_wfbp(p, c); }) == ccoll::ErrorCode::InvalidArgument);
+  CHECK(code([&] { plan_mg_wfbp_paper(p, c); }) == ccoll::ErrorCode::InvalidArgument);
+  CHECK(code([&] { plan_single_layer(p); }) == ccoll::ErrorCode::InvalidArgument);
+  CHECK(code([&] { solve_optimal(p, c); }) == ccoll::ErrorCode::InvalidArgument);
+}
+
 TEST_CASE("fusion buffer and DDP buckets respect their caps and cover every layer") {
   Random rnd(11);
   for (int trial = 0; trial < 20; ++trial) {
@@ -379,6 +520,20 @@ TEST_CASE("fusion buffer and DDP buckets respect their caps and cover every laye
     const Timeline tl = evaluate(p, h, c);
     for (std::size_t k = 0; k < h.messages.size(); ++k)
       CHECK(tl.messages[k].start_s >= h.messages[k].not_before_s - 1e-12);
+  }
+}
+
+TEST_CASE(
+    "fusion buffer: a cycle below the clock's resolution ends, each message at a ready tick") {
+  const ModelProfile p =
+      load_profile(std::string(CCOLL_SOURCE_DIR) + "/data/profiles/resnet50.json");
+  const auto ready = p.ready_times();
+  for (const double cycle : {1e-15, 1e-16, 1e-17, 1e-18, 1e-19, 1e-21, 1e-300}) {
+    INFO("cycle " << cycle << " s");
+    const Schedule h = plan_horovod_fusion(p, HorovodFusion{64ull << 20, cycle});
+    validate(h, p.num_layers());
+    for (const Message& m : h.messages)
+      CHECK(ready[static_cast<std::size_t>(m.lo)] <= m.not_before_s);
   }
 }
 

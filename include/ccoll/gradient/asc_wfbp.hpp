@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "ccoll/core/error.hpp"
 #include "ccoll/gradient/comm_model.hpp"
 #include "ccoll/gradient/profile.hpp"
 #include "ccoll/gradient/timeline.hpp"
@@ -32,6 +33,7 @@ namespace ccoll::gradient {
 
 inline LayerTyping asc_wfbp_typing(const ModelProfile& p, const CommModel& c) {
   const int L = p.num_layers();
+  if (L == 0) throw_invalid_argument(-1, "profile.layers", "at least one layer", "none");
   const std::vector<double> ready = p.ready_times();
   const double a = c.startup_s();
   // b of the line; for costs that are not lines, the marginal cost per byte of the whole model.

@@ -40,7 +40,10 @@ inline Schedule plan_horovod_fusion(const ModelProfile& p, const HorovodFusion& 
     const double r = ready[static_cast<std::size_t>(i)];
     if (r > tick) {  // sleep until the first tick at or after r
       const double k = std::ceil((r - t0) / opt.cycle_time_s - 1e-12);
-      tick = std::max(tick + opt.cycle_time_s, t0 + k * opt.cycle_time_s);
+      const double next = std::max(tick + opt.cycle_time_s, t0 + k * opt.cycle_time_s);
+      // A cycle below the clock's resolution at this time leaves both forms where they were:
+      // the ticks are then as fine as the clock, and the first one at or after r is r.
+      tick = next > tick ? next : r;
       continue;
     }
     Message m;

@@ -18,11 +18,13 @@
 // Relaxed schedule bound. Consider any schedule, and the message i (in issue order) whose lowest
 // layer is lo_i. Messages i..n (those holding layers <= hi_i) cannot start before ready(lo_i), so
 //   iteration >= ready(lo_i) + D(T(0..hi_i), (n - i + 1) a),
-// with T the solo transfer time of those layers. Minimising the largest of these terms over all
-// partitions of layers 0..h into messages is a dynamic programme over (messages, top layer),
-// exact for this relaxation and O(n_max h^2); n_max is where more messages provably cannot beat
-// the upper bound. H(b) is that bound for layers 0..b-1 alone, the part of a planner's state that
-// does not depend on its past.
+// with T(0..h) = transfer_s(bytes of layers 0..h), the solo transfer of those layers as one
+// message: a lower bound on the total solo transfer of any split of them into messages, since
+// transfer_s is subadditive (linear for the line and the ring, concave for the double binary tree).
+// Minimising the largest of these terms over all partitions of layers 0..h into messages is a
+// dynamic programme over (messages, top layer), exact for this relaxation and O(n_max h^2); n_max
+// is where more messages provably cannot beat the upper bound. H(b) is that bound for layers 0..b-1
+// alone, the part of a planner's state that does not depend on its past.
 #pragma once
 
 #include <algorithm>
@@ -92,11 +94,14 @@ inline std::vector<double> relaxed_suffix_bounds(const ModelProfile& p, const Co
   const std::vector<double> ready = p.ready_times();
   const CapacityBound D(c, max_concurrent);
   const double a = c.startup_s();
-  std::vector<double> T(static_cast<std::size_t>(L) + 1, 0.0);  // T[h + 1] = T(0..h)
-  for (int i = 0; i < L; ++i)
-    T[static_cast<std::size_t>(i) + 1] =
-        T[static_cast<std::size_t>(i)] +
-        c.transfer_s(static_cast<double>(p.layers[static_cast<std::size_t>(i)].bytes));
+  // T[h + 1] = T(0..h), layers 0..h as one message: for a concave cost (the double binary tree),
+  // the sum of their transfers alone would exceed what a split into a few messages costs.
+  std::vector<double> T(static_cast<std::size_t>(L) + 1, 0.0);
+  double bytes = 0;
+  for (int i = 0; i < L; ++i) {
+    bytes += static_cast<double>(p.layers[static_cast<std::size_t>(i)].bytes);
+    T[static_cast<std::size_t>(i) + 1] = c.transfer_s(bytes);
+  }
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<double> best(static_cast<std::size_t>(L), inf);  // over message counts so far
   std::vector<double> row(static_cast<std::size_t>(L)), next(static_cast<std::size_t>(L));

@@ -27,6 +27,7 @@
 #include <limits>
 #include <vector>
 
+#include "ccoll/core/error.hpp"
 #include "ccoll/gradient/comm_model.hpp"
 #include "ccoll/gradient/profile.hpp"
 #include "ccoll/gradient/timeline.hpp"
@@ -36,6 +37,7 @@ namespace ccoll::gradient {
 // The exact optimum over the 2^(L-1) merge patterns, one allreduce at a time.
 inline LayerTyping mg_wfbp_typing(const ModelProfile& p, const CommModel& c) {
   const int L = p.num_layers();
+  if (L == 0) throw_invalid_argument(-1, "profile.layers", "at least one layer", "none");
   const std::vector<double> ready = p.ready_times();
   std::vector<double> prefix(static_cast<std::size_t>(L) + 1, 0.0);
   for (int i = 0; i < L; ++i)
@@ -74,6 +76,7 @@ inline Schedule plan_mg_wfbp(const ModelProfile& p, const CommModel& c) {
 // stays meaningful for costs that are not lines. One sweep: decisions never change upper layers.
 inline LayerTyping mg_wfbp_paper_typing(const ModelProfile& p, const CommModel& c) {
   const int L = p.num_layers();
+  if (L == 0) throw_invalid_argument(-1, "profile.layers", "at least one layer", "none");
   const std::vector<double> ready = p.ready_times();
   LayerTyping t(static_cast<std::size_t>(L), LayerType::normal);
   auto bytes = [&](int i) {

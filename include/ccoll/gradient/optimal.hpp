@@ -12,17 +12,20 @@
 //
 //  1. Upper bound: the best of MG-WFBP (exact merges), ASC-WFBP, the paper's MG rule, and beam
 //     searches (the dynamic programme of stage 3 keeping, at each layer boundary, the w states
-//     with the least backlog; w = 2, 4, 8, ... while they fit in half the time budget).
+//     with the least backlog, and dropping a state when another has the same queue shape and no
+//     more startup or transfer left in any message; w = 2, 4, 8, ... while they fit in half the
+//     time budget).
 //  2. Certificate: lower_bound.hpp's relaxed bound H over all schedules. If the upper bound meets
 //     it, the schedule is optimal; on the shipped DenseNet profiles with the (a, b, gamma) of
 //     [ASC-WFBP] Sec. VI-B this proves optimality at once.
 //  3. Exact search: dynamic programming over run boundaries. Layer k's readiness does not depend
 //     on communication, so at that time the channel's state summarises the past; each boundary
-//     keeps the Pareto set of states (a state is dropped if another at the same boundary has the
-//     same queue shape and no more startup or transfer left in any message, in-flight messages
-//     matched one to one), and states whose lower bound reaches the upper bound are pruned. This
-//     is exact when the evaluator is monotone in the remaining work, which the brute-force tests
-//     check (every typing, L <= 9). Its cost is exponential in the worst case -- a burst of layers
+//     keeps every distinct state (runs that reach the same state keep it once), and states whose
+//     lower bound reaches the upper bound are pruned. Both are exact. The beams' dominance is not:
+//     the evaluator is not monotone in the remaining work, since a message still in flight holds
+//     a slot, so that a later immediate message waits for it instead of sharing the channel at
+//     once, which can end the iteration sooner. The brute-force tests check the result (every
+//     typing, L <= 9). Its cost is exponential in the worst case -- a burst of layers
 //     ready while the channel is busy can be split into queued messages in exponentially many
 //     ways that no valid dominance removes -- so it runs under a time and state budget. Past the
 //     budget the result carries the best schedule found, the lower bound still standing (the
@@ -42,6 +45,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -123,6 +127,9 @@ inline bool flight_dominates(const std::vector<CommSim::InFlight>& a,
   return false;
 }
 
+// a has the same queue shape as b and no more startup or transfer left in any message. Not a proof
+// that a's best continuation is no worse than b's (the header comment says why): the beams of
+// stage 1 use it to stay small, the exact search does not.
 inline bool dominates(const CommSim& a, const CommSim& b) {
   const auto qa = a.waiting();
   const auto qb = b.waiting();
@@ -131,6 +138,49 @@ inline bool dominates(const CommSim& a, const CommSim& b) {
     if (qa[i].rule != qb[i].rule || qa[i].work > qb[i].work || qa[i].startup > qb[i].startup)
       return false;
   return flight_dominates(a.in_flight(), b.in_flight());
+}
+
+// The part of a compacted state at a boundary that its continuations depend on: the time, the
+// messages in flight (in compact()'s order) and those waiting. Not last_end(): every message still
+// to issue ends after now() >= last_end().
+inline bool same_state(const CommSim& a, const CommSim& b) {
+  if (a.now() != b.now()) return false;
+  const auto& fa = a.in_flight();
+  const auto& fb = b.in_flight();
+  if (fa.size() != fb.size()) return false;
+  for (std::size_t i = 0; i < fa.size(); ++i)
+    if (fa[i].startup != fb[i].startup || fa[i].work != fb[i].work || fa[i].lane != fb[i].lane)
+      return false;
+  const auto qa = a.waiting();
+  const auto qb = b.waiting();
+  if (qa.size() != qb.size()) return false;
+  for (std::size_t i = 0; i < qa.size(); ++i)
+    if (qa[i].rule != qb[i].rule || qa[i].startup != qb[i].startup || qa[i].work != qb[i].work ||
+        qa[i].channel != qb[i].channel ||
+        std::max(qa[i].ready, a.now()) != std::max(qb[i].ready, b.now()))
+      return false;
+  return true;
+}
+
+// A hash of what same_state() compares, to compare with few states in full.
+inline std::uint64_t state_key(const CommSim& s) {
+  std::uint64_t h = 0x9e3779b97f4a7c15ull;
+  const auto mix = [&](double x) {
+    const std::uint64_t v = x == 0 ? 0 : std::bit_cast<std::uint64_t>(x);  // -0 == 0
+    h = (h ^ v) * 0x100000001b3ull;
+    h ^= h >> 29;
+  };
+  mix(s.now());
+  for (const auto& f : s.in_flight()) {
+    mix(f.startup);
+    mix(f.work);
+  }
+  for (const auto& w : s.waiting()) {
+    mix(w.startup);
+    mix(w.work);
+    mix(w.rule == StartRule::immediate ? 1.0 : 2.0);
+  }
+  return h;
 }
 
 // The dynamic programme of stage 3, also run as a beam search in stage 1.
@@ -167,8 +217,10 @@ class TypingSearch {
     peak_ = 1;
     nodes_.clear();
     frontier_.assign(static_cast<std::size_t>(L_) + 1, {});
+    keys_.assign(static_cast<std::size_t>(L_) + 1, {});
     nodes_.push_back({CommSim(&c_, K_), -1, L_, L_, StartRule::after_previous});
     frontier_[static_cast<std::size_t>(L_)].push_back(0);
+    keys_[static_cast<std::size_t>(L_)].push_back(state_key(nodes_.front().sim));
     open_lb_ = std::numeric_limits<double>::infinity();
     found_ = false;
     beam_ = beam_width;
@@ -296,6 +348,8 @@ class TypingSearch {
     for (int k = b; k <= L_; ++k) {  // done with: their live states are in `current`
       frontier_[static_cast<std::size_t>(k)].clear();
       frontier_[static_cast<std::size_t>(k)].shrink_to_fit();
+      keys_[static_cast<std::size_t>(k)].clear();
+      keys_[static_cast<std::size_t>(k)].shrink_to_fit();
     }
   }
 
@@ -376,21 +430,34 @@ class TypingSearch {
       f.clear();
       for (int i = 0; i < beam_; ++i) f.push_back(scored[static_cast<std::size_t>(i)].second);
     }
-    for (int idx : f)
-      if (dominates(nodes_[static_cast<std::size_t>(idx)].sim, node.sim)) return;
+    // The exact search merges identical states only (dominates() says why no more); keys_ holds
+    // each frontier state's state_key(), in the frontier's order, to compare few in full.
+    auto& keys = keys_[static_cast<std::size_t>(boundary)];
+    const std::uint64_t key = beam_ > 0 ? 0 : state_key(node.sim);
+    if (beam_ > 0) {
+      for (int idx : f)
+        if (dominates(nodes_[static_cast<std::size_t>(idx)].sim, node.sim)) return;
+    } else {
+      for (std::size_t i = 0; i < f.size(); ++i)
+        if (keys[i] == key && same_state(nodes_[static_cast<std::size_t>(f[i])].sim, node.sim))
+          return;
+    }
     if (nodes_.size() >= max_states_) {  // memory budget: keep nothing more
       stop_ = Stop::states;
       return;
     }
-    f.erase(std::remove_if(f.begin(), f.end(),
-                           [&](int idx) {
-                             return dominates(node.sim, nodes_[static_cast<std::size_t>(idx)].sim);
-                           }),
-            f.end());
+    if (beam_ > 0)
+      f.erase(std::remove_if(f.begin(), f.end(),
+                             [&](int idx) {
+                               return dominates(node.sim,
+                                                nodes_[static_cast<std::size_t>(idx)].sim);
+                             }),
+              f.end());
     if (nodes_.size() == nodes_.capacity())  // grow by doubling, but never past the budget
       nodes_.reserve(std::min(max_states_, std::max<std::size_t>(64, 2 * nodes_.capacity())));
     nodes_.push_back(std::move(node));
     f.push_back(static_cast<int>(nodes_.size()) - 1);
+    if (beam_ <= 0) keys.push_back(key);
     ++kept_;
     max_frontier_ = std::max(max_frontier_, f.size());
   }
@@ -415,6 +482,7 @@ class TypingSearch {
   Schedule best_;
   std::vector<DpNode> nodes_;
   std::vector<std::vector<int>> frontier_;
+  std::vector<std::vector<std::uint64_t>> keys_;  // exact search: per frontier_ entry, its key
   std::size_t kept_ = 0, pruned_ = 0, max_frontier_ = 0;
 };
 

@@ -5,12 +5,14 @@
 // is merged into the one below it.
 #pragma once
 
+#include "ccoll/core/error.hpp"
 #include "ccoll/gradient/profile.hpp"
 #include "ccoll/gradient/timeline.hpp"
 
 namespace ccoll::gradient {
 
 inline Schedule plan_single_layer(const ModelProfile& p) {
+  if (p.layers.empty()) throw_invalid_argument(-1, "profile.layers", "at least one layer", "none");
   LayerTyping t(p.layers.size(), LayerType::merged);
   t[0] = LayerType::normal;
   return schedule_from_typing(t, 1, "single");

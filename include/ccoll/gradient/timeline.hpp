@@ -177,22 +177,29 @@ class CommSim {
           flight_.begin(), flight_.end(), [](const InFlight& f) { return f.startup <= 0; }));
       const double g = model_->gamma_k(transferring);
       double next = t;
-      for (const InFlight& f : flight_)
-        next = std::min(next, now_ + (f.startup > 0 ? f.startup : f.work * g));
+      std::size_t first = flight_.size();  // the message in flight whose phase ends first
+      double least = kInf;                 // and the time left in that phase
+      for (std::size_t i = 0; i < flight_.size(); ++i) {
+        const InFlight& f = flight_[i];
+        const double left = f.startup > 0 ? f.startup : f.work * g;
+        if (left < least) {
+          least = left;
+          first = i;
+        }
+        next = std::min(next, now_ + left);
+      }
       if (qhead_ < queue_.size() && queue_[qhead_].ready > now_)
         next = std::min(next, queue_[qhead_].ready);
-      if (!(next > now_)) return;  // reached t
-      const double dt = next - now_;
-      now_ = next;
-      for (InFlight& f : flight_) {
-        if (f.startup > 0) {
-          f.startup -= dt;
-          if (f.startup <= kEps) f.startup = 0;
-        } else {
-          f.work -= dt / g;
-          if (f.work <= kEps) f.work = 0;
-        }
+      if (!(next > now_)) {
+        // now_ + least rounds to now_ once now_ is large (beyond about 4000 s, an ulp exceeds a
+        // picosecond): end that phase at now_ rather than stop with the message unfinished.
+        if (first == flight_.size() || !(least < t - now_)) return;  // reached t
+        advance_flight(least, g, first);
+        retire();
+        continue;
       }
+      advance_flight(next - now_, g, flight_.size());
+      now_ = next;
       retire();
     }
   }
@@ -214,7 +221,26 @@ class CommSim {
   static constexpr double kInf = std::numeric_limits<double>::infinity();
 
  private:
-  static constexpr double kEps = 1e-12;  // seconds; absorbs rounding of now + dt
+  // A phase with at most max(kEps, kRelEps * now) seconds left is over: absorbs the rounding of
+  // now + dt, a few ulps of now.
+  static constexpr double kEps = 1e-12;
+  static constexpr double kRelEps = 4 * std::numeric_limits<double>::epsilon();
+
+  // dt seconds of progress for every message in flight, g the transfer stretch meanwhile; the
+  // current phase (startup or transfer) of flight_[ends], if any, is the one that ends.
+  void advance_flight(double dt, double g, std::size_t ends) {
+    const double eps = std::max(kEps, kRelEps * now_);
+    for (std::size_t i = 0; i < flight_.size(); ++i) {
+      InFlight& f = flight_[i];
+      if (f.startup > 0) {
+        f.startup -= dt;
+        if (f.startup <= eps || i == ends) f.startup = 0;
+      } else {
+        f.work -= dt / g;
+        if (f.work <= eps || i == ends) f.work = 0;
+      }
+    }
+  }
 
   bool startable() const {
     if (qhead_ >= queue_.size()) return false;

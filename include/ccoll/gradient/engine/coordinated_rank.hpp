@@ -129,8 +129,12 @@ class CoordinatedRank {
   // Tensor `tensor`'s gradient is final for this iteration: the engine may read and overwrite it
   // from now on, until the wait that covers it returns.
   void ready(int tensor) {
-    std::lock_guard lock(mu_);
-    if (error_) std::rethrow_exception(error_);
+    std::unique_lock lock(mu_);
+    if (error_) {
+      // The caller may free its buffers once this throws: no call of this rank may still use them.
+      done_cv_.wait(lock, [&] { return failed_idle(); });
+      std::rethrow_exception(error_);
+    }
     check_tensor(tensor, "tensor");
     const auto t = static_cast<std::size_t>(tensor);
     if (ready_[t])
@@ -309,8 +313,10 @@ class CoordinatedRank {
         error = std::current_exception();
       }
       lock.lock();
-      if (error) {
-        fail(error);
+      // The engine may have failed (or be stopping) while the cycle ran: its decisions are not
+      // run then, since the user may already have been told of the failure and freed its buffers.
+      if (error || error_ || stop_) {
+        if (error) fail(error);
         return;
       }
       const coord::CycleStats& cs = coordinator_.last_cycle();
@@ -343,6 +349,13 @@ class CoordinatedRank {
     for (;;) {
       lane.cv.wait(lock, [&] { return stop_ || lane.njobs != 0; });
       if (stop_) return;
+      if (error_) {  // a failed engine starts nothing (fail() dropped what was queued by then)
+        in_flight_ -= static_cast<int>(lane.njobs);
+        lane.njobs = 0;
+        lane.nids = 0;
+        done_cv_.notify_all();
+        continue;
+      }
       const Job job = lane.jobs[lane.head];
       lane.busy = true;
       const bool staged =

@@ -119,8 +119,12 @@ class RankEngine {
   // Tensor `tensor`'s gradient is final for this iteration: the engine may read and overwrite it
   // from now on, until the wait that covers it returns.
   void ready(int tensor) {
-    std::lock_guard lock(mu_);
-    if (error_) std::rethrow_exception(error_);
+    std::unique_lock lock(mu_);
+    if (error_) {
+      // The caller may free its buffers once this throws: no call of this rank may still use them.
+      done_.wait(lock, [&] { return failed_idle(); });
+      std::rethrow_exception(error_);
+    }
     check_tensor(tensor, "tensor");
     const auto t = static_cast<std::size_t>(tensor);
     if (ready_[t]) {
@@ -187,7 +191,9 @@ class RankEngine {
         throw Error(ErrorCode::InvalidArgument, rank_, what);
       }
     }
-    done_.wait(lock, [&] { return finished_[m] != 0 || failed_idle(); });
+    // If the engine fails before this message succeeds, the error comes once no call is in
+    // flight, as the caller may then free its buffers.
+    done_.wait(lock, [&] { return finished_[m] == kSucceeded || failed_idle(); });
     if (finished_[m] != kSucceeded) std::rethrow_exception(error_);
   }
 
