@@ -224,6 +224,10 @@ TEST_CASE("bad topology files get errors that name the culprit") {
   CHECK(r.rc == 1);
   CHECK(r.err.find("gpu9") != std::string::npos);
   for (const auto& f : {unknown, negative, split, garbage}) std::filesystem::remove(f);
+  // A directory is named as one, not read as an empty nvidia-smi table.
+  r = plan({"--topology", std::filesystem::temp_directory_path().string(), "--algo", "ring"});
+  CHECK(r.rc == 1);
+  CHECK(r.err.find("is a directory") != std::string::npos);
 }
 
 TEST_CASE("simulate: CSV sweep, closed form on a uniform network, trace, DOT") {

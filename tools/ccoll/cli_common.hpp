@@ -80,6 +80,10 @@ inline bool wants_help(const std::vector<std::string>& args) {
 }
 
 inline std::string read_text_file(const std::string& path) {
+  // An ifstream opens a directory on Linux and reads nothing from it.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::runtime_error("cannot read \"" + path + "\": it is a directory");
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read \"" + path + "\"");
   std::stringstream ss;

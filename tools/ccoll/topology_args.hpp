@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -291,7 +292,10 @@ inline Setup load_setup(const Options& o) {
     if (!o.active.empty()) throw UsageError("--active: not supported on uniform networks");
     return s;
   }
-  if (std::ifstream(o.topology)) {
+  // A path that exists is a file to read, even one that is a directory (an error naming it),
+  // never a preset of the same name.
+  std::error_code exists_error;
+  if (std::filesystem::exists(o.topology, exists_error)) {
     s.topo = physical::topology_from_file_text(read_text_file(o.topology), o.topology);
   } else {
     check_preset_parameters(o.topology);
