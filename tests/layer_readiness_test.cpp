@@ -266,8 +266,8 @@ TEST_CASE("layer readiness: the call count wraps at 2^32 calls without a false r
   // Both channels finished the last call before the wrap with many steps.
   const std::uint64_t done_last = runtime::progress_base_of_call(kLastBeforeWrap) + 4000;
   std::vector<std::uint64_t> progress{done_last, done_last};
-  CHECK(runtime::layer_ready(view, progress.data(),
-                             runtime::progress_base_of_call(kLastBeforeWrap), 0));
+  CHECK(runtime::layer_ready(view, progress.data(), runtime::progress_base_of_call(kLastBeforeWrap),
+                             0));
   // The next call's base is 0 again: the old words are one call behind, not far ahead.
   const std::uint64_t base = runtime::progress_base_of_call(kLastBeforeWrap + 1);
   CHECK(base == 0);
@@ -277,8 +277,8 @@ TEST_CASE("layer readiness: the call count wraps at 2^32 calls without a false r
   progress[1] = base + 1;
   CHECK(runtime::layer_ready(view, progress.data(), base, 0));
   // A consumer asking for the call before the wrap still finds it done.
-  CHECK(runtime::layer_ready(view, progress.data(),
-                             runtime::progress_base_of_call(kLastBeforeWrap), 0));
+  CHECK(runtime::layer_ready(view, progress.data(), runtime::progress_base_of_call(kLastBeforeWrap),
+                             0));
   CHECK(runtime::progress_reached(5, 5));
   CHECK_FALSE(runtime::progress_reached(4, 5));
   CHECK(runtime::progress_reached(3, ~std::uint64_t{0}));
