@@ -12,6 +12,7 @@
 #include "ccoll/algo/double_binary_tree.hpp"
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/algo/tree.hpp"
+#include "ccoll/plan/block_trees.hpp"
 #include "ccoll/plan/chunking.hpp"
 #include "ccoll/plan/direct.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
@@ -600,10 +601,73 @@ TEST_CASE("verifier rejects double counting, missing inputs and bad finalization
     CHECK(contains(error_of(plan), "rank 1 channel 0 step 0: relay reads its input"));
   }
   {  // two channels of one rank write the same output elements: a race
-    Plan plan = hand_plan(1, 4, 2);
-    plan.add_step(0, 0, 0, 4, Source::Input, {}, {}, true, true);
-    plan.add_step(1, 0, 0, 4, Source::Input, {}, {}, true, true);
+    Plan plan = hand_plan(2, 4, 2);
+    plan.add_step(0, 0, 0, 4, Source::Input, {}, {}, true, false);
+    plan.add_step(1, 1, 0, 4, Source::Input, {}, {0}, false, false);
+    plan.add_step(1, 0, 0, 4, Source::None, {1}, {}, true, false);
     CHECK(contains(error_of(plan), "channel 0 also writes (channels run concurrently: a race)"));
+  }
+  {  // in place, input and output are one memory: reading the input after writing the output
+    Plan plan = hand_plan(2);
+    plan.add_step(0, 0, 0, 4, Source::Input, {}, {1}, false, false);
+    plan.add_step(0, 0, 0, 4, Source::Input, {1}, {}, true, true);
+    plan.add_step(0, 1, 0, 4, Source::Input, {0}, {}, true, true);
+    plan.add_step(0, 1, 0, 4, Source::Input, {}, {0}, false, false);
+    CHECK(contains(error_of(plan),
+                   "rank 1 channel 0 step 1 reads input element range [0,4) after "
+                   "channel 0 wrote its output there"));
+  }
+  {  // a step that sends a value it neither reads nor receives (the slot's old contents)
+    Plan plan = hand_plan(2);
+    plan.add_step(0, 0, 0, 4, Source::Input, {}, {1}, false, false);
+    plan.add_step(0, 0, 0, 4, Source::None, {}, {1}, false, false);
+    plan.add_step(0, 0, 0, 4, Source::None, {1}, {}, true, false);
+    plan.add_step(0, 1, 0, 4, Source::Input, {0}, {}, true, false);
+    plan.add_step(0, 1, 0, 4, Source::Output, {0}, {0}, true, true);
+    CHECK(contains(error_of(plan),
+                   "rank 0 channel 0 step 1: sends a value it neither reads nor "
+                   "receives"));
+  }
+  {  // a FIFO deeper than any call's messages is verified without a record per slot
+    Plan plan = hand_plan(2);
+    plan.nslots = std::uint32_t{1} << 31;
+    plan.add_step(0, 0, 0, 4, Source::Input, {}, {1}, false, false);
+    plan.add_step(0, 0, 0, 4, Source::None, {1}, {}, true, false);
+    plan.add_step(0, 1, 0, 4, Source::Input, {0}, {0}, true, true);
+    plan.finalize();
+    const VerifyReport r = verify(plan);
+    CHECK_MESSAGE(r.ok, r.error);
+  }
+  {  // two connections with one (from, to, channel): one FIFO in every transport
+    Plan plan = hand_plan(2);
+    plan.connections = {Connection{0, 1, 0, 0}, Connection{0, 1, 0, 0}, Connection{1, 0, 0, 0}};
+    CHECK(contains(error_of(plan, false), "join the same ranks in the same channel"));
+  }
+}
+
+TEST_CASE("block trees leave out relays with no active rank below them") {
+  // Reduce to rank 0 over ranks {0, 1}; relay 2 hangs under the root as a leaf. With prod, a
+  // relay leaf's operand-less message would have folded the slot's old contents into the result.
+  PlanRequest req;
+  req.nranks = 3;
+  req.count = 64;
+  req.slot_bytes = 4096;
+  req.collective = Collective::reduce;
+  req.root = 0;
+  for (const Collective coll : {Collective::reduce, Collective::broadcast}) {
+    req.collective = coll;
+    BlockTree t;
+    t.root = 0;
+    t.parent = {-1, 0, 0};
+    const Plan plan = build_block_trees(req, coll, {t}, {true, true, false}, "relay-leaf");
+    const VerifyReport r = verify(plan);
+    CHECK_MESSAGE(r.ok, r.error);
+    for (const auto& ch : plan.channels) CHECK(ch.programs[2].steps.empty());
+    // A relay between the root and an active rank stays: 0 <- 2 <- 1.
+    t.parent = {-1, 2, 0};
+    const Plan through = build_block_trees(req, coll, {t}, {true, true, false}, "relay-inner");
+    CHECK_MESSAGE(verify(through).ok, verify(through).error);
+    CHECK_FALSE(through.channels[0].programs[2].steps.empty());
   }
 }
 

@@ -124,6 +124,7 @@ inline Plan build_block_trees(const PlanRequest& req, Collective coll,
       refuse("its root must be an active rank" +
              (blocked ? std::string() : " and the root " + std::to_string(req.root)));
     if (tree.parent.size() != up) refuse("expected a parent per rank");
+    if (!(tree.share >= 0) || !std::isfinite(tree.share)) refuse("its share must be finite, >= 0");
     for (std::size_t r = 0; r < up; ++r) {
       const bool in_tree = static_cast<Rank>(r) == tree.root || tree.parent[r] >= 0;
       if (tree.parent[r] >= static_cast<Rank>(up)) refuse("a parent out of range");
@@ -160,9 +161,19 @@ inline Plan build_block_trees(const PlanRequest& req, Collective coll,
   for (std::uint32_t c = 0; c < trees.size(); ++c) {
     const BlockTree& t = trees[c];
     if (n[c] == 0) continue;
+    // Only ranks with an active rank at or below them take part: a relay leaf would send a
+    // value it neither has nor received (a reduction) or receive one nobody reads (a gather).
+    std::vector<bool> keep(up, false);
+    for (std::size_t r = 0; r < up; ++r) {
+      if (!active[r] || (t.parent[r] < 0 && static_cast<Rank>(r) != t.root)) continue;
+      for (auto at = static_cast<Rank>(r); at >= 0 && !keep[static_cast<std::size_t>(at)];
+           at = at == t.root ? -1 : t.parent[static_cast<std::size_t>(at)])
+        keep[static_cast<std::size_t>(at)] = true;
+    }
+    keep[static_cast<std::size_t>(t.root)] = true;
     std::vector<std::vector<Rank>> children(up);
     for (std::size_t r = 0; r < up; ++r)
-      if (t.parent[r] >= 0)
+      if (t.parent[r] >= 0 && keep[r])
         children[static_cast<std::size_t>(t.parent[r])].push_back(static_cast<Rank>(r));
     const double fill =
         static_cast<double>(std::max<std::uint32_t>(1, detail::block_tree_depth(t)) - 1);
@@ -175,7 +186,7 @@ inline Plan build_block_trees(const PlanRequest& req, Collective coll,
       for (std::size_t r = 0; r < up; ++r) {
         const auto me = static_cast<Rank>(r);
         const bool is_root = me == t.root;
-        if (!is_root && t.parent[r] < 0) continue;  // not in this tree
+        if ((!is_root && t.parent[r] < 0) || !keep[r]) continue;  // not in this tree
         std::vector<std::uint32_t> down, to_parent;
         for (Rank ch : children[r])
           down.push_back(gather ? builder.connection(me, ch, c) : builder.connection(ch, me, c));

@@ -13,11 +13,17 @@
 //       (the root's, a block); relays read no input and write no output; a channel
 //       reads only output elements that it wrote itself earlier, and no two channels of a rank
 //       write the same output element (channels run concurrently, so anything else is a race);
+//       in place (NCCL's aliasing) input and output are one memory, so no step reads input where
+//       its rank's output was already written in the simulated order, and no step sends or
+//       writes a value it neither reads nor receives. An input read by one channel and
+//       overwritten in place by another must be ordered by messages between them (overlapped
+//       trees are); only the simulated order is checked, not every interleaving;
 //   (b) structure: ports name connections that start (send) or end (receive) at the step's rank;
 //       each connection is sent on by one (rank, channel) program and received on by one; message
 //       numbers follow program order; the k-th send and the k-th receive on a connection agree on
 //       offset and count; messages fit a slot; chunks lie inside [0, count); every connection has
-//       as many receives as sends (= messages_per_call);
+//       as many receives as sends (= messages_per_call); no two connections join the same
+//       (from, to, channel), since a transport keeps one FIFO per such key;
 //   (c) no deadlock with FIFOs of depth nslots, and `rounds`: the number of lock-step rounds when
 //       every enabled step fires in the same round, each step costing one round.
 //
@@ -44,6 +50,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ccoll/core/error.hpp"
@@ -178,6 +185,22 @@ class PlanVerifier {
       if (k.from < 0 || k.from >= P_ || k.to < 0 || k.to >= P_ || k.from == k.to)
         return fail(conn_name(c) + " has invalid endpoints");
     }
+    // A transport keeps one FIFO per (from, to, channel): two plan connections with one key would
+    // number their messages from one base and share its slots.
+    {
+      std::vector<std::size_t> order(nconn);
+      for (std::size_t c = 0; c < nconn; ++c) order[c] = c;
+      const auto key = [&](std::size_t c) {
+        const Connection& k = plan_.connections[c];
+        return std::tuple(k.from, k.to, k.channel);
+      };
+      std::sort(order.begin(), order.end(),
+                [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
+      for (std::size_t i = 1; i < nconn; ++i)
+        if (key(order[i - 1]) == key(order[i]))
+          return fail(conn_name(order[i - 1]) + " and " + conn_name(order[i]) +
+                      " join the same ranks in the same channel (one FIFO each way per channel)");
+    }
     // Pass 1: per step checks and sends; pass 2: receives (matched against the sends).
     for (int pass = 0; pass < 2; ++pass) {
       for (std::size_t prog = 0; prog < nprog; ++prog) {
@@ -204,6 +227,13 @@ class PlanVerifier {
                           (s.src == Source::Input ? "input" : "output"));
             if (!active && s.write_output)
               return fail(where(ch, rank, i) + ": relay writes output");
+            // Its value would be whatever the slot or the output held before: no executor
+            // computes a value from nothing.
+            if (s.count > 0 && s.src == Source::None && s.recv_count == 0 &&
+                (s.send_count > 0 || s.write_output))
+              return fail(where(ch, rank, i) + ": " +
+                          (s.send_count > 0 ? "sends" : "writes output") +
+                          " a value it neither reads nor receives");
             if (active && s.src == Source::Input &&
                 !input_of(rank).contains(s.offset, s.offset + s.count))
               return fail(where(ch, rank, i) + ": reads input elements [" +
@@ -288,6 +318,8 @@ class PlanVerifier {
                     std::to_string(plan_.connections[c].messages_per_call) + " but carries " +
                     std::to_string(sent[c].size()) + " messages (call Plan::finalize())");
     }
+    sent_messages_.assign(nconn, 0);
+    for (std::size_t c = 0; c < nconn; ++c) sent_messages_[c] = sent[c].size();
     // Segment boundaries.
     bounds_.clear();
     bounds_.push_back(0);
@@ -391,8 +423,15 @@ class PlanVerifier {
       return at;
     };
     if (s.src == Source::Input) {
-      for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t i = 0; i < n; ++i) {
+        // In place (NCCL's aliasing of each collective) an element's input and output are one
+        // word of memory, so once the output is written there the input is gone.
+        if (const std::int32_t w = writer_[urank * S_ + s0 + i]; w >= 0)
+          return fail(location() + " reads input element range " + range(s0 + i) +
+                      " after channel " + std::to_string(w) +
+                      " wrote its output there (in place, the same memory)");
         cur_[i * W_ + urank / 64] = std::uint64_t{1} << (urank % 64);
+      }
     } else if (s.src == Source::Output) {
       for (std::size_t i = 0; i < n; ++i) {
         const std::int32_t w = writer_[urank * S_ + s0 + i];
@@ -408,7 +447,7 @@ class PlanVerifier {
     const bool reduction = reduces(plan_.collective);
     for (std::uint32_t p = 0; p < s.recv_count; ++p) {
       const Port& port = plan_.ports[s.recv_begin + p];
-      Message& m = slots_[port.connection * plan_.nslots + port.seq % plan_.nslots];
+      Message& m = slots_[slot_index(port)];
       for (std::size_t i = 0; i < n; ++i) {
         if (!reduction && !empty(&cur_[i * W_]) && !empty(&m.bits[i * W_]))
           return fail(location() + " combines two contributions in element range " + range(s0 + i) +
@@ -447,7 +486,7 @@ class PlanVerifier {
       }
     for (std::uint32_t p = 0; p < s.send_count; ++p) {
       const Port& port = plan_.ports[s.send_begin + p];
-      Message& m = slots_[port.connection * plan_.nslots + port.seq % plan_.nslots];
+      Message& m = slots_[slot_index(port)];
       m.bits.assign(cur_.begin(), cur_.end());
       m.final.assign(cur_final_.begin(), cur_final_.end());
       ++tail_[port.connection];
@@ -488,7 +527,12 @@ class PlanVerifier {
     const std::size_t nprog = static_cast<std::size_t>(C_) * static_cast<std::size_t>(P_);
     tail_.assign(nconn, 0);
     head_.assign(nconn, 0);
-    slots_.assign(nconn * plan_.nslots, Message{});
+    // No connection holds more messages than it carries in a call, however deep its FIFO: a
+    // record per slot up to that, so that a huge nslots costs nothing (seq % depth is then seq).
+    std::size_t most = 1;
+    for (const auto& list : sent_messages_) most = std::max(most, list);
+    slot_depth_ = std::min<std::size_t>(plan_.nslots, most);
+    slots_.assign(nconn * slot_depth_, Message{});
     pc_.assign(nprog, 0);
     out_.assign(static_cast<std::size_t>(P_) * S_ * W_, 0);
     out_final_.assign(static_cast<std::size_t>(P_) * S_, 0);
@@ -617,7 +661,13 @@ class PlanVerifier {
   std::vector<std::size_t> pc_;
   std::vector<std::uint64_t> out_;
   std::vector<std::uint8_t> out_final_;
-  std::vector<std::int32_t> writer_;  // channel that wrote each (rank, segment); -1: none
+  std::vector<std::int32_t> writer_;        // channel that wrote each (rank, segment); -1: none
+  std::vector<std::size_t> sent_messages_;  // per connection: messages per call
+  std::size_t slot_depth_ = 1;              // message records per connection
+
+  std::size_t slot_index(const Port& port) const {
+    return static_cast<std::size_t>(port.connection) * slot_depth_ + port.seq % slot_depth_;
+  }
   std::vector<std::uint64_t> cur_;
   std::vector<std::uint8_t> cur_final_;
   std::uint64_t rounds_ = 0;
