@@ -652,9 +652,9 @@ TEST_CASE("block trees leave out relays with no active rank below them") {
   req.nranks = 3;
   req.count = 64;
   req.slot_bytes = 4096;
-  req.collective = Collective::reduce;
+  req.collective = plan::Collective::reduce;
   req.root = 0;
-  for (const Collective coll : {Collective::reduce, Collective::broadcast}) {
+  for (const plan::Collective coll : {plan::Collective::reduce, plan::Collective::broadcast}) {
     req.collective = coll;
     BlockTree t;
     t.root = 0;
