@@ -2,13 +2,18 @@
 // 1 to 4 processes (mpiexec -n P; tests/CMakeLists.txt); every test is collective, so all ranks
 // run the same cases in the same order. Results against the reference for every dtype and op,
 // bitwise equal on every rank; sub-communicators; argument errors and mismatches on every rank;
-// a late rank makes the others time out within the deadline; abort records reach every rank.
+// a late rank makes the others time out within the deadline; abort records reach every rank; a
+// setup one rank refuses fails every rank; a call completes its sends before it returns; the
+// control plane never lets an abandoned gather write freed memory; measuring and finding hosts
+// keep clear of the application's messages and environment differences.
 #include <doctest/doctest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <thread>
@@ -18,7 +23,9 @@
 #include "ccoll/algo/packed_forest.hpp"
 #include "ccoll/algo/registry.hpp"
 #include "ccoll/ccoll.hpp"
+#include "ccoll/sync/backoff.hpp"
 #include "ccoll/transport/mpi.hpp"
+#include "ccoll/transport/mpi/control_plane.hpp"
 #include "ccoll/transport/mpi/eager_limit.hpp"
 #include "ccoll/transport/mpi/measure.hpp"
 #include "ccoll/transport/mpi_hybrid.hpp"
@@ -267,6 +274,152 @@ TEST_CASE("mpi: ranks configured differently refuse to run together") {
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::Mismatch);
   }
+}
+
+TEST_CASE_TEMPLATE("mpi: a Config one rank refuses fails every rank's constructor, naming it", T,
+                   transport::Mpi, transport::MpiHybrid) {
+  ensure_mpi();
+  const int p = world_size(), rank = world_rank();
+  if (p < 2) return;
+  // Rank 1 throws before the first setup collective; the others must not wait for it there.
+  Config c = small_slots();
+  if (rank == 1) c.nslots = 0;
+  ErrorCode code = ErrorCode::System;
+  std::string what;
+  try {
+    Allreduce<T, algo::Ring> ar(c, algo::Ring{}, MPI_COMM_WORLD);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    code = e.code();
+    what = e.what();
+  }
+  INFO(what);
+  CHECK(code == ErrorCode::InvalidArgument);
+  CHECK(what.find("Config::nslots") != std::string::npos);
+  if (rank != 1) CHECK(what.find("rank 1 could not set up") != std::string::npos);
+  // Every rank left setup at the same point: a communicator built next works.
+  Allreduce<T, algo::Ring> ar(small_slots(), algo::Ring{}, MPI_COMM_WORLD);
+  std::vector<float> in(100, 1.0f), out(100);
+  ar.run(in.data(), out.data(), 100, DataType::f32, ReduceOp::sum);
+  CHECK(out[99] == static_cast<float>(p));
+}
+
+// The ctest run transport_mpi_tcp_np3 runs this case over Open MPI's TCP transport
+// (tests/CMakeLists.txt), where a message above the eager limit moves only while its sender
+// calls MPI: a rank that returned with its last sends in flight and then computed would hold up
+// their receivers past their deadline.
+TEST_CASE("mpi: a call completes its sends before it returns (a rank that computes after it)") {
+  ensure_mpi();
+  const int p = world_size(), rank = world_rank();
+  if (p < 2) return;
+  for (const char* name : {"tree", "dbtree"}) {
+    const algo::AlgorithmSpec spec = algo::find_algorithm(name);
+    Config c;  // 1 MiB slots: every message above Open MPI's default eager limits
+    c.timeout = 2s;
+    MpiAllreduce<schedule::Phased> ar(c, algo::make_algorithm(spec.algorithm, {nullptr, p, 0}),
+                                      MPI_COMM_WORLD);
+    const std::size_t n = std::size_t{1} << 20;  // 4 MiB of floats
+    std::vector<float> in(n, 1.0f), out(n);
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::string what;
+    try {
+      ar.run(in.data(), out.data(), n, DataType::f32, ReduceOp::sum);
+    } catch (const Error& e) {
+      what = e.what();
+    }
+    // Deterministic on any MPI: nothing of this rank's is left in flight.
+    for (const transport::mpi::Endpoint* e : ar.executor().links().senders())
+      CHECK_FALSE(e->sends_in_flight());
+    if (rank == 0) std::this_thread::sleep_for(2500ms);  // computes, no MPI call
+    INFO(std::string(name) << ": " << what);
+    CHECK(what.empty());
+    CHECK(out[n - 1] == static_cast<float>(p));
+    CHECK(all_ranks(what.empty()));
+  }
+}
+
+TEST_CASE("mpi: a gather abandoned at a timeout never writes memory freed after it") {
+  ensure_mpi();
+  const int p = world_size(), rank = world_rank();
+  if (p < 2) return;
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  runtime::CallArgs args;
+  args.count = 0x1111;
+  const runtime::FailurePoint where{rank, -1, -1, -1, runtime::FailurePoint::Waiting::nothing};
+  const std::size_t gathered =
+      static_cast<std::size_t>(p + 1) * sizeof(transport::mpi::CallDescriptor);
+  std::vector<char>* after = nullptr;  // allocated where the plane's buffers were
+  const bool late = rank == p - 1;
+  if (!late) {
+    {
+      transport::mpi::ControlPlane plane(comm, rank, p, 50);
+      CHECK_THROWS_AS(plane.agree(args, 1, sync::now_ns() + 50'000'000, where), Error);
+    }  // leaves its gather to MPI
+    after = new std::vector<char>(gathered, 'A');
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (late) {
+    // It arrives after the others gave up, as a rank the abort record has not reached yet does.
+    transport::mpi::ControlPlane plane(comm, rank, p, 5000);
+    try {
+      (void)plane.agree(args, 1, sync::now_ns() + 5'000'000'000ull, where);
+    } catch (const Error&) {
+      // Stopped by the others' abort records: as good as arrived.
+    }
+  } else {
+    for (int k = 0; k < 100; ++k) {  // any MPI call lets the abandoned gather complete
+      int flag = 0;
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+      std::this_thread::sleep_for(1ms);
+    }
+    CHECK(std::count(after->begin(), after->end(), 'A') == static_cast<long>(gathered));
+    delete after;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Comm_free(&comm);
+}
+
+TEST_CASE("mpi: measuring the host links takes none of the application's pending receives") {
+  ensure_mpi();
+  const int p = world_size(), rank = world_rank();
+  if (p < 2) return;
+  const HostName host("host" + std::to_string(rank));  // a host per rank: every pair measured
+  MPI_Comm app = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &app);
+  int got = 0;
+  MPI_Request pending = MPI_REQUEST_NULL;
+  if (rank == 1) MPI_Irecv(&got, 1, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG, app, &pending);
+  const transport::mpi::HostLinks links = transport::mpi::measure_host_links(app);
+  CHECK(links.nhosts == p);
+  if (rank == 0) {
+    int v = 42;
+    MPI_Send(&v, 1, MPI_INT, 1, 99, app);
+  }
+  if (rank == 1) {
+    MPI_Status status;
+    MPI_Wait(&pending, &status);
+    CHECK(status.MPI_TAG == 99);
+    CHECK(got == 42);
+  }
+  MPI_Comm_free(&app);
+}
+
+TEST_CASE("mpi-hybrid: CCOLL_MPI_HOST set on some ranks of a node only") {
+  ensure_mpi();
+  const int p = world_size(), rank = world_rank();
+  if (p < 2) return;
+  // Rank 0 names a host; the others of its node leave the variable unset, a host of their own.
+  std::optional<HostName> host;
+  if (rank == 0) host.emplace("named");
+  Allreduce<transport::MpiHybrid, algo::Ring> ar(small_slots(), algo::Ring{}, MPI_COMM_WORLD);
+  const auto& hosts = ar.executor().links().host_of();
+  CHECK(hosts[0] == 0);
+  for (int q = 1; q < p; ++q) CHECK(hosts[static_cast<std::size_t>(q)] == 1);
+  const std::string wrong = testing::check_all(ar, {1, 131, 5003}, false);
+  CHECK_MESSAGE(wrong.empty(), wrong);
+  CHECK(all_ranks(wrong.empty()));
 }
 
 TEST_CASE("mpi: misuse is named") {

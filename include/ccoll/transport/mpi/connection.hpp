@@ -11,7 +11,10 @@
 // Matching needs no sequence numbers: each connection has its own tag on a communicator the
 // transport owns, MPI never lets two messages with the same source, tag and communicator overtake
 // each other, and receives with one tag are matched in the order they were posted. Progress is
-// made by the MPI_Test calls of the interpreter's polling: no helper thread.
+// made by the MPI_Test calls of the interpreter's polling: no helper thread. So a call completes
+// its own sends (sends_done(), transport/mpi/executor.hpp) before it returns: a message sent by
+// rendezvous (TCP, shared memory without single-copy) moves only while its sender calls MPI, and a
+// rank that computes after its call would otherwise hold up the receiver of its last messages.
 //
 // The Connection object is a handle (copyable, as the interpreter requires) to an Endpoint that
 // lives in the transport's executor. A connection that does not touch this process's rank has no
@@ -46,6 +49,22 @@ inline bool release(MPI_Request& r, bool cancel, std::uint64_t limit_ns = 100'00
   if (done != 0) return true;
   MPI_Request_free(&r);
   return false;
+}
+
+// Refuses connections whose tags (their indices, transport/mpi/point_to_point.hpp) would pass
+// MPI_TAG_UB, the largest tag the MPI library takes on `comm` (at least 32767), before any is set
+// up: every rank computes the same largest tag, so every rank refuses alike.
+inline void check_tags(MPI_Comm comm, std::size_t largest_tag, int self) {
+  void* value = nullptr;
+  int found = 0;
+  check(MPI_Comm_get_attr(comm, MPI_TAG_UB, &value, &found), "MPI_Comm_get_attr (MPI_TAG_UB)",
+        self);
+  const long upper = found != 0 ? *static_cast<int*>(value) : 32767;
+  if (largest_tag > static_cast<std::size_t>(upper))
+    throw Error(ErrorCode::Unsupported, self,
+                "the plans' connections need MPI tags up to " + std::to_string(largest_tag) +
+                    " (one per connection), above this MPI's MPI_TAG_UB " + std::to_string(upper) +
+                    " (fewer channels, or plans with fewer connections)");
 }
 
 // One end of a connection in this process: the slots and their requests.
@@ -103,7 +122,22 @@ class Endpoint {
     message_[k] = m;
     verify(MPI_Isend(slot(m), static_cast<int>(bytes), MPI_BYTE, peer_, tag_, comm_, &requests_[k]),
            "MPI_Isend");
+    sending_ = true;
   }
+  // Whether every send this endpoint started has completed (true at once on a receiver, and on a
+  // sender that started none since it last answered true): one MPI_Testall, which also drives
+  // MPI's progress.
+  bool sends_done() {
+    if (!sending_) return true;
+    int done = 0;
+    verify(MPI_Testall(static_cast<int>(nslots_), requests_.data(), &done, MPI_STATUSES_IGNORE),
+           "MPI_Testall (send)");
+    sending_ = done == 0;
+    return done != 0;
+  }
+  // Whether sends may be in flight: some were started that sends_done() has not seen complete.
+  bool sends_in_flight() const { return sending_; }
+  int peer() const { return peer_; }
 
   bool can_recv(std::uint64_t m) {
     const std::uint32_t k = static_cast<std::uint32_t>(m % nslots_);
@@ -149,6 +183,7 @@ class Endpoint {
   std::byte* slots_ = nullptr;
   std::vector<MPI_Request> requests_;   // per slot: its send or receive in flight
   std::vector<std::uint64_t> message_;  // per slot: the message its request carries
+  bool sending_ = false;                // sends started that sends_done() has not seen complete
 };
 
 // The interpreter's handle on a connection (runtime::Connection).

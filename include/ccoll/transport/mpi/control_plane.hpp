@@ -74,7 +74,7 @@ class ControlPlane {
     std::memcpy(mine.reason, args.reason.data(),
                 std::min(args.reason.size(), sizeof mine.reason - 1));
     MPI_Request request = MPI_REQUEST_NULL;
-    check(MPI_Iallgather(&mine, sizeof(CallDescriptor), MPI_BYTE, s.descriptors.data(),
+    check(MPI_Iallgather(&mine, sizeof(CallDescriptor), MPI_BYTE, s.descriptors.get(),
                          sizeof(CallDescriptor), MPI_BYTE, s.comm, &request),
           "MPI_Iallgather (call agreement)", s.rank);
     sync::Backoff backoff;
@@ -147,7 +147,11 @@ class ControlPlane {
  private:
   struct State {
     State(MPI_Comm c, int r, int n, long t)
-        : comm(c), rank(r), nranks(n), timeout_ms(t), descriptors(static_cast<std::size_t>(n) + 1) {
+        : comm(c),
+          rank(r),
+          nranks(n),
+          timeout_ms(t),
+          descriptors(std::make_unique<CallDescriptor[]>(static_cast<std::size_t>(n) + 1)) {
       check(MPI_Irecv(incoming.get(), sizeof(sync::AbortRecord), MPI_BYTE, MPI_ANY_SOURCE,
                       kAbortTag, comm, &incoming_request),
             "MPI_Irecv (abort record)", rank);
@@ -162,7 +166,10 @@ class ControlPlane {
       bool sent_free = true;
       for (MPI_Request& r : outgoing) sent_free = release(r, false, 0) && sent_free;
       if (!sent_free) (void)sent.release();
-      // `abandoned` gathers of an aborted communicator are left to MPI (erroneous to free).
+      // `abandoned` gathers of an aborted communicator are left to MPI (erroneous to free or
+      // cancel), and a late peer's arrival completes them whenever this process next calls MPI:
+      // their send and receive buffer, `descriptors`, is leaked rather than freed under them.
+      if (!abandoned.empty()) (void)descriptors.release();
     }
 
     MPI_Comm comm;
@@ -170,7 +177,7 @@ class ControlPlane {
     int nranks;
     long timeout_ms;
     // descriptors[0..nranks): everyone's, gathered; descriptors[nranks]: this rank's own.
-    std::vector<CallDescriptor> descriptors;
+    std::unique_ptr<CallDescriptor[]> descriptors;
     sync::AbortRecord record;  // the first failure this rank knows of
     std::unique_ptr<sync::AbortRecord> incoming = std::make_unique<sync::AbortRecord>();  // sent
     MPI_Request incoming_request = MPI_REQUEST_NULL;

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "ccoll/core/config.hpp"
@@ -69,7 +70,7 @@ class HybridLinks {
   HybridLinks(MPI_Comm comm, int self, const std::vector<runtime::ConnectionKey>& keys,
               const Config& config) {
     Hosts hosts = find_hosts(comm, self);
-    host_ = hosts.host;
+    host_ = std::move(hosts.host);
     host_of_ = std::move(hosts.host_of);
     const int host_rank = hosts.host_rank;
     const int leader = host(self);
@@ -79,14 +80,18 @@ class HybridLinks {
     const std::size_t stride = sizeof(sync::ConnectionCounters) + slots_bytes;
     std::vector<std::size_t> offset(keys.size(), kNotOnThisHost);
     std::size_t total = 0;
-    for (std::size_t i = 0; i < keys.size(); ++i)
+    std::size_t largest_tag = 0;  // of the connections between hosts, on every host
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (host(keys[i].from) != host(keys[i].to)) largest_tag = i;
       if (host(keys[i].from) == leader && host(keys[i].to) == leader) {
         offset[i] = total;
         total += stride;
       }
+    }
+    check_tags(comm, largest_tag, self);
     void* mine = nullptr;
     check(MPI_Win_allocate_shared(static_cast<MPI_Aint>(host_rank == 0 ? total : 0), 1,
-                                  MPI_INFO_NULL, host_, &mine, &window_),
+                                  MPI_INFO_NULL, host_.get(), &mine, &window_),
           "MPI_Win_allocate_shared", self);
     MPI_Aint size = 0;
     int disp = 0;
@@ -100,7 +105,7 @@ class HybridLinks {
         if (offset[i] != kNotOnThisHost)
           new (area + offset[i]) sync::ConnectionCounters{};  // both counters start at zero
     MPI_Win_sync(window_);
-    check(MPI_Barrier(host_), "MPI_Barrier (host)", self);
+    check(MPI_Barrier(host_.get()), "MPI_Barrier (host)", self);
     MPI_Win_sync(window_);
 
     connections_.resize(keys.size());
@@ -123,6 +128,7 @@ class HybridLinks {
         ++on_host_;
       } else if (auto e = make_endpoint(comm, self, keys[i], i, config)) {
         c.message.endpoint = e.get();
+        if (keys[i].from == self) senders_.push_back(e.get());
         endpoints_.push_back(std::move(e));
       }
     }
@@ -134,13 +140,14 @@ class HybridLinks {
     if (!mpi_usable()) return;
     if (locked_) MPI_Win_unlock_all(window_);
     if (window_ != MPI_WIN_NULL) MPI_Win_free(&window_);
-    if (host_ != MPI_COMM_NULL) MPI_Comm_free(&host_);
   }
 
   std::vector<HybridConnection> connections() const { return connections_; }
   // The host of each rank (named by its first rank) and how many connections share memory.
   const std::vector<int>& host_of() const { return host_of_; }
   std::size_t connections_on_host() const { return on_host_; }
+  // This rank's sending endpoints between hosts, whose sends a call completes before it returns.
+  const std::vector<Endpoint*>& senders() const { return senders_; }
 
  private:
   static constexpr std::size_t kNotOnThisHost = ~std::size_t{0};
@@ -150,12 +157,13 @@ class HybridLinks {
   }
   int host(int rank) const { return host_of_[static_cast<std::size_t>(rank)]; }
 
-  MPI_Comm host_ = MPI_COMM_NULL;
+  OwnedComm host_;  // freed after the window (members go after the destructor's body)
   MPI_Win window_ = MPI_WIN_NULL;
   bool locked_ = false;
   std::vector<int> host_of_;
   std::size_t on_host_ = 0;
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
+  std::vector<Endpoint*> senders_;
   std::vector<HybridConnection> connections_;
 };
 

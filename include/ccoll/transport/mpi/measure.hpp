@@ -51,11 +51,15 @@ struct HostLinks {
   }
 };
 
-// Collective over `comm`; every rank gets the same result.
-inline HostLinks measure_host_links(MPI_Comm comm, const MeasureOptions& options = {}) {
+// Collective over `parent`; every rank gets the same result. The round trips run on a private
+// communicator of the parent's ranks (errors returned), so that no receive the application has
+// posted on the parent (MPI_ANY_SOURCE, MPI_ANY_TAG) can take one of their messages.
+inline HostLinks measure_host_links(MPI_Comm parent, const MeasureOptions& options = {}) {
   int self = 0;
-  check(MPI_Comm_rank(comm, &self), "MPI_Comm_rank", -1);
-  Hosts hosts = find_hosts(comm, self);
+  check(MPI_Comm_rank(parent, &self), "MPI_Comm_rank", -1);
+  const OwnedComm own(parent, self);
+  const MPI_Comm comm = own.get();
+  const Hosts hosts = find_hosts(comm, self);
   HostLinks out;
   // Hosts numbered in the order of their first ranks.
   std::vector<int> leaders = hosts.host_of;
@@ -122,7 +126,6 @@ inline HostLinks measure_host_links(MPI_Comm comm, const MeasureOptions& options
         "MPI_Bcast (measure)", self);
   check(MPI_Bcast(out.latency_us.data(), static_cast<int>(h * h), MPI_DOUBLE, 0, comm),
         "MPI_Bcast (measure)", self);
-  MPI_Comm_free(&hosts.host);
   return out;
 }
 

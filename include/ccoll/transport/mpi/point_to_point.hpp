@@ -34,6 +34,7 @@ class PointToPointLinks {
 
   PointToPointLinks(MPI_Comm comm, int self, const std::vector<runtime::ConnectionKey>& keys,
                     const Config& config) {
+    if (!keys.empty()) check_tags(comm, keys.size() - 1, self);
     connections_.resize(keys.size());
     for (std::size_t i = 0; i < keys.size(); ++i) {
       Connection& c = connections_[i];
@@ -42,14 +43,18 @@ class PointToPointLinks {
       c.slot_bytes = config.slot_bytes;
       if (auto e = make_endpoint(comm, self, keys[i], i, config)) {
         c.endpoint = e.get();
+        if (keys[i].from == self) senders_.push_back(e.get());
         endpoints_.push_back(std::move(e));
       }
     }
   }
   std::vector<Connection> connections() const { return connections_; }
+  // This rank's sending endpoints, whose sends a call completes before it returns.
+  const std::vector<Endpoint*>& senders() const { return senders_; }
 
  private:
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
+  std::vector<Endpoint*> senders_;
   std::vector<Connection> connections_;
 };
 
