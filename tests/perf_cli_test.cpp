@@ -1196,6 +1196,132 @@ TEST_CASE("-C all_gather: a result with wrong blocks is counted as wrong") {
   CHECK(rows[0].wrong > 0);
 }
 
+namespace {
+// A broadcast (root 0) that writes the right result in its first call on each rank and nothing
+// in later calls: a check of what the timed calls left behind would pass it.
+class FirstCallOnly final : public Collective {
+  class View final : public RankCollective {
+   public:
+    void run(const void*, void* recv, std::size_t count, ccoll::DataType d,
+             ccoll::ReduceOp op) override {
+      if (calls_++ == 0) fill_input(recv, count, d, op, 0);
+    }
+
+   private:
+    int calls_ = 0;
+  };
+
+ public:
+  std::unique_ptr<RankCollective> rank(int) override { return std::make_unique<View>(); }
+  std::string name() const override { return "first-call-only"; }
+  std::span<std::byte> allocate_window(std::size_t) override { return {}; }
+};
+
+std::vector<Row> run_on_threads(const SweepSpec& spec, Collective& coll, int nranks) {
+  std::vector<Row> rows;
+  std::mutex m;
+  run_threads_sweep(
+      spec, coll, nranks,
+      [&](const Row& r) {
+        std::lock_guard<std::mutex> lock(m);
+        rows.push_back(r);
+      },
+      [](int, const std::string&) { std::abort(); });
+  return rows;
+}
+}  // namespace
+
+TEST_CASE("-c checks a call made into freshly poisoned output, after the timed calls") {
+  SweepSpec spec;
+  spec.transport = "threads";
+  spec.algo = "first-call-only";
+  spec.sizes = {1200};
+  spec.iters = 1;
+  spec.warmup = 0;
+  spec.call.collective = ccoll::plan::Collective::broadcast;
+  FirstCallOnly coll;
+  const std::vector<Row> rows = run_on_threads(spec, coll, 3);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].wrong == 3 * 300);  // every element of every rank is still poison
+}
+
+TEST_CASE("-C: what needs the rank count is checked once it is known (a topology's, mpirun's)") {
+  // dgx1v sets 8 ranks: --root 8 is beyond them, though -t was not given.
+  CHECK(usage_message({"-C", "broadcast", "--root", "8", "--topology", "dgx1v", "-a", "ring"}, true)
+            .find("--root 8: expected a rank below the 8 ranks") != std::string::npos);
+  CHECK(usage_message({"-C", "broadcast", "--root", "7", "--topology", "dgx1v", "-a", "ring"},
+                      true) == "no error");
+  // Fewer elements than ranks: every size would be skipped (an empty table that passed).
+  const std::string few =
+      usage_message({"-C", "reduce_scatter", "-t", "4", "-b", "4", "-e", "12"}, true);
+  CHECK(few.find("-e/--maxbytes: 12 B holds fewer than one float per rank") != std::string::npos);
+  CHECK(usage_message({"-C", "all_gather", "-t", "4", "-b", "4", "-e", "16"}, true) == "no error");
+  CHECK(usage_message({"-C", "broadcast", "-t", "4", "-b", "4", "-e", "4"}, true) == "no error");
+}
+
+TEST_CASE("ccoll_perf inputs: no two of the first 110 ranks feed the same values") {
+  for (const ccoll::ReduceOp op : {ccoll::ReduceOp::sum, ccoll::ReduceOp::max}) {
+    std::vector<std::vector<std::int64_t>> seen;
+    for (int r = 0; r < 110; ++r) {
+      std::vector<std::int64_t> values(64);
+      for (std::uint64_t i = 0; i < values.size(); ++i) values[i] = input_integer(op, r, i);
+      for (int q = 0; q < r; ++q) {
+        // Most elements differ, so a block delivered to the wrong place is counted many times.
+        int same = 0;
+        for (std::size_t i = 0; i < values.size(); ++i)
+          same += values[i] == seen[static_cast<std::size_t>(q)][i] ? 1 : 0;
+        CAPTURE(q);
+        CAPTURE(r);
+        CHECK(same <= 8);
+      }
+      seen.push_back(std::move(values));
+    }
+  }
+}
+
+// two_machines.json: the forest relays through the NICs and the switch, ranks that have no
+// output. Broadcast and the ring (no relays) interleaved with it each check their own ranks.
+TEST_CASE("-c with relays: a relay checks nothing, interleaved algorithms their own ranks") {
+  const std::string topology = std::string(CCOLL_SOURCE_DIR) + "/data/topologies/two_machines.json";
+  for (const char* collective : {"allreduce", "broadcast", "reduce"}) {
+    CAPTURE(collective);
+    const Options o = parse({"-C", collective, "-a", "ring,forest", "--topology", topology, "-b",
+                             "8", "-e", "64K", "-f", "16", "-n", "2", "-w", "1", "-m", "0"});
+    const Prepared p = prepare_algorithms(o);
+    REQUIRE(p.algos.size() == 2);
+    std::vector<SweepSpec> specs;
+    std::vector<std::unique_ptr<Collective>> colls;
+    std::vector<Collective*> raw;
+    for (const PreparedAlgorithm& algo : p.algos) {
+      specs.push_back(threads_spec(o, p, algo));
+      colls.push_back(
+          make_collective("threads", algo, make_config(o, -1, p.nranks, ""), specs.back().call));
+      raw.push_back(colls.back().get());
+    }
+    // The forest has relays; the ring does not: two active sets in one interleaved run.
+    REQUIRE(std::count(specs[1].active.begin(), specs[1].active.end(), false) > 0);
+    REQUIRE(specs[0].active != specs[1].active);
+    std::mutex m;
+    std::vector<Row> rows;
+    run_threads_interleaved(
+        specs, raw, p.nranks,
+        [&](std::size_t, const Row& r) {
+          std::lock_guard<std::mutex> lock(m);
+          rows.push_back(r);
+        },
+        [](int rank, const std::string& what) {
+          std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
+          std::abort();
+        });
+    REQUIRE(rows.size() == 2 * specs[0].sizes.size());
+    for (const Row& r : rows) {
+      CAPTURE(r.algo);
+      CAPTURE(r.bytes);
+      CHECK(r.wrong == 0);
+    }
+  }
+}
+
 TEST_CASE("--tune FILE: its candidates, its usage errors, and the table a run writes") {
   using C = ccoll::plan::Collective;
   const auto dir = std::filesystem::temp_directory_path();

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -237,6 +238,11 @@ class MpiPeer final : public RankCollective {
   void run(const void* send, void* recv, std::size_t count, ccoll::DataType d,
            ccoll::ReduceOp op) override {
     using C = ccoll::plan::Collective;
+    // MPI's counts are int: a larger message would wrap into a wrong or negative count.
+    if (count > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw std::invalid_argument("--peer mpi: " + std::to_string(count) +
+                                  " elements exceed MPI's int count (" +
+                                  std::to_string(std::numeric_limits<int>::max()) + ")");
     const int n = static_cast<int>(count);
     const int block = static_cast<int>(count / static_cast<std::size_t>(nranks_));
     std::size_t finalized = count;  // elements of recv to divide for avg

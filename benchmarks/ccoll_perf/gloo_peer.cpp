@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -210,6 +211,10 @@ class GlooCollective final : public RankCollective {
           return;
         }
         case C::reduce_scatter: {
+          // Gloo's halving-doubling reduce-scatter counts in int.
+          if (count > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+            throw std::invalid_argument("--peer gloo: " + std::to_string(count) +
+                                        " elements exceed Gloo's int count in reduce-scatter");
           auto& slot = reduce_scatters_[{count, static_cast<int>(d), static_cast<int>(op)}];
           if (!slot.algorithm) {
             slot.buffer.resize(count * sizeof(T));

@@ -39,9 +39,13 @@ inline double to_double(T v) {
 
 // The input value of element i on rank r. prod gets +-1 and an occasional 2 so that products stay
 // exact for up to 30 ranks; the others get -5..5 (sums stay exact in bf16 for up to 25 ranks and in
-// half for up to 400).
+// half for up to 400). Each run of 11 ranks steps through the values with its own stride, so no two
+// of the first 110 ranks have the same inputs: an all-gather or broadcast that delivered another
+// rank's block would be counted wrong.
 inline std::int64_t input_integer(ccoll::ReduceOp op, int rank, std::uint64_t i) {
-  const std::uint64_t h = i * 7 + static_cast<std::uint64_t>(rank) * 13;
+  const auto r = static_cast<std::uint64_t>(rank);
+  const std::uint64_t stride = 1 + (6 + r / 11) % 10;  // 7 for ranks 0..10; never 0 mod 11
+  const std::uint64_t h = i * stride + r * 13;
   if (op == ccoll::ReduceOp::prod) {
     if (h % 5 == 0 && (i + static_cast<std::uint64_t>(rank)) % 3 == 0) return 2;
     return (h % 3 == 0) ? -1 : 1;

@@ -127,6 +127,11 @@ struct Prepared {
   std::vector<PreparedAlgorithm> algos;
 };
 
+// Elements for a message of `bytes`: whole elements only (nccl-tests rounds the same way).
+inline std::uint64_t elements_for(std::uint64_t bytes, ccoll::DataType d) {
+  return bytes / ccoll::size_of(d);
+}
+
 // Loads --topology and makes every -a algorithm. The rank count is -t's (or mpirun's), else the
 // one the algorithms were planned for (a forest's: the graph's GPUs and relays), else 4. A given
 // count that disagrees with an algorithm's is a usage error naming both (`ranks_from` names where
@@ -208,6 +213,19 @@ inline Prepared prepare_algorithms(
     p.algos.push_back(PreparedAlgorithm{name, spec, std::move(*logical)});
   }
   p.nranks = fixed > 0 ? fixed : o.nranks;
+  // What needs the rank count, known only now (a topology's, mpirun's).
+  if (ccoll::plan::has_root(o.collective) && o.root >= p.nranks)
+    throw UsageError("--root " + std::to_string(o.root) + ": expected a rank below the " +
+                     std::to_string(p.nranks) + " ranks" + on);
+  if (ccoll::plan::has_blocks(o.collective) &&
+      elements_for(o.max_bytes, o.dtype) < static_cast<std::uint64_t>(p.nranks))
+    throw UsageError(
+        "-e/--maxbytes: " + std::to_string(o.max_bytes) + " B holds fewer than one " +
+        std::string(ccoll::to_string(o.dtype)) + " per rank; -C " +
+        std::string(ccoll::plan::collective_name(o.collective)) + " on " +
+        std::to_string(p.nranks) + " ranks needs at least " +
+        std::to_string(static_cast<std::uint64_t>(p.nranks) * ccoll::size_of(o.dtype)) +
+        " B (smaller sizes are skipped)");
   return p;
 }
 
@@ -247,11 +265,6 @@ inline std::vector<std::uint64_t> size_sweep(std::uint64_t min_bytes, std::uint6
     s *= factor;
   }
   return sizes;
-}
-
-// Elements for a message of `bytes`: whole elements only (nccl-tests rounds the same way).
-inline std::uint64_t elements_for(std::uint64_t bytes, ccoll::DataType d) {
-  return bytes / ccoll::size_of(d);
 }
 
 }  // namespace ccoll_perf

@@ -71,28 +71,24 @@ void RankBuffers::fill(void* send, void* recv) {
   recv_ = recv;
   fill_input(send_, max_count_, dtype_, op_, rank_);
   std::memset(recv_, kPoison, bytes);  // first touch by the owning rank
-  if (with_expected_) {
-    expected_ = allocate(bytes);
-    fill_expected(expected_, max_count_, dtype_, op_, nranks_);
-  }
+  expect({});
 }
 
-void RankBuffers::expect(const std::vector<bool>& active) {
-  if (!with_expected_) return;
+const void* RankBuffers::expected(const std::vector<bool>& active) const {
+  if (!with_expected_) return nullptr;
   std::vector<int> contributors;
   for (int r = 0; r < nranks_; ++r)
     if (active.empty() ||
         (static_cast<std::size_t>(r) < active.size() && active[static_cast<std::size_t>(r)]))
       contributors.push_back(r);
-  const bool mine =
-      std::find(contributors.begin(), contributors.end(), rank_) != contributors.end();
-  if (!mine) {
-    std::free(expected_);
-    expected_ = nullptr;
-    return;
-  }
-  if (expected_ == nullptr) expected_ = allocate(max_count_ * ccoll::size_of(dtype_));
-  fill_expected(expected_, max_count_, dtype_, op_, contributors);
+  if (std::find(contributors.begin(), contributors.end(), rank_) == contributors.end())
+    return nullptr;
+  for (const Reference& known : references_)
+    if (known.contributors == contributors) return known.data;
+  Reference made{std::move(contributors), allocate(max_count_ * ccoll::size_of(dtype_))};
+  fill_expected(made.data, max_count_, dtype_, op_, made.contributors);
+  references_.push_back(std::move(made));
+  return references_.back().data;
 }
 
 RankBuffers::~RankBuffers() {
@@ -100,7 +96,7 @@ RankBuffers::~RankBuffers() {
     std::free(send_);
     std::free(recv_);
   }
-  std::free(expected_);
+  for (const Reference& r : references_) std::free(r.data);
 }
 
 std::uint64_t max_count(const std::vector<std::uint64_t>& sizes, ccoll::DataType d) {
@@ -116,28 +112,54 @@ struct Timed {
   long wrong = -1;
 };
 
+// The ranks a sweep's collective serves: its active ranks (relays neither contribute nor
+// receive), in rank order.
+struct Members {
+  int count = 0;   // A: the active ranks
+  int index = -1;  // this rank's block index among them; -1: a relay
+  std::vector<int> ranks;
+};
+
+Members members_of(const SweepSpec& spec, int rank, int nranks) {
+  Members m;
+  for (int r = 0; r < nranks; ++r) {
+    const auto u = static_cast<std::size_t>(r);
+    if (!spec.active.empty() && (u >= spec.active.size() || !spec.active[u])) continue;
+    if (r == rank) m.index = m.count;
+    m.ranks.push_back(r);
+    ++m.count;
+  }
+  return m;
+}
+
 // Elements of this rank's result that are wrong, for the sweep's collective (count: the whole
-// buffer, a multiple of P where the collective has blocks).
+// buffer, a multiple of the active ranks where the collective has blocks, as plan/collective.hpp
+// defines them: the k-th active rank owns block k). A relay has no result and counts nothing.
 long count_wrong_result(const SweepSpec& spec, const RankCollective& coll, const RankBuffers& b,
                         std::uint64_t count, int rank, int nranks) {
   using C = ccoll::plan::Collective;
+  const Members members = members_of(spec, rank, nranks);
+  if (members.index < 0 || members.count == 0) return 0;
   const void* got = coll.result(b.send(), b.recv());
-  const void* expected = b.expected();  // the allreduce of every rank's input (prefix)
-  const std::uint64_t block = count / static_cast<std::uint64_t>(nranks);
+  const void* expected = b.expected(spec.active);  // the members' allreduce (prefix)
+  const std::uint64_t block = count / static_cast<std::uint64_t>(members.count);
   const int root = spec.call.root;
   switch (spec.call.collective) {
     case C::allreduce:
       return expected ? count_wrong(got, expected, count, spec.dtype, spec.op) : 0;
     case C::reduce_scatter:
-      return count_wrong(got,
-                         static_cast<const std::byte*>(expected) +
-                             block * static_cast<std::uint64_t>(rank) * ccoll::size_of(spec.dtype),
-                         block, spec.dtype, spec.op);
+      return expected ? count_wrong(got,
+                                    static_cast<const std::byte*>(expected) +
+                                        block * static_cast<std::uint64_t>(members.index) *
+                                            ccoll::size_of(spec.dtype),
+                                    block, spec.dtype, spec.op)
+                      : 0;
     case C::reduce:
-      return rank == root ? count_wrong(got, expected, count, spec.dtype, spec.op) : 0;
+      return rank == root && expected ? count_wrong(got, expected, count, spec.dtype, spec.op) : 0;
     case C::all_gather:
-      return count_wrong_moved(got, count, spec.dtype, spec.op, [block](std::uint64_t i) {
-        return std::pair<int, std::uint64_t>{static_cast<int>(i / block), i % block};
+      return count_wrong_moved(got, count, spec.dtype, spec.op, [&](std::uint64_t i) {
+        return std::pair<int, std::uint64_t>{members.ranks[static_cast<std::size_t>(i / block)],
+                                             i % block};
       });
     case C::broadcast:
       return count_wrong_moved(got, count, spec.dtype, spec.op, [root](std::uint64_t i) {
@@ -147,7 +169,9 @@ long count_wrong_result(const SweepSpec& spec, const RankCollective& coll, const
   return 0;
 }
 
-// One block: poison, warmup, barrier, n timed calls, max over ranks, optional check.
+// One block: poison, warmup, barrier, n timed calls, max over ranks; with `check`, one more call
+// into a freshly poisoned output, checked (as nccl-tests checks): a result the timed calls left
+// behind cannot hide a call that skips writing some elements.
 Timed time_block(const SweepSpec& spec, RankCollective& coll, Control& control,
                  const RankBuffers& buffers, std::uint64_t count, bool check) {
   const std::size_t elem = ccoll::size_of(spec.dtype);
@@ -165,12 +189,11 @@ Timed time_block(const SweepSpec& spec, RankCollective& coll, Control& control,
   Timed t;
   t.time_s = control.max(std::chrono::duration<double>(t1 - t0).count() / spec.iters);
   if (check) {
-    const bool checks = buffers.expected() != nullptr ||
-                        spec.call.collective == ccoll::plan::Collective::all_gather ||
-                        spec.call.collective == ccoll::plan::Collective::broadcast;
+    std::memset(buffers.recv(), kPoison, count * elem);
+    control.barrier();
+    coll.run(buffers.send(), buffers.recv(), count, spec.dtype, spec.op);
     t.wrong = control.sum(
-        checks ? count_wrong_result(spec, coll, buffers, count, control.rank(), control.nranks())
-               : 0);
+        count_wrong_result(spec, coll, buffers, count, control.rank(), control.nranks()));
   }
   return t;
 }
@@ -201,17 +224,15 @@ namespace {
 // whole number of blocks (nccl-tests rounds down too).
 std::uint64_t sweep_count(const SweepSpec& spec, std::uint64_t size, int nranks) {
   std::uint64_t count = elements_for(size, spec.dtype);
+  const auto blocks = static_cast<std::uint64_t>(members_of(spec, -1, nranks).count);
   if (ccoll::plan::has_blocks(spec.call.collective))
-    count = count / static_cast<std::uint64_t>(nranks) * static_cast<std::uint64_t>(nranks);
+    count = blocks == 0 ? 0 : count / blocks * blocks;
   return count;
 }
 
 Row sweep_row(const SweepSpec& spec, const Control& control, std::uint64_t count,
               const Timed& best) {
-  const int nactive =
-      spec.active.empty()
-          ? control.nranks()
-          : static_cast<int>(std::count(spec.active.begin(), spec.active.end(), true));
+  const int nactive = members_of(spec, -1, control.nranks()).count;
   return make_row(spec.transport, spec.algo, nactive, count * ccoll::size_of(spec.dtype), count,
                   spec.dtype, spec.op, best.time_s, best.wrong, spec.call.collective);
 }
@@ -223,10 +244,15 @@ void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
                const PairedPeer* peer) {
   const std::size_t elem = ccoll::size_of(spec.dtype);
   const int rounds = std::max(1, spec.rounds);
+  // A peer library runs on every rank: it reduces every rank's input where our plan has relays,
+  // and is checked against that.
+  SweepSpec peer_spec = spec;
+  peer_spec.active.clear();
   bool settled = false;
   for (const std::uint64_t size : spec.sizes) {
     const std::uint64_t count = sweep_count(spec, size, control.nranks());
-    if (count == 0) continue;
+    const std::uint64_t peer_count = sweep_count(peer_spec, size, control.nranks());
+    if (count == 0 || (peer != nullptr && peer_count == 0)) continue;
     if (!settled) settle(spec, coll, control, buffers, count);
     settled = true;
     // Each round times the peer, then ours, back to back; the best round of each is kept, so
@@ -235,7 +261,8 @@ void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
     for (int r = 0; r < rounds; ++r) {
       const bool last = r == rounds - 1;
       if (peer != nullptr) {
-        const Timed t = time_block(spec, *peer->coll, control, buffers, count, spec.check && last);
+        const Timed t =
+            time_block(peer_spec, *peer->coll, control, buffers, peer_count, spec.check && last);
         if (r == 0 || t.time_s < peer_best.time_s) peer_best.time_s = t.time_s;
         if (last) peer_best.wrong = t.wrong;
       }
@@ -247,8 +274,8 @@ void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
     Row row = sweep_row(spec, control, count, best);
     if (peer != nullptr) {
       Row peer_row =
-          make_row(peer->transport, peer->algo, control.nranks(), count * elem, count, spec.dtype,
-                   spec.op, peer_best.time_s, peer_best.wrong, spec.call.collective);
+          make_row(peer->transport, peer->algo, control.nranks(), peer_count * elem, peer_count,
+                   spec.dtype, spec.op, peer_best.time_s, peer_best.wrong, spec.call.collective);
       peer_row.paired_with = spec.algo;
       row.peer_busbw_GBps = peer_row.busbw_GBps;
       row.peer_wrong = peer_row.wrong;
@@ -265,24 +292,27 @@ void run_interleaved_sweep(const std::vector<InterleavedCollective>& runs, Contr
   const int rounds = std::max(1, first.rounds);
   bool settled = false;
   for (const std::uint64_t size : first.sizes) {
-    const std::uint64_t count = sweep_count(first, size, control.nranks());
-    if (count == 0) continue;
-    if (!settled) settle(first, *runs.front().coll, control, *runs.front().buffers, count);
+    // Each collective's own count: a blocked collective takes whole blocks of its active ranks.
+    std::vector<std::uint64_t> counts(runs.size());
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      counts[i] = sweep_count(runs[i].spec, size, control.nranks());
+    if (std::find(counts.begin(), counts.end(), std::uint64_t{0}) != counts.end()) continue;
+    if (!settled) settle(first, *runs.front().coll, control, *runs.front().buffers, counts[0]);
     settled = true;
     std::vector<Timed> best(runs.size());
     for (int r = 0; r < rounds; ++r) {
       const bool last = r == rounds - 1;
       for (std::size_t i = 0; i < runs.size(); ++i) {
         const SweepSpec& spec = runs[i].spec;
-        const Timed t =
-            time_block(spec, *runs[i].coll, control, *runs[i].buffers, count, spec.check && last);
+        const Timed t = time_block(spec, *runs[i].coll, control, *runs[i].buffers, counts[i],
+                                   spec.check && last);
         if (r == 0 || t.time_s < best[i].time_s) best[i].time_s = t.time_s;
         if (last) best[i].wrong = t.wrong;
       }
     }
     if (control.rank() != 0) continue;
     for (std::size_t i = 0; i < runs.size(); ++i)
-      on_row(i, sweep_row(runs[i].spec, control, count, best[i]));
+      on_row(i, sweep_row(runs[i].spec, control, counts[i], best[i]));
   }
 }
 
@@ -297,10 +327,10 @@ void run_threads_interleaved(const std::vector<SweepSpec>& specs,
     try {
       const SweepSpec& first = specs.front();
       RankBuffers buffers(max_elems, first.dtype, first.op, rank, nranks, first.check);
-      if (!first.active.empty()) buffers.expect(first.active);
       std::vector<std::unique_ptr<RankCollective>> views;
       std::vector<InterleavedCollective> runs;
       for (std::size_t i = 0; i < specs.size(); ++i) {
+        buffers.expect(specs[i].active);
         views.push_back(colls[i]->rank(rank));
         runs.push_back(InterleavedCollective{specs[i], views.back().get(), &buffers});
       }

@@ -74,11 +74,13 @@ class RankBuffers {
   RankBuffers& operator=(const RankBuffers&) = delete;
   void* send() const { return send_; }
   void* recv() const { return recv_; }
-  // The reference result; null on a rank that has none to check (a relay).
-  const void* expected() const { return expected_; }
-  // Makes the reference the allreduce of the ranks `active` marks (empty: every rank); a rank
-  // outside it (a relay: no input, no output) checks nothing.
-  void expect(const std::vector<bool>& active);
+  // The reference result for the ranks `active` marks (empty: every rank): the allreduce of
+  // their inputs, computed once per set of ranks, so that collectives with different relays
+  // (--interleave, a peer that runs on every rank) each check against their own. Null on a rank
+  // outside the set (a relay: no input, no output), which checks nothing, and without -c.
+  const void* expected(const std::vector<bool>& active) const;
+  // Computes that reference ahead of the timed calls.
+  void expect(const std::vector<bool>& active) const { (void)expected(active); }
 
  private:
   // Places the buffers, fills the inputs, poisons the output and computes the reference.
@@ -92,7 +94,11 @@ class RankBuffers {
   bool with_expected_ = false;
   void* send_ = nullptr;
   void* recv_ = nullptr;
-  void* expected_ = nullptr;
+  struct Reference {
+    std::vector<int> contributors;
+    void* data = nullptr;
+  };
+  mutable std::vector<Reference> references_;
   bool owns_buffers_ = true;
 };
 
