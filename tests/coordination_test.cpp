@@ -342,3 +342,76 @@ TEST_CASE("a tensor that changes size on every rank is re-coordinated, not an er
   for (const auto& e : errors) REQUIRE(error_text(e) == "");
   for (const auto& c : counts) CHECK(c == std::vector<std::uint64_t>{10, 10, 33, 33});
 }
+
+TEST_CASE("a group name or member that would break the wire form is rejected at define_group") {
+  // A newline in a group name used to fail to parse on rank 0 alone (the other ranks then waited
+  // for its broadcast until the deadline); a tab shifted the fields and truncated the group.
+  TensorQueue q(0);
+  for (const char* bad : {"bad\ngroup", "bad\tgroup"}) {
+    try {
+      q.define_group(bad, {"a", "b"});
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::InvalidArgument);
+    }
+  }
+  CHECK_THROWS_AS(q.define_group("g", {"a", "b\tc"}), Error);
+  CHECK_THROWS_AS(q.define_group("g", {"a", ""}), Error);
+  CHECK_NOTHROW(q.define_group("g", {"a", "b"}));  // nothing was left behind
+}
+
+TEST_CASE("ranks with different coordinator options all get an error in the first cycle") {
+  // Different capacities used to evict different entries, so one bit named b on rank 0 and a on
+  // rank 1 and the ranks ran different allreduces without any error.
+  struct Case {
+    CoordinatorOptions rank1;
+    const char* expect;
+  };
+  const Case cases[] = {{{.cache_capacity = 1}, "cache_capacity"},
+                        {{.fusion_threshold_bytes = 100}, "fusion_threshold_bytes"},
+                        {{.cache_enabled = false}, "cache_enabled"}};
+  for (const Case& k : cases) {
+    constexpr int P = 3;
+    ThreadControlGroup group(P, std::chrono::seconds(10));
+    const auto errors = run_ranks(P, [&](int r) {
+      ThreadControlPlane cp(group, r);
+      Coordinator c(cp, r == 1 ? k.rank1 : CoordinatorOptions{.cache_capacity = 2});
+      c.submit("a", DataType::f32, 10);
+      c.submit("b", DataType::f32, 20);
+      c.run_cycle();
+    });
+    for (const auto& e : errors) {
+      const std::string text = error_text(e);
+      CAPTURE(text);
+      CHECK(text.find("options differ across ranks") != std::string::npos);
+      CHECK(text.find(k.expect) != std::string::npos);
+    }
+  }
+  // The capacity of a disabled cache does not matter.
+  ThreadControlGroup group(2);
+  const auto errors = run_ranks(2, [&](int r) {
+    ThreadControlPlane cp(group, r);
+    Coordinator c(cp, {.cache_capacity = r == 0 ? 1u : 5u, .cache_enabled = false});
+    c.submit("a", DataType::f32, 10);
+    if (c.run_cycle().size() != 1) throw std::runtime_error("not executed");
+  });
+  for (const auto& e : errors) CHECK(error_text(e) == "");
+}
+
+TEST_CASE("byte sizes near 2^64 neither wrap in fusion nor pass submit") {
+  // Two 2^63-byte tensors used to sum to 0 bytes and share one "empty" fused buffer.
+  const std::uint64_t huge = std::uint64_t{1} << 61;  // f32: 2^63 bytes
+  const auto two = fuse_responses({req("x", huge), req("y", huge)}, 64u << 20);
+  CHECK(two.size() == 2);
+  std::vector<Response> group = {req("x", huge), req("y", huge), req("z", 4)};
+  group[0].group = group[1].group = "g";
+  group[0].group_size = group[1].group_size = 2;
+  const auto g = fuse_responses(group, 64u << 20);
+  REQUIRE(g.size() == 2);
+  CHECK(g[0].tensors.size() == 2);
+  CHECK(g[1].tensors.front().name == "z");
+
+  TensorQueue q(0);
+  CHECK_THROWS_AS(q.submit(req("w", std::uint64_t{1} << 62, DataType::f32)), Error);
+  CHECK_NOTHROW(q.submit(req("v", std::uint64_t{1} << 60, DataType::f64)));
+}

@@ -137,6 +137,7 @@ class Coordinator {
   // response cache and reserve() made room, a cycle allocates nothing.
   std::span<const FusedRange> cycle() {
     recycle();
+    if (!options_agreed_) check_options();
     stats_ = CycleStats{};
     stats_.cycle = ++cycles_;
     const std::uint32_t nbits = cache_.num_bits();
@@ -273,6 +274,35 @@ class Coordinator {
     }
   }
 
+  // Ranks configured differently would run different collectives without noticing: another
+  // capacity evicts other entries (a bit then names another tensor on each rank), another
+  // threshold fuses differently, a rank without the cache skips the AND allreduce. So the first
+  // cycle compares the options, before any of that: AND(v) == ~AND(~v) iff every rank has v.
+  void check_options() {
+    const std::uint64_t values[3] = {
+        options_.cache_enabled ? 1u : 0u,
+        options_.cache_enabled ? static_cast<std::uint64_t>(options_.cache_capacity) : 0u,
+        options_.fusion_threshold_bytes};
+    std::uint64_t words[6];
+    for (std::size_t i = 0; i < 3; ++i) {
+      words[2 * i] = values[i];
+      words[2 * i + 1] = ~values[i];
+    }
+    control_.allreduce_and(words);
+    static constexpr const char* kNames[3] = {"cache_enabled", "cache_capacity",
+                                              "fusion_threshold_bytes"};
+    std::string differ;
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (words[2 * i] == ~words[2 * i + 1]) continue;
+      differ += differ.empty() ? "" : ", ";
+      differ += kNames[i];
+    }
+    if (!differ.empty())
+      throw Error(ErrorCode::Mismatch, rank(),
+                  "coordinator options differ across ranks: " + differ);
+    options_agreed_ = true;
+  }
+
   // Step 5: gathers the requests no cache knows at rank 0 and appends its decisions to executed_.
   void coordinate() {
     stats_.coordinator_path = true;
@@ -404,6 +434,7 @@ class Coordinator {
   std::unordered_map<std::string, std::vector<std::string>> group_done_;  // rank 0 only
   CycleStats stats_;
   std::uint64_t cycles_ = 0;
+  bool options_agreed_ = false;
   // Kept between cycles so that a cycle reuses their storage (reserve()).
   std::size_t name_length_ = 0;
   std::size_t group_length_ = 0;

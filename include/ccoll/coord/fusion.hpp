@@ -12,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,6 +83,13 @@ inline std::vector<Response> make_groups_contiguous(std::vector<Response> in) {
   return in;
 }
 
+// Saturates instead of wrapping: a wrapped sum of huge tensors would look small enough to fuse.
+inline std::uint64_t add_bytes(std::uint64_t a, std::uint64_t b) noexcept {
+  return b > std::numeric_limits<std::uint64_t>::max() - a
+             ? std::numeric_limits<std::uint64_t>::max()
+             : a + b;
+}
+
 // Packs `list` (reordered in place by make_groups_contiguous) into `out`'s ranges. Consecutive
 // responses with the same dtype and op share a range while it stays within the threshold.
 inline void fuse_in_place(std::vector<Response>& list, std::uint64_t threshold_bytes,
@@ -97,11 +105,12 @@ inline void fuse_in_place(std::vector<Response>& list, std::uint64_t threshold_b
     if (!list[i].group.empty()) {
       while (j < list.size() && list[j].group == list[i].group && list[j].dtype == list[i].dtype &&
              list[j].op == list[i].op)
-        unit_bytes += list[j++].bytes();
+        unit_bytes = add_bytes(unit_bytes, list[j++].bytes());
     }
     const bool empty = cur.end == cur.begin;
-    const bool compatible = empty || (cur.dtype == list[i].dtype && cur.op == list[i].op &&
-                                      cur.bytes + unit_bytes <= threshold_bytes);
+    const bool compatible =
+        empty || (cur.dtype == list[i].dtype && cur.op == list[i].op &&
+                  cur.bytes <= threshold_bytes && unit_bytes <= threshold_bytes - cur.bytes);
     if (!compatible) {
       out.push_back(cur);
       cur = FusedRange{};
@@ -112,7 +121,7 @@ inline void fuse_in_place(std::vector<Response>& list, std::uint64_t threshold_b
       cur.begin = i;
     }
     cur.end = j;
-    cur.bytes += unit_bytes;
+    cur.bytes = add_bytes(cur.bytes, unit_bytes);
     i = j;
   }
   if (cur.end != cur.begin) out.push_back(cur);

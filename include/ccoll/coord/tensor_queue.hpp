@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "ccoll/coord/tensor_request.hpp"
+#include "ccoll/core/dtype.hpp"
 #include "ccoll/core/error.hpp"
 
 namespace ccoll::coord {
@@ -27,6 +29,10 @@ class TensorQueue {
 
   void define_group(const std::string& group, std::vector<std::string> members) {
     if (group.empty()) throw_invalid_argument(rank_, "group", "a non-empty name", "\"\"");
+    // The group name travels in the tab- and newline-separated wire form: a tab there would shift
+    // the fields, a newline would fail to parse on rank 0 alone and leave the others waiting.
+    if (group.find_first_of("\t\n") != std::string::npos)
+      throw_invalid_argument(rank_, "group", "a name without tabs or newlines", quote(group, ""));
     if (members.empty()) throw_invalid_argument(rank_, "group members", "at least one", "none");
     if (groups_.count(group) != 0)
       throw_invalid_argument(rank_, "group", "a new group name", quote(group, " again"));
@@ -34,6 +40,10 @@ class TensorQueue {
       const auto it = member_of_.find(m);
       std::size_t dup = 0;
       for (const auto& other : members) dup += other == m;
+      // A member submit() would reject could never be queued: its group would never be complete.
+      if (m.empty() || m.find_first_of("\t\n") != std::string::npos)
+        throw_invalid_argument(rank_, "group member", "non-empty, without tabs or newlines",
+                               quote(m, ""));
       if (it != member_of_.end() || dup > 1) {
         std::string got = quote(m, " in ");
         got += quote(it != member_of_.end() ? it->second : group, " and ");
@@ -73,6 +83,13 @@ class TensorQueue {
       throw_invalid_argument(rank_, "tensor name", "non-empty, without tabs or newlines",
                              quote(r.name, ""));
     if (r.count == 0) throw_invalid_argument(rank_, "count of " + quote(r.name, ""), "> 0", "0");
+    if (size_of(r.dtype) == 0)
+      throw_invalid_argument(rank_, "dtype of " + quote(r.name, ""), "a known data type",
+                             std::to_string(static_cast<unsigned>(r.dtype)));
+    // bytes() must not wrap: fusion sizes its buffers from it.
+    if (r.count > std::numeric_limits<std::uint64_t>::max() / size_of(r.dtype))
+      throw_invalid_argument(rank_, "count of " + quote(r.name, ""), "under 2^64 bytes",
+                             std::to_string(r.count));
     if (!mark_in_flight(r.name))
       throw_invalid_argument(rank_, "tensor name", "not already submitted and pending",
                              quote(r.name, " twice"));
