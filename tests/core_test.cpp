@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -45,6 +46,16 @@ TEST_CASE("ops combine and finalize") {
   CHECK(finalize<ReduceOp::avg>(9.0f, 3) == 3.0f);
   CHECK(finalize<ReduceOp::sum>(9.0f, 3) == 9.0f);
   CHECK(static_cast<float>(combine<ReduceOp::max>(Half(1.0f), Half(-2.0f))) == 1.0f);
+  // Integers wrap (no signed-overflow UB) and avg divides by rank counts beyond the type's range.
+  CHECK(combine<ReduceOp::sum>(std::int32_t{2147483647}, std::int32_t{1}) == -2147483647 - 1);
+  CHECK(combine<ReduceOp::avg>(std::int64_t{INT64_MAX}, std::int64_t{1}) == INT64_MIN);
+  CHECK(combine<ReduceOp::prod>(std::int32_t{65536}, std::int32_t{65536}) == 0);
+  CHECK(combine<ReduceOp::prod>(std::uint8_t{16}, std::uint8_t{17}) == 16);
+  CHECK(combine<ReduceOp::sum>(std::uint8_t{255}, std::uint8_t{2}) == 1);
+  CHECK(finalize<ReduceOp::avg>(std::uint8_t{200}, 256) == 0);
+  CHECK(finalize<ReduceOp::avg>(std::uint8_t{200}, 100) == 2);
+  CHECK(finalize<ReduceOp::avg>(std::int32_t{-9}, 2) == -4);
+  CHECK(finalize<ReduceOp::avg>(std::int64_t{-9}, 300) == 0);
 }
 
 TEST_CASE("names parse back") {

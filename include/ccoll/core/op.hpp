@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/platform.hpp"
@@ -51,6 +52,15 @@ template <ReduceOp Op, class T>
 CCOLL_HD inline T combine(T a, T b) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
     return T(combine<Op, float>(static_cast<float>(a), static_cast<float>(b)));
+  } else if constexpr (std::is_integral_v<T> && (Op != ReduceOp::min && Op != ReduceOp::max)) {
+    // Integers wrap, as NCCL's and MPI's do: signed overflow (and int, to which narrow types
+    // promote) would be undefined behaviour, so the arithmetic runs in the unsigned type of at
+    // least int's width, whose conversion back is modular.
+    using Wide = std::make_unsigned_t<decltype(a + b)>;
+    if constexpr (Op == ReduceOp::prod)
+      return static_cast<T>(static_cast<Wide>(a) * static_cast<Wide>(b));
+    else
+      return static_cast<T>(static_cast<Wide>(a) + static_cast<Wide>(b));
   } else if constexpr (Op == ReduceOp::sum || Op == ReduceOp::avg) {
     return static_cast<T>(a + b);
   } else if constexpr (Op == ReduceOp::prod) {
@@ -70,8 +80,13 @@ CCOLL_HD inline T finalize(T v, int contributors) {
     return v;
   } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
     return T(static_cast<float>(v) / static_cast<float>(contributors));
-  } else {
+  } else if constexpr (std::is_floating_point_v<T>) {
     return static_cast<T>(v / static_cast<T>(contributors));
+  } else if constexpr (std::is_signed_v<T>) {
+    // In a type that holds every rank count: a narrow divisor wraps (u8 at 256 ranks divides by 0).
+    return static_cast<T>(static_cast<std::int64_t>(v) / contributors);
+  } else {
+    return static_cast<T>(static_cast<std::uint64_t>(v) / static_cast<std::uint64_t>(contributors));
   }
 }
 
