@@ -672,6 +672,29 @@ TEST_CASE("forest: a single worker, and a disconnected active set, are handled")
       TopologyError);
 }
 
+TEST_CASE("hierarchical forest: machines whose workers meet only outside them plan flat") {
+  // A NIC per GPU and nothing else inside a machine (its GPUs meet at the ToR): the machine's
+  // own graph is disconnected, and the hierarchical planner threw "active node m0.gpu1 is
+  // disconnected" for a graph the flat planner plans.
+  PhysicalTopology t;
+  const int tor = t.add_node("tor", NodeKind::switch_);
+  for (int m = 0; m < 3; ++m)
+    for (int g = 0; g < 2; ++g) {
+      const std::string h = "m" + std::to_string(m);
+      const int gpu = t.add_node(h + ".gpu" + std::to_string(g), NodeKind::gpu, h);
+      const int nic = t.add_node(h + ".nic" + std::to_string(g), NodeKind::nic, h);
+      t.add_link(gpu, nic, 16.0);
+      t.add_link(nic, tor, 12.5);
+    }
+  const PackedForest flat = solve_packed_forest(t);
+  ForestOptions o;
+  o.hierarchical_above = 4;
+  const PackedForest h = solve_packed_forest(t, o);
+  CHECK_FALSE(h.hierarchical);
+  CHECK(h.total_GBps == doctest::Approx(flat.total_GBps).epsilon(1e-3));
+  CHECK(h.total_GBps > 0);
+}
+
 #include "ccoll/forest/to_plan.hpp"
 #include "topology_plan_runner.hpp"
 

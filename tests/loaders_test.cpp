@@ -405,3 +405,76 @@ TEST_CASE("fuzz regression: a 20,000-device nvidia-smi header does not allocate 
   for (int k = 1; k < 20000; ++k) header += " GPU" + std::to_string(k);
   CHECK(contains(smi_error(header + "\n"), "more than 256"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Review regressions.
+
+TEST_CASE("nvidia-smi: the underlined header of a real capture (escape sequences) loads") {
+  // nvidia-smi writes "\x1b[4m" ... "\x1b[0m" around the header even into a file; only the ESC
+  // was dropped, "[4mGPU0" hid the header and the GPU0 row was taken for it ("expected a row
+  // for GPU0, got GPU1").
+  const std::string text =
+      "\t\x1b[4mGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+      "GPU0\t X \tNV12\tPXB\t0-63\t0\t\tN/A\n"
+      "GPU1\tNV12\t X \tSYS\t64-127\t1\t\tN/A\n"
+      "NIC0\tPXB\tSYS\t X \t\t\t\t\n";
+  const auto t = topology_from_nvidia_smi(text);
+  CHECK(t.gpus().size() == 2);
+  CHECK(t.find("nic0") >= 0);
+  CHECK(t.direct_capacity_GBps(t.require("gpu0"), t.require("gpu1")) == doctest::Approx(300));
+  // The GPUs' NUMA column still counts: two CPUs.
+  CHECK(t.find("cpu1") >= 0);
+  // An escape left open at the end of a line ends its token.
+  CHECK(
+      topology_from_nvidia_smi("\x1b[4mGPU0\tCPU Affinity\x1b[0\nGPU0\t X \t0-7\n").gpus().size() ==
+      1);
+}
+
+TEST_CASE("nccl xml: two GPUs on one bus id are refused (NVLinks found the wrong peer)") {
+  // A third GPU on gpu1's bus id took over gpu1's entry: gpu0's NVLinks went to gpu2, silently.
+  std::string text = dump();
+  text =
+      with_attr(text, "<nic>", "<pci busid=\"0000:02:00.0\"><gpu dev=\"2\" sm=\"80\"/></pci><nic>");
+  const auto msg = xml_error(text);
+  CAPTURE(msg);
+  CHECK(contains(msg, "gpu2 has the bus id \"0000:02:00.0\" of gpu1"));
+  // The same id in another case is the same bus.
+  CHECK(contains(xml_error(with_attr(dump(), "<nic>",
+                                     "<pci busid=\"0000:0A:00.0\"><gpu dev=\"2\"/></pci>"
+                                     "<pci busid=\"0000:0a:00.0\"><gpu dev=\"3\"/></pci><nic>")),
+                 "gpu3 has the bus id"));
+  // GPUs without a bus id (no NVLink names them) still load.
+  const auto t = topology_from_nccl_xml(
+      with_attr(dump(), "<nic>", "<pci><gpu dev=\"2\"/></pci><pci><gpu dev=\"3\"/></pci><nic>"));
+  CHECK(t.gpus().size() == 4);
+}
+
+TEST_CASE("topology file text: malformed JSON is quoted in part, not whole") {
+  // load()'s path (the CLI, ccoll_perf) appended nlohmann's whole message, which quotes the last
+  // token in full: a 100,000-character string made a 100,000-character error.
+  const std::string text = "{\"name\": \"" + std::string(100000, 'a') + "\x01\"}";
+  const auto msg = topology_error([&] { (void)topology_from_file_text(text, "x.json"); });
+  CHECK(contains(msg, "x.json: not valid JSON"));
+  CHECK(msg.size() < 400);
+}
+
+TEST_CASE("presets: numbers past an int and graphs past the size limits are refused") {
+  // preset()'s parser wrapped: ring:4294967300 was a ring of 4 GPUs, full4294967298 a pair.
+  for (const char* name :
+       {"ring:4294967300", "full4294967298", "cluster:4294967297x2", "cluster:2x4:34359738376",
+        "torus:4294967298x2", "ring:99999999999999999999"}) {
+    CAPTURE(name);
+    CHECK(contains(topology_error([&] { (void)preset(name); }), "above 1048576"));
+  }
+  // Within the parser's range but too large to build (hours of links, or memory).
+  CHECK(contains(topology_error([&] { (void)preset("full100000"); }), "at most 2048"));
+  CHECK(contains(topology_error([&] { (void)gpu_ring(1048577); }), "from 2 to 1048576"));
+  CHECK(contains(topology_error([&] { (void)preset("cluster:1048576x2"); }), "at most 1048576"));
+  CHECK(contains(topology_error([&] { (void)preset("cluster:64x64:pairwise"); }),
+                 "at most 2048 GPUs with pairwise"));
+  ClusterOptions o;
+  o.machines = 65536;
+  o.gpus_per_machine = 65537;  // the product wraps an int to 65536
+  CHECK(contains(topology_error([&] { (void)cluster(o); }), "65536 x 65537"));
+  CHECK(preset("cluster:2x4:pairwise").node_count() == 8);
+}

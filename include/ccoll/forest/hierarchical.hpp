@@ -48,9 +48,9 @@
 // in(m), out(m) (docs/topology.md derives both). upper_bound_GBps is this cut bound of the
 // NIC layer; it ignores the links inside machines and between switches, so it may be loose when
 // those bind.
-// Scope. Machines must be identical (a rotation, symmetry.hpp) and joined only through nodes that
-// belong to no machine; otherwise the flat planner answers. The overlapped schedule is planned
-// phased (J trees only), which problem (8) allows.
+// Scope. Machines must be identical (a rotation, symmetry.hpp), joined only through nodes that
+// belong to no machine, and each machine's workers joined inside it; otherwise the flat planner
+// answers. The overlapped schedule is planned phased (J trees only), which problem (8) allows.
 #pragma once
 
 #include <algorithm>
@@ -305,6 +305,13 @@ inline PackedForest solve_packed_forest_hierarchical(const physical::PhysicalTop
       one.add_link(local[PhysicalTopology::idx(l.from)], local[PhysicalTopology::idx(l.to)],
                    l.bandwidth_GBps, l.count, l.latency_us, l.type, false);
   one.set_active(m0_active);
+  // A machine whose workers meet only outside it (a NIC per GPU, no switch inside) has no forest
+  // of its own: its graph would fail validate() as disconnected, so the flat planner answers.
+  if (!m0_active.empty()) {
+    const auto fwd = one.reach(m0_active.front(), false), bwd = one.reach(m0_active.front(), true);
+    for (int a : m0_active)
+      if (!fwd[PhysicalTopology::idx(a)] || !bwd[PhysicalTopology::idx(a)]) return fallback();
+  }
   const auto compose_levels = [&](ForestSchedule levels) {
     ForestOptions level_opt = sub;
     level_opt.schedule = levels;

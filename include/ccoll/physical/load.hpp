@@ -34,7 +34,8 @@ inline PhysicalTopology topology_from_file_text(const std::string& text, const s
     try {
       j = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
-      throw TopologyError(where + ": not valid JSON: " + e.what());
+      // nlohmann quotes the whole last token: a long string made a message as long as the file.
+      throw TopologyError(where + ": not valid JSON: " + json_detail::bounded(e.what()));
     }
     try {
       t = topology_from_json(j);

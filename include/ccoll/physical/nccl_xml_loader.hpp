@@ -339,7 +339,12 @@ inline PhysicalTopology topology_from_nccl_xml(const std::string& text,
               *gpu, "dev", static_cast<long long>(gpu_by_bus.size()), 0, R::dev_max);
           const int n = t.add_node("gpu" + std::to_string(dev), NodeKind::gpu);
           t.add_link(n, parent, bw, 1, 0.5, "pcie");
-          gpu_by_bus[lower(busid)] = n;
+          // NVLinks find their peer by bus id: a second GPU on one id took the first one's links.
+          if (!busid.empty() && !gpu_by_bus.emplace(lower(busid), n).second)
+            throw TopologyError("NCCL topology XML, line " + std::to_string(c->line) + ": gpu" +
+                                std::to_string(dev) + " has the bus id \"" + excerpt(busid) +
+                                "\" of " +
+                                t.nodes[PhysicalTopology::idx(gpu_by_bus[lower(busid)])].id);
           const int sm = static_cast<int>(integer_attr_or(*gpu, "sm", 70, R::sm_min, R::sm_max));
           for (const auto& l : gpu->children)
             if (l->name == "nvlink") {

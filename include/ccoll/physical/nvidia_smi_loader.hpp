@@ -73,13 +73,21 @@ inline PhysicalTopology topology_from_nvidia_smi(const std::string& text,
   std::string line;
   std::vector<std::string> header;
   // Header: the first line whose first token is GPU0 (after optional leading whitespace/escapes).
+  // nvidia-smi underlines the header ("\x1b[4mGPU0 ... \x1b[0m") even into a file: a whole
+  // escape sequence goes, not only its ESC, or "[4mGPU0" hid the header and the GPU0 row was
+  // taken for it.
   const auto split = [](const std::string& l) {
     std::vector<std::string> out;
     std::string cur;
     for (std::size_t i = 0; i <= l.size(); ++i) {
       if (i == l.size() || l[i] == '\t' || l[i] == ' ') {
         if (!cur.empty()) out.push_back(cur), cur.clear();
-      } else if (l[i] != '\x1b') {
+      } else if (l[i] == '\x1b') {
+        if (i + 1 < l.size() && l[i + 1] == '[') {  // CSI: parameters up to a final byte @..~
+          for (i += 2; i < l.size() && !(l[i] >= '@' && l[i] <= '~');) ++i;
+          if (i == l.size()) --i;  // unterminated: the loop's end flushes the token
+        }
+      } else {
         cur += l[i];
       }
     }

@@ -23,6 +23,12 @@
 
 namespace ccoll::physical {
 
+// Most GPUs of a preset built by name: the torus's bound, and ten times a 10,000-GPU cluster
+// (docs/topology.md, "Large clusters"). Graphs with a link per GPU pair (full<N>, pairwise
+// clusters) have N^2 links and stop at kMaxPresetPairwiseGpus (4 million links).
+inline constexpr long long kMaxPresetGpus = 1048576;
+inline constexpr long long kMaxPresetPairwiseGpus = 2048;
+
 namespace preset_detail {
 
 inline std::string nid(const std::string& prefix, const char* kind, int i) {
@@ -180,7 +186,8 @@ inline PhysicalTopology mi300x() {
 // GPUs only, in a ring: gpu i linked to gpu i + 1 (mod n) at `GBps` per direction. No switch,
 // CPU or NIC: every pair that is not adjacent talks through the GPUs between them.
 inline PhysicalTopology gpu_ring(int n, double GBps = 25.0) {
-  if (n < 2) throw TopologyError("ring: at least 2 GPUs");
+  if (n < 2 || n > kMaxPresetGpus)
+    throw TopologyError("ring: from 2 to " + std::to_string(kMaxPresetGpus) + " GPUs");
   PhysicalTopology t;
   t.name = std::string("ring").append(std::to_string(n));
   for (int i = 0; i < n; ++i)
@@ -264,6 +271,12 @@ struct ClusterOptions {
 inline PhysicalTopology cluster(const ClusterOptions& o) {
   if (o.machines < 1 || o.gpus_per_machine < 1)
     throw TopologyError("cluster: machines and gpus_per_machine must be >= 1");
+  // As longs: machines x gpus_per_machine overflows an int.
+  const long long most = o.pairwise ? kMaxPresetPairwiseGpus : kMaxPresetGpus;
+  if (static_cast<long long>(o.machines) * o.gpus_per_machine > most)
+    throw TopologyError("cluster: at most " + std::to_string(most) + " GPUs" +
+                        (o.pairwise ? " with pairwise" : "") + ", got " +
+                        std::to_string(o.machines) + " x " + std::to_string(o.gpus_per_machine));
   if (o.intra == IntraConnect::nvlink && o.gpus_per_machine != 8 && o.gpus_per_machine > 4)
     throw TopologyError("cluster: NVLink machines have 8 GPUs (DGX-1 cube mesh) or at most 4");
   if (o.pairwise && (o.intra == IntraConnect::mesh || o.intra == IntraConnect::nvswitch))
@@ -334,6 +347,8 @@ inline PhysicalTopology cluster(const ClusterOptions& o) {
 
 // Every pair of `n` GPUs joined directly by `GBps` per direction (tests, uniform clusters).
 inline PhysicalTopology fully_connected(int n, double GBps = 10.0) {
+  if (n > kMaxPresetPairwiseGpus)
+    throw TopologyError("full: at most " + std::to_string(kMaxPresetPairwiseGpus) + " GPUs");
   PhysicalTopology t;
   t.name = std::string("full").append(std::to_string(n));
   for (int i = 0; i < n; ++i)
@@ -356,6 +371,7 @@ inline PhysicalTopology preset(std::string_view name) {
   if (name == "dgx-h100" || name == "dgxh100") return dgx_h100();
   if (name == "pcie4") return pcie_server(4);
   if (name == "pcie8") return pcie_server(8);
+  // Bounded as it is read: an int that wrapped past 2^31 turned ring:4294967300 into ring:4.
   const auto to_int = [&](std::string_view s) {
     int v = 0;
     if (s.empty()) throw TopologyError("preset \"" + std::string(name) + "\": expected a number");
@@ -363,6 +379,10 @@ inline PhysicalTopology preset(std::string_view name) {
       if (c < '0' || c > '9')
         throw TopologyError("preset \"" + std::string(name) + "\": bad number \"" + std::string(s) +
                             "\"");
+      if (v > (kMaxPresetGpus - (c - '0')) / 10)
+        throw TopologyError("preset \"" + std::string(name) + "\": number \"" +
+                            std::string(s.substr(0, 20)) + (s.size() > 20 ? "..." : "") +
+                            "\" above " + std::to_string(kMaxPresetGpus));
       v = v * 10 + (c - '0');
     }
     return v;
