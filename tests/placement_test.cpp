@@ -329,3 +329,72 @@ TEST_CASE("the simulator predicts a placed plan as the plan with relays as ranks
       CHECK(a.time_s == doctest::Approx(b.time_s).epsilon(1e-9));
     }
 }
+
+namespace {
+
+// A plan source that ignores the request's FIFO depth (a fresh request: 4 slots).
+plan::Plan ring_of_default_depth(const plan::PlanRequest& r) {
+  plan::PlanRequest q;
+  q.nranks = r.nranks;
+  q.count = r.count;
+  q.elem_size = r.elem_size;
+  q.slot_bytes = r.slot_bytes;
+  return plan::build_ring(q);
+}
+
+// Tree plans whose small ones make rank 2 a relay (pruned from the tree).
+plan::Plan tree_with_a_relay_below_1000(const plan::PlanRequest& r) {
+  if (r.count >= 1000) return plan::build_tree(r);
+  plan::TreeSpec t;
+  t.root = 0;
+  t.reduce_parent = plan::binary_tree_parents(r.nranks);
+  t.share = 1.0;
+  return plan::build_trees(r, {t}, 2);
+}
+
+}  // namespace
+
+TEST_CASE("a plan whose relays are not the reference plans' is refused") {
+  // Placement changes which ranks are relays, so the cache must hold every plan to the active
+  // set it laid the calls out for: the verifier accepts a plan by its own, and this one left
+  // rank 2's output unwritten and its input out of the sums of the others (3 instead of 6).
+  Config c = small_config(3);
+  transport::HostThreads::Executor ex(c, &tree_with_a_relay_below_1000, "tree-with-relay");
+  const auto outcome = on_threads(3, [&](int rank) {
+    std::vector<float> in(100, static_cast<float>(rank + 1)), out(100, -7.0f);
+    ex.run(rank, in.data(), out.data(), in.size(), DataType::f32, ReduceOp::sum);
+    return std::string("ran, out[0] = ") + std::to_string(out[0]);
+  });
+  int refused = 0;
+  for (const std::string& o : outcome) {
+    CAPTURE(o);
+    CHECK(o.find("threw: ") == 0);
+    refused += o.find("makes rank 2 a relay") != std::string::npos ? 1 : 0;
+  }
+  CHECK(refused >= 1);
+}
+
+TEST_CASE("a plan proven deadlock-free for deeper FIFOs than the connections have is refused") {
+  // The proof holds for the depth the plan names; the ring needs two slots, so on connections of
+  // one slot it verified and then waited until the timeout on every rank.
+  Config c = small_config(3);
+  c.nslots = 1;
+  c.nchannels = 1;
+  c.timeout = std::chrono::milliseconds(10000);
+  transport::HostThreads::Executor ex(c, &ring_of_default_depth, "ring-default-depth");
+  const auto outcome = on_threads(3, [&](int rank) {
+    std::vector<float> in(1000, 1.0f), out(1000, 0.0f);
+    ex.run(rank, in.data(), out.data(), in.size(), DataType::f32, ReduceOp::sum);
+    return std::string("ran");
+  });
+  // The rank that prepares the plan first refuses it; the others stop on its abort, not at the
+  // timeout.
+  int refused = 0;
+  for (const std::string& o : outcome) {
+    CAPTURE(o);
+    CHECK(o.find("timeout") == std::string::npos);
+    CHECK(o.find("threw: ") == 0);
+    refused += o.find("Config::nslots = 1") != std::string::npos ? 1 : 0;
+  }
+  CHECK(refused >= 1);
+}

@@ -242,6 +242,28 @@ class PlanCache {
                       " plan (root " + std::to_string(p.root) + "); expected " +
                       std::string(plan::collective_name(collective_)) + " (root " +
                       std::to_string(root) + ")");
+    // The verifier checks a plan against its own active set, and the call's buffers are laid out
+    // for the communicator's (active()): a plan that makes a rank a relay would leave its output
+    // unwritten and its input out of every sum, yet verify.
+    if (p.active != active_) {
+      std::size_t r = 0;
+      while (r < p.active.size() && r < active_.size() && p.active[r] == active_[r]) ++r;
+      throw Error(
+          ErrorCode::InvalidPlan, -1,
+          "the topology's plan for count " + std::to_string(count) +
+              (r < p.active.size() && r < active_.size()
+                   ? " makes rank " + std::to_string(r) + (p.active[r] ? " active" : " a relay")
+                   : " has " + std::to_string(p.active.size()) + " ranks' activity") +
+              ", unlike its reference plans");
+    }
+    // The verifier proves deadlock freedom for the plan's own FIFO depth, but the transport's
+    // connections have Config::nslots slots: a plan source that ignores the request's depth would
+    // pass the proof and then hang. A shallower plan depth is safe (more slots only add room).
+    if (p.nslots > config_.nslots)
+      throw Error(
+          ErrorCode::InvalidPlan, -1,
+          "plan '" + p.algorithm + "' is verified for FIFOs of " + std::to_string(p.nslots) +
+              " slots; the connections have Config::nslots = " + std::to_string(config_.nslots));
     if (config_.verify_plans) plan::verify_or_throw(p);
     if (!check_step_shapes(p))
       throw Error(ErrorCode::Unsupported, -1,
