@@ -1332,6 +1332,22 @@ TEST_CASE("--tune FILE: its candidates, its usage errors, and the table a run wr
   CHECK(std::find(all.algos.begin(), all.algos.end(), "oneshot+ll") != all.algos.end());
   CHECK(std::find(all.algos.begin(), all.algos.end(), "direct") != all.algos.end());
   CHECK(tune_candidates(C::allreduce, 17).front() == "recdoubling");  // oneshot: P <= 16
+  // direct's steps take P - 1 messages, more than the runtime's 15 above 16 ranks.
+  for (const C c : {C::allreduce, C::reduce_scatter, C::broadcast}) {
+    const auto at17 = tune_candidates(c, 17);
+    CHECK(std::find(at17.begin(), at17.end(), "direct") == at17.end());
+    const auto at16 = tune_candidates(c, 16);
+    CHECK(std::find(at16.begin(), at16.end(), "direct") != at16.end());
+  }
+  // Under mpirun the world's size comes after parsing: the default candidates follow it (they
+  // kept oneshot for the default -t, and 17 ranks ended the run), -a's stay as given.
+  Options world = parse({"--tune", path.string()});
+  set_world_size(world, 17);
+  CHECK(world.nranks == 17);
+  CHECK(world.algos == tune_candidates(C::allreduce, 17));
+  Options named = parse({"--tune", path.string(), "-a", "oneshot,ring"});
+  set_world_size(named, 17);
+  CHECK(named.algos == std::vector<std::string>{"oneshot", "ring"});
   const Options bc = parse({"-C", "broadcast", "--tune", path.string()});
   CHECK(std::find(bc.algos.begin(), bc.algos.end(), "dbtree+ll") != bc.algos.end());
   CHECK(parse({"-a", "ring+ll,ring"}).algos == std::vector<std::string>{"ring+ll", "ring"});
@@ -1457,6 +1473,10 @@ TEST_CASE("--tune FILE: its candidates, its usage errors, and the table a run wr
     bad << "{\"rules\": 5}";
   }
   CHECK_THROWS_WITH_AS(read_tune_base(f, false), doctest::Contains("--tune: '"), UsageError);
+  // An empty FILE is a missing one that another rank's check_output_path has just created (under
+  // mpirun every rank checks FILE before the run): it starts from the default, as a missing one.
+  { std::ofstream empty(path); }
+  CHECK(ccoll::algo::BySize(read_tune_base(f, false)).name == ccoll::algo::BySize().name);
   std::filesystem::remove(path);
   // A new file starts from the table -a auto uses on the run's transport: the GPU's on a GPU.
   CHECK(ccoll::algo::BySize(read_tune_base(f, true)).name ==

@@ -50,6 +50,16 @@ TEST_CASE("registry: every expected name is found, with and without a schedule s
                        doctest::Contains(ccoll::algo::algorithm_names().c_str()), ccoll::Error);
 }
 
+TEST_CASE("registry: a name takes one schedule suffix, not two") {
+  // "tree-phased-overlap" once stripped both suffixes and ran the phased tree, while
+  // "tree-overlap-phased" was refused: neither says which schedule it means.
+  for (const char* name : {"tree-phased-overlap", "tree-overlap-phased", "tree-overlap-overlap",
+                           "tree-phased-phased", "ring-phased-overlap"}) {
+    CAPTURE(name);
+    CHECK_THROWS_AS(ccoll::algo::find_algorithm(name), ccoll::Error);
+  }
+}
+
 TEST_CASE("registry: every algorithm on abstract ranks plans by name, and its plan verifies") {
   for (const auto& e : kExpectedAlgorithms) {
     if (e.needs_topology) continue;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "ccoll/algo/tuning.hpp"
 #include "ccoll/ccoll.hpp"
 #include "ccoll/plan/verifier.hpp"
+#include "ccoll/runtime/interpreter.hpp"
 
 #if __has_include(<nlohmann/json.hpp>)
 #include "ccoll/algo/tuning_table_json.hpp"
@@ -165,6 +167,9 @@ TEST_CASE("auto: a custom table, its digest, and tables that cannot work") {
   refused({algo::SizeRule{"forest"}}, "abstract ranks");
   refused({algo::SizeRule{"auto"}}, "abstract ranks");
   refused({algo::SizeRule{"ring", 10, 4, 2}}, "min_ranks <= max_ranks");
+  refused({algo::SizeRule{"oneshot", UINT64_MAX, 17, 1000, protocol::Id::simple,
+                          plan::Collective::broadcast}},
+          "plans no broadcast");
   // A table with a gap refuses the sizes it does not cover, at planning time.
   algo::TuningTable gap;
   gap.rules.push_back(algo::SizeRule{"ring", 1024});
@@ -199,6 +204,21 @@ TEST_CASE("auto: the tuning table's JSON form") {
   refused(R"({"rules": [{"algorithm": "ring", "collective": "gather"}]})",
           "tuning.rules[0].collective");
   refused(R"({"rules": [{"algorithm": "ring", "collective": 3}]})", "tuning.rules[0].collective");
+}
+
+TEST_CASE("auto: a rule's misspelt field is refused, not read as its default") {
+  // "max_byte" once left max_bytes at its default: the ring took every size, and the rule after it
+  // none, with no error.
+  CHECK_THROWS_WITH_AS(algo::tuning_table_from_json(R"({"rules": [
+      {"algorithm": "ring", "max_byte": 4096}, {"algorithm": "dbtree"}]})"),
+                       doctest::Contains("tuning.rules[0].max_byte"), Error);
+  CHECK_THROWS_WITH_AS(algo::tuning_table_from_json(R"({"rules": [
+      {"algorithm": "ring"}, {"algorithm": "ring", "collective": "broadcast", "maxranks": 4}]})"),
+                       doctest::Contains("tuning.rules[1].maxranks"), Error);
+  // Every field the writer uses reads back.
+  CHECK(algo::tuning_table_from_json(R"({"rules": [{"collective": "reduce", "algorithm": "direct",
+      "protocol": "ll", "min_ranks": 2, "max_ranks": 3, "max_bytes": 64}]})")
+            .rules.size() == 1);
 }
 
 TEST_CASE("auto: a table written as JSON reads back the same, collectives and protocols too") {
@@ -309,6 +329,55 @@ TEST_CASE("auto: the GPU table's choices, measured on an H200; other collectives
       const plan::Plan plan = gpu.build(request(p, count));
       CHECK(plan::verify(plan).ok);
     }
+}
+
+TEST_CASE("auto: a table with rules for many ranks is made without planning for that many") {
+  // The check that a rule's algorithm plans its collective once built a plan for the rule's
+  // min_ranks: minutes for a direct reduce-scatter at a few thousand ranks, bad_alloc here.
+  using C = plan::Collective;
+  algo::TuningTable t;
+  const int kMax = std::numeric_limits<int>::max();
+  t.rules.push_back(
+      algo::SizeRule{"ring", UINT64_MAX, kMax, kMax, protocol::Id::simple, C::reduce_scatter});
+  t.rules.push_back(
+      algo::SizeRule{"direct", UINT64_MAX, 4096, kMax, protocol::Id::simple, C::all_gather});
+  t.rules.push_back(
+      algo::SizeRule{"ring", UINT64_MAX, 1, kMax, protocol::Id::simple, C::broadcast});
+  t.rules.push_back(algo::SizeRule{"ring"});
+  const algo::BySize a(t);
+  CHECK(a.choose(kMax, 8, C::reduce_scatter).algorithm == "ring");
+  CHECK_THROWS_AS((void)a.choose(4, 8, C::reduce_scatter), Error);  // no rule for 4 ranks
+  plan::PlanRequest req = request(4, 4096);
+  req.collective = C::broadcast;
+  CHECK(plan::verify(a.build(req)).ok);
+}
+
+TEST_CASE("auto: every plan of the default and GPU tables runs on its rank count") {
+  // direct's steps take or send P - 1 messages and the runtime refuses a step of more than
+  // kMaxStepPorts: the rules for every rank count chose it at 17 ranks and more, and those calls
+  // failed (a 64 KiB allreduce, a 16 KiB reduce-scatter).
+  using C = plan::Collective;
+  for (const algo::TuningTable& table : {algo::default_tuning_table(), algo::gpu_tuning_table()}) {
+    const algo::BySize a(table);
+    for (C c : {C::allreduce, C::reduce_scatter, C::all_gather, C::broadcast, C::reduce})
+      for (int p : {2, 3, 4, 5, 8, 16, 17, 24, 33})
+        for (std::uint64_t bytes = 64; bytes <= (1u << 20); bytes *= 2) {
+          plan::PlanRequest req = request(p, std::max<std::uint64_t>(1, bytes / 4 / p) * p);
+          req.collective = c;
+          CAPTURE(plan::collective_name(c));
+          CAPTURE(p);
+          CAPTURE(bytes);
+          const plan::Plan plan = a.build(req);
+          CAPTURE(plan.algorithm);
+          CHECK(runtime::check_step_shapes(plan));
+        }
+  }
+  // At 17 ranks the middle sizes go to the ring, as they do for the larger ones.
+  Config c;
+  c.nranks = 17;
+  Allreduce<transport::HostThreads, algo::BySize> ar(c);
+  CHECK(ar.plan(16384, DataType::f32).algorithm.rfind("ring", 0) == 0);
+  check_sizes(ar, 17, {16384, 16385});
 }
 
 TEST_CASE("auto: the default table has a rule for every collective, rank count and size") {

@@ -285,15 +285,15 @@ int run_threads(Report& report, const Prepared& prepared) {
     std::vector<Collective*> pointers;
     std::vector<SweepSpec> specs;
     for (const PreparedAlgorithm& algo : prepared.algos) {
+      specs.push_back(make_spec(o, sizes, o.transport, algo.name));
       try {
         colls.push_back(make_collective(o.transport, algo, make_config(o, -1, nranks, ""),
                                         CollectiveCall{o.collective, o.root}));
+        specs.back().active = active_ranks(algo.logical, nranks, algo.spec.overlap, o.collective);
       } catch (const std::exception& e) {
         die(0, e.what());
       }
       pointers.push_back(colls.back().get());
-      specs.push_back(make_spec(o, sizes, o.transport, algo.name));
-      specs.back().active = active_ranks(algo.logical, nranks, algo.spec.overlap, o.collective);
     }
     std::vector<std::vector<Row>> rows(specs.size());
     run_threads_interleaved(
@@ -305,15 +305,15 @@ int run_threads(Report& report, const Prepared& prepared) {
   }
   for (const PreparedAlgorithm& algo : prepared.algos) {
     std::unique_ptr<Collective> coll;
+    SweepSpec spec = make_spec(o, sizes, o.transport, algo.name);
     try {
       coll = make_collective(o.transport, algo, make_config(o, -1, nranks, ""),
                              CollectiveCall{o.collective, o.root});
+      spec.active = active_ranks(algo.logical, nranks, algo.spec.overlap, o.collective);
     } catch (const std::exception& e) {
       die(0, e.what());
     }
     printer.section(section_title(o.collective, o.transport, algo.name, nranks));
-    SweepSpec spec = make_spec(o, sizes, o.transport, algo.name);
-    spec.active = active_ranks(algo.logical, nranks, algo.spec.overlap, o.collective);
     run_threads_sweep(
         spec, *coll, nranks, [&](const Row& r) { printer.row(r); },
         [](int rank, const std::string& what) { die(rank, what); });
@@ -586,8 +586,7 @@ int run_under_mpirun(Report& report) {
     die(rank, "-t/--nranks " + std::to_string(o.nranks) + " disagrees with mpirun's " +
                   std::to_string(nranks) + " processes (leave -t out under mpirun)");
   }
-  o.nranks = nranks;
-  o.nranks_given = true;
+  set_world_size(o, nranks);
   if (transport_entry(o.transport).ranks == RankPlacement::threads) {
     die(rank,
         "under mpirun ccoll_perf needs --transport shm or mpi (each MPI process is one rank)");

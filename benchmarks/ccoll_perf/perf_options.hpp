@@ -127,6 +127,8 @@ struct Options {
   // --tune FILE: time the candidates (-a, or tune_candidates) and write the fastest per size
   // into FILE's table (algo/tuning.hpp), for this collective and rank count.
   std::string tune_path;
+  // --tune without -a: algos are tune_candidates(collective, nranks), for the rank count to come.
+  bool tune_default_candidates = false;
   // --tune_passes N: --tune times every candidate N times, each pass in a fresh process, and the
   // table takes each candidate's median; unset: 3 where ccoll_perf starts its ranks itself, 1
   // under mpirun (whose processes one run cannot start afresh) and on a GPU transport.
@@ -187,14 +189,18 @@ constexpr std::string_view ll_suffix() {
 }
 
 // --tune's candidates when -a is not given: every algorithm on abstract ranks that plans the
-// collective, in both protocols (oneshot up to 16 ranks, plan/one_shot.hpp).
+// collective, in both protocols (oneshot and direct up to 16 ranks: their steps take or send
+// P - 1 messages, and the runtime runs at most 15 a step; plan/one_shot.hpp).
 inline std::vector<std::string> tune_candidates(ccoll::plan::Collective c, int nranks) {
+  const bool one_hop = nranks <= ccoll::plan::kOneShotMaxRanks;
   std::vector<std::string> base;
   if (c == ccoll::plan::Collective::allreduce) {
-    if (nranks <= 16) base.push_back("oneshot");
-    for (const char* a : {"recdoubling", "ring", "dbtree", "direct"}) base.emplace_back(a);
+    if (one_hop) base.push_back("oneshot");
+    for (const char* a : {"recdoubling", "ring", "dbtree"}) base.emplace_back(a);
+    if (one_hop) base.emplace_back("direct");
   } else {
-    base = {"ring", "direct"};
+    base = {"ring"};
+    if (one_hop) base.emplace_back("direct");
     if (ccoll::plan::has_root(c)) base.insert(base.end(), {"tree", "dbtree"});
   }
   std::vector<std::string> out;
@@ -644,7 +650,10 @@ inline Options parse_args(const std::vector<std::string>& args) {
   if (!allreduce && !algo_list) o.algos = collective_algorithms(o.collective);
   if (algo_list) o.algos = parse_algos(*algo_list, !o.topology.empty());
   if (!o.tune_path.empty()) {
-    if (!algo_list) o.algos = tune_candidates(o.collective, o.nranks);
+    if (!algo_list) {
+      o.algos = tune_candidates(o.collective, o.nranks);
+      o.tune_default_candidates = true;
+    }
     for (const std::string& a : o.algos) {
       const std::string base = a.substr(0, a.find('+'));
       const auto spec = find_algorithm(base);
@@ -745,6 +754,15 @@ inline Options parse_args(const std::vector<std::string>& args) {
                      ": " + std::to_string(elem) + " B); the smallest message is one element");
   }
   return o;
+}
+
+// Under mpirun the rank count is the world's, known only after parse_args. --tune's default
+// candidates follow it: planned for the default -t, they kept oneshot at 17 ranks and more, whose
+// plan refuses them and ended the run.
+inline void set_world_size(Options& o, int nranks) {
+  o.nranks = nranks;
+  o.nranks_given = true;
+  if (o.tune_default_candidates) o.algos = tune_candidates(o.collective, nranks);
 }
 
 }  // namespace ccoll_perf

@@ -41,17 +41,21 @@
 
 namespace ccoll_perf {
 
-// FILE's table, or where FILE does not exist the table `-a auto` uses on this transport (the GPU
-// table on a GPU transport, algo/gpu_tuning.hpp; the default elsewhere); a usage error naming
-// --tune for a file that cannot be read or is not a table.
+// FILE's table, or where FILE does not exist or is empty the table `-a auto` uses on this
+// transport (the GPU table on a GPU transport, algo/gpu_tuning.hpp; the default elsewhere); a
+// usage error naming --tune for a file that cannot be read or is not a table.
 inline ccoll::algo::TuningTable read_tune_base(const std::string& path, bool device) {
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    return device ? ccoll::algo::gpu_tuning_table() : ccoll::algo::default_tuning_table();
   std::ifstream in(path);
-  if (!in) throw UsageError("--tune: cannot read '" + path + "'");
+  if (!in && std::filesystem::exists(path, ec))
+    throw UsageError("--tune: cannot read '" + path + "'");
   std::stringstream text;
-  text << in.rdbuf();
+  if (in) text << in.rdbuf();
+  // Under mpirun every rank checks that FILE can be written before the run (check_output_path),
+  // which creates a missing FILE empty and removes it: another rank may find it so, or find it
+  // gone between looking and opening. Neither is a table that FILE held.
+  if (text.str().find_first_not_of(" \t\r\n") == std::string::npos)
+    return device ? ccoll::algo::gpu_tuning_table() : ccoll::algo::default_tuning_table();
   try {
     ccoll::algo::TuningTable t = ccoll::algo::tuning_table_from_json(text.str());
     (void)ccoll::algo::BySize(t);  // its rules name algorithms that can be chosen

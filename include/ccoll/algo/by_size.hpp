@@ -81,7 +81,7 @@ struct TuningTable {
 // is arbitrary. The rules of the other rank counts (P = 1, and P >= 5, which this host did not
 // measure) follow the shape of those: one-hop and LowLatency plans for small messages, direct plans
 // (each rank reduces or sends its share in one hop) for middle sizes, rings and trees for large
-// ones. oneshot takes at most 16 ranks (plan/one_shot.hpp).
+// ones. oneshot and direct take at most 16 ranks (plan/one_shot.hpp).
 inline TuningTable default_tuning_table() {
   using C = plan::Collective;
   constexpr C A = C::allreduce, RS = C::reduce_scatter, AG = C::all_gather, BC = C::broadcast,
@@ -189,17 +189,20 @@ inline TuningTable default_tuning_table() {
                  int max_ranks = std::numeric_limits<int>::max()) {
     t.rules.push_back(SizeRule{algorithm, max_bytes, 1, max_ranks, p, c});
   };
-  add(A, "oneshot", kLL, 2 * kKiB, 16);
+  // One-hop plans (oneshot, direct) take or send P - 1 messages in one step, and a step has at
+  // most 15 (runtime/step_operands.hpp): the runtime refuses them above 16 ranks.
+  constexpr int kOneHop = plan::kOneShotMaxRanks;
+  add(A, "oneshot", kLL, 2 * kKiB, kOneHop);
   add(A, "recdoubling", kLL, 32 * kKiB);
-  add(A, "direct", kSimple, 128 * kKiB);
+  add(A, "direct", kSimple, 128 * kKiB, kOneHop);
   add(A, "ring", kSimple, kAny);
-  add(RS, "direct", kSimple, 16 * kKiB);
+  add(RS, "direct", kSimple, 16 * kKiB, kOneHop);
   add(RS, "ring", kSimple, kAny);
-  add(AG, "direct", kSimple, 64 * kKiB);
+  add(AG, "direct", kSimple, 64 * kKiB, kOneHop);
   add(AG, "ring", kSimple, kAny);
-  add(BC, "direct", kSimple, 64 * kKiB);
+  add(BC, "direct", kSimple, 64 * kKiB, kOneHop);
   add(BC, "dbtree", kSimple, kAny);
-  add(RD, "direct", kSimple, 64 * kKiB);
+  add(RD, "direct", kSimple, 64 * kKiB, kOneHop);
   add(RD, "dbtree", kSimple, kAny);
   return t;
 }
@@ -231,8 +234,11 @@ class BySize {
       builders_.push_back(make_algorithm(spec.algorithm, req));
       if (r.collective != plan::Collective::allreduce) {
         // A rule must name an algorithm that plans its collective: found now, not on the call.
+        // Whether an algorithm plans a collective does not depend on the rank count, and a plan
+        // for a rule's min_ranks costs up to P^2 steps: a table with rules for thousands of ranks
+        // took minutes (or bad_alloc) to construct on any rank count.
         plan::PlanRequest probe;
-        probe.nranks = std::max(2, r.min_ranks);
+        probe.nranks = std::clamp(r.min_ranks, 2, kProbeRanks);
         probe.count = static_cast<std::uint64_t>(probe.nranks) * 4;
         probe.collective = r.collective;
         bool planned = false;
@@ -326,6 +332,8 @@ class BySize {
                     " on " + std::to_string(nranks) + " ranks and " + std::to_string(bytes) +
                     " bytes (end the table with a rule for every size)");
   }
+
+  static constexpr int kProbeRanks = 8;
 
   TuningTable table_;
   std::vector<Registered> builders_;  // one per rule

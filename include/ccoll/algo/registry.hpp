@@ -74,11 +74,13 @@ inline std::string algorithm_names() {
 inline AlgorithmSpec find_algorithm(std::string_view spec) {
   std::string base(spec);
   int suffix = -1;  // -1: none, 0: phased, 1: overlap
+  // One suffix at most: stripping both would take "tree-phased-overlap" for the phased tree.
   for (auto [text, value] :
        {std::pair{std::string_view("-overlap"), 1}, std::pair{std::string_view("-phased"), 0}})
     if (base.size() > text.size() && base.ends_with(text)) {
       base.resize(base.size() - text.size());
       suffix = value;
+      break;
     }
   for (const auto& a : algorithm_table())
     if (a.name == base) return AlgorithmSpec{a, suffix < 0 ? a.default_overlap : suffix == 1};

@@ -9,9 +9,9 @@
 // protocol.hpp), and its collective, "collective": "allreduce" (the default), "reduce_scatter",
 // "all_gather", "broadcast" or "reduce". The first rule of the call's collective whose rank range
 // and max_bytes (the whole buffer in bytes, inclusive) match is used; absent fields match every
-// rank count and size. Every error is a ccoll::Error (InvalidArgument) naming the key, e.g.
-// "tuning.rules[1].max_bytes". tuning_table_to_json writes the same form (ccoll_perf --tune).
-// Needs nlohmann-json.
+// rank count and size; a field of another name is refused. Every error is a ccoll::Error
+// (InvalidArgument) naming the key, e.g. "tuning.rules[1].max_bytes". tuning_table_to_json
+// writes the same form (ccoll_perf --tune). Needs nlohmann-json.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +44,15 @@ inline TuningTable tuning_table_from_json(const std::string& text) {
   for (const auto& r : j["rules"]) {
     const std::string key = "tuning.rules[" + std::to_string(i++) + "]";
     if (!r.is_object()) bad(key, "an object");
+    // A misspelt field ("max_byte") would leave its default, which matches every size or rank
+    // count: the rule would take the calls of every rule after it, with no word of it.
+    for (const auto& [field, value] : r.items()) {
+      (void)value;
+      if (field != "algorithm" && field != "max_bytes" && field != "min_ranks" &&
+          field != "max_ranks" && field != "protocol" && field != "collective")
+        bad(key + "." + field,
+            "a rule's field: algorithm, max_bytes, min_ranks, max_ranks, protocol or collective");
+    }
     SizeRule rule;
     if (!r.contains("algorithm") || !r["algorithm"].is_string())
       bad(key + ".algorithm", "the name of a registered algorithm");
