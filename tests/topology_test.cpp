@@ -510,6 +510,18 @@ TEST_CASE("parallel links: one link per ordered pair, of the summed capacity, fr
     CHECK(twice.links[i].capacity_GBps() == once.links[i].capacity_GBps());
   }
   CHECK(topology_to_json(twice) == topology_to_json(once));
+  // Merged lanes beyond what one entry may hold are written as several entries, read back as one.
+  PhysicalTopology wide;
+  wide.add_node("g0", NodeKind::gpu);
+  wide.add_node("g1", NodeKind::gpu);
+  wide.add_link("g0", "g1", 2.0, kMaxLinkCount);
+  wide.add_link("g0", "g1", 2.0, kMaxLinkCount);
+  wide.add_link("g1", "g0", 2.0, 5, 0, {}, false);
+  const auto wide_back = topology_from_json(topology_to_json(wide));
+  REQUIRE(wide_back.links.size() == 2);
+  CHECK(wide_back.links[0].count == 2 * kMaxLinkCount);
+  CHECK(wide_back.links[1].count == 2 * kMaxLinkCount + 5);
+  CHECK(wide_back.direct_capacity_GBps(1, 0) == doctest::Approx(wide.direct_capacity_GBps(1, 0)));
 
   // NCCL XML: NVLinks to several NVSwitch chips (one switch node here) add up, and so do a peer
   // listed twice; the figures match nvidia-smi's lane count.

@@ -20,6 +20,7 @@
 // names the field and quotes at most 40 characters of the offending value.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -32,6 +33,9 @@
 #include "ccoll/physical/graph.hpp"
 
 namespace ccoll::physical {
+
+// Most lanes one link entry of a topology file may have.
+inline constexpr int kMaxLinkCount = 1024;
 
 namespace json_detail {
 
@@ -177,7 +181,7 @@ inline PhysicalTopology topology_from_json(const nlohmann::json& j) {
       if (!l.contains("bandwidth_GBps") || !l["bandwidth_GBps"].is_number())
         fail("\"bandwidth_GBps\" (a number) is required");
       const double bw = number_field(l, "bandwidth_GBps", where, 0, 0, 1e6, true);
-      const auto count = static_cast<int>(integer_field(l, "count", where, 1, 1, 1024));
+      const auto count = static_cast<int>(integer_field(l, "count", where, 1, 1, kMaxLinkCount));
       const double lat = number_field(l, "latency_us", where, 0.0, 0, 1e6, false);
       std::string type = string_field(l, "type", where, std::string());
       bool duplex = true;
@@ -248,14 +252,18 @@ inline nlohmann::json topology_to_json(const PhysicalTopology& t) {
       }
     }
     done[i] = true;
-    nlohmann::json o{{"a", t.nodes[PhysicalTopology::idx(l.from)].id},
-                     {"b", t.nodes[PhysicalTopology::idx(l.to)].id},
-                     {"bandwidth_GBps", l.bandwidth_GBps},
-                     {"count", l.count},
-                     {"latency_us", l.latency_us},
-                     {"duplex", duplex}};
-    if (!l.type.empty()) o["type"] = l.type;
-    j["links"].push_back(o);
+    // Parallel links merge into one of their summed count, which may exceed what one entry may
+    // hold: entries of at most kMaxLinkCount lanes, which the reader merges back into this link.
+    for (int left = l.count; left > 0; left -= kMaxLinkCount) {
+      nlohmann::json o{{"a", t.nodes[PhysicalTopology::idx(l.from)].id},
+                       {"b", t.nodes[PhysicalTopology::idx(l.to)].id},
+                       {"bandwidth_GBps", l.bandwidth_GBps},
+                       {"count", std::min(left, kMaxLinkCount)},
+                       {"latency_us", l.latency_us},
+                       {"duplex", duplex}};
+      if (!l.type.empty()) o["type"] = l.type;
+      j["links"].push_back(o);
+    }
   }
   j["active"] = nlohmann::json::array();
   for (int a : t.active_nodes()) j["active"].push_back(t.nodes[PhysicalTopology::idx(a)].id);
