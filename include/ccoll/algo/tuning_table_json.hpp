@@ -46,12 +46,15 @@ inline TuningTable tuning_table_from_json(const std::string& text) {
     if (!r.is_object()) bad(key, "an object");
     // A misspelt field ("max_byte") would leave its default, which matches every size or rank
     // count: the rule would take the calls of every rule after it, with no word of it.
-    for (const auto& [field, value] : r.items()) {
-      (void)value;
+    for (const auto& item : r.items()) {
+      const std::string& field = item.key();
       if (field != "algorithm" && field != "max_bytes" && field != "min_ranks" &&
-          field != "max_ranks" && field != "protocol" && field != "collective")
-        bad(key + "." + field,
+          field != "max_ranks" && field != "protocol" && field != "collective") {
+        std::string where = key;
+        where.append(".").append(field);
+        bad(where,
             "a rule's field: algorithm, max_bytes, min_ranks, max_ranks, protocol or collective");
+      }
     }
     SizeRule rule;
     if (!r.contains("algorithm") || !r["algorithm"].is_string())
