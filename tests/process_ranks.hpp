@@ -28,10 +28,26 @@ struct Outcome {
   std::string message;  // "OK", "ERR <code> <what>" or "WRONG <what>"
 };
 
+// How much longer a sanitized build runs the same test: ASan and TSan at -O0/-O1 take 5-15x
+// the optimised time, and the default limit is meant to catch hangs, not slow builds.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr int kSanitizerSlowdown = 6;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr int kSanitizerSlowdown = 6;
+#else
+inline constexpr int kSanitizerSlowdown = 1;
+#endif
+#else
+inline constexpr int kSanitizerSlowdown = 1;
+#endif
+
 // Forks one process per rank; fn(rank) returns "" on success or a description of wrong results.
-// Children that outlive `limit` are killed (a hang is a failure, not a stuck test).
+// Children that outlive `limit` are killed (a hang is a failure, not a stuck test); by default
+// 20 s, times kSanitizerSlowdown.
 inline std::vector<Outcome> on_processes(int p, const std::function<std::string(int)>& fn,
-                                         std::chrono::milliseconds limit = 20000ms) {
+                                         std::chrono::milliseconds limit = 0ms) {
+  if (limit == 0ms) limit = 20000ms * kSanitizerSlowdown;
   std::vector<pid_t> pids(static_cast<std::size_t>(p));
   std::vector<int> fds(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r) {

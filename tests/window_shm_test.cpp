@@ -114,24 +114,19 @@ TEST_CASE("shm windows: every dtype, op and count, in place and not, P = 1..5, g
 TEST_CASE("shm windows: large calls stream, and the default config goes direct above 64 KiB") {
   const int p = 3;
   const std::string session = unique_session("large");
-  auto out = on_processes(
-      p,
-      [&](int r) -> std::string {
-        Config c = window_config(p, r, session);
-        c.in_band_agreement_bytes = Config{}.in_band_agreement_bytes;
-        c.stream_output_bytes = 1u << 20;
-        AR ar(c);
-        const std::span<std::byte> w = ar.allocate_window(std::size_t{16} << 20);
-        std::string wrong = check_all(ar, {(std::uint64_t{3} << 20) / 4 + 3}, false, w);
-        if (!wrong.empty()) return wrong;
-        const std::uint64_t direct = ar.executor().direct_calls();
-        // f32 and bf16, every op, in place and not: 2 x 5 x 2 calls, all direct.
-        if (direct != 20) return "direct calls: " + std::to_string(direct) + ", expected 20";
-        return "";
-      },
-      // 20 calls of 3 MiB each checked element by element: about 1 s optimised, 30 s under ASan on
-      // two vCPUs (the reference values, not the calls), beyond the default limit meant for hangs.
-      120000ms);
+  auto out = on_processes(p, [&](int r) -> std::string {
+    Config c = window_config(p, r, session);
+    c.in_band_agreement_bytes = Config{}.in_band_agreement_bytes;
+    c.stream_output_bytes = 1u << 20;
+    AR ar(c);
+    const std::span<std::byte> w = ar.allocate_window(std::size_t{16} << 20);
+    std::string wrong = check_all(ar, {(std::uint64_t{3} << 20) / 4 + 3}, false, w);
+    if (!wrong.empty()) return wrong;
+    const std::uint64_t direct = ar.executor().direct_calls();
+    // f32 and bf16, every op, in place and not: 2 x 5 x 2 calls, all direct.
+    if (direct != 20) return "direct calls: " + std::to_string(direct) + ", expected 20";
+    return "";
+  });
   require_all_ok(out);
 }
 
