@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../tools/ccoll/schedule_args.hpp"
+#include "sanitized.hpp"
 
 namespace {
 
@@ -188,17 +189,7 @@ bool reset_peak_rss() {
 }  // namespace
 
 // Sanitizers keep freed memory in quarantine, so resident-size bounds only hold without them.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using ccoll::testing::kSanitized;
 
 TEST_CASE("optimal planner: the time limit holds inside the search, memory stays bounded") {
   namespace grad = ccoll::gradient;

@@ -18,6 +18,7 @@
 
 #include "ccoll/core/error.hpp"
 #include "ccoll/transport/session.hpp"
+#include "sanitized.hpp"
 
 namespace process_ranks {
 
@@ -30,17 +31,7 @@ struct Outcome {
 
 // How much longer a sanitized build runs the same test: ASan and TSan at -O0/-O1 take 5-15x
 // the optimised time, and the default limit is meant to catch hangs, not slow builds.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr int kSanitizerSlowdown = 6;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr int kSanitizerSlowdown = 6;
-#else
-inline constexpr int kSanitizerSlowdown = 1;
-#endif
-#else
-inline constexpr int kSanitizerSlowdown = 1;
-#endif
+inline constexpr int kSanitizerSlowdown = ccoll::testing::kSanitized ? 6 : 1;
 
 // Forks one process per rank; fn(rank) returns "" on success or a description of wrong results.
 // Children that outlive `limit` are killed (a hang is a failure, not a stuck test); by default
