@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <random>
 #include <sstream>
@@ -115,4 +116,34 @@ TEST_CASE("MPI ranks that disagree on a tensor's count all get the error") {
   CHECK(text.find("'fc.weight'") != std::string::npos);
   CHECK(text.find("rank 1 submitted count 20") != std::string::npos);
   CHECK(text.find("rank 0 submitted count 10") != std::string::npos);
+}
+
+TEST_CASE("MPI control plane: payloads longer than one message arrive whole") {
+  ensure_mpi();
+  // Messages of at most 7 bytes stand for MPI's int counts: every payload below takes several
+  // rounds, one is empty, and the ranks' payloads end in different rounds.
+  for (const std::uint64_t max_message : {std::uint64_t{1}, std::uint64_t{7}, std::uint64_t{64}}) {
+    MpiControlPlane control(MPI_COMM_WORLD, max_message);
+    const auto payload_of = [](int r) {
+      std::string s;
+      for (int i = 0; i < (r == 1 ? 0 : 13 * r + 5); ++i)
+        s.push_back(static_cast<char>('a' + (r * 7 + i) % 26));
+      return s;
+    };
+    const auto gathered = control.gather_to_root(payload_of(control.rank()));
+    if (control.rank() == 0) {
+      REQUIRE(gathered.size() == static_cast<std::size_t>(control.nranks()));
+      for (int r = 0; r < control.nranks(); ++r)
+        CHECK(gathered[static_cast<std::size_t>(r)] == payload_of(r));
+    } else {
+      CHECK(gathered.empty());
+    }
+    const std::string sent(100, 'x');
+    std::string root_payload = sent;
+    root_payload[37] = 'y';
+    const std::string got =
+        control.broadcast_from_root(control.rank() == 0 ? root_payload : std::string("ignored"));
+    CHECK(got == root_payload);
+    CHECK(control.broadcast_from_root(std::string()).empty());
+  }
 }

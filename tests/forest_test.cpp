@@ -812,6 +812,23 @@ TEST_CASE("tree_plan_shape: channels in proportion to the trees, chunks within t
   CHECK_FALSE(s.limited);
   plan = tree_set_plan(req, equal, active, 64);
   CHECK(plan.channels.size() == 64);
+  req.nchunks = 0;
+  // Shares that only many channels make equal (39 here): that many channels of one chunk each
+  // take about 39 x 2 x 8 steps, more than a budget of 256; the shape keeps the most channels
+  // that fit, and one channel per tree where none fits.
+  const std::vector<ccoll::plan::TreeSpec> irrational{fan_tree(8, 2, 1.0), fan_tree(8, 3, 1.4142),
+                                                      fan_tree(8, 4, 3.1416)};
+  const auto free_shape = tree_plan_shape(irrational, req, kAutoSplit);
+  CHECK(free_shape.split > 16);
+  s = tree_plan_shape(irrational, req, kAutoSplit, 256);
+  CHECK(s.steps <= 256);
+  CHECK(s.split < free_shape.split);
+  CHECK(s.split > 3);
+  plan = tree_set_plan(req, irrational, active, kAutoSplit, 256);
+  CHECK(steps_of(plan) <= 256);
+  s = tree_plan_shape(irrational, req, kAutoSplit, 10);
+  CHECK(s.steps <= tree_plan_shape(irrational, req, 3, 10).steps);  // one channel per tree
+  CHECK(s.split <= 4);
 }
 
 // ---- Reduce-scatter and all-gather: the equal-share forest (forest/equal_share.hpp) ----

@@ -7,7 +7,9 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,7 +21,13 @@ namespace ccoll::coord {
 
 class MpiControlPlane final : public ControlPlane {
  public:
-  explicit MpiControlPlane(MPI_Comm comm = MPI_COMM_WORLD) : comm_(comm) {
+  // MPI counts are ints: a payload travels in messages of at most `max_message_bytes` (the
+  // largest int by default; tests pass less to exercise the splitting).
+  explicit MpiControlPlane(MPI_Comm comm = MPI_COMM_WORLD,
+                           std::uint64_t max_message_bytes = std::numeric_limits<int>::max())
+      : comm_(comm),
+        max_message_bytes_(std::max<std::uint64_t>(
+            1, std::min<std::uint64_t>(max_message_bytes, std::numeric_limits<int>::max()))) {
     check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(comm_, &nranks_), "MPI_Comm_size");
   }
@@ -29,27 +37,39 @@ class MpiControlPlane final : public ControlPlane {
   void allreduce_and(std::span<std::uint64_t> words) override { reduce(words, MPI_BAND); }
   void allreduce_or(std::span<std::uint64_t> words) override { reduce(words, MPI_BOR); }
 
+  // Every rank learns every payload's size, then rounds of MPI_Gatherv carry up to
+  // max_message_bytes / nranks bytes of each payload, so that no count or displacement of a
+  // round exceeds an int whatever the payloads add up to (one round unless they exceed it).
   std::vector<std::string> gather_to_root(const std::string& payload) override {
-    int size = static_cast<int>(payload.size());
-    std::vector<int> sizes(rank_ == 0 ? static_cast<std::size_t>(nranks_) : 0);
-    check(MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm_), "MPI_Gather");
-    std::vector<int> displs(sizes.size());
-    std::string all;
-    if (rank_ == 0) {
+    const auto P = static_cast<std::size_t>(nranks_);
+    const std::uint64_t mine = payload.size();
+    std::vector<std::uint64_t> sizes(P);
+    check(MPI_Allgather(&mine, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, comm_),
+          "MPI_Allgather");
+    std::vector<std::string> out(rank_ == 0 ? P : 0);
+    for (std::size_t r = 0; r < out.size(); ++r) out[r].resize(sizes[r]);
+    const std::uint64_t largest = *std::max_element(sizes.begin(), sizes.end());
+    const std::uint64_t per_round = std::max<std::uint64_t>(1, max_message_bytes_ / P);
+    const auto part = [&](std::size_t r, std::uint64_t offset) {
+      return offset >= sizes[r] ? std::uint64_t{0} : std::min(per_round, sizes[r] - offset);
+    };
+    std::vector<int> counts(P), displs(P);
+    std::string round;
+    for (std::uint64_t offset = 0; offset < largest; offset += per_round) {
       int total = 0;
-      for (std::size_t r = 0; r < sizes.size(); ++r) {
+      for (std::size_t r = 0; r < P; ++r) {
+        counts[r] = static_cast<int>(part(r, offset));
         displs[r] = total;
-        total += sizes[r];
+        total += counts[r];
       }
-      all.resize(static_cast<std::size_t>(total));
+      if (rank_ == 0) round.resize(static_cast<std::size_t>(total));
+      const auto own = static_cast<std::size_t>(rank_);
+      check(MPI_Gatherv(payload.data() + std::min(offset, mine), counts[own], MPI_CHAR,
+                        round.data(), counts.data(), displs.data(), MPI_CHAR, 0, comm_),
+            "MPI_Gatherv");
+      for (std::size_t r = 0; r < out.size(); ++r)
+        std::copy_n(round.data() + displs[r], counts[r], out[r].data() + offset);
     }
-    check(MPI_Gatherv(payload.data(), size, MPI_CHAR, all.data(), sizes.data(), displs.data(),
-                      MPI_CHAR, 0, comm_),
-          "MPI_Gatherv");
-    std::vector<std::string> out;
-    for (std::size_t r = 0; r < sizes.size(); ++r)
-      out.push_back(
-          all.substr(static_cast<std::size_t>(displs[r]), static_cast<std::size_t>(sizes[r])));
     return out;
   }
 
@@ -57,7 +77,11 @@ class MpiControlPlane final : public ControlPlane {
     std::uint64_t size = rank_ == 0 ? payload.size() : 0;
     check(MPI_Bcast(&size, 1, MPI_UINT64_T, 0, comm_), "MPI_Bcast");
     std::string out = rank_ == 0 ? payload : std::string(size, '\0');
-    check(MPI_Bcast(out.data(), static_cast<int>(size), MPI_CHAR, 0, comm_), "MPI_Bcast");
+    for (std::uint64_t offset = 0; offset < size; offset += max_message_bytes_)
+      check(MPI_Bcast(out.data() + offset,
+                      static_cast<int>(std::min(max_message_bytes_, size - offset)), MPI_CHAR, 0,
+                      comm_),
+            "MPI_Bcast");
     return out;
   }
 
@@ -72,6 +96,7 @@ class MpiControlPlane final : public ControlPlane {
   }
 
   MPI_Comm comm_;
+  std::uint64_t max_message_bytes_;
   int rank_ = -1;
   int nranks_ = 0;
 };

@@ -170,7 +170,8 @@ inline double ranks_in(const plan::TreeSpec& t) {
 // Otherwise the split is the smallest from one channel per tree up that cuts the trees into
 // channels of equal share within kChunkTimeSlack (cutting into C channels whose largest share is c
 // leaves the plan c C / total slower than the weights under fair sharing: equal_rate_trees), and
-// kAutoSplitTarget where none below it does; the chunks are the fewest whose pipeline time
+// kAutoSplitTarget where none below it does; fewer (down to one per tree) where even one chunk per
+// channel would exceed `max_steps`; the chunks are the fewest whose pipeline time
 // (plan/chunking.hpp, for the largest channel) is within kChunkTimeSlack of the model's optimum,
 // at most what keeps the plan within `max_steps`. Trees of equal weight thus get one channel each,
 // and a graph without latencies, whose model optimum is thousands of chunks, a few hundred.
@@ -252,12 +253,17 @@ inline TreePlanShape tree_plan_shape(const std::vector<plan::TreeSpec>& specs,
   };
   const int fallback = std::max(kAutoSplitTarget, k);
   Option pick = weigh(split >= 0 ? split : fallback);
-  if (split < 0)
+  if (split < 0) {
     for (int t = k; t < fallback; ++t)
       if (const Option o = weigh(t); o.imbalance <= 1 + kChunkTimeSlack) {
         pick = o;
         break;
       }
+    // One chunk per channel can still exceed the budget when the trees span many ranks: fewer
+    // channels then, down to one per tree, the most that fit.
+    for (int t = pick.split - 1; pick.steps > max_steps && t >= k; --t)
+      if (const Option o = weigh(t); o.steps < pick.steps) pick = o;
+  }
   best.split = pick.split;
   best.channels = pick.channels;
   best.chunks = pick.chunks;
