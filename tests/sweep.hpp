@@ -3,8 +3,8 @@
 // The largest sweeps (every P, count, chunking and FIFO depth of a plan kind; every collective,
 // dtype and root) take seconds in an optimised build and minutes under a sanitizer, which runs
 // the code some 12x slower. CCOLL_TEST_SWEEP="STRIDE/OFFSET" makes each sweep that asks take only
-// the cases whose index is OFFSET modulo STRIDE: CI's ASan + UBSan run takes one case in four,
-// with an offset derived from the commit, so successive commits cover different quarters and a
+// the cases whose index is OFFSET modulo STRIDE: CI's ASan + UBSan run takes one case in eight,
+// with an offset derived from the commit, so successive commits cover different eighths and a
 // failure is reproduced by setting the same value (CI prints it). Unset, or "1/0": every case.
 //
 //   ccoll::testing::Sweep sweep;
