@@ -68,7 +68,8 @@ class MpiControlPlane final : public ControlPlane {
                         round.data(), counts.data(), displs.data(), MPI_CHAR, 0, comm_),
             "MPI_Gatherv");
       for (std::size_t r = 0; r < out.size(); ++r)
-        std::copy_n(round.data() + displs[r], counts[r], out[r].data() + offset);
+        if (counts[r] > 0)  // a payload that ended earlier: no pointer past its end
+          std::copy_n(round.data() + displs[r], counts[r], out[r].data() + offset);
     }
     return out;
   }
