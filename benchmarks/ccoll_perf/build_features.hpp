@@ -5,6 +5,14 @@
 
 namespace ccoll_perf {
 
+// Whether this ccoll_perf has MPI: the mpirun mode, --transport mpi|mpi-hybrid and --peer mpi
+// (CMake enabled MPI: CCOLL_HAVE_MPI; scripts/bench leaves it out unless asked).
+#if CCOLL_HAVE_MPI
+inline constexpr bool kHaveMpi = true;
+#else
+inline constexpr bool kHaveMpi = false;
+#endif
+
 // Whether this ccoll_perf has the Gloo peer (CMake found Gloo: CCOLL_HAVE_GLOO).
 #if CCOLL_HAVE_GLOO
 inline constexpr bool kHaveGloo = true;

@@ -12,6 +12,7 @@
 // executable links libgloo.
 #pragma once
 
+#if CCOLL_HAVE_GLOO
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -21,7 +22,6 @@
 
 namespace ccoll_perf {
 
-#if CCOLL_HAVE_GLOO
 // Connects this MPI process to every other one over `iface`; collective over MPI_COMM_WORLD.
 // `timeout`: Gloo's per-operation timeout (unset: Gloo's default). Throws on failure.
 std::unique_ptr<RankCollective> make_gloo_peer(const std::string& iface,
@@ -33,6 +33,6 @@ std::string gloo_function_name(ccoll::plan::Collective c);
 
 // For the output header: the package, and what the peer runs for collective `c`.
 std::string gloo_description(ccoll::plan::Collective c);
-#endif
 
 }  // namespace ccoll_perf
+#endif

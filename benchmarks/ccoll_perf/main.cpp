@@ -862,16 +862,25 @@ int run_here(Report& report, const char* argv0) {
     }
     return run_device(report);
   }
-  if (launched_by_mpirun()) {
-#if CCOLL_HAVE_MPI
-    return run_under_mpirun(report);
-#else
+#if !CCOLL_HAVE_MPI
+  // scripts/bench builds ccoll_perf without MPI unless its arguments ask for it.
+  const char* needs_mpi = launched_by_mpirun()                          ? "a run under mpirun"
+                          : transport.ranks == RankPlacement::mpirun    ? "--transport mpi"
+                          : o.peer == Peer::mpi || o.peer == Peer::gloo ? "--peer mpi or gloo"
+                          : o.topology == "measure"                     ? "--topology measure"
+                                                                        : nullptr;
+  if (needs_mpi != nullptr) {
     std::fprintf(stderr,
-                 "ccoll_perf: started by mpirun, but built without MPI; run it without mpirun "
-                 "(--transport shm -t P forks the ranks itself)\n");
+                 "ccoll_perf: this ccoll_perf was built without MPI, which %s needs: "
+                 "`scripts/setup -DCCOLL_ENABLE_MPI=AUTO ccoll_perf` builds it with MPI "
+                 "(scripts/bench does so itself when its arguments name mpi or gloo); without "
+                 "mpirun, --transport shm -t P forks the ranks itself\n",
+                 needs_mpi);
     return 2;
-#endif
   }
+#else
+  if (launched_by_mpirun()) return run_under_mpirun(report);
+#endif
   if (o.topology == "measure") {
     std::fprintf(stderr,
                  "ccoll_perf: --topology measure measures the links between MPI processes: run "

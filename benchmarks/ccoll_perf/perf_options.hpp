@@ -542,8 +542,13 @@ inline Options parse_args(const std::vector<std::string>& args) {
       } else if (v == "gloo") {
         if (!kHaveGloo) {
           throw UsageError(
-              "--peer gloo: this ccoll_perf was built without Gloo (install libgloo-dev and "
-              "reconfigure; CMake then prints 'ccoll_perf: --peer gloo enabled')");
+              kHaveMpi ? "--peer gloo: this ccoll_perf was built without Gloo (install "
+                         "libgloo-dev and reconfigure; CMake then prints 'ccoll_perf: --peer "
+                         "gloo enabled')"
+                       : "--peer gloo: this ccoll_perf was built without Gloo, and without the "
+                         "MPI it runs on (`scripts/setup -DCCOLL_ENABLE_MPI=AUTO ccoll_perf`, "
+                         "or scripts/bench with --peer gloo, builds both where libgloo-dev is "
+                         "installed)");
         }
         p = Peer::gloo;
       } else if (v == "nccl") {
