@@ -8,8 +8,8 @@
 // directory is needed between hosts. The pairs use a gloo::transport::tcp device bound to one
 // network interface (--gloo_iface, default lo).
 //
-// Built only where CMake found Gloo (CCOLL_HAVE_GLOO, which needs MPI too); only the ccoll_perf
-// executable links libgloo.
+// Built only where CMake found Gloo (CCOLL_HAVE_GLOO, which needs MPI too); only gloo_peer.cpp's
+// object library and the ccoll_perf executable link libgloo.
 #pragma once
 
 #if CCOLL_HAVE_GLOO
