@@ -36,6 +36,7 @@
 #include "ccoll/runtime/area_communicator.hpp"
 #include "process_ranks.hpp"
 
+namespace allreduce_shm_test {
 using namespace ccoll;
 using namespace std::chrono_literals;
 using ccoll::testing::check_all;
@@ -559,3 +560,4 @@ TEST_CASE("shm: ranks configured differently refuse to run together") {
   CHECK(error_code_of(out[1]) == static_cast<int>(ErrorCode::Mismatch));
   CHECK(error_code_of(out[0]) == static_cast<int>(ErrorCode::Timeout));
 }
+}  // namespace allreduce_shm_test

@@ -9,6 +9,7 @@
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/ccoll.hpp"
 
+namespace allreduce_slow_test {
 using namespace ccoll;
 
 TEST_CASE("threads: 2^31 + 5 one-byte elements, in place, on 2 ranks") {
@@ -58,3 +59,4 @@ TEST_CASE("threads: 2000 small calls on 16 threads") {
   for (auto& t : threads) t.join();
   for (long w : wrong) CHECK(w == 0);
 }
+}  // namespace allreduce_slow_test

@@ -27,6 +27,7 @@
 #include "ccoll/algo/tree.hpp"
 #include "ccoll/ccoll.hpp"
 
+namespace allreduce_test {
 using namespace ccoll;
 using namespace std::chrono_literals;
 
@@ -493,3 +494,4 @@ TEST_CASE("threads: a rank that never arrives makes the others time out, then st
     CHECK((e->code() == ErrorCode::Timeout || e->code() == ErrorCode::Aborted));
   }
 }
+}  // namespace allreduce_test

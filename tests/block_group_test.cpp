@@ -48,6 +48,7 @@
 #include "simulated_block_group.hpp"
 #include "sweep.hpp"
 
+namespace block_group_test {
 using namespace ccoll;
 using testing::SimulatedBlock;
 using testing::SimulatedBlockGroup;
@@ -749,3 +750,4 @@ TEST_CASE("virtual ranks' buffer mapping: bad arguments name the rank; a shape n
           call_shape(runtime::CallShape{plan::Collective::broadcast, 0}, plan::Collective::reduce);
         }).first == ErrorCode::InvalidArgument);
 }
+}  // namespace block_group_test

@@ -16,6 +16,7 @@
 #include "../tools/ccoll/schedule_args.hpp"
 #include "sanitized.hpp"
 
+namespace cli_schedule_test {
 namespace {
 
 struct Run {
@@ -288,3 +289,4 @@ TEST_CASE("schedule: budget options and outputs are checked before planning") {
   CHECK(r.out.empty());
   CHECK(r.err.find("--trace") != std::string::npos);
 }
+}  // namespace cli_schedule_test

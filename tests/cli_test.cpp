@@ -19,6 +19,7 @@
 #include "../tools/ccoll/topology_args.hpp"
 #include "ccoll/model/alpha_beta.hpp"
 
+namespace cli_test {
 namespace {
 
 struct Run {
@@ -693,3 +694,4 @@ TEST_CASE("plan and simulate --collective: every collective's plans verified and
   CHECK(far.rc != 0);
   CHECK(far.err.find("root") != std::string::npos);
 }
+}  // namespace cli_test

@@ -19,6 +19,7 @@
 #include "ccoll/transport/mpi_hybrid.hpp"
 #include "collective_reference.hpp"
 
+namespace collectives_mpi_test {
 using namespace ccoll;
 using namespace std::chrono_literals;
 
@@ -134,3 +135,4 @@ TEST_CASE("mpi collectives: a bad root on one rank is refused on every rank") {
   CHECK(out == std::vector<float>(16, -1.0f));
   CHECK(all_ranks(what.find("root") != std::string::npos));
 }
+}  // namespace collectives_mpi_test

@@ -24,6 +24,7 @@
 #include "collective_reference.hpp"
 #include "process_ranks.hpp"
 
+namespace collectives_shm_test {
 using namespace ccoll;
 using namespace std::chrono_literals;
 using process_ranks::error_code_of;
@@ -394,3 +395,4 @@ TEST_CASE("process_gone: a zombie its parent has not reaped is gone, a live proc
   ::waitpid(exited, &status, 0);
   CHECK(runtime::process_gone(exited));  // reaped: no such process
 }
+}  // namespace collectives_shm_test

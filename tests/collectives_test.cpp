@@ -29,6 +29,7 @@
 #include "ccoll/runtime/area_control_plane.hpp"
 #include "collective_reference.hpp"
 
+namespace collectives_test {
 using namespace ccoll;
 using ccoll::testing::check_collective_call;
 
@@ -995,3 +996,4 @@ TEST_CASE(
         }
       }
 }
+}  // namespace collectives_test

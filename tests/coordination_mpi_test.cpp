@@ -15,6 +15,7 @@
 #include "ccoll/coord/coordinator.hpp"
 #include "ccoll/coord/mpi_control_plane.hpp"
 
+namespace coordination_mpi_test {
 using namespace ccoll;
 using namespace ccoll::coord;
 
@@ -147,3 +148,4 @@ TEST_CASE("MPI control plane: payloads longer than one message arrive whole") {
     CHECK(control.broadcast_from_root(std::string()).empty());
   }
 }
+}  // namespace coordination_mpi_test

@@ -4,6 +4,7 @@
 
 #include "coordination_harness.hpp"
 
+namespace coordination_slow_test {
 using namespace coordination_harness;
 
 TEST_CASE("coordination invariants over many seeds, rank counts and cache sizes") {
@@ -33,3 +34,4 @@ TEST_CASE("coordination invariants over many seeds, rank counts and cache sizes"
     }
   }
 }
+}  // namespace coordination_slow_test

@@ -21,6 +21,7 @@
 #include "ccoll/coord/thread_control_plane.hpp"
 #include "coordination_harness.hpp"
 
+namespace coordination_test {
 using namespace ccoll;
 using namespace ccoll::coord;
 using namespace coordination_harness;
@@ -415,3 +416,4 @@ TEST_CASE("byte sizes near 2^64 neither wrap in fusion nor pass submit") {
   CHECK_THROWS_AS(q.submit(req("w", std::uint64_t{1} << 62, DataType::f32)), Error);
   CHECK_NOTHROW(q.submit(req("v", std::uint64_t{1} << 60, DataType::f64)));
 }
+}  // namespace coordination_test

@@ -10,6 +10,7 @@
 #include "ccoll/core/error.hpp"
 #include "ccoll/core/op.hpp"
 
+namespace core_test {
 using namespace ccoll;
 
 TEST_CASE("half round-trips every finite half value") {
@@ -74,3 +75,4 @@ TEST_CASE("errors name the argument and the rank") {
     CHECK(std::strstr(e.what(), "'count'") != nullptr);
   }
 }
+}  // namespace core_test

@@ -41,6 +41,7 @@
 #include "ccoll/transport/cuda/p2p_options.hpp"
 #include "ccoll/transport/cuda/session_protocol.hpp"
 
+namespace cuda_protocol_test {
 using namespace ccoll;
 using namespace ccoll::transport::cuda;
 using namespace std::chrono_literals;
@@ -1433,3 +1434,4 @@ TEST_CASE("the kernels' timeout: Config::timeout in nanoseconds, saturated") {
   CHECK(most == timeout_ns(std::chrono::milliseconds(
                     static_cast<std::int64_t>(~std::uint64_t{0} / 2'000'000ull))));
 }
+}  // namespace cuda_protocol_test

@@ -24,6 +24,7 @@
 #include "ccoll/transport/host_threads.hpp"
 #include "heap_counter.hpp"
 
+namespace exec_test {
 using namespace ccoll;
 using namespace ccoll::plan;
 using namespace std::chrono_literals;
@@ -557,3 +558,4 @@ TEST_CASE("slot store tuners: one per power of two of a call's bytes, so new siz
   CHECK(after - before == 0);
   for (const auto& v : data) CHECK(std::count(v.begin(), v.end(), 1.0f) == static_cast<long>(last));
 }
+}  // namespace exec_test

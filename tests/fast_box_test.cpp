@@ -17,6 +17,7 @@
 #include "ccoll/runtime/fast_box.hpp"
 #include "ccoll/sync/atomic.hpp"
 
+namespace fast_box_test {
 using namespace ccoll::runtime;
 
 namespace {
@@ -119,3 +120,4 @@ TEST_CASE("fast boxes: a writer kFastBoxDepth messages ahead waits for its reade
   CHECK(rings.boxes.ring(0, 1).box[0].seq == kFastBoxDepth + 1);
   CHECK(rings.boxes.ring(0, 1).box[0].stamp == kFastBoxDepth + 1);
 }
+}  // namespace fast_box_test

@@ -21,6 +21,7 @@
 #include "sweep.hpp"
 #include "topology_plan_runner.hpp"
 
+namespace forest_scale_test {
 using namespace ccoll::physical;
 using namespace ccoll::forest;
 using namespace forest_test;
@@ -220,3 +221,4 @@ TEST_CASE("hierarchical forest: plans verified and run on host threads, through 
   INFO(report.error);
   CHECK(report.ok);
 }
+}  // namespace forest_scale_test

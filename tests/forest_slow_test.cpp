@@ -11,6 +11,7 @@
 #include "ccoll/physical/presets.hpp"
 #include "forest_harness.hpp"
 
+namespace forest_slow_test {
 using namespace ccoll::physical;
 using namespace ccoll::forest;
 using namespace ccoll::solve;
@@ -70,3 +71,4 @@ TEST_CASE("forest sweep: 64-GPU clusters against the exact reference") {
     }
   }
 }
+}  // namespace forest_slow_test

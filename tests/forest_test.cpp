@@ -21,6 +21,7 @@
 #include "ccoll/forest/equal_share.hpp"
 #include "ccoll/forest/exact.hpp"
 #include "ccoll/forest/packed_forest.hpp"
+#include "ccoll/forest/to_plan.hpp"
 #include "ccoll/physical/presets.hpp"
 #include "ccoll/plan/rooted.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
@@ -32,7 +33,9 @@
 #include "collective_reference.hpp"
 #include "forest_harness.hpp"
 #include "sweep.hpp"
+#include "topology_plan_runner.hpp"
 
+namespace forest_test {
 using namespace ccoll::physical;
 using namespace ccoll::forest;
 using namespace ccoll::solve;
@@ -695,9 +698,6 @@ TEST_CASE("hierarchical forest: machines whose workers meet only outside them pl
   CHECK(h.total_GBps > 0);
 }
 
-#include "ccoll/forest/to_plan.hpp"
-#include "topology_plan_runner.hpp"
-
 TEST_CASE("forest plans: verified and correct on host threads, relays included") {
   struct Case {
     const char* preset;
@@ -1095,3 +1095,4 @@ TEST_CASE("reference plans: a rooted collective whose rank 0 cannot be its root"
                        doctest::Contains("no plan of 1 x 4096 elements"), ccoll::Error);
   CHECK(builds == 4 + 1);  // counts m = 4, 3, 2, 1 at root 0; root 1 at m = 4
 }
+}  // namespace forest_test

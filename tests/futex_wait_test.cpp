@@ -15,6 +15,7 @@
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/sync/futex.hpp"
 
+namespace futex_wait_test {
 using namespace ccoll::sync;
 
 namespace {
@@ -132,3 +133,4 @@ TEST_CASE("futex: two processes on a shared mapping hand off 2000 times") {
   CHECK(words[1].value == 2000);
   ::munmap(mem, 2 * sizeof(Word));
 }
+}  // namespace futex_wait_test

@@ -18,6 +18,7 @@
 #include "gradient_sync_harness.hpp"
 #include "process_ranks.hpp"
 
+namespace gradient_coordinated_shm_test {
 using namespace ccoll;
 using namespace ccoll::gradient;
 using namespace gradient_sync_harness;
@@ -87,3 +88,4 @@ TEST_CASE("processes: coordinated, random orders, fused and staged, P = 2, 3") {
     }
   }
 }
+}  // namespace gradient_coordinated_shm_test

@@ -30,6 +30,7 @@
 #include "gradient_sync_harness.hpp"
 #include "heap_counter.hpp"
 
+namespace gradient_coordinated_test {
 using namespace ccoll;
 using namespace ccoll::gradient;
 using namespace gradient_sync_harness;
@@ -547,3 +548,4 @@ TEST_CASE("a failed call: nothing starts after it, and its error comes once noth
   }
   g_script = nullptr;
 }
+}  // namespace gradient_coordinated_test

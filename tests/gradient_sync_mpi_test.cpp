@@ -22,6 +22,7 @@
 #include "ccoll/transport/mpi_hybrid.hpp"
 #include "gradient_sync_harness.hpp"
 
+namespace gradient_sync_mpi_test {
 using namespace ccoll;
 using namespace ccoll::gradient;
 using namespace gradient_sync_harness;
@@ -145,3 +146,4 @@ TEST_CASE("GradientSync over transport::MpiHybrid: scheduled and coordinated, bi
   REQUIRE(ensure_mpi() == MPI_THREAD_MULTIPLE);
   run_transport<transport::MpiHybrid>();
 }
+}  // namespace gradient_sync_mpi_test

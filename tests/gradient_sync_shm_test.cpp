@@ -17,6 +17,7 @@
 #include "gradient_sync_harness.hpp"
 #include "process_ranks.hpp"
 
+namespace gradient_sync_shm_test {
 using namespace ccoll;
 using namespace ccoll::gradient;
 using namespace gradient_sync_harness;
@@ -85,3 +86,4 @@ TEST_CASE("processes: fused, staged and simultaneous messages over shared memory
     }
   }
 }
+}  // namespace gradient_sync_shm_test

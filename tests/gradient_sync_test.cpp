@@ -22,6 +22,7 @@
 #include "gradient_sync_harness.hpp"
 #include "heap_counter.hpp"
 
+namespace gradient_sync_test {
 using namespace ccoll;
 using namespace ccoll::gradient;
 using namespace gradient_sync_harness;
@@ -556,3 +557,4 @@ TEST_CASE("a failed call is rethrown only once no other call of the rank is in f
   CHECK(failure.calls == 2);
   g_failure = nullptr;
 }
+}  // namespace gradient_sync_test

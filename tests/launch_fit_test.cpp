@@ -12,6 +12,7 @@
 #include "ccoll/physical/presets.hpp"
 #include "ccoll/transport/cuda/block_tables.hpp"
 
+namespace launch_fit_test {
 using namespace ccoll::transport::cuda;
 
 namespace {
@@ -280,3 +281,4 @@ TEST_CASE("every registered algorithm's plan at P <= 16 fits an H200 with the de
     }
   }
 }
+}  // namespace launch_fit_test

@@ -29,6 +29,7 @@
 #include "ccoll/sync/connection.hpp"
 #include "ccoll/transport/host_threads.hpp"
 
+namespace layer_readiness_test {
 using namespace ccoll;
 using namespace std::chrono_literals;
 
@@ -444,3 +445,4 @@ TEST_CASE("layer readiness: a handle for a rank or layers the plan cannot serve 
   CHECK_THROWS_AS((void)ar.rank(1).layer_readiness(11, DataType::f64, layers), Error);
   CHECK_THROWS_AS((void)ar.executor().communicator().layer_readiness(2, 10, 8, layers), Error);
 }
+}  // namespace layer_readiness_test

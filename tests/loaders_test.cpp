@@ -20,6 +20,7 @@
 #include "ccoll/physical/nccl_xml_loader.hpp"
 #include "ccoll/physical/nvidia_smi_loader.hpp"
 
+namespace loaders_test {
 using namespace ccoll::physical;
 using ccoll::gradient::profile_from_json_text;
 
@@ -478,3 +479,4 @@ TEST_CASE("presets: numbers past an int and graphs past the size limits are refu
   CHECK(contains(topology_error([&] { (void)cluster(o); }), "65536 x 65537"));
   CHECK(preset("cluster:2x4:pairwise").node_count() == 8);
 }
+}  // namespace loaders_test

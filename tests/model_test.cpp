@@ -9,6 +9,7 @@
 #include "ccoll/model/fit.hpp"
 #include "ccoll/model/fit_json.hpp"
 
+namespace model_test {
 using namespace ccoll::model;
 
 namespace {
@@ -147,3 +148,4 @@ TEST_CASE("parse ccoll_perf JSON") {
   CHECK(ring[1].time_s == doctest::Approx(20e-6));
   CHECK_THROWS(parse_ccoll_perf_json("{\"nothing\": 1}"));
 }
+}  // namespace model_test

@@ -16,6 +16,7 @@
 #include "ccoll/transport/cuda/call_record.hpp"
 #include "ccoll/transport/cuda/peer_presence.hpp"
 
+namespace p2p_agreement_test {
 using namespace ccoll;
 using namespace ccoll::transport::cuda;
 using namespace std::chrono_literals;
@@ -215,3 +216,4 @@ TEST_CASE("peer presence: the leave barrier waits for the peers, bounded, and no
     child.reap();
   }
 }
+}  // namespace p2p_agreement_test

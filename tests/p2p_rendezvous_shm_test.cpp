@@ -20,6 +20,7 @@
 #include "ccoll/transport/cuda/rendezvous.hpp"
 #include "process_ranks.hpp"
 
+namespace p2p_rendezvous_shm_test {
 using namespace ccoll;
 using namespace ccoll::transport::cuda;
 using namespace std::chrono_literals;
@@ -194,3 +195,4 @@ TEST_CASE("a joiner with another fingerprint is refused on both sides") {
     CHECK(o.message.find("rank 1 was built with a different configuration") != std::string::npos);
   }
 }
+}  // namespace p2p_rendezvous_shm_test

@@ -41,6 +41,7 @@
 #include "../benchmarks/ccoll_perf/runner.hpp"
 #include "../benchmarks/ccoll_perf/transport_registry.hpp"
 
+namespace perf_cli_test {
 using namespace ccoll_perf;
 
 namespace {
@@ -1667,3 +1668,4 @@ TEST_CASE("--tune in passes: every pass runs in a process of its own") {
   CHECK_THROWS_WITH(run_in_fresh_processes(1, killed), doctest::Contains("died"));
 }
 #endif  // CCOLL_PERF_CORE
+}  // namespace perf_cli_test

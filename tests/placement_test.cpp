@@ -24,6 +24,7 @@
 #include "ccoll/sim/simulator.hpp"
 #include "collective_reference.hpp"
 
+namespace placement_test {
 using namespace ccoll;
 
 namespace {
@@ -398,3 +399,4 @@ TEST_CASE("a plan proven deadlock-free for deeper FIFOs than the connections hav
   }
   CHECK(refused >= 1);
 }
+}  // namespace placement_test

@@ -20,6 +20,7 @@
 #include "ccoll/plan/verifier.hpp"
 #include "sweep.hpp"
 
+namespace plan_collectives_test {
 using namespace ccoll;
 using namespace ccoll::plan;
 
@@ -322,3 +323,4 @@ TEST_CASE("ring forms on given ring orders (embedded rings) verify, every root a
   CHECK_THROWS_AS(build_ring_reduce_scatter_on(req, {{0, 1, 1}}), Error);
   CHECK_THROWS_AS(build_chain_broadcast_on(req, {{0, 1}}), Error);
 }
+}  // namespace plan_collectives_test

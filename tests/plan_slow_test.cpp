@@ -13,6 +13,7 @@
 #include "ccoll/plan/tree.hpp"
 #include "ccoll/plan/verifier.hpp"
 
+namespace plan_slow_test {
 using namespace ccoll::plan;
 
 namespace {
@@ -103,3 +104,4 @@ TEST_CASE("random forests sweep: relays, distinct reduce and broadcast trees, ma
       check(build_trees(req, trees, active), req);
     }
 }
+}  // namespace plan_slow_test

@@ -23,6 +23,7 @@
 #include "ccoll/plan/verifier.hpp"
 #include "sweep.hpp"
 
+namespace plan_test {
 using namespace ccoll;
 using namespace ccoll::plan;
 
@@ -847,3 +848,4 @@ TEST_CASE("test sweeps: CCOLL_TEST_SWEEP takes one case in STRIDE, from OFFSET")
   CHECK(quarter.taken() == 2);
   CHECK(every.taken() == 10);
 }
+}  // namespace plan_test

@@ -8,6 +8,7 @@
 #include "ccoll/plan/ring.hpp"
 #include "ccoll/plan/traffic.hpp"
 
+namespace plan_traffic_test {
 using namespace ccoll::plan;
 
 namespace {
@@ -75,3 +76,4 @@ TEST_CASE("ring, P = 2 and P = 4: 2(3P-2)N elements, half read, half written") {
   // The element size scales it.
   CHECK(memory_traffic(ring(4, 1200, 1, 1), 2).total() == 20 * 1200 * 2);
 }
+}  // namespace plan_traffic_test

@@ -11,6 +11,9 @@
 #include <set>
 #include <string>
 
+#include "ccoll/gradient/profile.hpp"
+
+namespace profiles_test {
 namespace {
 
 nlohmann::json load_profile(const std::string& name) {
@@ -108,9 +111,6 @@ TEST_CASE("profiles run from the input side to the output side") {
   CHECK(b768 == 160);  // 78 x norm2 (4 x 48 channels) + 2 norm1 with 192 input channels
 }
 
-#if __has_include("ccoll/gradient/profile.hpp")
-#include "ccoll/gradient/profile.hpp"
-
 TEST_CASE("the schedule's profile loader reads every shipped profile") {
   for (const Expected& e : kExpected) {
     CAPTURE(e.file);
@@ -125,4 +125,4 @@ TEST_CASE("the schedule's profile loader reads every shipped profile") {
     CHECK(std::is_sorted(ready.rbegin(), ready.rend()));
   }
 }
-#endif
+}  // namespace profiles_test

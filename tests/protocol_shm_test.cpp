@@ -19,6 +19,7 @@
 #include "ccoll/protocol/protocol.hpp"
 #include "process_ranks.hpp"
 
+namespace protocol_shm_test {
 using namespace ccoll;
 using namespace std::chrono_literals;
 using ccoll::testing::check_all;
@@ -116,3 +117,4 @@ TEST_CASE("shm: ranks that disagree on the protocol refuse to run together") {
   CHECK(error_code_of(out[1]) == static_cast<int>(ErrorCode::Mismatch));
   CHECK(error_code_of(out[0]) == static_cast<int>(ErrorCode::Timeout));
 }
+}  // namespace protocol_shm_test

@@ -28,6 +28,7 @@
 #include "ccoll/transport/cuda/block_tables.hpp"
 #include "simulated_block_group.hpp"
 
+namespace protocol_test {
 using namespace ccoll;
 using namespace std::chrono_literals;
 
@@ -712,3 +713,4 @@ TEST_CASE(
     CHECK(counters.head == 0);  // the slot was not freed
   }
 }
+}  // namespace protocol_test

@@ -14,6 +14,7 @@
 #include "ccoll/plan/verifier.hpp"
 #include "expected_algorithms.hpp"
 
+namespace registry_test {
 using ccoll_test::kExpectedAlgorithms;
 
 TEST_CASE("registry: the table holds exactly the expected algorithms, sorted by name") {
@@ -75,3 +76,4 @@ TEST_CASE("registry: every algorithm on abstract ranks plans by name, and its pl
     CHECK_NOTHROW(ccoll::plan::verify_or_throw(p));
   }
 }
+}  // namespace registry_test

@@ -24,6 +24,7 @@
 #include "sweep.hpp"
 #include "topology_plan_runner.hpp"
 
+namespace relay_routing_test {
 using namespace ccoll;
 
 namespace {
@@ -247,3 +248,4 @@ TEST_CASE("graphs with switches keep their plans: no relay where routes exist") 
     }
   }
 }
+}  // namespace relay_routing_test

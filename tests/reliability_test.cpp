@@ -14,6 +14,7 @@
 
 #include "ccoll/ccoll.hpp"
 
+namespace reliability_test {
 using namespace ccoll;
 using namespace std::chrono_literals;
 
@@ -183,3 +184,4 @@ TEST_CASE("session names: derived ones name the PID namespace and the boot, new 
   CHECK(a != b);
   CHECK(transport::new_session("").size() == 32);
 }
+}  // namespace reliability_test

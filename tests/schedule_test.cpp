@@ -20,6 +20,7 @@
 #include <sstream>
 #include <string>
 
+namespace schedule_test {
 using namespace ccoll::gradient;
 
 namespace {
@@ -580,3 +581,4 @@ TEST_CASE("ring and double-binary-tree cost forms") {
           doctest::Approx(brute_force_merges(p, c)).epsilon(1e-12));
   }
 }
+}  // namespace schedule_test

@@ -10,6 +10,7 @@
 #include "ccoll/plan/rooted.hpp"
 #include "ccoll/sim/simulator.hpp"
 
+namespace sim_collectives_test {
 using namespace ccoll;
 
 TEST_CASE("simulated collectives match the alpha-beta model") {
@@ -46,3 +47,4 @@ TEST_CASE("simulated collectives match the alpha-beta model") {
           doctest::Approx(whole).epsilon(0.05));
   }
 }
+}  // namespace sim_collectives_test

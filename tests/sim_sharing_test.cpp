@@ -22,6 +22,7 @@
 #include "ccoll/sim/network.hpp"
 #include "ccoll/sim/simulator.hpp"
 
+namespace sim_sharing_test {
 using namespace ccoll;
 
 namespace {
@@ -455,3 +456,4 @@ TEST_CASE("predicted times of plans on physical topologies are those of the glob
     CHECK(finish_sum == doctest::Approx(c.finish_sum_s).epsilon(1e-9));
   }
 }
+}  // namespace sim_sharing_test

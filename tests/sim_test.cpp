@@ -21,6 +21,7 @@
 #include "ccoll/sim/simulator.hpp"
 #include "sweep.hpp"
 
+namespace sim_test {
 using namespace ccoll;
 
 namespace {
@@ -396,3 +397,4 @@ TEST_CASE("physical topologies: routes through switches and NICs, per-link utili
     }
   }
 }
+}  // namespace sim_test

@@ -18,6 +18,7 @@
 #include "ccoll/sync/counter.hpp"
 #include "ccoll/sync/poll.hpp"
 
+namespace sync_test {
 using namespace ccoll::sync;
 using namespace std::chrono_literals;
 
@@ -456,3 +457,4 @@ TEST_CASE("relayed abort word: waiting threads share the host reads and all stop
   CHECK(poll_until([] { return false; }, &idle.word, now_ns() + 2'000'000) == WaitResult::Timeout);
   CHECK(idle.word == RelayedAbortWord::kRelayIdle);
 }
+}  // namespace sync_test

@@ -18,6 +18,7 @@
 #include "ccoll/sim/from_physical.hpp"
 #include "topology_plan_runner.hpp"
 
+namespace topology_test {
 using namespace ccoll::physical;
 using namespace ccoll::forest;
 using namespace ccoll::solve;
@@ -562,3 +563,4 @@ TEST_CASE("parallel links: one link per ordered pair, of the summed capacity, fr
     for (const auto& l : p.links) CHECK(seen.insert({l.from, l.to}).second);
   }
 }
+}  // namespace topology_test

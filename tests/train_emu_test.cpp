@@ -19,6 +19,7 @@
 #include "ccoll/gradient/sync.hpp"
 #include "ccoll/transport/host_threads.hpp"
 
+namespace train_emu_test {
 namespace emu = ccoll::train_emu;
 namespace g = ccoll::gradient;
 
@@ -292,3 +293,4 @@ TEST_CASE("train_emu: a 2-rank threads run of a tiny model") {
   const auto doc = nlohmann::json::parse(emu::chrome_trace(result.trace).dump());
   CHECK(doc["traceEvents"].size() > compute + calls);
 }
+}  // namespace train_emu_test

@@ -30,6 +30,7 @@
 #include "ccoll/transport/mpi/measure.hpp"
 #include "ccoll/transport/mpi_hybrid.hpp"
 
+namespace transport_mpi_test {
 using namespace ccoll;
 using namespace std::chrono_literals;
 
@@ -490,3 +491,4 @@ TEST_CASE("mpi: Open MPI's component selections: lists, exclusions and the defau
   CHECK(selects("ob1", "ob1"));
   CHECK_FALSE(selects("^ucx,ob1", "ob1"));
 }
+}  // namespace transport_mpi_test

@@ -21,6 +21,7 @@
 #include "ccoll/runtime/area_communicator.hpp"
 #include "ccoll/runtime/control_plane.hpp"
 
+namespace transport_test {
 using namespace ccoll;
 
 namespace {
@@ -298,3 +299,4 @@ TEST_CASE("rank handles: one calling convention, clear errors") {
   CHECK_THROWS_WITH_AS((Allreduce<transport::HostThreads, algo::Ring>(c)),
                        doctest::Contains("Config::nranks"), Error);
 }
+}  // namespace transport_test

@@ -22,6 +22,7 @@
 #include "ccoll/algo/tuning_table_json.hpp"
 #endif
 
+namespace tuning_test {
 using namespace ccoll;
 
 namespace {
@@ -460,3 +461,4 @@ TEST_CASE("tuning: rules derived from measured times") {
   CHECK(a.choose(3, 513).algorithm == "ring");
   CHECK(a.choose(2, 50).algorithm == "recdoubling");
 }
+}  // namespace tuning_test

@@ -28,6 +28,7 @@
 #include "process_ranks.hpp"
 #include "sweep.hpp"
 
+namespace window_shm_test {
 using namespace ccoll;
 using namespace std::chrono_literals;
 using ccoll::testing::check_all;
@@ -590,3 +591,4 @@ TEST_CASE("shm windows: a plan with relays stages, and only active ranks contrib
   require_all_ok(out);
   CHECK(shm_entries_with(session) == 0);
 }
+}  // namespace window_shm_test
