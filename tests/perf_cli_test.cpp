@@ -308,6 +308,32 @@ TEST_CASE("bad input names the flag") {
   CHECK(message({"-b", "1M", "-e", "1M", "-f", "1"}) == "no error");
 }
 
+TEST_CASE("a ccoll_perf built without MPI names what needs MPI and how to build it with MPI") {
+  // Whatever this build has: main.cpp prints this refusal only in a build without MPI.
+  CHECK(refusal_without_mpi(parse({}), false).empty());
+  CHECK(refusal_without_mpi(parse({"--transport", "shm", "-t", "4"}), false).empty());
+  CHECK(refusal_without_mpi(parse({"--topology", "dgx1v", "-a", "forest"}), false).empty());
+  struct Case {
+    std::vector<std::string> args;
+    bool under_mpirun;
+    const char* what;
+  };
+  const Case cases[] = {
+      {{}, true, "a run under mpirun"},
+      {{"--transport", "shm"}, true, "a run under mpirun"},
+      {{"--peer", "mpi"}, false, "--peer mpi"},
+      {{"--peer", "mpi"}, true, "a run under mpirun"},
+      {{"--topology", "measure"}, false, "--topology measure"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    const std::string refusal = refusal_without_mpi(parse(c.args), c.under_mpirun);
+    CHECK(refusal.find(std::string("built without MPI, which ") + c.what + " needs") !=
+          std::string::npos);
+    CHECK(refusal.find("`scripts/setup -DCCOLL_ENABLE_MPI=AUTO ccoll_perf`") != std::string::npos);
+  }
+}
+
 TEST_CASE("--peer gloo: parsed where built with Gloo, a clear error elsewhere") {
   auto message = [](const std::vector<std::string>& args) { return usage_message(args); };
   if (kHaveGloo) {
@@ -1667,5 +1693,5 @@ TEST_CASE("--tune in passes: every pass runs in a process of its own") {
   };
   CHECK_THROWS_WITH(run_in_fresh_processes(1, killed), doctest::Contains("died"));
 }
-#endif  // CCOLL_PERF_CORE
 }  // namespace perf_cli_test
+#endif  // CCOLL_PERF_CORE

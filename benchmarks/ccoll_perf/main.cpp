@@ -863,19 +863,9 @@ int run_here(Report& report, const char* argv0) {
     return run_device(report);
   }
 #if !CCOLL_HAVE_MPI
-  // scripts/bench builds ccoll_perf without MPI unless its arguments ask for it. (The parser
-  // already refuses --transport mpi|mpi-hybrid and --peer gloo in such a build.)
-  const char* needs_mpi = launched_by_mpirun()      ? "a run under mpirun"
-                          : o.peer == Peer::mpi     ? "--peer mpi"
-                          : o.topology == "measure" ? "--topology measure"
-                                                    : nullptr;
-  if (needs_mpi != nullptr) {
-    std::fprintf(stderr,
-                 "ccoll_perf: this ccoll_perf was built without MPI, which %s needs: "
-                 "`scripts/setup -DCCOLL_ENABLE_MPI=AUTO ccoll_perf` builds it with MPI "
-                 "(scripts/bench does so itself when its arguments name mpi or gloo); without "
-                 "mpirun, --transport shm -t P forks the ranks itself\n",
-                 needs_mpi);
+  const std::string refusal = refusal_without_mpi(o, launched_by_mpirun());
+  if (!refusal.empty()) {
+    std::fprintf(stderr, "ccoll_perf: %s\n", refusal.c_str());
     return 2;
   }
 #else

@@ -770,4 +770,20 @@ inline void set_world_size(Options& o, int nranks) {
   if (o.tune_default_candidates) o.algos = tune_candidates(o.collective, nranks);
 }
 
+// What a ccoll_perf built without MPI cannot run (scripts/bench builds it so unless its
+// arguments ask for MPI), and how to build one that can: empty when the run needs no MPI. The
+// parser already refuses --transport mpi|mpi-hybrid and --peer gloo in such a build; this names
+// what reaches the run: a start under mpirun, --peer mpi and --topology measure.
+inline std::string refusal_without_mpi(const Options& o, bool under_mpirun) {
+  const char* needs_mpi = under_mpirun              ? "a run under mpirun"
+                          : o.peer == Peer::mpi     ? "--peer mpi"
+                          : o.topology == "measure" ? "--topology measure"
+                                                    : nullptr;
+  if (needs_mpi == nullptr) return {};
+  return std::string("this ccoll_perf was built without MPI, which ") + needs_mpi +
+         " needs: `scripts/setup -DCCOLL_ENABLE_MPI=AUTO ccoll_perf` builds it with MPI "
+         "(scripts/bench does so itself when its arguments name mpi or gloo); without mpirun, "
+         "--transport shm -t P forks the ranks itself";
+}
+
 }  // namespace ccoll_perf
