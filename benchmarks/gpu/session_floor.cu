@@ -1,0 +1,277 @@
+// ccoll_gpu_session_floor: what a persistent session's work queue costs by itself, with no
+// collective in its items, so that a session's time per call (ccoll_gpu_latency) splits into the
+// queue's part and the calls' own.
+//
+// Two measurements:
+//   pcie     the floor under any host-fed kernel: the host stores a number into host-mapped memory,
+//            one device thread polls it and stores it back into another host-mapped word, the
+//            host polls that: one round trip, host clock, median and 90th percentile;
+//   echo     the session queue itself (session_queue.cuh, session_protocol.hpp, as cuda::Session
+//            runs it): a kernel of B blocks whose leaders wait for each item's record
+//            (session_wait_record) and arrive at once (session_item_done), without running
+//            anything, for several grid sizes B (the session kernel of 8 ranks has 8 blocks per
+//            channel; 2 per SM is the largest grid). Per item:
+//              back_to_back   items posted as fast as the queue takes them (depth 16), host clock
+//                             from the first post to the last completion, per item;
+//              round_trip     post, then wait for the completion, median;
+//              take_to_arrive block 0's leader, %globaltimer: from reading its record whole
+//                             (after the acquire fence) to its arrival returning, median;
+//              idle           block 0's leader, round trips only: from its arrival at item j to
+//                             its record of item j + 1, median: the host noticing the completion,
+//                             posting, and the poll that takes the post.
+// Where echo's round trip is near ccoll_gpu_latency's session_rt, the queue sets a session's
+// pace; where it is small, the calls inside the session do.
+//
+//   build/benchmarks/ccoll_gpu_session_floor [items=2000] [records=8]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "ccoll/sync/atomic.hpp"
+#include "ccoll/sync/backoff.hpp"
+#include "ccoll/sync/poll.hpp"
+#include "ccoll/transport/cuda/device_memory.cuh"
+#include "ccoll/transport/cuda/session_protocol.hpp"
+#include "ccoll/transport/cuda/session_queue.cuh"
+
+namespace {
+
+namespace cuda = ccoll::transport::cuda;
+namespace sync = ccoll::sync;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint64_t kDeviceTimeoutNs = 5'000'000'000ull;
+constexpr auto kHostTimeout = std::chrono::seconds(5);
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "ccoll_gpu_session_floor: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+[[noreturn]] void fail(const char* what, std::uint32_t* abort_host) {
+  // The kernel's waits watch this word: it ends before the process does.
+  sync::AtomicWord<std::uint32_t>(abort_host).store_release(1);
+  std::fprintf(stderr, "ccoll_gpu_session_floor: %s\n", what);
+  std::exit(1);
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
+}
+
+// One device thread answers each number the host stores with the same number.
+__global__ void pcie_echo_kernel(std::uint64_t* ping, std::uint64_t* pong, std::uint64_t n,
+                                 const std::uint32_t* abort) {
+  const sync::AtomicWord<std::uint64_t> in(ping);
+  const sync::AtomicWord<std::uint64_t> out(pong);
+  for (std::uint64_t i = 1; i <= n; ++i) {
+    if (sync::poll_until([&] { return in.load_relaxed() >= i; }, abort,
+                         sync::now_ns() + kDeviceTimeoutNs) != sync::WaitResult::Ok)
+      return;
+    out.store_relaxed(i);
+  }
+}
+
+struct EchoArgs {
+  cuda::SessionQueueView queue;
+  std::uint32_t* abort = nullptr;   // host-mapped
+  std::uint64_t* stamps = nullptr;  // device memory: block 0's (record read, arrival) per item
+  std::uint64_t max_items = 0;
+};
+
+// The session kernel's queue protocol, and nothing between an item's record and its arrival.
+__global__ void echo_kernel(const EchoArgs args) {
+  __shared__ bool stop;
+  const bool leader = threadIdx.x == 0;
+  for (std::uint64_t j = 0;; ++j) {
+    if (leader) {
+      cuda::SessionWork w;
+      stop = cuda::session_wait_record(args.queue, j, blockIdx.x % args.queue.stride, args.abort,
+                                       w) != sync::WaitResult::Ok ||
+             w.plan == nullptr;
+      if (blockIdx.x == 0 && j < args.max_items) args.stamps[2 * j] = sync::now_ns();
+    }
+    __syncthreads();
+    if (stop) return;
+    bool cut = false;
+    if (leader) {
+      cut = !cuda::session_item_done<sync::Scope::device>(args.queue, j, gridDim.x, args.abort);
+      if (blockIdx.x == 0 && j < args.max_items) args.stamps[2 * j + 1] = sync::now_ns();
+    }
+    if (__syncthreads_or(cut ? 1 : 0) != 0) return;
+  }
+}
+
+struct PcieResult {
+  double median_us, p90_us;
+};
+
+PcieResult measure_pcie(std::uint64_t n, cudaStream_t stream, std::uint32_t* abort_host,
+                        const std::uint32_t* abort_device) {
+  cuda::MappedHostMemory words(256);
+  auto* ping_host = reinterpret_cast<std::uint64_t*>(words.host());
+  auto* pong_host = reinterpret_cast<std::uint64_t*>(words.host() + 128);  // another line
+  pcie_echo_kernel<<<1, 32, 0, stream>>>(reinterpret_cast<std::uint64_t*>(words.device()),
+                                         reinterpret_cast<std::uint64_t*>(words.device() + 128), n,
+                                         abort_device);
+  check(cudaGetLastError(), "launch pcie_echo_kernel");
+  const sync::AtomicWord<std::uint64_t> ping(ping_host);
+  const sync::AtomicWord<std::uint64_t> pong(pong_host);
+  std::vector<double> each;
+  each.reserve(n);
+  for (std::uint64_t i = 1; i <= n; ++i) {
+    const auto t0 = Clock::now();
+    ping.store_release(i);
+    for (std::uint32_t polls = 0; pong.load_acquire() < i; ++polls)
+      if ((polls & 4095u) == 4095u && Clock::now() - t0 > kHostTimeout)
+        fail("pcie: the device did not answer within 5 s", abort_host);
+    each.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(pcie)");
+  // The first answers include the kernel's start.
+  each.erase(each.begin(),
+             each.begin() + static_cast<std::ptrdiff_t>(std::min<std::uint64_t>(n / 10, 100)));
+  return {percentile(each, 0.5), percentile(each, 0.9)};
+}
+
+struct EchoResult {
+  double back_to_back_us, round_trip_us, take_to_arrive_us, idle_us;
+};
+
+// Waits, bounded, until `ticket` completed.
+void wait_ticket(const cuda::SessionQueue& q, std::uint64_t ticket, std::uint32_t* abort_host) {
+  const auto t0 = Clock::now();
+  for (std::uint32_t polls = 0; q.completed() < ticket; ++polls)
+    if ((polls & 4095u) == 4095u && Clock::now() - t0 > kHostTimeout)
+      fail("echo: an item did not complete within 5 s", abort_host);
+}
+
+EchoResult measure_echo(unsigned nblocks, std::uint32_t records, std::uint64_t items,
+                        const cuda::SessionQueueMemory& memory, std::uint64_t* stamps_device,
+                        cudaStream_t stream, std::uint32_t* abort_host,
+                        std::uint32_t* abort_device) {
+  constexpr std::uint32_t depth = 16;
+  cuda::SessionQueue queue(memory, depth, records, stream);
+  EchoArgs args;
+  args.queue = queue.view();
+  args.abort = abort_device;
+  args.stamps = stamps_device;
+  args.max_items = 3 * items;
+  echo_kernel<<<nblocks, 64, 0, stream>>>(args);
+  check(cudaGetLastError(), "launch echo_kernel");
+
+  // Any address below 2^48 that is not null: the echo never reads it.
+  cuda::SessionWork work;
+  work.plan = reinterpret_cast<const void*>(std::uintptr_t{0x1000});
+  const std::vector<cuda::SessionWork> item(records, work);
+  const auto post = [&] {
+    const std::uint64_t posted = queue.posted();
+    if (posted >= depth) wait_ticket(queue, posted - depth + 1, abort_host);
+    return queue.post(item);
+  };
+
+  EchoResult r{};
+  // Warm-up, then back to back, then one at a time.
+  std::uint64_t ticket = 0;
+  for (std::uint64_t i = 0; i < items; ++i) ticket = post();
+  wait_ticket(queue, ticket, abort_host);
+  const auto t0 = Clock::now();
+  for (std::uint64_t i = 0; i < items; ++i) ticket = post();
+  wait_ticket(queue, ticket, abort_host);
+  r.back_to_back_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() /
+                      static_cast<double>(items);
+  std::vector<double> each;
+  each.reserve(items);
+  const std::uint64_t first_round_trip = queue.posted();
+  for (std::uint64_t i = 0; i < items; ++i) {
+    const auto t1 = Clock::now();
+    ticket = post();
+    wait_ticket(queue, ticket, abort_host);
+    each.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t1).count());
+  }
+  r.round_trip_us = percentile(each, 0.5);
+  // The stop item, then the kernel's end: no device-wide call while it runs.
+  if (queue.posted() >= depth) wait_ticket(queue, queue.posted() - depth + 1, abort_host);
+  queue.close([] {});
+
+  std::vector<std::uint64_t> stamps(2 * 3 * items);
+  check(cudaMemcpy(stamps.data(), stamps_device, stamps.size() * sizeof(std::uint64_t),
+                   cudaMemcpyDeviceToHost),
+        "cudaMemcpy(stamps)");
+  std::vector<double> take_to_arrive, idle;
+  for (std::uint64_t j = items; j < 3 * items; ++j)
+    take_to_arrive.push_back(static_cast<double>(stamps[2 * j + 1] - stamps[2 * j]) / 1e3);
+  for (std::uint64_t j = first_round_trip; j + 1 < 3 * items; ++j)
+    idle.push_back(static_cast<double>(stamps[2 * (j + 1)] - stamps[2 * j + 1]) / 1e3);
+  r.take_to_arrive_us = percentile(take_to_arrive, 0.5);
+  r.idle_us = percentile(idle, 0.5);
+  return r;
+}
+
+void run(std::uint64_t items, std::uint32_t records, const cudaDeviceProp& prop) {
+  // Everything allocated before the first kernel: no allocation waits for a resident one.
+  cuda::MappedHostMemory abort_word(sizeof(std::uint32_t));
+  auto* abort_host = reinterpret_cast<std::uint32_t*>(abort_word.host());
+  auto* abort_device = reinterpret_cast<std::uint32_t*>(abort_word.device());
+  const cuda::SessionQueueMemory memory(0, records);
+  cuda::DeviceMemory stamps(2 * 3 * items * sizeof(std::uint64_t));
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+
+  const PcieResult pcie = measure_pcie(items, stream, abort_host, abort_device);
+  std::printf(
+      "pcie round trip (host store, device poll and store, host poll): median %.2f us, "
+      "p90 %.2f us\n",
+      pcie.median_us, pcie.p90_us);
+
+  std::printf("%7s %16s %14s %18s %9s\n", "blocks", "back_to_back_us", "round_trip_us",
+              "take_to_arrive_us", "idle_us");
+  std::vector<unsigned> grids{1, records, 4 * records, 64,
+                              2 * static_cast<unsigned>(prop.multiProcessorCount)};
+  std::sort(grids.begin(), grids.end());
+  grids.erase(std::unique(grids.begin(), grids.end()), grids.end());
+  for (const unsigned nblocks : grids) {
+    const EchoResult r = measure_echo(nblocks, records, items, memory,
+                                      reinterpret_cast<std::uint64_t*>(stamps.get()), stream,
+                                      abort_host, abort_device);
+    std::printf("%7u %16.2f %14.2f %18.2f %9.2f\n", nblocks, r.back_to_back_us, r.round_trip_us,
+                r.take_to_arrive_us, r.idle_us);
+  }
+  check(cudaStreamDestroy(stream), "cudaStreamDestroy");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a run stopped by a time limit keeps its rows
+  const std::uint64_t items = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 2000;
+  const auto records = static_cast<std::uint32_t>(argc > 2 ? std::atoi(argv[2]) : 8);
+  if (items < 10 || records == 0) {
+    std::fprintf(stderr, "usage: ccoll_gpu_session_floor [items>=10] [records>=1]\n");
+    return 2;
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("ccoll_gpu_session_floor: no CUDA device\n");
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  std::printf(
+      "# %s: session queue without calls, %u records per item, depth 16, %llu items per "
+      "figure\n",
+      prop.name, records, static_cast<unsigned long long>(items));
+
+  run(items, records, prop);
+  return 0;
+}
