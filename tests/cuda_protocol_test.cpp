@@ -1,7 +1,8 @@
 // The host-device protocols of the CUDA transports that are not the step interpreter, run on host
 // threads over the same memory a kernel and its host share (no GPU): a persistent session's work
 // queue (transport/cuda/session_protocol.hpp: records tagged with their tickets, completion in
-// order, wrap-around, sessions one after another on the same memory, abort), the ranks' agreement
+// order, wrap-around, sessions one after another on the same memory, abort, a relay's copies in
+// device memory), the ranks' agreement
 // on each call (transport/cuda/call_record.hpp), the choice of a failed job's root cause
 // (transport/cuda/failure_record.hpp), where CudaP2P places a rank's FIFO memory
 // (transport/cuda/p2p_options.hpp), and the host half of a plan's device tables
@@ -437,6 +438,126 @@ TEST_CASE("session queue: items complete in order through many wrap-arounds") {
         for (std::uint32_t i = 0; i < depth; ++i) CHECK(m.arrivals[i] == 0);
         CHECK(m.arrivals[depth] == n);
       }
+}
+
+// A session's relay on host threads (session_relay_record): thread l of `lanes` copies records
+// l, l + lanes, ... below `records` (those the blocks read) of every item into `mirror` until the
+// stop item or the abort word.
+struct SimulatedRelay {
+  SimulatedRelay(SessionQueueView host, SessionRecord* mirror, std::uint32_t records,
+                 std::uint32_t lanes, std::uint32_t* abort) {
+    for (std::uint32_t l = 0; l < lanes && l < records; ++l)
+      threads_.emplace_back([=, this] {
+        const struct Finished {
+          std::atomic<std::uint32_t>& count;
+          ~Finished() { ++count; }
+        } finished{finished_};
+        for (std::uint64_t j = 0;; ++j) {
+          bool stop = false;
+          for (std::uint32_t i = l; i < records; i += lanes) {
+            bool stop_record = false;
+            if (session_relay_record(host, mirror, j, i, abort, stop_record) !=
+                sync::WaitResult::Ok) {
+              ++aborted;
+              return;
+            }
+            stop = stop || stop_record;
+          }
+          if (stop) return;
+        }
+      });
+  }
+  ~SimulatedRelay() { join(); }
+  void join() {
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+  // Have all threads ended within 20 s? (A relay waiting for a record that never comes fails the
+  // test instead of hanging it.)
+  bool finished() const {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (finished_ != threads_.size()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
+  std::atomic<int> aborted{0};
+
+ private:
+  std::atomic<std::uint32_t> finished_{0};
+  std::vector<std::thread> threads_;
+};
+
+TEST_CASE("session relay: blocks reading the relay's copies take every item, in order, whole") {
+  for (std::uint32_t depth : {1u, 3u, 16u})
+    for (unsigned nblocks : {1u, 4u})
+      for (std::uint32_t stride : {1u, 3u})
+        for (std::uint32_t lanes : {1u, 2u}) {
+          CAPTURE(depth);
+          CAPTURE(nblocks);
+          CAPTURE(stride);
+          CAPTURE(lanes);
+          const std::uint64_t n = 40;
+          QueueMemory m(depth, stride);
+          // A previous session's copies: zeroed before the kernel, as session_floor does.
+          std::vector<SessionRecord> mirror(std::size_t{depth} * stride);
+          std::uint32_t abort = 0;
+          std::vector<std::int64_t> out(n * nblocks, 0);
+          SessionRing ring = m.ring(depth);
+          SessionQueueView copies = m.view(depth);
+          copies.records = mirror.data();
+          SimulatedSessionKernel kernel(copies, nblocks, &abort, &out);
+          // The records some block reads (block b reads b % stride): a copy nobody reads would
+          // not hold its item back, and the host could overwrite the record before it is copied.
+          const std::uint32_t read = std::min(stride, nblocks);
+          SimulatedRelay relay(m.view(depth), mirror.data(), read, lanes, &abort);
+          const AbortOnUnwind unwind{&abort};
+          for (std::uint64_t j = 0; j < n; ++j) {
+            const std::uint64_t freeing = ring.ticket_freeing_next();
+            if (freeing != 0) REQUIRE(wait_for(ring, freeing));
+            post(ring, TestItem{j, static_cast<std::int64_t>(j) + 1});
+          }
+          REQUIRE(wait_for(ring, n));
+          if (ring.ticket_freeing_next() != 0) REQUIRE(wait_for(ring, ring.ticket_freeing_next()));
+          ring.post_stop();
+          REQUIRE(relay.finished());
+          kernel.join();
+          relay.join();
+          CHECK(kernel.stale == 0);
+          CHECK(kernel.out_of_order == 0);
+          CHECK(kernel.aborted == 0);
+          CHECK(relay.aborted == 0);
+          std::size_t wrong = 0;
+          for (std::uint64_t j = 0; j < n; ++j)
+            for (unsigned b = 0; b < nblocks; ++b)
+              if (out[j * nblocks + b] != static_cast<std::int64_t>(j + 1) * (b + 1)) ++wrong;
+          CHECK(wrong == 0);
+          // The copies of the stop item, with its ticket, are the last the relay wrote.
+          SessionWork w;
+          for (std::uint32_t i = 0; i < read; ++i) {
+            REQUIRE(session_read_record(mirror[n % depth * stride + i], n + 1, w));
+            CHECK(w.plan == nullptr);
+          }
+        }
+}
+
+TEST_CASE("session relay: the abort word ends a relay waiting for an item") {
+  QueueMemory m(2, 2);
+  std::vector<SessionRecord> mirror(4);
+  std::uint32_t abort = 0;
+  SessionRing ring = m.ring(2);
+  SimulatedRelay relay(m.view(2), mirror.data(), 2, 2, &abort);
+  // One record of item 0 only: the other lane waits.
+  ring.write(0, record_of(TestItem{0, 5}, 0));
+  std::this_thread::sleep_for(5ms);
+  sync::AtomicWord<std::uint32_t>(&abort).store_release(1u);
+  relay.join();
+  CHECK(relay.aborted == 2);  // the lane with item 0's record waits for item 1's
+  SessionWork w;
+  REQUIRE(session_read_record(mirror[0], 1, w));
+  CHECK(w.count == 5);
+  CHECK_FALSE(session_read_record(mirror[1], 1, w));
 }
 
 TEST_CASE("session queue: sessions one after another on the same memory take no stale item") {

@@ -19,8 +19,13 @@
 //              idle           block 0's leader, round trips only: from its arrival at item j to
 //                             its record of item j + 1, median: the host noticing the completion,
 //                             posting, and the poll that takes the post.
+//            each grid twice: `direct`, every block's leader polling its record in host memory (as
+//            the session kernels do), and `relayed`, one more block whose threads copy the
+//            records into device memory (session_relay_record), the blocks polling that copy, so
+//            that host memory sees one reader per record whatever the grid.
 // Where echo's round trip is near ccoll_gpu_latency's session_rt, the queue sets a session's
-// pace; where it is small, the calls inside the session do.
+// pace; where it is small, the calls inside the session do. Where `direct` grows with the grid
+// and `relayed` does not, the blocks' reads of host memory queue, and a relay is the remedy.
 //
 //   build/benchmarks/ccoll_gpu_session_floor [items=2000] [records=8]
 #include <cuda_runtime.h>
@@ -83,21 +88,61 @@ __global__ void pcie_echo_kernel(std::uint64_t* ping, std::uint64_t* pong, std::
 }
 
 struct EchoArgs {
-  cuda::SessionQueueView queue;
+  cuda::SessionQueueView queue;  // the host's records (host-mapped)
+  // Relayed: the last block copies the records here (device memory, the host's layout) and the
+  // others poll this copy, watching `relay_abort` (device memory, raised by the relay when the
+  // host's word is) instead of the host's word. nullptr: every block polls the host's records.
+  cuda::SessionRecord* mirror = nullptr;
+  std::uint32_t* relay_abort = nullptr;
   std::uint32_t* abort = nullptr;   // host-mapped
   std::uint64_t* stamps = nullptr;  // device memory: block 0's (record read, arrival) per item
   std::uint64_t max_items = 0;
 };
 
+// The relay block: its thread k copies records k, k + 32, ... of every item, up to the stop item;
+// only the records some block reads (block b reads record b % stride): a copy that no block reads
+// holds no item back, so the host could overwrite its record before the relay took it.
+__device__ void relay_records(const EchoArgs& args) {
+  const std::uint32_t lanes = 32;
+  const std::uint32_t read = min(args.queue.stride, gridDim.x - 1);
+  if (threadIdx.x >= lanes || threadIdx.x >= read) return;
+  for (std::uint64_t j = 0;; ++j) {
+    bool stop = false;
+    for (std::uint32_t i = threadIdx.x; i < read; i += lanes) {
+      bool stop_record = false;
+      if (cuda::session_relay_record(args.queue, args.mirror, j, i, args.abort, stop_record) !=
+          sync::WaitResult::Ok) {
+        sync::AtomicWord<std::uint32_t, sync::Scope::device>(args.relay_abort).store_release(1);
+        return;
+      }
+      stop = stop || stop_record;
+    }
+    if (stop) return;
+  }
+}
+
 // The session kernel's queue protocol, and nothing between an item's record and its arrival.
 __global__ void echo_kernel(const EchoArgs args) {
+  const bool relayed = args.mirror != nullptr;
+  if (relayed && blockIdx.x == gridDim.x - 1) {
+    relay_records(args);
+    return;
+  }
+  cuda::SessionQueueView queue = args.queue;
+  std::uint32_t* abort = args.abort;
+  unsigned nblocks = gridDim.x;
+  if (relayed) {
+    queue.records = args.mirror;
+    abort = args.relay_abort;
+    nblocks -= 1;
+  }
   __shared__ bool stop;
   const bool leader = threadIdx.x == 0;
   for (std::uint64_t j = 0;; ++j) {
     if (leader) {
       cuda::SessionWork w;
-      stop = cuda::session_wait_record(args.queue, j, blockIdx.x % args.queue.stride, args.abort,
-                                       w) != sync::WaitResult::Ok ||
+      stop = cuda::session_wait_record(queue, j, blockIdx.x % queue.stride, abort, w) !=
+                 sync::WaitResult::Ok ||
              w.plan == nullptr;
       if (blockIdx.x == 0 && j < args.max_items) args.stamps[2 * j] = sync::now_ns();
     }
@@ -105,7 +150,7 @@ __global__ void echo_kernel(const EchoArgs args) {
     if (stop) return;
     bool cut = false;
     if (leader) {
-      cut = !cuda::session_item_done<sync::Scope::device>(args.queue, j, gridDim.x, args.abort);
+      cut = !cuda::session_item_done<sync::Scope::device>(queue, j, nblocks, abort);
       if (blockIdx.x == 0 && j < args.max_items) args.stamps[2 * j + 1] = sync::now_ns();
     }
     if (__syncthreads_or(cut ? 1 : 0) != 0) return;
@@ -156,10 +201,17 @@ void wait_ticket(const cuda::SessionQueue& q, std::uint64_t ticket, std::uint32_
       fail("echo: an item did not complete within 5 s", abort_host);
 }
 
+// The relayed queue's device memory: the records' copy and the relay's abort word.
+struct RelayMemory {
+  cuda::DeviceMemory mirror;
+  cuda::DeviceMemory abort;
+};
+
+// `relay`: nullptr for the direct queue.
 EchoResult measure_echo(unsigned nblocks, std::uint32_t records, std::uint64_t items,
-                        const cuda::SessionQueueMemory& memory, std::uint64_t* stamps_device,
-                        cudaStream_t stream, std::uint32_t* abort_host,
-                        std::uint32_t* abort_device) {
+                        const cuda::SessionQueueMemory& memory, const RelayMemory* relay,
+                        std::uint64_t* stamps_device, cudaStream_t stream,
+                        std::uint32_t* abort_host, std::uint32_t* abort_device) {
   constexpr std::uint32_t depth = 16;
   cuda::SessionQueue queue(memory, depth, records, stream);
   EchoArgs args;
@@ -167,7 +219,17 @@ EchoResult measure_echo(unsigned nblocks, std::uint32_t records, std::uint64_t i
   args.abort = abort_device;
   args.stamps = stamps_device;
   args.max_items = 3 * items;
-  echo_kernel<<<nblocks, 64, 0, stream>>>(args);
+  if (relay != nullptr) {
+    // A previous session's copies could pass for this one's records: zeroed first, in stream
+    // order, as the queue's own device words.
+    args.mirror = reinterpret_cast<cuda::SessionRecord*>(relay->mirror.get());
+    args.relay_abort = reinterpret_cast<std::uint32_t*>(relay->abort.get());
+    check(cudaMemsetAsync(relay->mirror.get(), 0, relay->mirror.size(), stream),
+          "cudaMemsetAsync(mirror)");
+    check(cudaMemsetAsync(relay->abort.get(), 0, sizeof(std::uint32_t), stream),
+          "cudaMemsetAsync(relay abort)");
+  }
+  echo_kernel<<<nblocks + (relay != nullptr ? 1 : 0), 64, 0, stream>>>(args);
   check(cudaGetLastError(), "launch echo_kernel");
 
   // Any address below 2^48 that is not null: the echo never reads it.
@@ -225,6 +287,8 @@ void run(std::uint64_t items, std::uint32_t records, const cudaDeviceProp& prop)
   auto* abort_device = reinterpret_cast<std::uint32_t*>(abort_word.device());
   const cuda::SessionQueueMemory memory(0, records);
   cuda::DeviceMemory stamps(2 * 3 * items * sizeof(std::uint64_t));
+  const RelayMemory relay{cuda::DeviceMemory(sizeof(cuda::SessionRecord) * 16 * records),
+                          cuda::DeviceMemory(sizeof(std::uint32_t))};
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
 
@@ -234,19 +298,21 @@ void run(std::uint64_t items, std::uint32_t records, const cudaDeviceProp& prop)
       "p90 %.2f us\n",
       pcie.median_us, pcie.p90_us);
 
-  std::printf("%7s %16s %14s %18s %9s\n", "blocks", "back_to_back_us", "round_trip_us",
+  std::printf("%8s %7s %16s %14s %18s %9s\n", "queue", "blocks", "back_to_back_us", "round_trip_us",
               "take_to_arrive_us", "idle_us");
   std::vector<unsigned> grids{1, records, 4 * records, 64,
                               2 * static_cast<unsigned>(prop.multiProcessorCount)};
   std::sort(grids.begin(), grids.end());
   grids.erase(std::unique(grids.begin(), grids.end()), grids.end());
-  for (const unsigned nblocks : grids) {
-    const EchoResult r = measure_echo(nblocks, records, items, memory,
-                                      reinterpret_cast<std::uint64_t*>(stamps.get()), stream,
-                                      abort_host, abort_device);
-    std::printf("%7u %16.2f %14.2f %18.2f %9.2f\n", nblocks, r.back_to_back_us, r.round_trip_us,
-                r.take_to_arrive_us, r.idle_us);
-  }
+  // Direct and relayed alternate grid by grid, so that a drift of the machine shows in both.
+  for (const unsigned nblocks : grids)
+    for (const RelayMemory* mode : {static_cast<const RelayMemory*>(nullptr), &relay}) {
+      const EchoResult r = measure_echo(nblocks, records, items, memory, mode,
+                                        reinterpret_cast<std::uint64_t*>(stamps.get()), stream,
+                                        abort_host, abort_device);
+      std::printf("%8s %7u %16.2f %14.2f %18.2f %9.2f\n", mode == nullptr ? "direct" : "relayed",
+                  nblocks, r.back_to_back_us, r.round_trip_us, r.take_to_arrive_us, r.idle_us);
+    }
   check(cudaStreamDestroy(stream), "cudaStreamDestroy");
 }
 

@@ -90,14 +90,17 @@ inline void check_session_encodable(const SessionWork& w, int rank) {
 }
 
 // The host's write of item `ticket - 1`'s record (release stores, in any order: the reader checks
-// every word's tag). `w` is session_encodable.
+// every word's tag). `w` is session_encodable. Scope: who reads the record (a relay's copy in
+// device memory is read on its own GPU alone: session_relay_record).
+template <sync::Scope S = sync::Scope::system>
 CCOLL_HD inline void session_write_record(SessionRecord& r, std::uint64_t ticket,
                                           const SessionWork& w) {
   const std::uint64_t payloads[4] = {reinterpret_cast<std::uintptr_t>(w.plan),
                                      reinterpret_cast<std::uintptr_t>(w.input),
                                      reinterpret_cast<std::uintptr_t>(w.output), w.count};
   for (int i = 0; i < 4; ++i)
-    sync::AtomicWord<std::uint64_t>(&r.words[i]).store_release(session_tagged(payloads[i], ticket));
+    sync::AtomicWord<std::uint64_t, S>(&r.words[i])
+        .store_release(session_tagged(payloads[i], ticket));
 }
 
 // The address a record's payload names (its bits, as the host wrote them).
@@ -197,6 +200,35 @@ CCOLL_HD inline sync::WaitResult session_wait_record(const SessionQueueView& q, 
       abort, 0);
   if (result == sync::WaitResult::Ok) session_acquire_fence();
   return result;
+}
+
+// The relay: one thread copies record `index` of item j from the host's ring (`host`, host-mapped)
+// into `mirror` (the same layout, depth items of host.stride records, in device memory) once the
+// host has written it whole, and the blocks wait for their records in the mirror
+// (session_wait_record on a view whose records are the mirror's). A block that polls host memory
+// costs a PCIe read per poll, and the reads of many blocks queue at the host's bridge, each poll
+// then taking as long as the queue ahead of it (the abort word's reads did that with hundreds of
+// blocks waiting: docs/results/gpu-2026-11-30-h200.md); with a relay, the host's records are read
+// by one thread per record and the blocks poll L2. The copy keeps each word's tag, so a mirror
+// slot holds item j, item j - depth or zeros as the host's slot does, and the host's
+// back-pressure frees both: the host writes item j + depth only once item j has completed, after
+// every block read its copy of item j. So a relay copies only records that some block reads: the
+// host may overwrite one that no block reads before the relay took it, and the relay would wait
+// for it forever. Ok, with `stop` set at the stop item (copied too: the blocks end on it); Aborted
+// when the abort word was raised.
+CCOLL_HD inline sync::WaitResult session_relay_record(const SessionQueueView& host,
+                                                      SessionRecord* mirror, std::uint64_t j,
+                                                      std::uint32_t index,
+                                                      const std::uint32_t* abort, bool& stop) {
+  SessionWork w;
+  const sync::WaitResult result = session_wait_record(host, j, index, abort, w);
+  if (result != sync::WaitResult::Ok) return result;
+  // After session_wait_record's acquire fence: a block that reads this copy whole and fences
+  // sees what the host wrote before the record (the plan's tables), by causality.
+  session_write_record<sync::Scope::device>(mirror[(j % host.depth) * host.stride + index], j + 1,
+                                            w);
+  stop = w.plan == nullptr;
+  return sync::WaitResult::Ok;
 }
 
 // The block leader's arrival after item j, its outputs written: the last of `nblocks` to arrive
