@@ -87,6 +87,9 @@ __global__ void pcie_echo_kernel(std::uint64_t* ping, std::uint64_t* pong, std::
   }
 }
 
+// The queue's depth in every measurement: the items in flight back to back.
+constexpr std::uint32_t kDepth = 16;
+
 struct EchoArgs {
   cuda::SessionQueueView queue;  // the host's records (host-mapped)
   // Relayed: the last block copies the records here (device memory, the host's layout) and the
@@ -212,7 +215,7 @@ EchoResult measure_echo(unsigned nblocks, std::uint32_t records, std::uint64_t i
                         const cuda::SessionQueueMemory& memory, const RelayMemory* relay,
                         std::uint64_t* stamps_device, cudaStream_t stream,
                         std::uint32_t* abort_host, std::uint32_t* abort_device) {
-  constexpr std::uint32_t depth = 16;
+  constexpr std::uint32_t depth = kDepth;
   cuda::SessionQueue queue(memory, depth, records, stream);
   EchoArgs args;
   args.queue = queue.view();
@@ -287,7 +290,7 @@ void run(std::uint64_t items, std::uint32_t records, const cudaDeviceProp& prop)
   auto* abort_device = reinterpret_cast<std::uint32_t*>(abort_word.device());
   const cuda::SessionQueueMemory memory(0, records);
   cuda::DeviceMemory stamps(2 * 3 * items * sizeof(std::uint64_t));
-  const RelayMemory relay{cuda::DeviceMemory(sizeof(cuda::SessionRecord) * 16 * records),
+  const RelayMemory relay{cuda::DeviceMemory(sizeof(cuda::SessionRecord) * kDepth * records),
                           cuda::DeviceMemory(sizeof(std::uint32_t))};
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -334,9 +337,9 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   std::printf(
-      "# %s: session queue without calls, %u records per item, depth 16, %llu items per "
+      "# %s: session queue without calls, %u records per item, depth %u, %llu items per "
       "figure\n",
-      prop.name, records, static_cast<unsigned long long>(items));
+      prop.name, records, kDepth, static_cast<unsigned long long>(items));
 
   run(items, records, prop);
   return 0;
