@@ -2,7 +2,7 @@
 // threads over the same memory a kernel and its host share (no GPU): a persistent session's work
 // queue (transport/cuda/session_protocol.hpp: records tagged with their tickets, completion in
 // order, wrap-around, sessions one after another on the same memory, abort, a relay's copies in
-// device memory), the ranks' agreement
+// device memory, how often the host's waits ask the driver about the kernel), the ranks' agreement
 // on each call (transport/cuda/call_record.hpp), the choice of a failed job's root cause
 // (transport/cuda/failure_record.hpp), where CudaP2P places a rank's FIFO memory
 // (transport/cuda/p2p_options.hpp), and the host half of a plan's device tables
@@ -666,6 +666,36 @@ TEST_CASE("session queue: an item's last block publishes it only after the item 
   CHECK(ring.completed() == 2);
   CHECK(m.arrivals[0] == 0);
   CHECK(m.arrivals[1] == 0);
+}
+
+TEST_CASE("session driver pace: no query while the queue progresses; one per 100 us once stuck") {
+  constexpr std::uint64_t quiet = SessionDriverPace::kQuietNs;
+  constexpr std::uint64_t interval = SessionDriverPace::kIntervalNs;
+  SessionDriverPace pace;
+  const std::uint64_t t0 = 5'000'000;
+  // A call that completes within the quiet time asks the driver nothing, however often polled.
+  for (std::uint64_t t = t0; t < t0 + quiet; t += 1'000) CHECK_FALSE(pace.due(7, t));
+  // A queue that stays stuck: one query at the end of the quiet time, then one per interval.
+  int queries = 0;
+  for (std::uint64_t t = t0 + quiet; t < t0 + quiet + 10 * interval; t += 1'000)
+    queries += pace.due(7, t) ? 1 : 0;
+  CHECK(queries == 10);
+  // Progress starts a new quiet time.
+  const std::uint64_t t1 = t0 + quiet + 10 * interval;
+  CHECK_FALSE(pace.due(8, t1));
+  CHECK_FALSE(pace.due(8, t1 + quiet - 1));
+  CHECK(pace.due(8, t1 + quiet));
+  CHECK_FALSE(pace.due(8, t1 + quiet + 1));
+  // Calls back to back, one completing every 25 us and each polled five times: no query at all.
+  int back_to_back = 0;
+  for (std::uint64_t completed = 9; completed < 1009; ++completed)
+    for (std::uint64_t k = 0; k < 5; ++k)
+      back_to_back += pace.due(completed, t1 + completed * 25'000 + k * 5'000) ? 1 : 0;
+  CHECK(back_to_back == 0);
+  // A count of zero is progress too, the first time it is seen (a new queue starts there).
+  SessionDriverPace fresh;
+  CHECK_FALSE(fresh.due(0, t0));
+  CHECK(fresh.due(0, t0 + quiet));
 }
 
 TEST_CASE("agreement: ranks on threads agree call by call; a late peer is waited for") {

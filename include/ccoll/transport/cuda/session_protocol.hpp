@@ -254,6 +254,43 @@ CCOLL_HD inline bool session_item_done(const SessionQueueView& q, std::uint64_t 
   return true;
 }
 
+// When the host, waiting for a ticket, asks the driver whether the session's kernel still runs
+// (cudaStreamQuery, session_queue.cuh): the kernel never returns while the session is open, so
+// that query only notices a kernel that ended early (a fault) and would otherwise leave the wait
+// spinning. A driver call costs microseconds, and the lent GPU machine's were slow (an empty
+// launch 3.5-5.4 us, a launch and its synchronisation 19-30 us: docs/results/gpu.md), so a wait
+// that asked on its first poll would add a query to every call that did not complete at once.
+// Instead the host asks only once the queue has made no progress (its completion count has not
+// moved) for kQuietNs, and then at most once per kIntervalNs: calls that complete one after
+// another never pay a query, and a kernel that died is still noticed within a fraction of a
+// millisecond, whichever tickets the caller polls. Plain arithmetic on clock values (now_ns()),
+// so that the fast suite tests it with made-up clocks.
+class SessionDriverPace {
+ public:
+  static constexpr std::uint64_t kQuietNs = 100'000;
+  static constexpr std::uint64_t kIntervalNs = 100'000;
+
+  // Is a driver query due now, the queue's completion count being `completed`? A count that
+  // moved since the last ask starts a new quiet time.
+  bool due(std::uint64_t completed, std::uint64_t now) {
+    if (!asked_ || completed != completed_) {
+      asked_ = true;
+      completed_ = completed;
+      since_ = now;
+      return false;
+    }
+    if (now - since_ < kQuietNs || now < next_) return false;
+    next_ = now + kIntervalNs;
+    return true;
+  }
+
+ private:
+  bool asked_ = false;
+  std::uint64_t completed_ = 0;
+  std::uint64_t since_ = 0;
+  std::uint64_t next_ = 0;
+};
+
 // The host half of the ring: which slot the next item goes to, when that slot is free, the
 // writing of an item's records and of the stop item, and the completion of a ticket. Tickets are
 // 1, 2, ...: ticket t is item t - 1.

@@ -11,7 +11,8 @@
 // kernels of other ranks, or of this rank's next session, may be waiting for this thread.
 //
 // The host half (SessionQueue) adds to the ring the tickets' bounded waits: a wait notices a
-// failed executor and a kernel that ended without completing. A transport's session adds what its
+// failed executor and a kernel that ended without completing (the latter a driver call, paced by
+// SessionDriverPace). A transport's session adds what its
 // records carry and its kernel.
 #pragma once
 
@@ -124,7 +125,9 @@ class SessionQueue {
   }
 
   // Has the item of `ticket` completed? Throws the executor's failure, or that the kernel ended
-  // (a fault, say) before completing it, instead of letting a caller wait forever.
+  // (a fault, say) before completing it, instead of letting a caller wait forever. The kernel's
+  // state is a driver call (cudaStreamQuery), asked only once the queue has made no progress for a
+  // while, and then seldom (SessionDriverPace): calls that complete one after another pay none.
   template <class CheckFailures>
   bool done(std::uint64_t ticket, CheckFailures&& check_failures) {
     if (ticket > ring_.posted())
@@ -133,6 +136,7 @@ class SessionQueue {
                              std::to_string(ticket));
     if (ring_.has_completed(ticket)) return true;
     check_failures();
+    if (!pace_.due(ring_.completed(), sync::now_ns())) return false;
     const cudaError_t e = cudaStreamQuery(stream_);
     if (e != cudaErrorNotReady) {
       check(e, "the session kernel", rank_);
@@ -146,13 +150,12 @@ class SessionQueue {
 
   // Waits for `ticket` (a host spin with backoff: the kernel never returns to the host). Each
   // poll reads the completion word alone (host memory); the executor's failures and the kernel's
-  // state (cudaStreamQuery, a driver call of microseconds) only every kPollsPerQuery polls, which
-  // would otherwise set the pace of a wait that the kernel ends a microsecond after it starts.
+  // state (done()) only every kPollsPerCheck polls.
   template <class CheckFailures>
   void wait(std::uint64_t ticket, CheckFailures&& check_failures) {
     sync::Backoff backoff;
     for (std::uint32_t polls = 0;; ++polls) {
-      if (polls % kPollsPerQuery == 0) {
+      if (polls % kPollsPerCheck == 0) {
         if (done(ticket, check_failures)) return;
       } else if (ring_.has_completed(ticket)) {
         return;
@@ -160,7 +163,7 @@ class SessionQueue {
       backoff.pause();
     }
   }
-  static constexpr std::uint32_t kPollsPerQuery = 256;
+  static constexpr std::uint32_t kPollsPerCheck = 256;
 
   // Lets the posted items finish, posts the stop item and waits for the kernel: the session's own
   // stream, nothing else. On a failure the kernel has ended already, and the wait throws it.
@@ -181,6 +184,7 @@ class SessionQueue {
   int rank_ = -1;
   SessionRing ring_;
   SessionQueueView view_;
+  SessionDriverPace pace_;
 };
 
 }  // namespace ccoll::transport::cuda
