@@ -2,7 +2,7 @@
 // collective in its items, so that a session's time per call (ccoll_gpu_latency) splits into the
 // queue's part and the calls' own.
 //
-// Two measurements:
+// Three measurements:
 //   pcie     the floor under any host-fed kernel: the host stores a number into host-mapped memory,
 //            one device thread polls it and stores it back into another host-mapped word, the
 //            host polls that: one round trip, host clock, median and 90th percentile;
@@ -19,13 +19,19 @@
 //              idle           block 0's leader, round trips only: from its arrival at item j to
 //                             its record of item j + 1, median: the host noticing the completion,
 //                             posting, and the poll that takes the post.
-//            each grid twice: `direct`, every block's leader polling its record in host memory (as
+//            Each grid twice: `direct`, every block's leader polling its record in host memory (as
 //            the session kernels do), and `relayed`, one more block whose threads copy the
 //            records into device memory (session_relay_record), the blocks polling that copy, so
-//            that host memory sees one reader per record whatever the grid.
+//            that host memory sees one reader per record whatever the grid. The host's waits
+//            read the completion word alone, never asking the driver;
+//   query    a driver query of the session's stream (cudaStreamQuery) while the echo kernel is
+//            resident, as a session's host waits ask it (session_queue.cuh): 500 per run, the
+//            range of the runs' medians.
 // Where echo's round trip is near ccoll_gpu_latency's session_rt, the queue sets a session's
 // pace; where it is small, the calls inside the session do. Where `direct` grows with the grid
 // and `relayed` does not, the blocks' reads of host memory queue, and a relay is the remedy.
+// Where a query costs about what a session's call does beyond the echo's, the host's queries set
+// the pace (a session's waits now ask seldom: SessionDriverPace).
 //
 //   build/benchmarks/ccoll_gpu_session_floor [items=2000] [records=8]
 #include <cuda_runtime.h>
@@ -194,6 +200,7 @@ PcieResult measure_pcie(std::uint64_t n, cudaStream_t stream, std::uint32_t* abo
 
 struct EchoResult {
   double back_to_back_us, round_trip_us, take_to_arrive_us, idle_us;
+  double query_median_us = 0, query_p90_us = 0;  // cudaStreamQuery with the kernel resident
 };
 
 // Waits, bounded, until `ticket` completed.
@@ -265,6 +272,20 @@ EchoResult measure_echo(unsigned nblocks, std::uint32_t records, std::uint64_t i
     each.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t1).count());
   }
   r.round_trip_us = percentile(each, 0.5);
+  // What a driver query of the session's stream costs while its kernel is resident (as a
+  // session's waits ask it: session_queue.cuh): the kernel waits for its next item meanwhile.
+  std::vector<double> queries;
+  for (int i = 0; i < 500; ++i) {
+    const auto t1 = Clock::now();
+    const cudaError_t e = cudaStreamQuery(stream);
+    queries.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t1).count());
+    if (e != cudaErrorNotReady) {
+      check(e, "cudaStreamQuery(echo)");
+      fail("echo: the kernel ended before its stop item", abort_host);
+    }
+  }
+  r.query_median_us = percentile(queries, 0.5);
+  r.query_p90_us = percentile(queries, 0.9);
   // The stop item, then the kernel's end: no device-wide call while it runs.
   if (queue.posted() >= depth) wait_ticket(queue, queue.posted() - depth + 1, abort_host);
   queue.close([] {});
@@ -308,6 +329,7 @@ void run(std::uint64_t items, std::uint32_t records, const cudaDeviceProp& prop)
   std::sort(grids.begin(), grids.end());
   grids.erase(std::unique(grids.begin(), grids.end()), grids.end());
   // Direct and relayed alternate grid by grid, so that a drift of the machine shows in both.
+  std::vector<double> query_medians;
   for (const unsigned nblocks : grids)
     for (const RelayMemory* mode : {static_cast<const RelayMemory*>(nullptr), &relay}) {
       const EchoResult r = measure_echo(nblocks, records, items, memory, mode,
@@ -315,7 +337,12 @@ void run(std::uint64_t items, std::uint32_t records, const cudaDeviceProp& prop)
                                         abort_host, abort_device);
       std::printf("%8s %7u %16.2f %14.2f %18.2f %9.2f\n", mode == nullptr ? "direct" : "relayed",
                   nblocks, r.back_to_back_us, r.round_trip_us, r.take_to_arrive_us, r.idle_us);
+      query_medians.push_back(r.query_median_us);
     }
+  std::printf(
+      "cudaStreamQuery with a session kernel resident: medians %.2f-%.2f us over the runs above\n",
+      *std::min_element(query_medians.begin(), query_medians.end()),
+      *std::max_element(query_medians.begin(), query_medians.end()));
   check(cudaStreamDestroy(stream), "cudaStreamDestroy");
 }
 
