@@ -1,8 +1,11 @@
-// ccoll_gpu_session_floor: what a persistent session's work queue costs by itself, with no
-// collective in its items, so that a session's time per call (ccoll_gpu_latency) splits into the
-// queue's part and the calls' own.
+// ccoll_gpu_session_floor: the floors under a call: what a launch costs with nothing in its
+// kernel, and what a persistent session's work queue costs with no collective in its items, so
+// that a call's time (ccoll_gpu_latency, launched and in a session) splits into those parts and
+// the call's own.
 //
-// Three measurements:
+// Four measurements:
+//   launch   empty kernels launched back to back, plain and cooperative (as CudaVirtualRanks
+//            launches every call), 16 blocks and 2 per SM: the floor under a launched call;
 //   pcie     the floor under any host-fed kernel: the host stores a number into host-mapped memory,
 //            one device thread polls it and stores it back into another host-mapped word, the
 //            host polls that: one round trip, host clock, median and 90th percentile;
@@ -166,6 +169,51 @@ __global__ void echo_kernel(const EchoArgs args) {
   }
 }
 
+// Nothing: what a launch costs by itself.
+__global__ void empty_kernel(int) {}
+
+// Per launch of an empty kernel of `nblocks` blocks, back to back (host clock, `n` launches and
+// one synchronisation), us: a plain launch, a cooperative one (as CudaVirtualRanks launches every
+// call: virtual_ranks.cuh), and a cooperative one with the executor's cudaSetDevice before it and
+// cudaEventRecord after it.
+struct LaunchResult {
+  double plain_us, cooperative_us, executor_us;
+};
+
+LaunchResult measure_launch(unsigned nblocks, int n, cudaStream_t stream) {
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  cudaEvent_t event = nullptr;
+  check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+  int arg = 0;
+  void* params[] = {&arg};
+  const void* key = reinterpret_cast<const void*>(&empty_kernel);
+  const auto per_launch = [&](int mode) {
+    const auto launch = [&] {
+      if (mode == 2) check(cudaSetDevice(device), "cudaSetDevice");
+      if (mode == 0)
+        empty_kernel<<<nblocks, 32, 0, stream>>>(0);
+      else
+        check(cudaLaunchCooperativeKernel(key, dim3(nblocks), dim3(32), params, 0, stream),
+              "cudaLaunchCooperativeKernel(empty)");
+      if (mode == 2) check(cudaEventRecord(event, stream), "cudaEventRecord");
+    };
+    for (int i = 0; i < 100; ++i) launch();  // warm-up
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(launch)");
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) launch();
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize(launch)");
+    check(cudaGetLastError(), "launch empty_kernel");
+    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / n;
+  };
+  LaunchResult r{};
+  r.plain_us = per_launch(0);
+  r.cooperative_us = per_launch(1);
+  r.executor_us = per_launch(2);
+  check(cudaEventDestroy(event), "cudaEventDestroy");
+  return r;
+}
+
 struct PcieResult {
   double median_us, p90_us;
 };
@@ -315,6 +363,14 @@ void run(std::uint64_t items, std::uint32_t records, const cudaDeviceProp& prop)
                           cuda::DeviceMemory(sizeof(std::uint32_t))};
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+
+  std::printf("empty launches back to back, per launch (us): %7s %8s %12s %21s\n", "blocks",
+              "plain", "cooperative", "cooperative+set+event");
+  for (const unsigned nblocks : {16u, 2 * static_cast<unsigned>(prop.multiProcessorCount)}) {
+    const LaunchResult l = measure_launch(nblocks, 2000, stream);
+    std::printf("%47s %7u %8.2f %12.2f %21.2f\n", "", nblocks, l.plain_us, l.cooperative_us,
+                l.executor_us);
+  }
 
   const PcieResult pcie = measure_pcie(items, stream, abort_host, abort_device);
   std::printf(
