@@ -111,12 +111,31 @@ struct SimulatedSessionKernel {
                          std::vector<std::int64_t>* out)
       : q_(q), nblocks_(nblocks), abort_(abort), out_(out) {
     blocks_.reserve(nblocks);
-    for (unsigned b = 0; b < nblocks; ++b) blocks_.emplace_back([this, b] { run(b); });
+    for (unsigned b = 0; b < nblocks; ++b)
+      blocks_.emplace_back([this, b] {
+        run(b);
+        ++finished_;
+      });
   }
-  ~SimulatedSessionKernel() { join(); }
+  // A failed REQUIRE unwinding past the kernel raises the abort word, so that its blocks stop
+  // waiting instead of hanging the test.
+  ~SimulatedSessionKernel() {
+    if (std::uncaught_exceptions() > 0) sync::AtomicWord<std::uint32_t>(abort_).store_release(1u);
+    join();
+  }
   void join() {
     for (auto& t : blocks_)
       if (t.joinable()) t.join();
+  }
+  // Have all blocks ended within 20 s? (A block waiting for an item that never comes fails the
+  // test instead of hanging it.)
+  bool finished() const {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (finished_ != blocks_.size()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
   }
   std::atomic<int> stale{0};  // records read that were not the expected one
   std::atomic<int> out_of_order{0};
@@ -156,6 +175,7 @@ struct SimulatedSessionKernel {
   unsigned nblocks_;
   std::uint32_t* abort_;
   std::vector<std::int64_t>* out_;
+  std::atomic<std::size_t> finished_{0};
   std::vector<std::thread> blocks_;
 };
 
@@ -424,6 +444,7 @@ TEST_CASE("session queue: items complete in order through many wrap-arounds") {
         REQUIRE(wait_for(ring, n));
         if (ring.ticket_freeing_next() != 0) REQUIRE(wait_for(ring, ring.ticket_freeing_next()));
         ring.post_stop();
+        REQUIRE(kernel.finished());
         kernel.join();
         CHECK(ring.completed() == n);
         CHECK(kernel.stale == 0);
@@ -445,7 +466,8 @@ TEST_CASE("session queue: items complete in order through many wrap-arounds") {
 // stop item or the abort word.
 struct SimulatedRelay {
   SimulatedRelay(SessionQueueView host, SessionRecord* mirror, std::uint32_t records,
-                 std::uint32_t lanes, std::uint32_t* abort) {
+                 std::uint32_t lanes, std::uint32_t* abort)
+      : abort_(abort) {
     for (std::uint32_t l = 0; l < lanes && l < records; ++l)
       threads_.emplace_back([=, this] {
         const struct Finished {
@@ -467,7 +489,11 @@ struct SimulatedRelay {
         }
       });
   }
-  ~SimulatedRelay() { join(); }
+  // As SimulatedSessionKernel's: a failed REQUIRE raises the abort word before the join.
+  ~SimulatedRelay() {
+    if (std::uncaught_exceptions() > 0) sync::AtomicWord<std::uint32_t>(abort_).store_release(1u);
+    join();
+  }
   void join() {
     for (auto& t : threads_)
       if (t.joinable()) t.join();
@@ -485,6 +511,7 @@ struct SimulatedRelay {
   std::atomic<int> aborted{0};
 
  private:
+  std::uint32_t* abort_;
   std::atomic<std::uint32_t> finished_{0};
   std::vector<std::thread> threads_;
 };
@@ -522,6 +549,7 @@ TEST_CASE("session relay: blocks reading the relay's copies take every item, in 
           if (ring.ticket_freeing_next() != 0) REQUIRE(wait_for(ring, ring.ticket_freeing_next()));
           ring.post_stop();
           REQUIRE(relay.finished());
+          REQUIRE(kernel.finished());
           kernel.join();
           relay.join();
           CHECK(kernel.stale == 0);
@@ -596,6 +624,7 @@ TEST_CASE("session queue: sessions one after another on the same memory take no 
     REQUIRE(wait_for(ring, n));
     if (ring.ticket_freeing_next() != 0) REQUIRE(wait_for(ring, ring.ticket_freeing_next()));
     ring.post_stop();
+    REQUIRE(kernel.finished());
     kernel.join();
     CHECK(kernel.stale == 0);
     CHECK(kernel.aborted == 0);
@@ -618,6 +647,7 @@ TEST_CASE("session queue: the abort word ends blocks waiting for an item") {
   // Idle blocks wait without a deadline; the word ends them.
   std::this_thread::sleep_for(5ms);
   sync::AtomicWord<std::uint32_t>(&abort).store_release(1u);
+  REQUIRE(kernel.finished());
   kernel.join();
   CHECK(kernel.aborted == 3);
   CHECK(ring.completed() == 1);
