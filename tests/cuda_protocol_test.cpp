@@ -102,6 +102,46 @@ struct QueueMemory {
   std::uint32_t stride;
 };
 
+// The threads that stand for a kernel's blocks or a relay's lanes. Each ends by itself (a stop
+// item, the abort word); finished() waits for that at most 20 s, so that a thread waiting for
+// something that never comes fails its test instead of hanging it. A failed REQUIRE unwinding past
+// these threads raises the abort word before they are joined, for the same reason.
+class SimulatedThreads {
+ public:
+  explicit SimulatedThreads(std::uint32_t* abort) : abort_(abort) {}
+  ~SimulatedThreads() {
+    if (std::uncaught_exceptions() > 0) sync::AtomicWord<std::uint32_t>(abort_).store_release(1u);
+    join();
+  }
+  SimulatedThreads(const SimulatedThreads&) = delete;
+  SimulatedThreads& operator=(const SimulatedThreads&) = delete;
+
+  template <class Body>
+  void start(Body body) {
+    threads_.emplace_back([this, body] {
+      body();
+      ++finished_;
+    });
+  }
+  bool finished() const {
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (finished_ != threads_.size()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
+  void join() {
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+
+ private:
+  std::uint32_t* abort_;
+  std::atomic<std::size_t> finished_{0};
+  std::vector<std::thread> threads_;
+};
+
 // A session kernel of `nblocks` blocks on host threads: block b reads record b % stride of each
 // item (its rank's, as the virtual ranks' kernel does), checks that it is item j's and its own
 // record, writes its output and arrives; a stop item or the abort word ends it.
@@ -109,34 +149,11 @@ struct QueueMemory {
 struct SimulatedSessionKernel {
   SimulatedSessionKernel(SessionQueueView q, unsigned nblocks, std::uint32_t* abort,
                          std::vector<std::int64_t>* out)
-      : q_(q), nblocks_(nblocks), abort_(abort), out_(out) {
-    blocks_.reserve(nblocks);
-    for (unsigned b = 0; b < nblocks; ++b)
-      blocks_.emplace_back([this, b] {
-        run(b);
-        ++finished_;
-      });
+      : q_(q), nblocks_(nblocks), abort_(abort), out_(out), blocks_(abort) {
+    for (unsigned b = 0; b < nblocks; ++b) blocks_.start([this, b] { run(b); });
   }
-  // A failed REQUIRE unwinding past the kernel raises the abort word, so that its blocks stop
-  // waiting instead of hanging the test.
-  ~SimulatedSessionKernel() {
-    if (std::uncaught_exceptions() > 0) sync::AtomicWord<std::uint32_t>(abort_).store_release(1u);
-    join();
-  }
-  void join() {
-    for (auto& t : blocks_)
-      if (t.joinable()) t.join();
-  }
-  // Have all blocks ended within 20 s? (A block waiting for an item that never comes fails the
-  // test instead of hanging it.)
-  bool finished() const {
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (finished_ != blocks_.size()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::yield();
-    }
-    return true;
-  }
+  bool finished() const { return blocks_.finished(); }
+  void join() { blocks_.join(); }
   std::atomic<int> stale{0};  // records read that were not the expected one
   std::atomic<int> out_of_order{0};
   std::atomic<int> aborted{0};  // blocks that ended on the abort word
@@ -175,8 +192,7 @@ struct SimulatedSessionKernel {
   unsigned nblocks_;
   std::uint32_t* abort_;
   std::vector<std::int64_t>* out_;
-  std::atomic<std::size_t> finished_{0};
-  std::vector<std::thread> blocks_;
+  SimulatedThreads blocks_;  // last: joined before the members their blocks use go
 };
 
 // Raises the abort word when a failed REQUIRE unwinds past it, so that the simulated kernel's
@@ -461,19 +477,17 @@ TEST_CASE("session queue: items complete in order through many wrap-arounds") {
       }
 }
 
+namespace {
+
 // A session's relay on host threads (session_relay_record): thread l of `lanes` copies records
 // l, l + lanes, ... below `records` (those the blocks read) of every item into `mirror` until the
 // stop item or the abort word.
 struct SimulatedRelay {
   SimulatedRelay(SessionQueueView host, SessionRecord* mirror, std::uint32_t records,
                  std::uint32_t lanes, std::uint32_t* abort)
-      : abort_(abort) {
+      : lanes_(abort) {
     for (std::uint32_t l = 0; l < lanes && l < records; ++l)
-      threads_.emplace_back([=, this] {
-        const struct Finished {
-          std::atomic<std::uint32_t>& count;
-          ~Finished() { ++count; }
-        } finished{finished_};
+      lanes_.start([=, this] {
         for (std::uint64_t j = 0;; ++j) {
           bool stop = false;
           for (std::uint32_t i = l; i < records; i += lanes) {
@@ -489,32 +503,15 @@ struct SimulatedRelay {
         }
       });
   }
-  // As SimulatedSessionKernel's: a failed REQUIRE raises the abort word before the join.
-  ~SimulatedRelay() {
-    if (std::uncaught_exceptions() > 0) sync::AtomicWord<std::uint32_t>(abort_).store_release(1u);
-    join();
-  }
-  void join() {
-    for (auto& t : threads_)
-      if (t.joinable()) t.join();
-  }
-  // Have all threads ended within 20 s? (A relay waiting for a record that never comes fails the
-  // test instead of hanging it.)
-  bool finished() const {
-    const auto deadline = std::chrono::steady_clock::now() + 20s;
-    while (finished_ != threads_.size()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::yield();
-    }
-    return true;
-  }
+  bool finished() const { return lanes_.finished(); }
+  void join() { lanes_.join(); }
   std::atomic<int> aborted{0};
 
  private:
-  std::uint32_t* abort_;
-  std::atomic<std::uint32_t> finished_{0};
-  std::vector<std::thread> threads_;
+  SimulatedThreads lanes_;  // last: joined before `aborted` goes
 };
+
+}  // namespace
 
 TEST_CASE("session relay: blocks reading the relay's copies take every item, in order, whole") {
   for (std::uint32_t depth : {1u, 3u, 16u})

@@ -258,7 +258,8 @@ CCOLL_HD inline bool session_item_done(const SessionQueueView& q, std::uint64_t 
 // (cudaStreamQuery, session_queue.cuh): the kernel never returns while the session is open, so
 // that query only notices a kernel that ended early (a fault) and would otherwise leave the wait
 // spinning. A driver call costs microseconds, and the lent GPU machine's were slow (an empty
-// launch 3.5-5.4 us, a launch and its synchronisation 19-30 us: docs/results/gpu.md), so a wait
+// launch 3.5-5.4 us, a launch and its synchronisation 19-30 us:
+// docs/results/gpu-2026-11-30-h200.md and its latency_p8_c1.log), so a wait
 // that asked on its first poll would add a query to every call that did not complete at once.
 // Instead the host asks only once the queue has made no progress (its completion count has not
 // moved) for kQuietNs, and then at most once per kIntervalNs: calls that complete one after

@@ -12,8 +12,7 @@
 //
 // The host half (SessionQueue) adds to the ring the tickets' bounded waits: a wait notices a
 // failed executor and a kernel that ended without completing (the latter a driver call, paced by
-// SessionDriverPace). A transport's session adds what its
-// records carry and its kernel.
+// SessionDriverPace). A transport's session adds what its records carry and its kernel.
 #pragma once
 
 #include <cuda_runtime.h>
