@@ -248,7 +248,7 @@ PcieResult measure_pcie(std::uint64_t n, cudaStream_t stream, std::uint32_t* abo
 
 struct EchoResult {
   double back_to_back_us, round_trip_us, take_to_arrive_us, idle_us;
-  double query_median_us = 0, query_p90_us = 0;  // cudaStreamQuery with the kernel resident
+  double query_median_us = 0;  // cudaStreamQuery with the kernel resident
 };
 
 // Waits, bounded, until `ticket` completed.
@@ -333,7 +333,6 @@ EchoResult measure_echo(unsigned nblocks, std::uint32_t records, std::uint64_t i
     }
   }
   r.query_median_us = percentile(queries, 0.5);
-  r.query_p90_us = percentile(queries, 0.9);
   // The stop item, then the kernel's end: no device-wide call while it runs.
   if (queue.posted() >= depth) wait_ticket(queue, queue.posted() - depth + 1, abort_host);
   queue.close([] {});
