@@ -35,6 +35,7 @@
 #include "ccoll/protocol/low_latency.hpp"
 #include "ccoll/protocol/protocol.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
+#include "ccoll/runtime/step_marks.hpp"
 #include "ccoll/transport/cuda/block_tables.hpp"
 #include "ccoll/transport/cuda/call_record.hpp"
 #include "ccoll/transport/cuda/device_plan_cache.hpp"
@@ -1612,4 +1613,66 @@ TEST_CASE("the kernels' timeout: Config::timeout in nanoseconds, saturated") {
   CHECK(most == timeout_ns(std::chrono::milliseconds(
                     static_cast<std::int64_t>(~std::uint64_t{0} / 2'000'000ull))));
 }
+TEST_CASE("step marks: each phase, the setup and the total, per step and block, in nanoseconds") {
+  using runtime::KernelMark;
+  using runtime::StepMarkTable;
+  auto t = std::make_unique<StepMarkTable>();  // zeroed, as the benchmark zeroes it per call
+  const auto kernel = [&](std::uint32_t b, KernelMark m, std::uint64_t cycles, std::uint64_t ns) {
+    t->kernel_cycles[b][static_cast<std::uint32_t>(m)] = cycles;
+    t->kernel_ns[b][static_cast<std::uint32_t>(m)] = ns;
+  };
+  // Block 0: 2000 cycles in 1000 ns (0.5 ns a cycle), two steps.
+  kernel(0, KernelMark::entry, 1000, 10'000);
+  kernel(0, KernelMark::context, 1100, 0);
+  kernel(0, KernelMark::program, 2200, 0);
+  kernel(0, KernelMark::exit, 3000, 11'000);
+  t->nsteps[0] = 2;
+  const std::uint64_t step0[] = {1200, 1300, 1350, 1500, 1520, 1530};
+  const std::uint64_t step1[] = {1600, 1700, 1710, 2000, 2100, 2110};
+  std::copy(std::begin(step0), std::end(step0), t->step[0][0]);
+  std::copy(std::begin(step1), std::end(step1), t->step[0][1]);
+  // Block 1 enters 300 ns later and runs no step; block 3 lost its exit mark; block 2 never ran.
+  kernel(1, KernelMark::entry, 5000, 10'300);
+  kernel(1, KernelMark::context, 5100, 0);
+  kernel(1, KernelMark::exit, 9000, 12'300);
+  kernel(3, KernelMark::entry, 100, 10'100);
+  t->nsteps[3] = 1;
+  t->step[3][0][0] = 200;
+
+  CHECK(t->blocks() == 4);
+  CHECK(t->ns_per_cycle(0) == doctest::Approx(0.5));
+  CHECK(t->ns_per_cycle(3) == 0);
+  const auto s0 = runtime::step_times(*t, 0, 0);
+  const double expected0[] = {50, 50, 25, 75, 10, 5};  // gap from the context, wait, ..., post
+  const auto s1 = runtime::step_times(*t, 0, 1);
+  const double expected1[] = {35, 50, 5, 145, 50, 5};  // gap from step 0's posts
+  for (std::uint32_t p = 0; p < runtime::kStepPhases; ++p) {
+    CAPTURE(p);
+    CHECK(s0.phase[p] == doctest::Approx(expected0[p]));
+    CHECK(s1.phase[p] == doctest::Approx(expected1[p]));
+    CHECK(runtime::step_times(*t, 0, 2).phase[p] == 0);  // past the block's steps
+    CHECK(runtime::step_times(*t, 3, 0).phase[p] == 0);  // no clock rate without an exit
+  }
+  const auto call = runtime::call_times(*t);
+  REQUIRE(call.blocks.size() == 4);
+  CHECK(call.span_ns == doctest::Approx(2300));  // block 0's entry to block 1's exit
+  const auto& b0 = call.blocks[0];
+  const double sums[] = {85, 100, 30, 220, 60, 10};
+  for (std::uint32_t p = 0; p < runtime::kStepPhases; ++p)
+    CHECK(b0.phase[p] == doctest::Approx(sums[p]));
+  CHECK(b0.setup == doctest::Approx(50));
+  CHECK(b0.after == doctest::Approx(445));  // the last posts to exit
+  CHECK(b0.total == doctest::Approx(1000));
+  CHECK(b0.entry_ns == 0);
+  const auto& b1 = call.blocks[1];
+  CHECK(b1.after == doctest::Approx(1950));  // no step: from the context
+  CHECK(b1.total == doctest::Approx(2000));
+  CHECK(b1.entry_ns == doctest::Approx(300));
+  CHECK(call.blocks[2].total == 0);
+  CHECK(call.blocks[3].total == 0);
+  // Steps past the table's are not marked: a block's count is capped.
+  t->nsteps[0] = StepMarkTable::kMaxSteps + 5;
+  CHECK(t->marked_steps(0) == StepMarkTable::kMaxSteps);
+}
+
 }  // namespace cuda_protocol_test

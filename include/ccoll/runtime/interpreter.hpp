@@ -43,6 +43,7 @@
 #include "ccoll/runtime/element_loop.hpp"
 #include "ccoll/runtime/low_latency_step.hpp"
 #include "ccoll/runtime/program_context.hpp"
+#include "ccoll/runtime/step_marks.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/counter.hpp"
 #include "ccoll/sync/poll.hpp"
@@ -299,9 +300,11 @@ CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
     }
   }
   g.sync();  // every member's writes and reads of the slots are done
+  mark_phase(g, StepPhase::computed);
   if (g.leader()) {
     const bool packed = packed_low_latency<Group>(ctx);
     g.fence_before_post();
+    mark_phase(g, StepPhase::fenced);
     for (std::uint32_t k = 0; k < s.recv_count; ++k) {
       const plan::Port& p = ctx.ports[s.recv_begin + k];
       post_received<Group>(ctx.connections[p.connection], message_number(ctx, p));
@@ -323,6 +326,7 @@ CCOLL_HD bool execute_step(const Group& g, const ProgramContext<T, C>& ctx, cons
       post_sent<Group>(c, m, s.count * sizeof(T));
     }
   }
+  mark_phase(g, StepPhase::posted);
   return true;
 }
 
@@ -389,6 +393,7 @@ CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& ctx,
   for (std::uint32_t pc = 0; pc < ctx.nsteps; ++pc) {
     const plan::Step& s = ctx.steps[pc];
     sync::WaitResult r = sync::WaitResult::Ok;
+    mark_step_begin(g, pc);
     if (g.leader()) {
       const std::uint64_t wait_until = deadline();
       for (std::uint32_t k = 0; k < s.recv_count && r == sync::WaitResult::Ok; ++k) {
@@ -420,9 +425,11 @@ CCOLL_HD bool run_program(const Group& g, const ProgramContext<T, C>& ctx,
       }
       if (r != sync::WaitResult::Ok && failure != nullptr)
         *failure = blocked_port<Group>(ctx, pc, r);
+      mark_phase(g, StepPhase::ready);
       if (r == sync::WaitResult::Ok) resolve_step<Group, Op>(g, ctx, s, ops);
     }
     if (g.any(r != sync::WaitResult::Ok)) return false;
+    mark_phase(g, StepPhase::started);
     if (!execute_step<T, Op>(g, ctx, s, ops, deadline())) {
       if (failure != nullptr && g.leader()) {
         const bool aborted = sync::abort_raised(ctx.abort);

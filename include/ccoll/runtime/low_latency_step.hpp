@@ -14,6 +14,7 @@
 #include "ccoll/protocol/low_latency.hpp"
 #include "ccoll/runtime/element_fold.hpp"
 #include "ccoll/runtime/program_context.hpp"
+#include "ccoll/runtime/step_marks.hpp"
 #include "ccoll/runtime/step_operands.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/poll.hpp"
@@ -174,13 +175,16 @@ CCOLL_HD bool execute_step_ll(const Group& g, const ProgramContext<T, C>& ctx, c
   // deadline or on an abort), from each member's own verdict: the leader reads neither the abort
   // word, which may be host memory, nor the clock.
   if (g.any(!ok)) return false;
+  mark_phase(g, StepPhase::computed);
   if (g.leader()) {
     g.fence_before_post();
+    mark_phase(g, StepPhase::fenced);
     for (std::uint32_t k = 0; k < s.recv_count; ++k) {
       const plan::Port& p = ctx.ports[s.recv_begin + k];
       post_received<Group>(ctx.connections[p.connection], message_number(ctx, p));
     }
   }
+  mark_phase(g, StepPhase::posted);
   return true;
 }
 

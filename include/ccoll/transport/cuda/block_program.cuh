@@ -28,6 +28,7 @@
 #include "ccoll/plan/plan.hpp"
 #include "ccoll/runtime/interpreter.hpp"
 #include "ccoll/runtime/layer_readiness.hpp"
+#include "ccoll/runtime/step_marks.hpp"
 #include "ccoll/sync/atomic.hpp"
 #include "ccoll/sync/backoff.hpp"
 #include "ccoll/sync/connection.hpp"
@@ -133,6 +134,7 @@ __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, cons
   using Connection = sync::BasicConnectionRef<S>;
   using Context = runtime::ProgramContext<T, Connection>;
   const ProtocolBlockGroup<S, LowLatency> group;
+  runtime::mark_kernel(group, runtime::KernelMark::entry);
   std::byte* const table_cache = block_table_cache();
   {
     const BlockProgram program = tables.programs[block];
@@ -193,7 +195,9 @@ __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, cons
   }
   group.sync();
   const Context& ctx = *shared_ctx;
+  runtime::mark_kernel(group, runtime::KernelMark::context, ctx.nsteps);
   const bool ok = runtime::run_program<T, Op>(group, ctx, 0, failure);
+  runtime::mark_kernel(group, runtime::KernelMark::program);
   group.sync();  // the leader's last posts read the bases
   // Read again rather than held in registers through the program's steps.
   const BlockProgram program = tables.programs[block];
@@ -224,6 +228,7 @@ __device__ bool run_block(const BasicPlanTables<S>& tables, unsigned block, cons
     sync::AtomicWord<std::uint32_t>(raise_word).store_release(1u);
   }
   group.sync();  // the bases are advanced before the block's next call reads them
+  runtime::mark_kernel(group, runtime::KernelMark::exit);
   return ok;
 }
 
