@@ -1,10 +1,13 @@
 // ccoll_gpu_step_marks: where a small allreduce's time goes on one GPU, block by block and step
 // phase by step phase (runtime/step_marks.hpp), with every rank a block group of one kernel
-// (transport::CudaVirtualRanks) and a launch per call.
+// (transport::CudaVirtualRanks): calls launched one at a time, then the same calls enqueued one
+// at a time into a persistent session (transport::cuda::Session).
 //
-// Each call is launched alone and waited for; the kernel's blocks stamp their SM's clock at every
-// phase of every step, and this program reads the stamps after the call. Per algorithm, protocol
-// and size it prints the medians over the calls of:
+// Each call is waited for alone; the kernel's blocks stamp their SM's clock at every phase of
+// every step, and this program reads the stamps after the call (on a stream of its own, with
+// copies: the session's kernel stays resident). A session's item runs the same blocks' code as a
+// launch, so its kernel span against the host's time per call is the queue's share. Per
+// algorithm, protocol, size and way of calling it prints the medians over the calls of:
 //   - the call on the host (launch to the end of cudaStreamSynchronize), the kernel's span on the
 //     GPU's clock (the first block's entry to the last block's exit) and how far apart the blocks
 //     entered: what the launch costs beside the kernel's own work;
@@ -41,6 +44,7 @@
 #include "ccoll/algo/ring.hpp"
 #include "ccoll/allreduce.hpp"
 #include "ccoll/runtime/step_marks.hpp"
+#include "ccoll/transport/cuda/session.cuh"
 #include "ccoll/transport/cuda/virtual_ranks.cuh"
 
 namespace {
@@ -80,13 +84,36 @@ struct Samples {
   std::vector<ccoll::runtime::CallTimes> calls;
   std::vector<std::unique_ptr<StepMarkTable>> tables;
   std::vector<double> host_us;
+};
+
+// The calls launched one at a time, then the same calls through a session one at a time.
+struct Row {
+  Samples launched, session;
   long wrong = 0;
 };
 
+// Zeroes the device table with a copy on `io` (not a memset, which is a kernel: the session's
+// kernel is resident meanwhile), and waits for it.
+void zero_table(void* table, const StepMarkTable& zeros, cudaStream_t io) {
+  check(cudaMemcpyAsync(table, &zeros, sizeof(StepMarkTable), cudaMemcpyHostToDevice, io),
+        "cudaMemcpyAsync(zero marks)");
+  check(cudaStreamSynchronize(io), "cudaStreamSynchronize(io)");
+}
+
+// Reads the device table after a call on `io` and adds it to `s`.
+void take_table(void* table, Samples& s, cudaStream_t io) {
+  auto host = std::make_unique<StepMarkTable>();
+  check(cudaMemcpyAsync(host.get(), table, sizeof(StepMarkTable), cudaMemcpyDeviceToHost, io),
+        "cudaMemcpyAsync(marks)");
+  check(cudaStreamSynchronize(io), "cudaStreamSynchronize(io)");
+  s.calls.push_back(ccoll::runtime::call_times(*host));
+  s.tables.push_back(std::move(host));
+}
+
 template <class Algo>
-Samples measure(const ccoll::Config& config, const std::vector<float*>& device, std::size_t count,
-                int calls, cudaStream_t stream) {
-  Samples out;
+Row measure(const ccoll::Config& config, const std::vector<float*>& device, std::size_t count,
+            int calls, cudaStream_t stream, cudaStream_t io) {
+  Row out;
   const auto p = static_cast<float>(device.size());
   std::vector<const void*> sends(device.begin(), device.end());
   std::vector<void*> recvs(device.begin(), device.end());
@@ -97,19 +124,30 @@ Samples measure(const ccoll::Config& config, const std::vector<float*>& device, 
   ex.synchronize(stream);
   void* table = nullptr;
   check(cudaGetSymbolAddress(&table, ccoll::runtime::step_mark_table), "cudaGetSymbolAddress");
+  const auto zeros = std::make_unique<StepMarkTable>();
   for (int i = 0; i < calls; ++i) {
-    check(cudaMemsetAsync(table, 0, sizeof(StepMarkTable), stream), "cudaMemsetAsync");
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    zero_table(table, *zeros, io);
     const auto t0 = Clock::now();
     ex.template run_all<float, ccoll::ReduceOp::sum>(sends, recvs, count, stream);
     ex.synchronize(stream);
-    out.host_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-    auto host = std::make_unique<StepMarkTable>();
-    check(cudaMemcpyAsync(host.get(), table, sizeof(StepMarkTable), cudaMemcpyDeviceToHost, stream),
-          "cudaMemcpyAsync(marks)");
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-    out.calls.push_back(ccoll::runtime::call_times(*host));
-    out.tables.push_back(std::move(host));
+    out.launched.host_us.push_back(
+        std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    take_table(table, out.launched, io);
+  }
+  {
+    // The session's kernel runs each item's plan through the same run_block: its marks are the
+    // item's, and the host's time around them is the queue's.
+    ccoll::transport::cuda::Session<float, ccoll::ReduceOp::sum> session(ex, stream);
+    for (int i = 0; i < 20; ++i) session.wait(session.enqueue(sends, recvs, count));
+    for (int i = 0; i < calls; ++i) {
+      zero_table(table, *zeros, io);
+      const auto t0 = Clock::now();
+      session.wait(session.enqueue(sends, recvs, count));
+      out.session.host_us.push_back(
+          std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      take_table(table, out.session, io);
+    }
+    session.close();
   }
   // The result of one call on fresh inputs (rank r holds r + 1): every element P(P+1)/2.
   std::vector<float> v(count);
@@ -127,7 +165,8 @@ Samples measure(const ccoll::Config& config, const std::vector<float*>& device, 
   return out;
 }
 
-void report(const std::string& name, std::size_t bytes, const Samples& s) {
+void report(const std::string& name, std::size_t bytes, const char* how, const Samples& s,
+            long wrong) {
   std::vector<double> span, spread;
   std::size_t nblocks = 0;
   for (const auto& c : s.calls) {
@@ -138,9 +177,9 @@ void report(const std::string& name, std::size_t bytes, const Samples& s) {
     nblocks = std::max(nblocks, c.blocks.size());
   }
   std::printf(
-      "\n## %s, %zu bytes: call on the host %.2f us, kernel span %.2f us, blocks entered "
+      "\n## %s, %zu bytes, %s: call on the host %.2f us, kernel span %.2f us, blocks entered "
       "within %.2f us, %zu blocks, #wrong %ld\n",
-      name.c_str(), bytes, median(s.host_us), median(span), median(spread), nblocks, s.wrong);
+      name.c_str(), bytes, how, median(s.host_us), median(span), median(spread), nblocks, wrong);
   std::printf("%6s %6s %8s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "block", "steps", "entry_us",
               "setup", "gap", "wait", "start", "compute", "fence", "post", "after", "total");
   std::size_t last_block = 0;
@@ -210,8 +249,9 @@ int main(int argc, char** argv) {
       prop.name, ranks, calls);
   std::size_t max_bytes = 0;
   for (const auto& s : sizes) max_bytes = std::max<std::size_t>(max_bytes, std::stoull(s));
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr, io = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaStreamCreateWithFlags(&io, cudaStreamNonBlocking), "cudaStreamCreate");
   std::vector<float*> device;
   for (int r = 0; r < ranks; ++r) {
     float* p = nullptr;
@@ -221,22 +261,24 @@ int main(int argc, char** argv) {
   ccoll::Config config;
   config.nranks = ranks;
   config.nchannels = 1;
-  using Measure = std::function<Samples(std::size_t)>;
+  using Measure = std::function<Row(std::size_t)>;
   const std::vector<std::pair<std::string, Measure>> all = {
       {"oneshot",
        [&](std::size_t n) {
-         return measure<ccoll::algo::OneShot>(config, device, n, calls, stream);
+         return measure<ccoll::algo::OneShot>(config, device, n, calls, stream, io);
        }},
       {"recdoubling",
        [&](std::size_t n) {
-         return measure<ccoll::algo::RecursiveDoubling>(config, device, n, calls, stream);
+         return measure<ccoll::algo::RecursiveDoubling>(config, device, n, calls, stream, io);
        }},
       {"dbtree",
        [&](std::size_t n) {
-         return measure<ccoll::algo::DoubleBinaryTree>(config, device, n, calls, stream);
+         return measure<ccoll::algo::DoubleBinaryTree>(config, device, n, calls, stream, io);
        }},
       {"ring",
-       [&](std::size_t n) { return measure<ccoll::algo::Ring>(config, device, n, calls, stream); }},
+       [&](std::size_t n) {
+         return measure<ccoll::algo::Ring>(config, device, n, calls, stream, io);
+       }},
   };
   int status = 0;
   for (const auto& [name, run] : all) {
@@ -247,9 +289,10 @@ int main(int argc, char** argv) {
       for (const std::string& size : sizes) {
         const std::size_t bytes = std::stoull(size);
         try {  // a row that fails is reported and the next one runs
-          const Samples s = run(std::max<std::size_t>(1, bytes / sizeof(float)));
-          report(row, bytes, s);
-          if (s.wrong != 0) status = 1;
+          const Row r = run(std::max<std::size_t>(1, bytes / sizeof(float)));
+          report(row, bytes, "launched", r.launched, r.wrong);
+          report(row, bytes, "session", r.session, r.wrong);
+          if (r.wrong != 0) status = 1;
         } catch (const std::exception& e) {
           std::printf("\n## %s, %zu bytes: failed: %s\n", row.c_str(), bytes, e.what());
           status = 1;
@@ -258,6 +301,7 @@ int main(int argc, char** argv) {
     }
   }
   for (float* p : device) cudaFree(p);  // every executor is gone: no kernel waits for the host
+  cudaStreamDestroy(io);
   cudaStreamDestroy(stream);
   return status;
 }
