@@ -696,6 +696,37 @@ TEST_CASE("session queue: an item's last block publishes it only after the item 
   CHECK(m.arrivals[1] == 0);
 }
 
+TEST_CASE("session queue: the host's completion word never trails the device's") {
+  // The last block of item j publishes j + 1 to the device's word, which the last block of item
+  // j + 1 waits for before it publishes j + 2, and to the host's word. Were the device's word
+  // written first, the next item's last block could publish j + 2 to the host before this one's
+  // j + 1 landed there, and the host's word would go back to j + 1 for good: a host waiting for
+  // j + 2 would spin until its test's timeout. So whoever reads the device's word and then the
+  // host's must find the host's at least as far: here one block's arrivals against a reader.
+  QueueMemory m(4);
+  const SessionQueueView q = m.view(4);
+  std::uint32_t abort = 0;
+  SessionRing ring = m.ring(4);
+  const std::uint64_t n = 20'000;
+  std::atomic<bool> done{false};
+  std::atomic<std::uint64_t> behind{0};
+  std::thread reader([&] {
+    while (!done.load(std::memory_order_acquire)) {
+      const std::uint64_t device =
+          sync::AtomicWord<std::uint64_t, sync::Scope::device>(q.completed).load_acquire();
+      if (ring.completed() < device) ++behind;
+    }
+  });
+  std::size_t failed = 0;
+  for (std::uint64_t j = 0; j < n; ++j)
+    if (!session_item_done(q, j, 1, &abort)) ++failed;
+  done.store(true, std::memory_order_release);
+  reader.join();
+  CHECK(failed == 0);
+  CHECK(behind == 0);
+  CHECK(ring.completed() == n);
+}
+
 TEST_CASE("session driver pace: no query while the queue progresses; one per 100 us once stuck") {
   constexpr std::uint64_t quiet = SessionDriverPace::kQuietNs;
   constexpr std::uint64_t interval = SessionDriverPace::kIntervalNs;

@@ -249,8 +249,12 @@ CCOLL_HD inline bool session_item_done(const SessionQueueView& q, std::uint64_t 
       sync::WaitResult::Ok)
     return false;
   session_fence();
-  completed.store_release(j + 1);
+  // The host's word first: the last block of item j + 1 publishes j + 2 only once it has read
+  // this block's j + 1 in the device's word, so its store to the host's word then comes after
+  // this one's. The other way round, this block's j + 1 could land in the host's word after the
+  // next item's j + 2, and the host's count would go back for good.
   sync::AtomicWord<std::uint64_t>(&q.control->completed).store_release(j + 1);
+  completed.store_release(j + 1);
   return true;
 }
 
