@@ -269,6 +269,44 @@ TEST_CASE("collectives: bad arguments throw on every rank and write no buffer") 
       CHECK(outcome[static_cast<std::size_t>(r)].find("recvbuff") != std::string::npos);
     }
   }
+  SUBCASE("counts whose bytes wrap past 2^64: refused, not taken for small calls") {
+    // (2^62 + 1) x 4 bytes wraps to 4 and 2^61 x 8 to 0: small enough for a fast box, which no
+    // plan's size check guards.
+    const std::size_t wraps_f32 = (std::size_t{1} << 62) + 1;
+    const std::size_t wraps_f64 = std::size_t{1} << 61;
+    Broadcast<transport::HostThreads, algo::Direct> bc(small_config(p));
+    Reduce<transport::HostThreads, algo::Direct> rd(small_config(p));
+    Allreduce<transport::HostThreads, algo::Ring> ar(small_config(p));
+    std::vector<std::vector<double>> buf(p, std::vector<double>(4, -1.0));
+    const std::vector<double> in(4, 5.0);
+    const auto outcome = on_threads(p, [&](int r) -> std::string {
+      double* out = buf[static_cast<std::size_t>(r)].data();
+      std::string seen;
+      const auto refused = [&](const auto& call) {
+        try {
+          call();
+        } catch (const Error& e) {
+          return e.code() == ErrorCode::InvalidArgument &&
+                 std::string(e.what()).find("overflow") != std::string::npos;
+        }
+        return false;
+      };
+      if (!refused([&] { bc.rank(r).run(in.data(), out, wraps_f32, DataType::f32, 0); }))
+        seen += "broadcast ran; ";
+      if (!refused(
+              [&] { rd.rank(r).run(in.data(), out, wraps_f32, DataType::f32, ReduceOp::sum, 0); }))
+        seen += "reduce ran; ";
+      if (!refused(
+              [&] { ar.rank(r).run(in.data(), out, wraps_f64, DataType::f64, ReduceOp::sum); }))
+        seen += "allreduce ran; ";
+      return seen;
+    });
+    for (int r = 0; r < p; ++r) {
+      INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
+      CHECK(outcome[static_cast<std::size_t>(r)].empty());
+      CHECK(buf[static_cast<std::size_t>(r)] == std::vector<double>(4, -1.0));
+    }
+  }
   SUBCASE("the communicator still works after a refused call") {
     Broadcast<transport::HostThreads, algo::Ring> bc(small_config(p));
     std::vector<float> in(10, 5.0f);

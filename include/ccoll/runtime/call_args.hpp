@@ -65,6 +65,13 @@ struct CallArgs {
   bool ok() const { return reason.empty(); }
 };
 
+// The most elements a call may name whose bytes (at the largest element size, 8) a 64-bit count
+// holds: above it the byte count wraps, and a huge call would pass for a small one (a fast box's,
+// say). `per`: the buffers it spans (a reduce-scatter's or all-gather's plan covers one per rank).
+inline constexpr std::uint64_t max_call_count(std::uint64_t per = 1) {
+  return ~std::uint64_t{0} / 8 / (per == 0 ? 1 : per);
+}
+
 // The local checks of one call; fills error and reason when an argument is bad.
 inline CallArgs check_call_arguments(const void* send, const void* recv, std::size_t count,
                                      DataType dtype, ReduceOp op) {
@@ -74,6 +81,8 @@ inline CallArgs check_call_arguments(const void* send, const void* recv, std::si
   a.op = op;
   if (count == 0) {
     a.reason = "argument 'count': expected > 0, got 0";
+  } else if (count > max_call_count()) {
+    a.reason = "argument 'count': " + std::to_string(count) + " elements overflow";
   } else if (send == nullptr) {
     a.reason = "argument 'sendbuff': expected a buffer, got nullptr";
   } else if (recv == nullptr) {
@@ -168,9 +177,12 @@ inline CallArgs check_call_arguments(const void* send, const void* recv, std::si
     a.reason = "argument 'count': expected > 0, got 0";
     return a;
   }
-  if (plan::has_blocks(shape.collective) &&
-      count > ~std::uint64_t{0} / 8 / std::max<std::size_t>(1, active.size())) {
+  if (plan::has_blocks(shape.collective) && count > max_call_count(active.size())) {
     a.reason = "argument 'count': " + std::to_string(count) + " elements per rank overflow";
+    return a;
+  }
+  if (count > max_call_count()) {
+    a.reason = "argument 'count': " + std::to_string(count) + " elements overflow";
     return a;
   }
   if (plan::has_root(shape.collective) &&
