@@ -644,6 +644,33 @@ TEST_CASE(
             static_cast<int>(runtime::kFastBoxDepth) + 2);
     }
   }
+  SUBCASE("broadcast: a rank whose own box matched is told within 64 of its next calls") {
+    // Call 1: ranks 0 and 1 name root 0, rank 2 names itself; then every rank names root 1. Rank
+    // 1 took rank 0's box, whose arguments are its own, and no rank waits for anyone after call
+    // 1: ranks 0 and 2 compare their call 1 when 63 calls are pending (their call 64), and rank
+    // 1, which may publish call 65 only once every rank acknowledged call 1, stops there.
+    const int q = 3;
+    Broadcast<transport::HostThreads, algo::Direct> bc(eager_config(q));
+    std::vector<int> threw_at(q, 0);
+    on_threads(q, [&](int r) -> std::string {
+      std::vector<float> b(2, static_cast<float>(r));
+      for (int i = 1; i <= 90; ++i) {
+        if (r != 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // rank 1 leads
+        try {
+          bc.rank(r).run(b.data(), b.data(), 2, DataType::f32, i == 1 ? (r == 2 ? 2 : 0) : 1);
+        } catch (const Error& e) {
+          threw_at[static_cast<std::size_t>(r)] = e.code() == ErrorCode::Mismatch ? i : -i;
+          return "";
+        }
+      }
+      return "";
+    });
+    for (int r = 0; r < q; ++r) {
+      INFO("rank " << r << " threw at call " << threw_at[static_cast<std::size_t>(r)]);
+      CHECK(threw_at[static_cast<std::size_t>(r)] >= 1);
+      CHECK(threw_at[static_cast<std::size_t>(r)] <= kCallsToReport + 1);
+    }
+  }
   SUBCASE("reduce: roots that differ, so that no rank waits for a message that comes") {
     Reduce<transport::HostThreads, algo::Direct> rd(eager_config(p));
     std::vector<float> in(10, 1.0f);

@@ -64,7 +64,7 @@ struct Config {
   // default): a broadcast's root and a reduce's leaves, which receive nothing, then need not wait
   // for the others, and may run several calls ahead of them, as MPI libraries' eager sends do
   // (docs/collectives.md). The difference is what a disagreement costs: it is reported on every
-  // rank (Mismatch), by a rank that returned early only at one of its next calls (within 63);
+  // rank (Mismatch), by a rank that returned early only at one of its next calls (within 64);
   // buffers may have been written and the communicator is aborted. Calls that fast boxes carry
   // (at most 96 bytes, 2 to 8 ranks: runtime/fast_box.hpp) are compared box by box by their
   // receivers, which write nothing from a box of other arguments (a sender's call counts as
