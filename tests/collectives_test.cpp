@@ -671,6 +671,21 @@ TEST_CASE(
       CHECK(threw_at[static_cast<std::size_t>(r)] <= kCallsToReport + 1);
     }
   }
+  SUBCASE("broadcast: each rank its own root, so both only send; then calls that agree") {
+    // Call 1 leaves each rank's box untaken; at call 2 rank 1 finds rank 0's box of call 1.
+    const auto outcome = [&] {
+      Broadcast<transport::HostThreads, algo::Direct> bc(eager_config(2));
+      return calls_until_error(2, [&](int r, int i) {
+        std::vector<float> b(2, 1.0f);
+        bc.rank(r).run(b.data(), b.data(), 2, DataType::f32, i == 0 ? r : 0);
+      });
+    }();
+    for (int r = 0; r < 2; ++r) {
+      INFO("rank " << r << ": " << outcome[static_cast<std::size_t>(r)]);
+      CHECK(outcome[static_cast<std::size_t>(r)].rfind("Mismatch", 0) == 0);
+    }
+    CHECK(outcome[1].find("call 1") != std::string::npos);  // the call whose arguments differed
+  }
   SUBCASE("reduce: roots that differ, so that no rank waits for a message that comes") {
     Reduce<transport::HostThreads, algo::Direct> rd(eager_config(p));
     std::vector<float> in(10, 1.0f);

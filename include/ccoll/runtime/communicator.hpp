@@ -585,7 +585,8 @@ class Communicator {
     return Error(ErrorCode::Mismatch, here.rank,
                  "rank " + std::to_string(writer) + "'s message belongs to its call " +
                      std::to_string(writer_seq) + ", not to call " + std::to_string(o.seq) +
-                     ": the ranks' calls are out of step");
+                     ": the ranks' calls are out of step (an earlier call whose arguments "
+                     "differed, another root say, left messages that no rank took)");
   }
 
   // Records a timed call in its bucket's tuner, scaled to the bucket's smallest size so that calls

@@ -169,7 +169,8 @@ inline std::string describe_abort(const sync::AbortRecord& a) {
   }
   if (static_cast<ErrorCode>(a.code) == ErrorCode::Mismatch) {
     // Raised by in-band agreement (InBandControlPlane): rank = the culprit, peer = rank compared.
-    os << "rank " << a.rank << " passed a count, datatype or op that differs from rank " << a.peer
+    os << "rank " << a.rank
+       << " passed arguments (count, datatype, op or root) that differ from rank " << a.peer
        << "'s";
     return os.str();
   }
