@@ -508,6 +508,20 @@ struct CudaP2P {
     // The memory of rank `rank`'s session queue, allocated with the executor.
     const cuda::SessionQueueMemory& session_memory(int rank) { return state(rank).session; }
     void check_failures(int rank) { throw_if_failed(state(rank)); }
+    // What a session's waits check (p2p_session.cuh): the failures and, for process ranks, at
+    // most every 20 ms whether the peers' processes still run, as synchronize() watches them: a
+    // peer that exited stops the job at once instead of at Config::timeout.
+    void check_session(int rank) {
+      RankState& st = state(rank);
+      if (options_.mode == cuda::P2POptions::Mode::processes) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= st.next_peer_look) {
+          check_peers_alive(st);
+          st.next_peer_look = now + std::chrono::milliseconds(20);
+        }
+      }
+      throw_if_failed(st);
+    }
     // The blocks of rank `rank`'s session kernel: one per channel of the communicator.
     unsigned session_blocks() const { return nchannels_; }
 
@@ -552,7 +566,8 @@ struct CudaP2P {
       cuda::DevicePlanCache<DevicePlan> plans;
       cuda::ConnectionBlocks connection_blocks;  // every plan uploaded for this rank
       cuda::KernelFits fits;
-      cuda::LaunchFit launch_fit;  // of the latest launch
+      cuda::LaunchFit launch_fit;                              // of the latest launch
+      std::chrono::steady_clock::time_point next_peer_look{};  // check_session's next look
     };
 
     const RankState& state_of(int rank) const {

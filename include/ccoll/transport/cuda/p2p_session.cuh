@@ -99,7 +99,7 @@ class P2PSession {
     return ex.session_memory(rank);
   }
   auto failures() {
-    return [this] { ex_.check_failures(rank_); };
+    return [this] { ex_.check_session(rank_); };
   }
 
   CudaP2P::Executor& ex_;

@@ -165,9 +165,12 @@ class SessionQueue {
   static constexpr std::uint32_t kPollsPerCheck = 256;
 
   // Lets the posted items finish, posts the stop item and waits for the kernel: the session's own
-  // stream, nothing else. On a failure the kernel has ended already, and the wait throws it.
+  // stream, nothing else. The posted items are waited for as wait() does, so that a failure, or
+  // a peer found gone, ends the close at once; on a failure the kernel has ended already, and
+  // the wait throws it.
   template <class CheckFailures>
   void close(CheckFailures&& check_failures) {
+    if (ring_.posted() != 0) wait(ring_.posted(), check_failures);
     next(check_failures);
     ring_.post_stop();
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(session)", rank_);
