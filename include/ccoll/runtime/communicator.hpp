@@ -300,7 +300,8 @@ class Communicator {
       } catch (const Error& e) {
         // Stopped before every rank's arguments were in (a peer that ran its steps in band
         // raised the abort, or a late peer was found): a rank with a bad argument still names it.
-        if (!args.ok()) {
+        // A control plane that throws the refusal itself (MPI's) has aborted nothing.
+        if (!args.ok() && plane_.aborted()) {
           const std::string why = e.what();
           const auto at = why.find("stopped ");
           throw Error(args.error, rank,
