@@ -103,7 +103,9 @@ TEST_CASE("an absurd count is refused before anything is allocated, on every ran
   const std::pair<std::size_t, const char*> counts[] = {
       {std::numeric_limits<std::size_t>::max() / 4, "overflow"},
       {std::size_t{1} << 50, "slot_bytes"}};
-  for (const auto& [count, why] : counts) {
+  for (const auto& entry : counts) {
+    const std::size_t count = entry.first;  // a plain variable: lambdas capture it in C++20
+    const char* const why = entry.second;
     CAPTURE(count);
     auto out = on_threads(2, [&](int r) {
       ar.rank(r).run(small.data(), small.data(), count, DataType::f32, ReduceOp::sum);
