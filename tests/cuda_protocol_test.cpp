@@ -1193,6 +1193,59 @@ TEST_CASE("cuda-p2p: every plan of a communicator uses each connection from the 
       }
     }
   }
+  SUBCASE("relays run inside ranks, every collective, counts and roots in call order: admitted") {
+    // A placed relay program runs on a channel of its host's (plan/placement.hpp); which one may
+    // not depend on which of the relay's programs a count or a root leaves empty.
+    const std::vector<std::uint64_t> order = {40960, 1, 7, 300, 4099, 1u << 20, 2};
+    for (const std::string preset : {"ring:4", "ring:5", "ring:6", "torus:2x3", "dgx1v"})
+      for (const std::string name : {"ring", "tree", "dbtree", "direct"}) {
+        const physical::PhysicalTopology t = physical::preset(preset);
+        algo::AlgorithmRequest areq;
+        areq.topology = &t;
+        const algo::Registered reg = algo::make_algorithm(name, areq);
+        for (const plan::Collective collective :
+             {plan::Collective::allreduce, plan::Collective::reduce_scatter,
+              plan::Collective::all_gather, plan::Collective::broadcast, plan::Collective::reduce})
+          for (const std::uint32_t nchannels : {1u, 2u}) {
+            CAPTURE(preset);
+            CAPTURE(name);
+            CAPTURE(plan::collective_name(collective));
+            CAPTURE(nchannels);
+            plan::PlanRequest probe;
+            probe.nranks = reg.nranks();
+            probe.count = static_cast<std::uint64_t>(reg.nranks()) * 64;
+            probe.collective = collective;
+            try {
+              (void)reg.build(probe);
+            } catch (const Error&) {
+              continue;  // the algorithm plans no such collective
+            }
+            ConnectionSet set;
+            ConnectionBlocks blocks;
+            const int roots = plan::has_root(collective) ? reg.nranks() : 1;
+            for (std::size_t i = 0; i < order.size(); ++i)
+              for (int k = 0; k < roots; ++k)
+                for (const bool ll : {false, true}) {
+                  plan::PlanRequest r;
+                  r.nranks = reg.nranks();
+                  // Each count a multiple of the active ranks (reduce-scatter, all-gather).
+                  r.count = order[i] * static_cast<std::uint64_t>(reg.nranks());
+                  r.nchannels = nchannels;
+                  r.collective = collective;
+                  r.root = (k + static_cast<int>(i)) % roots;  // roots in a different order
+                  const plan::Plan p = ll ? protocol::build_for(protocol::Id::low_latency, r,
+                                                                [&](const plan::PlanRequest& q) {
+                                                                  return reg.build(q);
+                                                                })
+                                          : reg.build(r);
+                  CAPTURE(r.count);
+                  CAPTURE(r.root);
+                  CAPTURE(ll);
+                  CHECK(blocks.admit(p, set.index_of(p)) == "");
+                }
+          }
+      }
+  }
   SUBCASE("ring, then direct on the same connections: refused, nothing recorded") {
     // Direct runs some connections of one channel from another channel's programs, which a ring
     // runs from their own channel's (`auto` with two channels mixes such plans).

@@ -9,10 +9,12 @@
 // happened to include.
 #pragma once
 
+#include <algorithm>
 #include <any>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -174,6 +176,57 @@ inline plan::Placement relay_placement(const std::vector<int>& rank_node) {
   return placement;
 }
 
+namespace detail {
+
+// The programs that `inner`'s plans for a request leave non-empty at any count and root: the union
+// of its plans at a reference count (a multiple of the active ranks at which every piece of every
+// channel is non-empty, as the communicator's reference plans: runtime/plan_cache.hpp) over
+// every active root. Memoised per request (its count and root aside): a communicator asks for
+// one shape per protocol, and each takes one build per root.
+class ReferenceShapes {
+ public:
+  plan::ProgramShape shape(const Registered& inner, const plan::PlanRequest& req,
+                           const plan::Plan& built) {
+    plan::PlanRequest key = req;
+    key.count = 0;
+    key.root = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& [k, s] : shapes_)
+        if (k == key) return s;
+    }
+    std::uint64_t nactive = 0;
+    for (const bool a : built.active) nactive += a ? 1 : 0;
+    plan::PlanRequest ref = req;
+    ref.count =
+        std::max<std::uint64_t>(1, nactive) * std::max<std::uint32_t>(1, req.nchannels) * 4096;
+    plan::ProgramShape shape;
+    const bool rooted = plan::has_root(req.collective);
+    for (plan::Rank root = 0; root < (rooted ? req.nranks : 1); ++root) {
+      if (rooted && !built.active.at(static_cast<std::size_t>(root))) continue;
+      ref.root = root;
+      try {
+        shape.add(inner.build(ref));
+      } catch (const Error& e) {
+        // A reference the algorithm does not plan adds nothing: the plan's programs outside the
+        // shape still run, after the shape's channels.
+        if (e.code() != ErrorCode::InvalidArgument) throw;
+      }
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shapes_.size() >= kKept) shapes_.erase(shapes_.begin());
+    shapes_.emplace_back(key, shape);
+    return shape;
+  }
+
+ private:
+  static constexpr std::size_t kKept = 8;
+  std::mutex mutex_;
+  std::vector<std::pair<plan::PlanRequest, plan::ProgramShape>> shapes_;
+};
+
+}  // namespace detail
+
 // `inner` with the programs of its relays run by the ranks on their nodes (plan/placement.hpp:
 // [C-Cube] Sec. III-C's forwarding kernel in the process that owns the intermediate GPU), so that
 // its plans need as many ranks as the graph has GPUs running ranks; `inner` itself when no two
@@ -185,10 +238,13 @@ inline Registered host_relays(const Registered& inner) {
   for (std::size_t r = 0; r < placement->host.size(); ++r)
     if (placement->host[r] == static_cast<plan::Rank>(r)) nodes.push_back(inner.rank_node()[r]);
   const int base_ranks = inner.nranks();
-  auto build = [inner, placement, base_ranks](const plan::PlanRequest& req) {
+  auto shapes = std::make_shared<detail::ReferenceShapes>();
+  auto build = [inner, placement, base_ranks, shapes](const plan::PlanRequest& req) {
     plan::PlanRequest base = req;
     base.nranks = base_ranks;
-    return plan::place_programs(inner.build(base), *placement);
+    const plan::Plan p = inner.build(base);
+    const plan::ProgramShape reference = shapes->shape(inner, base, p);
+    return plan::place_programs(p, *placement, &reference);
   };
   Registered out(inner.name, build, placement->nkept(), std::move(nodes), inner.details());
   out.hosted_relays = inner.hosted_relays + base_ranks - placement->nkept();

@@ -17,6 +17,14 @@
 // the placed plan is an ordinary plan, which the verifier (plan/verifier.hpp) checks for deadlock
 // like any other, so the executors run only placements proven free of it.
 //
+// Which of a host's channels a placed program runs on is fixed by a reference shape, the programs
+// that plans of every count and root leave non-empty (ProgramShape: algo::host_relays takes the
+// union of the reference plans'), not by the plan at hand: a GPU block counts the messages of the
+// connections it uses, so a connection must be used from the same channel by every plan of a
+// communicator (transport/cuda/p2p_options.hpp, ConnectionBlocks), and a small count or another
+// root leaves different relay programs empty. A program the shape leaves out runs after the
+// shape's channels.
+//
 // Connections keep their index, ports and messages; their endpoints become the hosts. A
 // connection's channel is part of its identity (from, to, channel), which must stay unique and
 // the same in every plan of one algorithm (the communicator's connection set is fixed: a
@@ -94,10 +102,37 @@ inline Plan renumbered_frame(const Plan& p, const std::vector<Rank>& number, Ran
 
 }  // namespace detail
 
-// `p` with every hosted rank's programs run by its host (see above). Throws InvalidArgument for
-// a placement that hosts an active rank, names a host that is not kept, or would join two ends
-// of one connection in one rank.
-inline Plan place_programs(const Plan& p, const Placement& placement) {
+// Which programs of a plan have steps: used[r][c] for rank r on channel c.
+struct ProgramShape {
+  std::vector<std::vector<bool>> used;
+
+  bool has(std::size_t r, std::size_t c) const {
+    return r < used.size() && c < used[r].size() && used[r][c];
+  }
+  // This shape with p's non-empty programs added.
+  void add(const Plan& p) {
+    if (used.size() < static_cast<std::size_t>(p.nranks))
+      used.resize(static_cast<std::size_t>(p.nranks));
+    for (std::size_t c = 0; c < p.channels.size(); ++c)
+      for (std::size_t r = 0; r < p.channels[c].programs.size(); ++r) {
+        if (p.channels[c].programs[r].steps.empty()) continue;
+        if (used[r].size() <= c) used[r].resize(c + 1, false);
+        used[r][c] = true;
+      }
+  }
+  static ProgramShape of(const Plan& p) {
+    ProgramShape s;
+    s.add(p);
+    return s;
+  }
+};
+
+// `p` with every hosted rank's programs run by its host (see above), on channels numbered by
+// `reference` (p's own shape when null). Throws InvalidArgument for a placement that hosts an
+// active rank, names a host that is not kept, or would join two ends of one connection in one
+// rank.
+inline Plan place_programs(const Plan& p, const Placement& placement,
+                           const ProgramShape* reference = nullptr) {
   const auto P = static_cast<std::size_t>(p.nranks);
   const auto fail = [](const std::string& what) {
     throw Error(ErrorCode::InvalidArgument, -1, "placement: " + what);
@@ -131,21 +166,32 @@ inline Plan place_programs(const Plan& p, const Placement& placement) {
   };
 
   const auto C = static_cast<std::uint32_t>(p.channels.size());
+  const ProgramShape own = reference == nullptr ? ProgramShape::of(p) : ProgramShape{};
+  const ProgramShape& shape = reference == nullptr ? own : *reference;
   // Channel of each program: its own for kept ranks; placed ones after their host's, in (slot,
-  // channel) order, skipping empty programs.
+  // channel) order over the shape's programs, then those the shape leaves out.
   std::vector<std::vector<std::uint32_t>> channel_of(P, std::vector<std::uint32_t>(C, 0));
   std::vector<std::uint32_t> next(P, C);
   std::uint32_t nchannels = C;
-  for (std::uint32_t s = 1; s <= most; ++s)
-    for (std::size_t r = 0; r < P; ++r) {
-      if (slot[r] != s) continue;
-      const auto h = static_cast<std::size_t>(placement.host[r]);
-      for (std::uint32_t c = 0; c < C; ++c) {
-        if (p.channels[c].programs[r].steps.empty()) continue;
-        channel_of[r][c] = next[h]++;
-        nchannels = std::max(nchannels, next[h]);
+  for (const bool in_shape : {true, false})
+    for (std::uint32_t s = 1; s <= most; ++s)
+      for (std::size_t r = 0; r < P; ++r) {
+        if (slot[r] != s) continue;
+        const auto h = static_cast<std::size_t>(placement.host[r]);
+        // The shape's channels beyond p's keep their places, so that the numbering of the others
+        // does not depend on how many channels p has.
+        const auto width =
+            std::max<std::size_t>(C, r < shape.used.size() ? shape.used[r].size() : 0);
+        for (std::uint32_t c = 0; c < width; ++c) {
+          const bool listed = shape.has(r, c);
+          if (listed != in_shape) continue;
+          if (!listed && (c >= C || p.channels[c].programs[r].steps.empty())) continue;
+          const std::uint32_t at = next[h]++;
+          if (c >= C) continue;
+          channel_of[r][c] = at;
+          nchannels = std::max(nchannels, next[h]);
+        }
       }
-    }
   for (std::size_t r = 0; r < P; ++r)
     if (slot[r] == 0)
       for (std::uint32_t c = 0; c < C; ++c) channel_of[r][c] = c;

@@ -182,6 +182,8 @@ struct PlanRequest {
   // logical topology that has no plan of the collective builds none (algo/concepts.hpp).
   Collective collective = Collective::allreduce;
   Rank root = 0;
+
+  bool operator==(const PlanRequest&) const = default;
 };
 
 }  // namespace ccoll::plan
