@@ -229,6 +229,31 @@ TEST_CASE("route_through_relays: chains, message order, loads and clear errors")
                        physical::TopologyError);
 }
 
+TEST_CASE("a relay chain takes the fewest hops among the paths of least load") {
+  // S and D take part; A and B are idle GPUs. Every path from S to D ends on A-D (5 GB/s), so all
+  // share the least bottleneck; S-A-D needs one relay, S-B-A-D two (its first hops are faster,
+  // which a search that ranks partial paths by their own bottleneck took for better).
+  physical::PhysicalTopology t;
+  t.name = "detour";
+  for (const char* id : {"S", "A", "B", "D"}) t.add_node(id, physical::NodeKind::gpu);
+  t.add_link("S", "A", 10);
+  t.add_link("S", "B", 100);
+  t.add_link("B", "A", 100);
+  t.add_link("A", "D", 5);
+  t.active = {true, false, false, true};
+  for (const std::string name : {"ring", "dbtree", "direct"}) {
+    CAPTURE(name);
+    const auto reg = make(name, t, false);
+    // Chains of one relay, on A (ring and direct: one for each direction; dbtree's trees relay
+    // more pairs); a chain through B would put its first relay there.
+    if (name != "dbtree") CHECK(relay_ranks(reg, t) == 2);
+    CHECK(relay_ranks(reg, t) > 0);
+    for (std::size_t r = 2; r < reg.rank_node().size(); ++r)
+      CHECK(t.nodes[static_cast<std::size_t>(reg.rank_node()[r])].id == "A");
+    plan_verify_run(name, t, 1000, false);
+  }
+}
+
 TEST_CASE("graphs with switches keep their plans: no relay where routes exist") {
   for (const char* name : {"dgx1v", "dgx-h100", "cluster:2x4:pcie:100"}) {
     const auto t = physical::preset(name);

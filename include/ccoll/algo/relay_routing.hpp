@@ -19,7 +19,8 @@
 // Paths are chosen by link load ([TopoSync] Sec. IV-B's objective, the most-loaded link): the
 // loads of the connections that do have routes are counted first (elements per call), then every
 // relayed pair in decreasing volume takes the path over compute nodes that minimises the largest
-// load-to-capacity ratio on its links after adding its volume, with fewest hops on ties.
+// load-to-capacity ratio on its links after adding its volume, and among those paths one of fewest
+// hops (each hop a relay: a step of latency and a copy on a GPU).
 #pragma once
 
 #include <algorithm>
@@ -150,7 +151,11 @@ inline RelayRouting plan_relays(const physical::PhysicalTopology& t,
     const double v = relayed_pair.first;  // lambdas below capture it (not a structured binding)
     const auto pair = relayed_pair.second;
     const int src = node_of(pair.first), dst = node_of(pair.second);
-    // Minimax Dijkstra over compute nodes: cost of a path is its largest (load + v) / capacity.
+    // The cost of a path is its largest (load + v) / capacity. Two searches over compute nodes:
+    // the least cost (minimax Dijkstra), then the fewest hops among paths of that cost (Dijkstra
+    // on (hops, cost) over the hops that cost no more). One search on (cost, hops) does not find
+    // the second: its labels do not keep their order when extended (a partial path of lower cost
+    // and more hops beats one of fewer hops whose cost the last hop raises to the same bottleneck).
     const auto hop_cost = [&](const physical::Route& r) {
       double c = 0;
       for (int l : r) {
@@ -159,35 +164,48 @@ inline RelayRouting plan_relays(const physical::PhysicalTopology& t,
       }
       return c;
     };
-    using Label = std::pair<double, int>;  // (cost, hops)
-    const Label unreached{std::numeric_limits<double>::infinity(), 0};
-    std::vector<Label> best(n, unreached);
     std::vector<int> via(n, -1);
-    std::vector<bool> done(n, false);
-    using Entry = std::tuple<double, int, int>;  // cost, hops, node
-    std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
-    best[static_cast<std::size_t>(src)] = {0.0, 0};
-    queue.emplace(0.0, 0, src);
-    while (!queue.empty()) {
-      const auto [cost, hops, u] = queue.top();
-      queue.pop();
-      const auto ui = static_cast<std::size_t>(u);
-      if (done[ui]) continue;
-      done[ui] = true;
-      if (u == dst) break;
-      for (int w : compute) {
-        const auto wi = static_cast<std::size_t>(w);
-        if (w == u || done[wi]) continue;
-        const auto& r = routes(u, w);
-        if (r.empty()) continue;
-        const Label cand{std::max(cost, hop_cost(r)), hops + 1};
-        if (cand < best[wi]) {
-          best[wi] = cand;
-          via[wi] = u;
-          queue.emplace(cand.first, cand.second, w);
+    // Labels (primary, secondary); cost_first: (cost, hops), else (hops, cost) within `limit`.
+    const auto search = [&](bool cost_first, double limit) {
+      using Label = std::pair<double, double>;
+      const Label unreached{std::numeric_limits<double>::infinity(), 0};
+      std::vector<Label> best(n, unreached);
+      std::vector<double> cost_at(n, 0.0);
+      std::fill(via.begin(), via.end(), -1);
+      std::vector<bool> done(n, false);
+      using Entry = std::tuple<double, double, int>;  // label, node
+      std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
+      best[static_cast<std::size_t>(src)] = {0.0, 0.0};
+      queue.emplace(0.0, 0.0, src);
+      while (!queue.empty()) {
+        const auto [first, second, u] = queue.top();
+        queue.pop();
+        const auto ui = static_cast<std::size_t>(u);
+        if (done[ui]) continue;
+        done[ui] = true;
+        if (u == dst) return cost_at[ui];
+        const double hops = cost_first ? second : first;
+        for (int w : compute) {
+          const auto wi = static_cast<std::size_t>(w);
+          if (w == u || done[wi]) continue;
+          const auto& r = routes(u, w);
+          if (r.empty()) continue;
+          const double hop = hop_cost(r);
+          if (hop > limit) continue;
+          const double cost = std::max(cost_at[ui], hop);
+          const Label cand = cost_first ? Label{cost, hops + 1} : Label{hops + 1, cost};
+          if (cand < best[wi]) {
+            best[wi] = cand;
+            cost_at[wi] = cost;
+            via[wi] = u;
+            queue.emplace(cand.first, cand.second, w);
+          }
         }
       }
-    }
+      return std::numeric_limits<double>::infinity();
+    };
+    const double least = search(true, std::numeric_limits<double>::infinity());
+    if (least < std::numeric_limits<double>::infinity()) search(false, least);
     if (via[static_cast<std::size_t>(dst)] < 0)
       throw physical::TopologyError("no path through compute nodes joins " +
                                     t.nodes[static_cast<std::size_t>(src)].id + " to " +
