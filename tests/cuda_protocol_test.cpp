@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ccoll/algo/registry.hpp"
+#include "ccoll/core/config.hpp"
 #include "ccoll/physical/presets.hpp"
 #include "ccoll/plan/direct.hpp"
 #include "ccoll/plan/double_binary_tree.hpp"
@@ -36,6 +37,7 @@
 #include "ccoll/protocol/protocol.hpp"
 #include "ccoll/runtime/plan_cache.hpp"
 #include "ccoll/runtime/step_marks.hpp"
+#include "ccoll/sync/connection.hpp"
 #include "ccoll/transport/cuda/block_tables.hpp"
 #include "ccoll/transport/cuda/call_record.hpp"
 #include "ccoll/transport/cuda/device_plan_cache.hpp"
@@ -1277,6 +1279,80 @@ TEST_CASE("cuda-p2p: every plan of a communicator uses each connection from the 
     CHECK(other.admit(direct, direct_index) == "");
     CHECK(other.admit(ring, ring_index) != "");
   }
+}
+
+TEST_CASE("an executor's channels are its plans' channels, which every plan fits") {
+  // A GPU block per channel (cuda-p2p a kernel of this many blocks per rank, cuda-virtual a
+  // cooperative launch of ranks x this many): what plans' programs run on, not the connections'
+  // labels, which placed relays number beyond (a 4 x 4 torus' dbtree labels 125 channels for 9
+  // that carry programs).
+  using Cache = runtime::PlanCache<sync::ConnectionRef>;
+  const auto check = [](const std::string& what, const algo::Registered& reg,
+                        plan::Collective collective, std::uint32_t nchannels, int nranks = 0) {
+    if (nranks == 0) nranks = reg.nranks();
+    CAPTURE(what);
+    CAPTURE(plan::collective_name(collective));
+    CAPTURE(nchannels);
+    Config config;
+    config.nranks = nranks;
+    config.nchannels = nchannels;
+    config.slot_bytes = 4096;
+    const runtime::PlanSource source = [&](const plan::PlanRequest& r) {
+      plan::PlanRequest q = r;
+      q.collective = collective;
+      return reg.build(q);
+    };
+    Cache cache(config, nranks, source, "test");
+    cache.set_connections(std::vector<sync::ConnectionRef>(cache.keys().size()));
+    const std::uint32_t blocks = runtime::executor_channels(cache, config);
+    std::uint32_t labels = 0, most = 0;
+    const int roots = plan::has_root(collective) ? nranks : 1;
+    for (const std::uint64_t count : {1ull, 7ull, 300ull, 4099ull, 1ull << 16, 1ull << 22})
+      for (int root = 0; root < roots; ++root) {
+        CAPTURE(count);
+        CAPTURE(root);
+        const auto pp = cache.prepared(count * static_cast<std::uint64_t>(nranks), 4, root);
+        most = std::max(most, static_cast<std::uint32_t>(pp->plan.channels.size()));
+        for (const plan::Connection& c : pp->plan.connections)
+          labels = std::max(labels, c.channel + 1);
+        CHECK(pp->plan.channels.size() <= blocks);
+      }
+    CHECK(blocks == std::max(most, std::max(nchannels, 1u)));
+    return labels;
+  };
+  const physical::PhysicalTopology torus = physical::preset("torus:4x4");
+  algo::AlgorithmRequest on_torus;
+  on_torus.topology = &torus;
+  CHECK(check("dbtree on torus:4x4", algo::make_algorithm("dbtree", on_torus),
+              plan::Collective::allreduce, 1) > 100);
+  for (const std::string preset : {"ring:4", "ring:5", "torus:2x3", "dgx1v"})
+    for (const std::string name : {"ring", "tree", "dbtree", "direct", "auto"}) {
+      const physical::PhysicalTopology t = physical::preset(preset);
+      algo::AlgorithmRequest areq;
+      areq.topology = &t;
+      const algo::Registered reg = algo::make_algorithm(name, areq);
+      for (const plan::Collective c : {plan::Collective::allreduce, plan::Collective::broadcast})
+        for (const std::uint32_t nch : {1u, 2u}) {
+          plan::PlanRequest probe;
+          probe.nranks = reg.nranks();
+          probe.count = static_cast<std::uint64_t>(reg.nranks()) * 64;
+          probe.collective = c;
+          try {
+            (void)reg.build(probe);
+          } catch (const Error&) {
+            continue;  // no plan of this collective
+          }
+          check(name + " on " + preset, reg, c, nch);
+        }
+    }
+  // `auto` on abstract ranks chooses among algorithms of different channel counts.
+  for (int p = 2; p <= 8; ++p)
+    for (const std::uint32_t nch : {1u, 2u, 4u}) {
+      algo::AlgorithmRequest areq;
+      areq.nranks = p;
+      check("auto on " + std::to_string(p) + " ranks", algo::make_algorithm("auto", areq),
+            plan::Collective::allreduce, nch, p);
+    }
 }
 
 TEST_CASE("cuda-p2p runs a plan as LowLatency from the plan and the configuration alone") {

@@ -4,10 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
@@ -25,6 +28,7 @@ struct Outcome {
   bool ok = false;
   ErrorCode code = ErrorCode::Parse;
   std::string what;
+  bool foreign = false;  // an exception that is not a ccoll::Error
 };
 
 template <class F>
@@ -40,6 +44,9 @@ std::vector<Outcome> on_threads(int p, F fn) {
         o.ok = true;
       } catch (const Error& e) {
         o.code = e.code();
+        o.what = e.what();
+      } catch (const std::exception& e) {
+        o.foreign = true;
         o.what = e.what();
       }
     });
@@ -73,6 +80,37 @@ TEST_CASE("two threads passing the same rank: a misuse error, and the others sto
     CHECK_FALSE(out[static_cast<std::size_t>(t)].ok);
     CHECK(out[static_cast<std::size_t>(t)].what.find("rank 0 failed first") != std::string::npos);
   }
+}
+
+TEST_CASE("an exception that is not ccoll's, in one rank's call, stops the others at once") {
+  // std::bad_alloc while a plan is built, say: the rank that meets it raises the abort, so its
+  // peer reports that rather than waiting for its messages until the deadline (a timeout).
+  Config c;
+  c.nranks = 2;
+  c.timeout = 30s;
+  std::atomic<bool> thrown{false};
+  const algo::Registered failing_once("ring-failing-once", [&](const plan::PlanRequest& r) {
+    if (r.count == 777 && !thrown.exchange(true)) throw std::runtime_error("out of memory (test)");
+    return plan::build_ring(r);
+  });
+  Allreduce<transport::HostThreads, algo::Registered> ar(c, failing_once);
+  auto out = on_threads(2, [&](int r) {
+    std::vector<float> v(777, 1.0f);
+    ar.rank(r).run(v.data(), v.data(), v.size(), DataType::f32, ReduceOp::sum);
+  });
+  CHECK(thrown);
+  int foreign = 0;
+  for (const auto& o : out) {
+    INFO(o.what);
+    CHECK_FALSE(o.ok);
+    if (o.foreign) {
+      ++foreign;
+      CHECK(o.what == "out of memory (test)");
+    } else {
+      CHECK(o.code == ErrorCode::Aborted);
+    }
+  }
+  CHECK(foreign == 1);
 }
 
 TEST_CASE("a timeout of milliseconds::max() never expires instead of wrapping into the past") {

@@ -265,6 +265,29 @@ class BySize {
 
   const TuningTable& table() const { return table_; }
 
+  // A count of each rule that plans req's collective on req.nranks ranks (Registered::
+  // size_classes): the largest multiple of the ranks in the sizes the rule gets (after the rules
+  // before it), where a plan's pieces are largest; for the last, which takes every larger size,
+  // twice the first multiple past the others'. A rule shadowed by those before it has none.
+  std::vector<std::uint64_t> size_class_counts(const plan::PlanRequest& req) const {
+    std::vector<std::uint64_t> counts;
+    const std::uint64_t elem = std::max<std::uint64_t>(1, req.elem_size);
+    const auto ranks = static_cast<std::uint64_t>(std::max(1, req.nranks));
+    std::uint64_t below = 0;  // the rules before take the sizes up to this
+    for (const SizeRule& r : table_.rules) {
+      if (r.collective != req.collective || req.nranks < r.min_ranks || req.nranks > r.max_ranks)
+        continue;
+      if (r.max_bytes == std::numeric_limits<std::uint64_t>::max()) {
+        counts.push_back((below / elem / ranks + 1) * ranks * 2);
+        break;
+      }
+      const std::uint64_t count = r.max_bytes / elem / ranks * ranks;
+      if (count > 0 && count * elem > below) counts.push_back(count);
+      below = std::max(below, r.max_bytes);
+    }
+    return counts;
+  }
+
   // The rule for P ranks and a message of `bytes` of `collective`; throws Unsupported when none
   // matches.
   const SizeRule& choose(int nranks, std::uint64_t bytes,
@@ -273,9 +296,11 @@ class BySize {
   }
 
   // The chosen algorithm's plan, declaring every connection that any rule's plan for these ranks
-  // and channels uses: a communicator's connection set is fixed when it is created, from
+  // and channels uses, and with as many channels as the most any of them has: a communicator's
+  // connection set and its channels (a GPU block each) are fixed when it is created, from
   // reference plans of one size (runtime/plan_cache.hpp), and every size must find its plan's
-  // connections there. The extra connections carry no message.
+  // connections and channels there. The extra connections carry no message, the extra channels
+  // no program.
   plan::Plan build(const plan::PlanRequest& req) const {
     const std::uint64_t bytes = req.count * req.elem_size;
     const std::size_t rule = index(req.collective, req.nranks, bytes);
@@ -290,7 +315,12 @@ class BySize {
       if (r.collective != req.collective || req.nranks < r.min_ranks || req.nranks > r.max_ranks)
         continue;
       if (r.algorithm == "oneshot" && req.nranks > plan::kOneShotMaxRanks) continue;
-      for (const plan::Connection& c : builders_[i].build(reference).connections) {
+      const plan::Plan other = builders_[i].build(reference);
+      if (other.channels.size() > chosen.channels.size())
+        chosen.channels.resize(
+            other.channels.size(),
+            plan::Channel{std::vector<plan::Program>(static_cast<std::size_t>(chosen.nranks))});
+      for (const plan::Connection& c : other.connections) {
         const bool known = std::any_of(
             chosen.connections.begin(), chosen.connections.end(), [&](const plan::Connection& k) {
               return k.from == c.from && k.to == c.to && k.channel == c.channel;
@@ -346,9 +376,11 @@ inline Registered registered_by_size(const AlgorithmRequest& req) {
   std::vector<int> nodes = active_rank_nodes(req);
   const int n = req.topology == nullptr ? req.nranks : static_cast<int>(nodes.size());
   const BySize policy;
-  return Registered(
+  Registered out(
       policy.name, [policy](const plan::PlanRequest& r) { return policy.build(r); },
       req.topology == nullptr ? 0 : n, std::move(nodes), policy);
+  out.size_classes = [policy](const plan::PlanRequest& r) { return policy.size_class_counts(r); };
+  return out;
 }
 
 // Its entry in the algorithm table (algo/registry.hpp).

@@ -47,6 +47,12 @@ class Registered {
   // Relay ranks whose programs run inside other ranks (host_relays): the plans had this many
   // more ranks before placement.
   int hosted_relays = 0;
+  // Counts (elements) at which the plans for a request differ in kind from its plans at large
+  // counts, one per kind: those of a policy that chooses among algorithms by size
+  // (algo/by_size.hpp). What must know every program a communicator's plans may run (the
+  // channels of relays placed in their hosts: host_relays) builds plans there too. Empty or
+  // unset: the plans differ by the sizes of their pieces only.
+  std::function<std::vector<std::uint64_t>(const plan::PlanRequest&)> size_classes;
 
   Registered(std::string n, std::function<plan::Plan(const plan::PlanRequest&)> build,
              int fixed_nranks = 0, std::vector<int> rank_node = {}, std::any details = {})
@@ -96,6 +102,22 @@ struct AlgorithmSpec {
                                                                   : "-phased");
   }
 };
+
+namespace detail {
+
+// inner's size classes for a wrapper whose requests name more or fewer ranks than inner plans
+// for (relays added or placed): asked with inner's own rank count, as its plans are built.
+inline std::function<std::vector<std::uint64_t>(const plan::PlanRequest&)> size_classes_on(
+    const Registered& inner, int inner_ranks) {
+  if (!inner.size_classes) return {};
+  return [classes = inner.size_classes, inner_ranks](const plan::PlanRequest& req) {
+    plan::PlanRequest q = req;
+    q.nranks = inner_ranks;
+    return classes(q);
+  };
+}
+
+}  // namespace detail
 
 // `inner` on `topology` with relay ranks (algo/relay_routing.hpp) for the rank pairs its plans
 // connect and no route joins; `inner` itself when there are none. The pairs are read from
@@ -154,7 +176,9 @@ inline Registered with_relays(const Registered& inner, const physical::PhysicalT
     base.nranks = routing->base_ranks;
     return route_through_relays(inner.build(base), *routing, graph->reach);
   };
-  return Registered(inner.name, build, routing->nranks(), routing->rank_node, inner.details());
+  Registered out(inner.name, build, routing->nranks(), routing->rank_node, inner.details());
+  out.size_classes = detail::size_classes_on(inner, routing->base_ranks);
+  return out;
 }
 
 // Each rank hosted by the first rank on its node. Every algorithm numbers its active ranks before
@@ -180,9 +204,10 @@ namespace detail {
 
 // The programs that `inner`'s plans for a request leave non-empty at any count and root: the union
 // of its plans at a reference count (a multiple of the active ranks at which every piece of every
-// channel is non-empty, as the communicator's reference plans: runtime/plan_cache.hpp) over
-// every active root. Memoised per request (its count and root aside): a communicator asks for
-// one shape per protocol, and each takes one build per root.
+// channel is non-empty, as the communicator's reference plans: runtime/plan_cache.hpp) and at
+// each of its size classes (Registered::size_classes), over every active root. Memoised per
+// request (its count and root aside): a communicator asks for one shape per protocol, and each
+// takes a build per size class and root.
 class ReferenceShapes {
  public:
   plan::ProgramShape shape(const Registered& inner, const plan::PlanRequest& req,
@@ -200,19 +225,24 @@ class ReferenceShapes {
     plan::PlanRequest ref = req;
     ref.count =
         std::max<std::uint64_t>(1, nactive) * std::max<std::uint32_t>(1, req.nchannels) * 4096;
+    std::vector<std::uint64_t> counts{ref.count};
+    if (inner.size_classes)
+      for (const std::uint64_t c : inner.size_classes(ref)) counts.push_back(c);
     plan::ProgramShape shape;
     const bool rooted = plan::has_root(req.collective);
-    for (plan::Rank root = 0; root < (rooted ? req.nranks : 1); ++root) {
-      if (rooted && !built.active.at(static_cast<std::size_t>(root))) continue;
-      ref.root = root;
-      try {
-        shape.add(inner.build(ref));
-      } catch (const Error& e) {
-        // A reference the algorithm does not plan adds nothing: the plan's programs outside the
-        // shape still run, after the shape's channels.
-        if (e.code() != ErrorCode::InvalidArgument) throw;
+    for (const std::uint64_t count : counts)
+      for (plan::Rank root = 0; root < (rooted ? req.nranks : 1); ++root) {
+        if (rooted && !built.active.at(static_cast<std::size_t>(root))) continue;
+        ref.count = count;
+        ref.root = root;
+        try {
+          shape.add(inner.build(ref));
+        } catch (const Error& e) {
+          // A reference the algorithm does not plan adds nothing: the plan's programs outside the
+          // shape still run, after the shape's channels.
+          if (e.code() != ErrorCode::InvalidArgument && e.code() != ErrorCode::Unsupported) throw;
+        }
       }
-    }
     std::lock_guard<std::mutex> lock(mutex_);
     if (shapes_.size() >= kKept) shapes_.erase(shapes_.begin());
     shapes_.emplace_back(key, shape);
@@ -248,6 +278,7 @@ inline Registered host_relays(const Registered& inner) {
   };
   Registered out(inner.name, build, placement->nkept(), std::move(nodes), inner.details());
   out.hosted_relays = inner.hosted_relays + base_ranks - placement->nkept();
+  out.size_classes = detail::size_classes_on(inner, base_ranks);
   return out;
 }
 

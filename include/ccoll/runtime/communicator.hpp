@@ -114,13 +114,8 @@ class Communicator {
                                                  std::thread::hardware_concurrency())),
         learned_spin_(std::make_unique<LearnedSpin>(LearnedSpin{wait_policy_.spin_ns})) {
     wait_policy_.learned_spin_ns = &learned_spin_->ns;
-    // Every plan's channels: the reference plans' (relay programs placed in their hosts run on
-    // channels of their own: plan/placement.hpp), those of the connection set (a policy that
-    // chooses among plans declares the others' connections: algo/by_size.hpp) and those of
-    // connection-free plans (one rank), which Config::nchannels bounds.
-    progress_channels_ = std::max<std::uint32_t>({1, config_.nchannels, plans_.channels()});
-    for (const ConnectionKey& k : plans_.keys())
-      progress_channels_ = std::max(progress_channels_, k.channel + 1);
+    // Every plan's channels (runtime::executor_channels).
+    progress_channels_ = executor_channels(plans_, config_);
     // Each rank's words start on their own cache line: a consumer polling one rank's words must
     // not slow down the others.
     constexpr std::size_t kLineWords = 128 / sizeof(std::uint64_t);
@@ -329,6 +324,9 @@ class Communicator {
       } catch (const Error& e) {
         plane_.raise(e.code(), here);
         throw;
+      } catch (const std::exception&) {
+        raise_foreign(here);
+        throw;
       }
       st.last_count = layout.plan_count;
       st.last_elem_size = size_of(dtype);
@@ -353,6 +351,9 @@ class Communicator {
       } catch (const Error& e) {
         plane_.raise(e.code(), here);
         throw;
+      } catch (const std::exception&) {
+        raise_foreign(here);
+        throw;
       }
       if (tuner != nullptr) record(*tuner, agreed.root_choice, bytes, direct_start);
       return;
@@ -368,7 +369,12 @@ class Communicator {
     void* output = recv;
     const std::size_t output_bytes = (layout.output.end - layout.output.begin) * size_of(dtype);
     if (staged && output_bytes != 0) {
-      if (st.staged_output.size() < output_bytes) st.staged_output.resize(output_bytes);
+      try {
+        if (st.staged_output.size() < output_bytes) st.staged_output.resize(output_bytes);
+      } catch (const std::exception&) {
+        raise_foreign(here);
+        throw;
+      }
       output = st.staged_output.data();
     }
 
@@ -393,6 +399,9 @@ class Communicator {
           if (!verdict.verdict.empty()) throw Error(verdict.code, rank, verdict.verdict);
         }
       }
+      throw;
+    } catch (const std::exception&) {
+      raise_foreign(here);
       throw;
     }
     if constexpr (InBandControlPlane<P>) {
@@ -420,6 +429,12 @@ class Communicator {
   }
 
  private:
+  // An exception that is not ccoll's (std::bad_alloc, say) leaving a call after its agreement
+  // stops every rank at once, as a failure of this rank's system: its peers would otherwise wait
+  // for its messages until their deadline and report a timeout. ccoll's own errors raise their
+  // code where they are caught.
+  void raise_foreign(const FailurePoint& here) { plane_.raise(ErrorCode::System, here); }
+
   // Compares the eager calls this rank returned from before every rank's arguments were in
   // (oldest first; their descriptors stay until this rank has read them): every
   // kEagerComparePeriod calls, those whose arguments are all in by then, without waiting; the

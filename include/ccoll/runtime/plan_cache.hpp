@@ -202,10 +202,10 @@ class PlanCache {
   PlanCache& operator=(const PlanCache&) = delete;
 
   const std::vector<ConnectionKey>& keys() const { return keys_; }
-  // The most channels of the reference plans. An executor sizes its per-channel state for these
-  // and for every key's channel: placed relay programs run on channels that no key may name
-  // (plan/placement.hpp), and a policy that chooses among plans declares connections of channels
-  // its reference plan may not have (algo/by_size.hpp).
+  // The most channels of the reference plans: every plan of the policy has at most these (a
+  // policy that chooses among plans gives each as many as the most any has: algo/by_size.hpp;
+  // relay programs placed in their hosts keep the reference plans' channels: plan/placement.hpp).
+  // Not the connections' labels, which name no channel a program runs on.
   std::uint32_t channels() const { return channels_; }
   std::uint64_t fingerprint() const { return fingerprint_; }
   // The collective every plan of this cache computes, and which ranks contribute and receive
@@ -365,5 +365,13 @@ class PlanCache {
   std::unordered_map<Key, Entry, KeyHash> plans_;
   std::list<Key> lru_;  // keys, most recently used first
 };
+
+// The channels an executor keeps state for (a GPU block each, progress words, message bases):
+// those of the reference plans, and Config::nchannels for connection-free plans (one rank). A plan
+// with more is refused where it would run.
+template <Connection C>
+std::uint32_t executor_channels(const PlanCache<C>& plans, const Config& config) {
+  return std::max<std::uint32_t>({1, config.nchannels, plans.channels()});
+}
 
 }  // namespace ccoll::runtime

@@ -206,9 +206,8 @@ struct CudaP2P {
       ll_slot_bytes_ =
           config_.protocol == "simple" ? 0 : cuda::p2p_low_latency_slot_bytes(slot_stride_);
       const auto& keys = plans_.keys();
-      // As many blocks as any plan has channels (see runtime/communicator.hpp).
-      nchannels_ = std::max<std::uint32_t>({1, plans_.channels(), config_.nchannels});
-      for (const auto& k : keys) nchannels_ = std::max(nchannels_, k.channel + 1);
+      // As many blocks as any plan has channels (runtime::executor_channels).
+      nchannels_ = runtime::executor_channels(plans_, config_);
       {
         // The threads at which the busiest device holds its ranks' blocks, against the kernels'
         // launch bounds (each launch fits its kernel's real occupancy).

@@ -382,9 +382,7 @@ struct CudaVirtualRanks {
     // The grid of a cuda::Session by default: every plan this executor may build fits it (plan
     // ranks x the most channels a plan of its policy has, Config::nchannels at least).
     unsigned session_blocks() const {
-      std::uint32_t nch = std::max<std::uint32_t>({1, plans_.channels(), config_.nchannels});
-      for (const auto& k : plans_.keys()) nch = std::max(nch, k.channel + 1);
-      return nch * static_cast<unsigned>(config_.nranks);
+      return runtime::executor_channels(plans_, config_) * static_cast<unsigned>(config_.nranks);
     }
     // The plan of a call the session enqueues now (refused if it needs more than max_blocks).
     SessionPlan session_plan(std::size_t count, std::size_t elem_size, unsigned max_blocks) {
