@@ -1307,16 +1307,26 @@ TEST_CASE("an executor's channels are its plans' channels, which every plan fits
     const std::uint32_t blocks = runtime::executor_channels(cache, config);
     std::uint32_t labels = 0, most = 0;
     const int roots = plan::has_root(collective) ? nranks : 1;
-    for (const std::uint64_t count : {1ull, 7ull, 300ull, 4099ull, 1ull << 16, 1ull << 22})
-      for (int root = 0; root < roots; ++root) {
-        CAPTURE(count);
-        CAPTURE(root);
-        const auto pp = cache.prepared(count * static_cast<std::uint64_t>(nranks), 4, root);
-        most = std::max(most, static_cast<std::uint32_t>(pp->plan.channels.size()));
-        for (const plan::Connection& c : pp->plan.connections)
-          labels = std::max(labels, c.channel + 1);
-        CHECK(pp->plan.channels.size() <= blocks);
-      }
+    // Counts across `auto`'s size classes in every element size; multiples of the ranks where the
+    // collective is cut into blocks, any count elsewhere.
+    const std::uint64_t step =
+        plan::has_blocks(collective) ? static_cast<std::uint64_t>(nranks) : 1;
+    const bool by_size = reg.name.rfind("auto", 0) == 0;
+    const std::vector<std::size_t> elems =
+        by_size ? std::vector<std::size_t>{1, 4, 8} : std::vector<std::size_t>{4};
+    for (const std::size_t elem : elems)
+      for (const std::uint64_t count :
+           {1ull, 3ull, 64ull, 1000ull, 4099ull, 16385ull, 262147ull, 1ull << 20})
+        for (int root = 0; root < roots; ++root) {
+          CAPTURE(elem);
+          CAPTURE(count);
+          CAPTURE(root);
+          const auto pp = cache.prepared(count * step, elem, root);
+          most = std::max(most, static_cast<std::uint32_t>(pp->plan.channels.size()));
+          for (const plan::Connection& c : pp->plan.connections)
+            labels = std::max(labels, c.channel + 1);
+          CHECK(pp->plan.channels.size() <= blocks);
+        }
     CHECK(blocks == std::max(most, std::max(nchannels, 1u)));
     return labels;
   };
@@ -1331,7 +1341,10 @@ TEST_CASE("an executor's channels are its plans' channels, which every plan fits
       algo::AlgorithmRequest areq;
       areq.topology = &t;
       const algo::Registered reg = algo::make_algorithm(name, areq);
-      for (const plan::Collective c : {plan::Collective::allreduce, plan::Collective::broadcast})
+      if (reg.hosted_relays == 0) continue;  // (dgx1v: dbtree's detours only)
+      for (const plan::Collective c :
+           {plan::Collective::allreduce, plan::Collective::reduce_scatter,
+            plan::Collective::all_gather, plan::Collective::broadcast, plan::Collective::reduce})
         for (const std::uint32_t nch : {1u, 2u}) {
           plan::PlanRequest probe;
           probe.nranks = reg.nranks();
@@ -1345,6 +1358,22 @@ TEST_CASE("an executor's channels are its plans' channels, which every plan fits
           check(name + " on " + preset, reg, c, nch);
         }
     }
+  // A table whose first rule gets only counts below the ranks (one 4-byte element): its plans,
+  // whose relays the ring's leave out, still fit.
+  {
+    const physical::PhysicalTopology ring5 = physical::preset("ring:5");
+    algo::AlgorithmRequest areq;
+    areq.topology = &ring5;
+    algo::SizeRule tiny;
+    tiny.algorithm = "oneshot";
+    tiny.max_bytes = 4;
+    algo::SizeRule rest;
+    rest.algorithm = "ring";
+    const algo::Registered reg =
+        algo::on_graph(algo::registered_by_size(areq, algo::TuningTable{{tiny, rest}}), ring5);
+    for (const std::uint32_t nch : {1u, 2u})
+      check("oneshot up to 4 bytes, then ring, on ring:5", reg, plan::Collective::allreduce, nch);
+  }
   // `auto` on abstract ranks chooses among algorithms of different channel counts.
   for (int p = 2; p <= 8; ++p)
     for (const std::uint32_t nch : {1u, 2u, 4u}) {

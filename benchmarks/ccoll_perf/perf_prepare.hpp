@@ -62,12 +62,7 @@ struct PreparedAlgorithm {
 // -a auto on `table`: the BySize policy, as a registered algorithm.
 inline ccoll::algo::Registered by_size_on(ccoll::algo::TuningTable table,
                                           const ccoll::algo::AlgorithmRequest& req) {
-  const ccoll::algo::BySize policy(std::move(table));
-  std::vector<int> nodes = ccoll::algo::active_rank_nodes(req);
-  const int n = req.topology == nullptr ? 0 : static_cast<int>(nodes.size());
-  ccoll::algo::Registered logical(
-      policy.name, [policy](const ccoll::plan::PlanRequest& r) { return policy.build(r); }, n,
-      std::move(nodes), policy);
+  ccoll::algo::Registered logical = ccoll::algo::registered_by_size(req, std::move(table));
   // Relays where the graph needs them, placed as make_algorithm places the registry's entries'.
   return req.topology == nullptr ? logical
                                  : ccoll::algo::on_graph(logical, *req.topology, req.host_relays);

@@ -222,6 +222,61 @@ TEST_CASE("cuda-p2p threads: reduce-scatter, all-gather, broadcast and reduce") 
       }
 }
 
+TEST_CASE("cuda-p2p threads: relays inside ranks, every collective, counts and roots in turn") {
+  // GPU-only graphs, where relays run inside the ranks on their GPUs (plan/placement.hpp): a
+  // communicator's plans for other counts and roots must keep each connection in its blocks.
+  using C = plan::Collective;
+  for (const char* preset : {"ring:4", "ring:5"})
+    for (const char* name : {"dbtree", "direct", "ring"})
+      for (const C collective :
+           {C::allreduce, C::reduce_scatter, C::all_gather, C::broadcast, C::reduce}) {
+        CAPTURE(preset);
+        CAPTURE(name);
+        CAPTURE(plan::collective_name(collective));
+        int p = 0;
+        const gpu_test::Source base = gpu_test::registered_on(name, preset, &p);
+        ccoll::plan::PlanRequest probe;
+        probe.nranks = p;
+        probe.count = static_cast<std::uint64_t>(p) * 64;
+        probe.collective = collective;
+        try {
+          if (base(probe).collective != collective) continue;
+        } catch (const Error&) {
+          continue;  // no plan of this collective
+        }
+        const auto devices = devices_for(p);
+        CudaP2P::Executor ex(p2p_test::make_config(p, 2),
+                             gpu_test::for_collective(base, collective), "gpu-test-placed",
+                             threads_on(devices));
+        Streams streams(devices);
+        const bool rooted = plan::has_root(collective);
+        int call = 0;
+        for (const std::size_t per_rank : {std::size_t{8192}, std::size_t{1}, std::size_t{37}})
+          for (int root = 0; root < (rooted ? p : 1); ++root) {
+            const std::size_t count = per_rank * static_cast<std::size_t>(p);
+            const int r0 = (root + call++) % (rooted ? p : 1);  // roots in changing order
+            CAPTURE(count);
+            CAPTURE(r0);
+            const std::string wrong = gpu_test::check_collective(
+                collective, p, count, DataType::f32, ReduceOp::sum, false, r0,
+                [&](const std::vector<gpu_test::RankBuffers>& host) {
+                  gpu_test::on_device_copies(
+                      host, devices,
+                      [&](const std::vector<const void*>& sends, const std::vector<void*>& recvs) {
+                        for (int r = 0; r < p; ++r) {
+                          const auto i = static_cast<std::size_t>(r);
+                          ex.run(r, sends[i], recvs[i], count, DataType::f32, ReduceOp::sum,
+                                 streams.s[i], runtime::CallShape{collective, r0});
+                        }
+                        for (int r = 0; r < p; ++r)
+                          ex.synchronize(r, streams.s[static_cast<std::size_t>(r)]);
+                      });
+                });
+            CHECK_MESSAGE(wrong.empty(), wrong);
+          }
+      }
+}
+
 TEST_CASE("cuda-p2p threads: ranks whose broadcast roots differ all fail with Mismatch") {
   const int p = 2;
   const std::size_t n = 1000;

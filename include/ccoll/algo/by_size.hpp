@@ -266,24 +266,30 @@ class BySize {
   const TuningTable& table() const { return table_; }
 
   // A count of each rule that plans req's collective on req.nranks ranks (Registered::
-  // size_classes): the largest multiple of the ranks in the sizes the rule gets (after the rules
-  // before it), where a plan's pieces are largest; for the last, which takes every larger size,
-  // twice the first multiple past the others'. A rule shadowed by those before it has none.
+  // size_classes): of the counts the rule gets (after the rules before it; multiples of the ranks
+  // for a collective cut into blocks), the one nearest the reference count (ranks x channels x
+  // 4096, where every piece is non-empty). A rule shadowed by those before it, or one whose
+  // counts all lie beyond 2^36 elements, has none.
   std::vector<std::uint64_t> size_class_counts(const plan::PlanRequest& req) const {
+    constexpr std::uint64_t kFarthest = std::uint64_t{1} << 36;
     std::vector<std::uint64_t> counts;
     const std::uint64_t elem = std::max<std::uint64_t>(1, req.elem_size);
-    const auto ranks = static_cast<std::uint64_t>(std::max(1, req.nranks));
-    std::uint64_t below = 0;  // the rules before take the sizes up to this
+    const std::uint64_t step =
+        plan::has_blocks(req.collective) ? static_cast<std::uint64_t>(std::max(1, req.nranks)) : 1;
+    const std::uint64_t reference = static_cast<std::uint64_t>(std::max(1, req.nranks)) *
+                                    std::max<std::uint32_t>(1, req.nchannels) * 4096;
+    std::uint64_t below = 0;  // the rules before take the sizes up to this many bytes
     for (const SizeRule& r : table_.rules) {
       if (r.collective != req.collective || req.nranks < r.min_ranks || req.nranks > r.max_ranks)
         continue;
-      if (r.max_bytes == std::numeric_limits<std::uint64_t>::max()) {
-        counts.push_back((below / elem / ranks + 1) * ranks * 2);
-        break;
-      }
-      const std::uint64_t count = r.max_bytes / elem / ranks * ranks;
-      if (count > 0 && count * elem > below) counts.push_back(count);
+      // The rule's counts: multiples of `step` in [first, last], bytes in (below, max_bytes]
+      // (kFarthest keeps both from overflowing).
+      const std::uint64_t after = std::min(below / elem, kFarthest);
+      const std::uint64_t first = (after / step + 1) * step;
+      const std::uint64_t last = std::min(r.max_bytes / elem, kFarthest) / step * step;
       below = std::max(below, r.max_bytes);
+      if (first <= last) counts.push_back(std::clamp(reference, first, last));
+      if (r.max_bytes == std::numeric_limits<std::uint64_t>::max()) break;
     }
     return counts;
   }
@@ -371,16 +377,22 @@ class BySize {
 
 static_assert(LogicalTopology<BySize>);
 
-// As a registered algorithm: the default table, on abstract ranks or a topology's active nodes.
-inline Registered registered_by_size(const AlgorithmRequest& req) {
+// As a registered algorithm: `table`, on abstract ranks or a topology's active nodes (no relays:
+// make_algorithm and on_graph add them), its size classes named (Registered::size_classes).
+inline Registered registered_by_size(const AlgorithmRequest& req, TuningTable table) {
   std::vector<int> nodes = active_rank_nodes(req);
   const int n = req.topology == nullptr ? req.nranks : static_cast<int>(nodes.size());
-  const BySize policy;
+  const BySize policy(std::move(table));
   Registered out(
       policy.name, [policy](const plan::PlanRequest& r) { return policy.build(r); },
       req.topology == nullptr ? 0 : n, std::move(nodes), policy);
   out.size_classes = [policy](const plan::PlanRequest& r) { return policy.size_class_counts(r); };
   return out;
+}
+
+// The default table.
+inline Registered registered_by_size(const AlgorithmRequest& req) {
+  return registered_by_size(req, default_tuning_table());
 }
 
 // Its entry in the algorithm table (algo/registry.hpp).
@@ -389,7 +401,7 @@ inline Algorithm by_size_algorithm() {
                    .description =
                        "per message size: oneshot, recdoubling or direct from a tuning table "
                        "(algo/by_size.hpp)",
-                   .make = &registered_by_size};
+                   .make = [](const AlgorithmRequest& r) { return registered_by_size(r); }};
 }
 
 }  // namespace ccoll::algo

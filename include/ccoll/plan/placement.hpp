@@ -102,15 +102,18 @@ inline Plan renumbered_frame(const Plan& p, const std::vector<Rank>& number, Ran
 
 }  // namespace detail
 
-// Which programs of a plan have steps: used[r][c] for rank r on channel c.
+// Which programs of a plan have steps: used[r][c] for rank r on channel c; `channels`, the most
+// channels of the plans added.
 struct ProgramShape {
   std::vector<std::vector<bool>> used;
+  std::uint32_t channels = 0;
 
   bool has(std::size_t r, std::size_t c) const {
     return r < used.size() && c < used[r].size() && used[r][c];
   }
   // This shape with p's non-empty programs added.
   void add(const Plan& p) {
+    channels = std::max(channels, static_cast<std::uint32_t>(p.channels.size()));
     if (used.size() < static_cast<std::size_t>(p.nranks))
       used.resize(static_cast<std::size_t>(p.nranks));
     for (std::size_t c = 0; c < p.channels.size(); ++c)
@@ -168,10 +171,11 @@ inline Plan place_programs(const Plan& p, const Placement& placement,
   const auto C = static_cast<std::uint32_t>(p.channels.size());
   const ProgramShape own = reference == nullptr ? ProgramShape::of(p) : ProgramShape{};
   const ProgramShape& shape = reference == nullptr ? own : *reference;
-  // Channel of each program: its own for kept ranks; placed ones after their host's, in (slot,
-  // channel) order over the shape's programs, then those the shape leaves out.
+  // Channel of each program: its own for kept ranks; placed ones after the shape's channels (so
+  // that a plan with fewer channels numbers them alike), in (slot, channel) order over the shape's
+  // programs, then those the shape leaves out.
   std::vector<std::vector<std::uint32_t>> channel_of(P, std::vector<std::uint32_t>(C, 0));
-  std::vector<std::uint32_t> next(P, C);
+  std::vector<std::uint32_t> next(P, std::max(C, shape.channels));
   std::uint32_t nchannels = C;
   for (const bool in_shape : {true, false})
     for (std::uint32_t s = 1; s <= most; ++s)

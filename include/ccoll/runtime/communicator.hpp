@@ -360,7 +360,12 @@ class Communicator {
     }
     for (std::size_t i = 0; i < pp->set_index.size(); ++i)
       st.base[i] = st.base_by_set[pp->set_index[i]];
-    if (st.pcs.size() < p.channels.size()) st.pcs.resize(p.channels.size());
+    try {
+      if (st.pcs.size() < p.channels.size()) st.pcs.resize(p.channels.size());
+    } catch (const std::exception&) {
+      raise_foreign(here);
+      throw;
+    }
     // Layer readiness reads the user's output (Allreduce only): staged calls publish no progress.
     if (rank >= 0 && rank < nranks_ && !staged) {
       o.progress = progress_words(rank);

@@ -846,7 +846,9 @@ struct CudaP2P {
       if (nch > nchannels_)
         throw Error(ErrorCode::Unsupported, st.rank,
                     "plan '" + p.algorithm + "' has " + std::to_string(nch) +
-                        " channels; the communicator was set up for " + std::to_string(nchannels_));
+                        " channels; the communicator was set up for " + std::to_string(nchannels_) +
+                        ", its reference plans' (a policy that chooses among plans must give "
+                        "each as many channels as the most any has: algo/by_size.hpp)");
       const std::size_t nkeys = plans_.keys().size();
       DevicePlan dp;
       dp.nblocks = nch;
