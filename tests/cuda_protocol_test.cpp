@@ -1355,7 +1355,10 @@ TEST_CASE("an executor's channels are its plans' channels, which every plan fits
           } catch (const Error&) {
             continue;  // no plan of this collective
           }
-          check(name + " on " + preset, reg, c, nch);
+          std::string what = name;
+          what += " on ";
+          what += preset;
+          check(what, reg, c, nch);
         }
     }
   // A table whose first rule gets only counts below the ranks (one 4-byte element): its plans,
@@ -1379,8 +1382,10 @@ TEST_CASE("an executor's channels are its plans' channels, which every plan fits
     for (const std::uint32_t nch : {1u, 2u, 4u}) {
       algo::AlgorithmRequest areq;
       areq.nranks = p;
-      check("auto on " + std::to_string(p) + " ranks", algo::make_algorithm("auto", areq),
-            plan::Collective::allreduce, nch, p);
+      std::string what = "auto on ";
+      what += std::to_string(p);
+      what += " ranks";
+      check(what, algo::make_algorithm("auto", areq), plan::Collective::allreduce, nch, p);
     }
 }
 
