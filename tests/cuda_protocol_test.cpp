@@ -1287,8 +1287,10 @@ TEST_CASE("an executor's channels are its plans' channels, which every plan fits
   // labels, which placed relays number beyond (a 4 x 4 torus' dbtree labels 125 channels for 9
   // that carry programs).
   using Cache = runtime::PlanCache<sync::ConnectionRef>;
-  const auto check = [](const std::string& what, const algo::Registered& reg,
-                        plan::Collective collective, std::uint32_t nchannels, int nranks = 0) {
+  bool any_padded = false;
+  const auto check = [&any_padded](const std::string& what, const algo::Registered& reg,
+                                   plan::Collective collective, std::uint32_t nchannels,
+                                   int nranks = 0) {
     if (nranks == 0) nranks = reg.nranks();
     CAPTURE(what);
     CAPTURE(plan::collective_name(collective));
@@ -1306,6 +1308,7 @@ TEST_CASE("an executor's channels are its plans' channels, which every plan fits
     cache.set_connections(std::vector<sync::ConnectionRef>(cache.keys().size()));
     const std::uint32_t blocks = runtime::executor_channels(cache, config);
     std::uint32_t labels = 0, most = 0;
+    bool padded = false;  // a plan with trailing empty channels (auto's)
     const int roots = plan::has_root(collective) ? nranks : 1;
     // Counts across `auto`'s size classes in every element size; multiples of the ranks where the
     // collective is cut into blocks, any count elsewhere.
@@ -1326,8 +1329,22 @@ TEST_CASE("an executor's channels are its plans' channels, which every plan fits
           for (const plan::Connection& c : pp->plan.connections)
             labels = std::max(labels, c.channel + 1);
           CHECK(pp->plan.channels.size() <= blocks);
+          // What a GPU launches: up to the last channel with a step anywhere.
+          const plan::Plan& q = pp->plan;
+          const std::uint32_t in_use = q.channels_in_use();
+          CHECK(in_use >= 1);
+          CHECK(in_use <= std::max<std::size_t>(1, q.channels.size()));
+          for (std::uint32_t c = in_use; c < q.channels.size(); ++c)
+            for (const plan::Program& prog : q.channels[c].programs) CHECK(prog.steps.empty());
+          if (in_use > 1) {
+            const auto& last = q.channels[in_use - 1].programs;
+            CHECK(std::any_of(last.begin(), last.end(),
+                              [](const plan::Program& prog) { return !prog.steps.empty(); }));
+          }
+          padded = padded || in_use < q.channels.size();
         }
     CHECK(blocks == std::max(most, std::max(nchannels, 1u)));
+    if (by_size) any_padded = any_padded || padded;
     return labels;
   };
   const physical::PhysicalTopology torus = physical::preset("torus:4x4");
@@ -1387,6 +1404,7 @@ TEST_CASE("an executor's channels are its plans' channels, which every plan fits
       what += " ranks";
       check(what, algo::make_algorithm("auto", areq), plan::Collective::allreduce, nch, p);
     }
+  CHECK(any_padded);  // auto's padding, for which the GPU executors launch no blocks
 }
 
 TEST_CASE("cuda-p2p runs a plan as LowLatency from the plan and the configuration alone") {

@@ -101,6 +101,15 @@ struct Plan {
     for (bool a : active) n += a ? 1 : 0;
     return n;
   }
+  // The channels up to the last one with a step on any rank (at least one): what a GPU executor
+  // launches blocks for. The channels after it are empty everywhere (a policy that chooses among
+  // plans pads them: algo/by_size.hpp), and a block of theirs would only start and stop.
+  std::uint32_t channels_in_use() const {
+    for (auto c = static_cast<std::uint32_t>(channels.size()); c > 1; --c)
+      for (const Program& prog : channels[c - 1].programs)
+        if (!prog.steps.empty()) return c;
+    return 1;
+  }
 
   // Builder helpers ------------------------------------------------------------------------------
 

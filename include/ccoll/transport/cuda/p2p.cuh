@@ -842,7 +842,9 @@ struct CudaP2P {
                       std::shared_ptr<const runtime::PreparedPlan<sync::ConnectionRef>> pp,
                       std::size_t elem_size) {
       const plan::Plan& p = pp->plan;
-      const auto nch = static_cast<std::uint32_t>(p.channels.size());
+      // No blocks for trailing channels empty on every rank (Plan::channels_in_use): every rank
+      // launches as many, from the same plan.
+      const std::uint32_t nch = p.channels_in_use();
       if (nch > nchannels_)
         throw Error(ErrorCode::Unsupported, st.rank,
                     "plan '" + p.algorithm + "' has " + std::to_string(nch) +

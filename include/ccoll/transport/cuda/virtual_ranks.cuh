@@ -512,7 +512,7 @@ struct CudaVirtualRanks {
                       std::size_t elem_size) {
       const plan::Plan& p = pp->plan;
       const auto nranks_plan = static_cast<std::uint32_t>(p.nranks);
-      const auto nch = static_cast<std::uint32_t>(p.channels.size());
+      const std::uint32_t nch = p.channels_in_use();  // no blocks for trailing empty channels
       const std::size_t nconn = p.connections.size();
       DevicePlan dp;
       dp.nblocks = nch * nranks_plan;
