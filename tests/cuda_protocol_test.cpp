@@ -44,6 +44,7 @@
 #include "ccoll/transport/cuda/failure_record.hpp"
 #include "ccoll/transport/cuda/p2p_options.hpp"
 #include "ccoll/transport/cuda/session_protocol.hpp"
+#include "sweep.hpp"
 
 namespace cuda_protocol_test {
 using namespace ccoll;
@@ -1199,6 +1200,7 @@ TEST_CASE("cuda-p2p: every plan of a communicator uses each connection from the 
     // A placed relay program runs on a channel of its host's (plan/placement.hpp); which one may
     // not depend on which of the relay's programs a count or a root leaves empty.
     const std::vector<std::uint64_t> order = {40960, 1, 7, 300, 4099, 1u << 20, 2};
+    ccoll::testing::Sweep sweep;  // a share of the cases under a sanitizer (tests/sweep.hpp)
     for (const std::string preset : {"ring:4", "ring:5", "ring:6", "torus:2x3", "dgx1v"})
       for (const std::string name : {"ring", "tree", "dbtree", "direct"}) {
         const physical::PhysicalTopology t = physical::preset(preset);
@@ -1209,6 +1211,7 @@ TEST_CASE("cuda-p2p: every plan of a communicator uses each connection from the 
              {plan::Collective::allreduce, plan::Collective::reduce_scatter,
               plan::Collective::all_gather, plan::Collective::broadcast, plan::Collective::reduce})
           for (const std::uint32_t nchannels : {1u, 2u}) {
+            if (!sweep.take()) continue;
             CAPTURE(preset);
             CAPTURE(name);
             CAPTURE(plan::collective_name(collective));
@@ -1288,9 +1291,11 @@ TEST_CASE("an executor's channels are its plans' channels, which every plan fits
   // that carry programs).
   using Cache = runtime::PlanCache<sync::ConnectionRef>;
   bool any_padded = false;
-  const auto check = [&any_padded](const std::string& what, const algo::Registered& reg,
-                                   plan::Collective collective, std::uint32_t nchannels,
-                                   int nranks = 0) {
+  ccoll::testing::Sweep sweep;  // a share of the cases under a sanitizer (tests/sweep.hpp)
+  const auto check = [&any_padded, &sweep](const std::string& what, const algo::Registered& reg,
+                                           plan::Collective collective, std::uint32_t nchannels,
+                                           int nranks = 0, bool always = false) {
+    if (!sweep.take() && !always) return 0u;
     if (nranks == 0) nranks = reg.nranks();
     CAPTURE(what);
     CAPTURE(plan::collective_name(collective));
@@ -1351,7 +1356,7 @@ TEST_CASE("an executor's channels are its plans' channels, which every plan fits
   algo::AlgorithmRequest on_torus;
   on_torus.topology = &torus;
   CHECK(check("dbtree on torus:4x4", algo::make_algorithm("dbtree", on_torus),
-              plan::Collective::allreduce, 1) > 100);
+              plan::Collective::allreduce, 1, 0, true) > 100);
   for (const std::string preset : {"ring:4", "ring:5", "torus:2x3", "dgx1v"})
     for (const std::string name : {"ring", "tree", "dbtree", "direct", "auto"}) {
       const physical::PhysicalTopology t = physical::preset(preset);
@@ -1404,7 +1409,8 @@ TEST_CASE("an executor's channels are its plans' channels, which every plan fits
       what += " ranks";
       check(what, algo::make_algorithm("auto", areq), plan::Collective::allreduce, nch, p);
     }
-  CHECK(any_padded);  // auto's padding, for which the GPU executors launch no blocks
+  // auto's padding, for which the GPU executors launch no blocks (every case taken)
+  if (ccoll::testing::sweep_share().stride == 1) CHECK(any_padded);
 }
 
 TEST_CASE("cuda-p2p runs a plan as LowLatency from the plan and the configuration alone") {
