@@ -18,7 +18,6 @@
 #include <bit>
 #include <cstddef>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,6 +27,7 @@
 #include "ccoll/core/config.hpp"
 #include "ccoll/core/error.hpp"
 #include "ccoll/gradient/coordinated.hpp"
+#include "ccoll/gradient/engine/attached_ranks.hpp"
 #include "ccoll/gradient/engine/channel_plan.hpp"
 #include "ccoll/gradient/engine/channels.hpp"
 #include "ccoll/gradient/engine/coordinated_rank.hpp"
@@ -52,7 +52,7 @@ class GradientSync<C, Coordinated> {
         policy_(std::move(policy)),
         options_(options),
         channels_(config, channel_layout(policy_.max_concurrent, tensors_), topology),
-        ranks_(static_cast<std::size_t>(channels_[0].nranks())) {
+        ranks_(channels_[0].nranks()) {
     for (std::size_t i = 0; i < tensors_.size(); ++i)
       names_.emplace(tensors_[i].name, static_cast<int>(i));
     for (const auto& [group, members] : policy_.groups)
@@ -65,33 +65,16 @@ class GradientSync<C, Coordinated> {
   // Binds local rank `rank`'s gradient buffers (gradients[i]: tensor i) and starts its cycle thread
   // and workers; once per rank. Threads transports: thread r attaches rank r.
   Rank& attach(int rank, std::span<void* const> gradients) {
-    bool local = false;
-    for (int r : channels_[0].local_ranks()) local = local || r == rank;
-    if (!local)
-      throw_invalid_argument(rank, "rank", "a rank this process hosts", std::to_string(rank));
-    std::lock_guard lock(mu_);
-    auto& slot = ranks_[static_cast<std::size_t>(rank)];
-    if (slot) throw_invalid_argument(rank, "rank", "a rank not attached yet", "attached before");
-    slot = std::make_unique<Rank>(channels_, channels_[policy_.max_concurrent], policy_, tensors_,
-                                  names_, rank, gradients, options_.op);
-    return *slot;
+    return ranks_.attach(rank, channels_[0].local_ranks(), [&] {
+      return std::make_unique<Rank>(channels_, channels_[policy_.max_concurrent], policy_, tensors_,
+                                    names_, rank, gradients, options_.op);
+    });
   }
   // Process transports, which host one rank: this process's.
   Rank& attach(std::span<void* const> gradients) {
-    const auto locals = channels_[0].local_ranks();
-    if (locals.size() != 1)
-      throw_invalid_argument(-1, "rank",
-                             "attach(rank, gradients): this transport hosts several ranks",
-                             "attach(gradients)");
-    return attach(locals[0], gradients);
+    return attach(engine::AttachedRanks<Rank>::sole(channels_[0].local_ranks()), gradients);
   }
-  Rank& rank(int r) {
-    std::lock_guard lock(mu_);
-    if (r < 0 || static_cast<std::size_t>(r) >= ranks_.size() ||
-        !ranks_[static_cast<std::size_t>(r)])
-      throw_invalid_argument(r, "rank", "an attached rank", std::to_string(r));
-    return *ranks_[static_cast<std::size_t>(r)];
-  }
+  Rank& rank(int r) { return ranks_.at(r); }
 
   int id(std::string_view name) const { return engine::tensor_id(names_, name, -1); }
   std::span<const TensorSpec> tensors() const { return tensors_; }
@@ -167,8 +150,7 @@ class GradientSync<C, Coordinated> {
   engine::NameIndex names_;
   SyncOptions options_;
   engine::ChannelSet<C> channels_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Rank>> ranks_;  // destroyed first: their threads use the channels
+  engine::AttachedRanks<Rank> ranks_;  // destroyed first: their threads use the channels
 };
 
 }  // namespace ccoll::gradient
