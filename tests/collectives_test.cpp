@@ -12,7 +12,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <exception>
 #include <functional>
 #include <optional>
 #include <string>
@@ -28,6 +27,7 @@
 #include "ccoll/ccoll.hpp"
 #include "ccoll/runtime/area_control_plane.hpp"
 #include "collective_reference.hpp"
+#include "rank_threads.hpp"
 #include "sweep.hpp"
 
 namespace collectives_test {
@@ -36,22 +36,7 @@ using ccoll::testing::check_collective_call;
 
 namespace {
 
-// Runs fn(rank) on P threads; returns each rank's outcome ("" fine, else what went wrong).
-std::vector<std::string> on_threads(int p, const std::function<std::string(int)>& fn) {
-  std::vector<std::string> out(static_cast<std::size_t>(p));
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(p));
-  for (int r = 0; r < p; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        out[static_cast<std::size_t>(r)] = fn(r);
-      } catch (const std::exception& e) {
-        out[static_cast<std::size_t>(r)] = std::string("threw: ") + e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return out;
-}
+using ccoll::testing::on_threads;
 
 Config small_config(int p) {
   Config c;

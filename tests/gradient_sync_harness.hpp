@@ -15,12 +15,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <exception>
 #include <memory>
 #include <numeric>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -36,6 +34,7 @@
 #include "ccoll/gradient/single_layer.hpp"
 #include "ccoll/gradient/sync.hpp"
 #include "ccoll/gradient/wfbp.hpp"
+#include "rank_threads.hpp"
 
 namespace gradient_sync_harness {
 
@@ -205,25 +204,7 @@ inline void ready_order(std::vector<int>& order, int rank, int iteration) {
   }
 }
 
-// Runs fn(rank) on P threads; each returns "" or what went wrong (an escaping error included).
-template <class F>
-std::vector<std::string> on_threads(int p, F fn) {
-  std::vector<std::string> out(static_cast<std::size_t>(p));
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(p));
-  for (int r = 0; r < p; ++r)
-    threads.emplace_back([&, r] {
-      std::string& o = out[static_cast<std::size_t>(r)];
-      try {
-        o = fn(r);
-      } catch (const std::exception& e) {
-        o = "threw: ";
-        o += e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return out;
-}
+using ccoll::testing::on_threads;
 
 // The code of the ccoll::Error that f() throws; fails the test when it throws none.
 template <class E>

@@ -6,12 +6,10 @@
 
 #include <chrono>
 #include <cstdint>
-#include <exception>
 #include <functional>
 #include <map>
 #include <set>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -23,6 +21,7 @@
 #include "ccoll/sim/from_physical.hpp"
 #include "ccoll/sim/simulator.hpp"
 #include "collective_reference.hpp"
+#include "rank_threads.hpp"
 
 namespace placement_test {
 using namespace ccoll;
@@ -57,22 +56,7 @@ std::set<Key> keys(const plan::Plan& p) {
   return k;
 }
 
-// Runs fn(rank) on P threads; returns each rank's outcome ("" fine, else what went wrong).
-std::vector<std::string> on_threads(int p, const std::function<std::string(int)>& fn) {
-  std::vector<std::string> out(static_cast<std::size_t>(p));
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(p));
-  for (int r = 0; r < p; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        out[static_cast<std::size_t>(r)] = fn(r);
-      } catch (const std::exception& e) {
-        out[static_cast<std::size_t>(r)] = std::string("threw: ") + e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return out;
-}
+using ccoll::testing::on_threads;
 
 Config small_config(int p) {
   Config c;
