@@ -21,6 +21,7 @@
 #include "ccoll/sim/from_physical.hpp"
 #include "ccoll/sim/simulator.hpp"
 #include "collective_reference.hpp"
+#include "plans_collective.hpp"
 #include "rank_threads.hpp"
 
 namespace placement_test {
@@ -265,15 +266,7 @@ TEST_CASE("every collective on GPU-only graphs, one rank per GPU, relays inside 
       // its ring's positions), the others every collective (the embedded ring: its ring forms and
       // chains along its rings).
       const auto plans = [&](plan::Collective c) {
-        plan::PlanRequest probe;
-        probe.nranks = p;
-        probe.count = static_cast<std::uint64_t>(p) * 64;
-        probe.collective = c;
-        try {
-          return reg.build(probe).collective == c;
-        } catch (const Error&) {
-          return false;
-        }
+        return ccoll::testing::plans_collective(reg, c);
       };
       const bool rooted_only = name == "tree" || name == "dbtree";
       for (plan::Collective c : {plan::Collective::reduce_scatter, plan::Collective::all_gather,
