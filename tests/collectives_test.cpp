@@ -167,6 +167,31 @@ TEST_CASE("collectives: FIFO depths 2 and 5, one channel and four") {
     }
 }
 
+TEST_CASE("collectives: a configuration no plan can run names the setting, not a probe's count") {
+  // The communicator probes counts that are multiples of the ranks (plan_cache.hpp); when none
+  // plans, the error reported is the one that is not about the probe's count.
+  for (const int p : {3, 4, 5}) {
+    CAPTURE(p);
+    Config c = small_config(p);
+    c.nslots = 1;  // a ring needs two slots per connection
+    const auto message = [](auto make) -> std::string {
+      try {
+        make();
+      } catch (const Error& e) {
+        return e.what();
+      }
+      return "no error";
+    };
+    for (const std::string& m :
+         {message([&] { ReduceScatter<transport::HostThreads, algo::Ring> rs(c); }),
+          message([&] { AllGather<transport::HostThreads, algo::Ring> ag(c); })}) {
+      INFO(m);
+      CHECK(m.find("nslots") != std::string::npos);
+      CHECK(m.find("expected a multiple") == std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("collectives: bad arguments throw on every rank and write no buffer") {
   const int p = 4;
   SUBCASE("a root out of range on one rank") {

@@ -136,14 +136,24 @@ class PlanCache {
       int first_root = 0;
       std::string full_count_error;  // root 0's at nranks x nch x 4096
       try {
+        // Where no count plans, the error to report is one that is not about the probe's count
+        // (a FIFO too shallow for the plan, say), not the last count's "expected a multiple".
+        std::exception_ptr full_error, countless_error;
         for (int m = nranks;; --m) {
           count = static_cast<std::uint64_t>(m) * nch * 4096;
           try {
             first = build(count, elem, 0);
             break;
           } catch (const Error& e) {
-            if (m == nranks) full_count_error = e.what();
-            if (e.code() != ErrorCode::InvalidArgument || m <= 1) throw;
+            if (m == nranks) {
+              full_count_error = e.what();
+              full_error = std::current_exception();
+            }
+            if (e.code() != ErrorCode::InvalidArgument) throw;
+            if (!countless_error &&
+                std::string_view(e.what()).find(std::to_string(count)) == std::string_view::npos)
+              countless_error = std::current_exception();
+            if (m <= 1) std::rethrow_exception(countless_error ? countless_error : full_error);
           }
         }
       } catch (const Error& e) {
