@@ -459,6 +459,13 @@ TEST_CASE("topology file text: malformed JSON is quoted in part, not whole") {
   CHECK(msg.size() < 400);
 }
 
+TEST_CASE("topology file text: an empty file is named as empty, not read as nvidia-smi's text") {
+  for (const char* text : {"", " \n\t\r\n"}) {
+    const auto msg = topology_error([&] { (void)topology_from_file_text(text, "t.json"); });
+    CHECK(contains(msg, "t.json: empty"));
+  }
+}
+
 TEST_CASE("presets: numbers past an int and graphs past the size limits are refused") {
   // preset()'s parser wrapped: ring:4294967300 was a ring of 4 GPUs, full4294967298 a pair.
   for (const char* name :

@@ -253,6 +253,15 @@ TEST_CASE("json loader: clear errors name the node or link") {
       doctest::Contains("\"g2\" is disconnected"), TopologyError);
   CHECK_THROWS_WITH_AS(load(R"({"nodes": ["g0"], "active": ["g5"]})"), doctest::Contains("g5"),
                        TopologyError);
+  // The active set: each a worker, once.
+  const char* const star =
+      R"({"nodes": ["a", "b", {"id": "s", "kind": "switch"}], "links": [)"
+      R"({"a": "a", "b": "s", "bandwidth_GBps": 1}, {"a": "b", "b": "s", "bandwidth_GBps": 1}],)";
+  CHECK_THROWS_WITH_AS(load((std::string(star) + R"("active": ["a", "a", "b"]})").c_str()),
+                       doctest::Contains("\"a\" is listed twice"), TopologyError);
+  CHECK_THROWS_WITH_AS(load((std::string(star) + R"("active": ["a", "s"]})").c_str()),
+                       doctest::Contains("\"s\" is a switch"), TopologyError);
+  CHECK(load((std::string(star) + R"("active": ["a", "b"]})").c_str()).active_nodes().size() == 2);
   CHECK_THROWS_WITH_AS(load(R"({"nodes": [{"id": "x", "kind": "toaster"}]})"),
                        doctest::Contains("toaster"), std::invalid_argument);
   CHECK_THROWS_AS(load_topology_json(data("no_such_file.json")), TopologyError);

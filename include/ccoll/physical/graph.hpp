@@ -173,10 +173,20 @@ struct PhysicalTopology {
     return out;
   }
 
-  // Makes exactly `ids` active; throws naming an unknown id.
+  // Makes exactly `ids` active: the set a user names (a file's "active", a tool's --active), each
+  // a compute node once; throws naming an unknown id, one listed twice, a NIC or a switch (which
+  // forward traffic and run no plan program).
   void set_active(const std::vector<std::string>& ids) {
     std::vector<bool> a(nodes.size(), false);
-    for (const auto& id : ids) a[idx(require(id, "active node"))] = true;
+    for (const auto& id : ids) {
+      const int n = require(id, "active node");
+      if (a[idx(n)]) throw TopologyError("active node \"" + id + "\" is listed twice");
+      if (const NodeKind k = nodes[idx(n)].kind; k == NodeKind::nic || k == NodeKind::switch_)
+        throw TopologyError("active node \"" + id + "\" is a " + std::string(to_string(k)) +
+                            ": a worker is a gpu or a cpu node (NICs and switches forward "
+                            "traffic and run no plan program)");
+      a[idx(n)] = true;
+    }
     active = std::move(a);
   }
   void set_active(const std::vector<int>& node_indices) {

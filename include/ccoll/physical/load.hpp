@@ -27,6 +27,10 @@ inline PhysicalTopology topology_from_file_text(const std::string& text, const s
   const auto first = text.find_first_not_of(" \t\r\n");
   const char c = first == std::string::npos ? '\0' : text[first];
   PhysicalTopology t;
+  if (c == '\0')
+    throw TopologyError(where +
+                        ": empty (expected topology JSON, NCCL topology XML or the text of "
+                        "nvidia-smi topo -m)");
   if (c == '<') {
     t = topology_from_nccl_xml(text);
   } else if (c == '{' || c == '[') {
