@@ -147,5 +147,14 @@ TEST_CASE("parse ccoll_perf JSON") {
   CHECK(ring[1].bytes == 4096);
   CHECK(ring[1].time_s == doctest::Approx(20e-6));
   CHECK_THROWS(parse_ccoll_perf_json("{\"nothing\": 1}"));
+  // The model is an allreduce's: other collectives' rows are left out, and a report of only
+  // those is refused, naming its collective.
+  const std::string mixed = R"({"results": [
+      {"algo": "ring", "nranks": 4, "size": 1024, "time_us": 10.5, "collective": "allreduce"},
+      {"algo": "ring", "nranks": 4, "size": 1024, "time_us": 3.0, "collective": "broadcast"}]})";
+  CHECK(parse_ccoll_perf_json(mixed).size() == 1);
+  const std::string bcast = R"({"results": [
+      {"algo": "ring", "nranks": 4, "size": 1024, "time_us": 3.0, "collective": "broadcast"}]})";
+  CHECK_THROWS_WITH(parse_ccoll_perf_json(bcast), doctest::Contains("time broadcast"));
 }
 }  // namespace model_test

@@ -20,14 +20,23 @@ inline std::vector<Sample> parse_ccoll_perf_json(const std::string& text,
   if (!doc.is_object() || !doc.contains("results") || !doc["results"].is_array())
     throw std::invalid_argument("ccoll_perf JSON: expected an object with a \"results\" array");
   std::vector<Sample> rows;
+  std::string other;  // a collective other than allreduce that rows time
   for (const auto& r : doc["results"]) {
     if (!r.contains("size") || !r.contains("time_us"))
       throw std::invalid_argument("ccoll_perf JSON: a result lacks \"size\" or \"time_us\"");
+    // The model is an allreduce's (a report without the field predates the other collectives).
+    if (const std::string c = r.value("collective", std::string("allreduce")); c != "allreduce") {
+      other = c;
+      continue;
+    }
     if (!algo.empty() && r.value("algo", std::string{}) != algo) continue;
     if (nranks > 0 && r.value("nranks", 0) != nranks) continue;
     rows.push_back(Sample{r["size"].get<double>(), r["time_us"].get<double>() * 1e-6,
                           r.value("concurrent", 1)});
   }
+  if (rows.empty() && !other.empty())
+    throw std::invalid_argument("ccoll_perf JSON: its rows time " + other +
+                                "; the fit models allreduce (ccoll_perf -C allreduce)");
   return rows;
 }
 
