@@ -693,5 +693,18 @@ TEST_CASE("plan and simulate --collective: every collective's plans verified and
       plan({"--topology", "uniform:4", "--algo", "ring", "--collective", "reduce", "--root", "4"});
   CHECK(far.rc != 0);
   CHECK(far.err.find("root") != std::string::npos);
+  const Run rootless = plan(
+      {"--topology", "uniform:4", "--algo", "ring", "--collective", "allreduce", "--root", "2"});
+  CHECK(rootless.rc == 2);
+  CHECK(rootless.err.find("--root: only with") != std::string::npos);
+  // The forest through inactive GPUs: blocks per active rank, for the default size and others.
+  for (const char* collective : {"reduce_scatter", "all_gather"})
+    for (const char* bytes : {"16M", "1M", "1000"}) {
+      const Run f = plan({"--topology", "dgx1v", "--algo", "forest", "--active", "gpu0,gpu2,gpu5",
+                          "--collective", collective, "--bytes", bytes});
+      INFO(collective << " " << bytes << ": " << f.err);
+      CHECK(f.rc == 0);
+      CHECK(f.out.find("(3 active)") != std::string::npos);
+    }
 }
 }  // namespace cli_test

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <sstream>
 #include <string>
@@ -650,7 +651,9 @@ TEST_CASE("CSV and JSON carry every row") {
   int lines = 0;
   for (char c : csv) lines += c == '\n';
   CHECK(lines == 3);
-  CHECK(csv.find(",ring\n") != std::string::npos);  // the peer row names its pairing
+  CHECK(csv.find(",ring,allreduce\n") != std::string::npos);  // the peer row names its pairing
+  rep.rows[0].collective = ccoll::plan::Collective::broadcast;
+  CHECK(csv_row(rep.rows[0]).ends_with(",,broadcast\n"));  // each row names its collective
   CHECK(csv.find("shm,ring,2,64,16,float,sum,10,") != std::string::npos);
   CHECK(csv_row(rep.rows[0]).find(",2,") != std::string::npos);  // ratio 2x
 
@@ -838,6 +841,10 @@ TEST_CASE("-a auto --tuning FILE: the table's algorithms by size; bad files are 
   CHECK_THROWS_WITH_AS(prepare_algorithms(parse({"-a", "auto", "--tuning", "/nonexistent/t.json"})),
                        doctest::Contains("--tuning: cannot read"), UsageError);
   CHECK(usage_message({"--tuning", ""}).rfind("--tuning:", 0) == 0);
+  // A table serves auto alone: without it in -a the file would be ignored.
+  CHECK(
+      usage_message({"-a", "ring", "--tuning", "/nonexistent/t.json"}).rfind("--tuning: only", 0) ==
+      0);
   std::filesystem::remove(good);
   std::filesystem::remove(bad);
 }
@@ -915,7 +922,10 @@ std::vector<Row> threads_rows(const Options& o, const Prepared& p, const Prepare
         std::fprintf(stderr, "rank %d: %s\n", rank, what.c_str());
         std::abort();  // the other threads would wait for this one forever
       });
-  REQUIRE(rows.size() == spec.sizes.size());
+  // A row per size, but one for sizes of the same whole elements (-f below 2).
+  std::set<std::uint64_t> elements;
+  for (const std::uint64_t size : spec.sizes) elements.insert(size / ccoll::size_of(spec.dtype));
+  REQUIRE(rows.size() == elements.size());
   return rows;
 }
 
@@ -1121,6 +1131,20 @@ TEST_CASE("-C: the collectives beside allreduce, their default algorithms and us
   CHECK(parse({"-C", "all_gather", "-a", "forest", "--topology", "dgx1v"}).algos ==
         std::vector<std::string>{"forest"});
   CHECK(fails({"-C", "broadcast", "-a", "recdoubling"}, "has no broadcast plans") == "");
+  // -a all: every algorithm that plans the collective.
+  for (const char* c : {"reduce_scatter", "all_gather", "broadcast", "reduce"}) {
+    CAPTURE(c);
+    const Options all = parse({"-C", c, "-a", "all"});
+    const auto has = [&](const char* a) {
+      return std::find(all.algos.begin(), all.algos.end(), a) != all.algos.end();
+    };
+    CHECK(has("ring"));
+    CHECK(has("direct"));
+    CHECK(has("auto"));
+    CHECK(has("dbtree") == ccoll::plan::has_root(*parse_collective(c)));
+    CHECK_FALSE(has("recdoubling"));
+    CHECK_FALSE(has("oneshot"));
+  }
   CHECK(fails({"--root", "1"}, "--root: only with -C broadcast or reduce") == "");
   CHECK(fails({"-C", "reduce", "--root", "4", "-t", "4"}, "expected a rank below -t 4") == "");
   // Every collective reads the peers' windows.
@@ -1155,6 +1179,15 @@ TEST_CASE("busbw factors of the collectives are nccl-tests'") {
                          0, C::reduce_scatter);
   CHECK(r.algbw_GBps == doctest::Approx(4.0));
   CHECK(r.busbw_GBps == doctest::Approx(3.0));
+}
+
+TEST_CASE("sizes of the same whole elements make one row (-f below 2, 8-byte elements)") {
+  const Options o = parse({"-t", "2", "-b", "10", "-e", "40", "-f", "1.1", "-d", "f64", "-a",
+                           "ring", "-n", "1", "-w", "0", "-m", "0"});
+  const Prepared p = prepare_algorithms(o);
+  std::vector<std::uint64_t> counts;
+  for (const Row& r : threads_rows(o, p, p.algos.front())) counts.push_back(r.count);
+  CHECK(counts == std::vector<std::uint64_t>{1, 2, 3, 4});  // 10, 11, ..., 37 bytes
 }
 
 TEST_CASE("-C on the threads path: every collective, ring and direct, roots, no wrong element") {

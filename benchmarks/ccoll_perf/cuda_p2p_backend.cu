@@ -21,6 +21,7 @@
 
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
+#include "ccoll/transport/cuda/check.cuh"
 #include "ccoll/transport/cuda/p2p.cuh"
 #include "cuda_workspace.cuh"
 
@@ -62,6 +63,7 @@ bool dispatch_supported(ccoll::DataType dtype, ccoll::ReduceOp op, F&& f) {
 
 // One device per rank where every pair of visible devices reaches each other, else device 0.
 std::vector<int> place_ranks(int nranks) {
+  (void)ccoll::transport::cuda::current_device();  // "no CUDA device: ...", as cuda-virtual says
   int n = 0;
   check(cudaGetDeviceCount(&n), "cudaGetDeviceCount");
   bool all_pairs = n > 1;

@@ -42,9 +42,11 @@ void run_device_sweep(const SweepSpec& spec, DeviceCollective* ours, DeviceColle
                       const std::function<void(const Row&)>& on_peer_row,
                       const std::function<void(const std::string&)>& on_launch) {
   const int rounds = std::max(1, spec.rounds);
+  std::uint64_t last_count = 0;  // sizes of the same whole elements (-f 1.1) make one row
   for (const std::uint64_t size : spec.sizes) {
     const std::uint64_t count = device_count(spec, size, ours, peer);
-    if (count == 0) continue;
+    if (count == 0 || count == last_count) continue;
+    last_count = count;
     Best best, peer_best;
     for (int r = 0; r < rounds; ++r) {
       const bool last = r == rounds - 1;

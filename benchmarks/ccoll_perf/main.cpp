@@ -879,9 +879,9 @@ int run_here(Report& report, const char* argv0) {
   }
   if (transport.ranks == RankPlacement::mpirun) {
     std::fprintf(stderr,
-                 "ccoll_perf: --transport mpi runs one rank per MPI process: run\n"
-                 "  mpirun --allow-run-as-root --oversubscribe -np 4 %s --transport mpi\n",
-                 argv0);
+                 "ccoll_perf: --transport %s runs one rank per MPI process: run\n"
+                 "  mpirun --allow-run-as-root --oversubscribe -np 4 %s --transport %s\n",
+                 o.transport.c_str(), argv0, o.transport.c_str());
     return 2;
   }
   if (o.peer != Peer::none) {

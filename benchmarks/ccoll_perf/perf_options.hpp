@@ -211,6 +211,17 @@ inline std::vector<std::string> tune_candidates(ccoll::plan::Collective c, int n
   return out;
 }
 
+// Whether the comma-separated `list` names `item`.
+inline bool has_list_item(std::string_view list, std::string_view item) {
+  for (bool more = true; more;) {
+    const std::size_t comma = list.find(',');
+    if (list.substr(0, comma) == item) return true;
+    more = comma != std::string_view::npos;
+    if (more) list = list.substr(comma + 1);
+  }
+  return false;
+}
+
 inline std::vector<std::string> parse_algos(std::string_view s, bool with_topology = false) {
   std::vector<std::string> out;
   auto add = [&](const ccoll::algo::AlgorithmSpec& spec) {
@@ -694,12 +705,17 @@ inline Options parse_args(const std::vector<std::string>& args) {
   if (!allreduce) {
     const std::string c(ccoll::plan::collective_name(o.collective));
     const bool rooted = ccoll::plan::has_root(o.collective);
-    for (const std::string& a : o.algos) {
+    const auto planned = [&](const std::string& a) {
       const std::string base = a.substr(0, a.find_first_of("-+"));
-      const bool planned = base == "ring" || base == "direct" || base == "auto" ||
-                           (rooted && (base == "tree" || base == "dbtree")) ||
-                           (base == "forest" && !o.topology.empty());
-      if (!planned) {
+      return base == "ring" || base == "direct" || base == "auto" ||
+             (rooted && (base == "tree" || base == "dbtree")) ||
+             (base == "forest" && !o.topology.empty());
+    };
+    // -a all: every algorithm that plans the collective.
+    if (algo_list && has_list_item(*algo_list, "all"))
+      std::erase_if(o.algos, [&](const std::string& a) { return !planned(a); });
+    for (const std::string& a : o.algos) {
+      if (!planned(a)) {
         std::string message = "-C " + c;
         message.append(": -a ").append(a).append(" has no ").append(c).append(" plans; ");
         message.append(c).append(" has ").append(rooted ? "ring (chains), direct, tree, dbtree, "
@@ -714,6 +730,11 @@ inline Options parse_args(const std::vector<std::string>& args) {
   }
   if (!ccoll::plan::has_root(o.collective) && o.root != 0)
     throw UsageError("--root: only with -C broadcast or reduce");
+  if (!o.tuning_path.empty() &&
+      std::none_of(o.algos.begin(), o.algos.end(), [](const std::string& a) {
+        return a.substr(0, a.find_first_of("-+")) == "auto";
+      }))
+    throw UsageError("--tuning: only with -a auto (the table chooses auto's plans)");
   // Every rank holds a send and a receive buffer of -e bytes (and a reference to check against):
   // a size beyond a quarter of the machine's memory cannot run, so it is refused before anything
   // is allocated rather than ending in the kernel's OOM killer.

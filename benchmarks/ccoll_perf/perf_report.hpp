@@ -204,7 +204,7 @@ inline std::string format_row(const Row& r, bool with_bound, bool with_peer, boo
 
 inline std::string csv_header() {
   return "transport,algo,nranks,size_bytes,count,type,op,time_us,algbw_GBps,busbw_GBps,wrong,"
-         "bound_busbw_GBps,pct_of_bound,peer_busbw_GBps,ratio_to_peer,paired_with\n";
+         "bound_busbw_GBps,pct_of_bound,peer_busbw_GBps,ratio_to_peer,paired_with,collective\n";
 }
 
 inline std::string csv_row(const Row& r) {
@@ -216,7 +216,7 @@ inline std::string csv_row(const Row& r) {
   if (r.bound_busbw_GBps > 0) os << 100.0 * r.busbw_GBps / r.bound_busbw_GBps;
   os << ',' << r.peer_busbw_GBps << ',';
   if (ratio_to_peer(r) > 0) os << ratio_to_peer(r);
-  os << ',' << r.paired_with << '\n';
+  os << ',' << r.paired_with << ',' << ccoll::plan::collective_name(r.collective) << '\n';
   return os.str();
 }
 

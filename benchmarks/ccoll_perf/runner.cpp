@@ -249,10 +249,12 @@ void run_sweep(const SweepSpec& spec, RankCollective& coll, Control& control,
   SweepSpec peer_spec = spec;
   peer_spec.active.clear();
   bool settled = false;
+  std::uint64_t last_count = 0;  // sizes of the same whole elements (-f 1.1) make one row
   for (const std::uint64_t size : spec.sizes) {
     const std::uint64_t count = sweep_count(spec, size, control.nranks());
     const std::uint64_t peer_count = sweep_count(peer_spec, size, control.nranks());
-    if (count == 0 || (peer != nullptr && peer_count == 0)) continue;
+    if (count == 0 || (peer != nullptr && peer_count == 0) || count == last_count) continue;
+    last_count = count;
     if (!settled) settle(spec, coll, control, buffers, count);
     settled = true;
     // Each round times the peer, then ours, back to back; the best round of each is kept, so
@@ -291,12 +293,16 @@ void run_interleaved_sweep(const std::vector<InterleavedCollective>& runs, Contr
   const SweepSpec& first = runs.front().spec;
   const int rounds = std::max(1, first.rounds);
   bool settled = false;
+  std::vector<std::uint64_t> last_counts;  // sizes of the same whole elements make one row
   for (const std::uint64_t size : first.sizes) {
     // Each collective's own count: a blocked collective takes whole blocks of its active ranks.
     std::vector<std::uint64_t> counts(runs.size());
     for (std::size_t i = 0; i < runs.size(); ++i)
       counts[i] = sweep_count(runs[i].spec, size, control.nranks());
-    if (std::find(counts.begin(), counts.end(), std::uint64_t{0}) != counts.end()) continue;
+    if (std::find(counts.begin(), counts.end(), std::uint64_t{0}) != counts.end() ||
+        counts == last_counts)
+      continue;
+    last_counts = counts;
     if (!settled) settle(first, *runs.front().coll, control, *runs.front().buffers, counts[0]);
     settled = true;
     std::vector<Timed> best(runs.size());

@@ -186,6 +186,8 @@ inline Options parse_options(const std::vector<std::string>& args) {
   if (o.topology.empty()) throw UsageError("--topology FILE|PRESET is required");
   if (static_cast<int>(o.json) + static_cast<int>(o.dot) + static_cast<int>(o.csv) > 1)
     throw UsageError("--json, --dot and --csv are exclusive");
+  if (!plan::has_root(o.collective) && o.root != 0)
+    throw UsageError("--root: only with --collective broadcast or reduce");
   return o;
 }
 
@@ -361,10 +363,14 @@ inline plan::PlanRequest make_request(const Options& o, const Setup& s, int nran
   req.overlap = o.overlap;
   req.collective = o.collective;
   req.root = o.root;
-  // Reduce-scatter and all-gather cut the buffer into one block per rank: whole blocks only.
-  if (plan::has_blocks(o.collective))
-    req.count = std::max<std::uint64_t>(1, req.count / static_cast<std::uint64_t>(nranks)) *
-                static_cast<std::uint64_t>(nranks);
+  // Reduce-scatter and all-gather cut the buffer into one block per active rank (relays through
+  // inactive nodes hold none): whole blocks only.
+  if (plan::has_blocks(o.collective)) {
+    const auto blocks =
+        static_cast<std::uint64_t>(s.topo ? std::max<std::size_t>(1, s.topo->active_nodes().size())
+                                          : static_cast<std::size_t>(nranks));
+    req.count = std::max<std::uint64_t>(1, req.count / blocks) * blocks;
+  }
   req.nchunks = o.chunks;
   req.nslots = o.nslots;
   req.slot_bytes = o.slot_bytes ? o.slot_bytes : std::uint64_t{1} << 40;
