@@ -76,8 +76,11 @@ TEST_CASE("schedule: usage errors name the option") {
   CHECK(schedule({"--profile", "resnet50", "--policy", "horovod", "--cycle-ms", "1e-6"}).rc == 0);
 }
 
-TEST_CASE("schedule: --policy takes a comma list, empty items skipped, all expands") {
+TEST_CASE("schedule: --policy takes a comma list, an empty item is a typo, all expands") {
   auto r = schedule({"--profile", "resnet50", "--policy", "wfbp,,mg", "--json"});
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("--policy: an empty entry") != std::string::npos);
+  r = schedule({"--profile", "resnet50", "--policy", "wfbp,mg", "--json"});
   REQUIRE(r.rc == 0);
   auto j = nlohmann::json::parse(r.out);
   REQUIRE(j.is_array());

@@ -693,6 +693,9 @@ TEST_CASE("plan and simulate --collective: every collective's plans verified and
       plan({"--topology", "uniform:4", "--algo", "ring", "--collective", "reduce", "--root", "4"});
   CHECK(far.rc != 0);
   CHECK(far.err.find("root") != std::string::npos);
+  const Run gap = simulate({"--topology", "uniform:4", "--algo", "ring", "--bytes", "1M,,2M"});
+  CHECK(gap.rc == 2);
+  CHECK(gap.err.find("--bytes: an empty entry") != std::string::npos);
   const Run rootless = plan(
       {"--topology", "uniform:4", "--algo", "ring", "--collective", "allreduce", "--root", "2"});
   CHECK(rootless.rc == 2);

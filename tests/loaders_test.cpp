@@ -464,6 +464,11 @@ TEST_CASE("topology file text: an empty file is named as empty, not read as nvid
     const auto msg = topology_error([&] { (void)topology_from_file_text(text, "t.json"); });
     CHECK(contains(msg, "t.json: empty"));
   }
+  // A file without "name" is named after itself, in its validation's errors too.
+  const auto msg = topology_error([] {
+    (void)topology_from_file_text(R"({"nodes": [{"id": "c", "kind": "cpu"}]})", "dir/t.json");
+  });
+  CHECK(contains(msg, "topology \"t.json\" has no active node"));
 }
 
 TEST_CASE("presets: numbers past an int and graphs past the size limits are refused") {

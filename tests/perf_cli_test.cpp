@@ -1145,6 +1145,8 @@ TEST_CASE("-C: the collectives beside allreduce, their default algorithms and us
     CHECK_FALSE(has("recdoubling"));
     CHECK_FALSE(has("oneshot"));
   }
+  // ... and an algorithm named beside it is still refused when it has no plans of it.
+  CHECK(fails({"-C", "broadcast", "-a", "all,recdoubling"}, "has no broadcast plans") == "");
   CHECK(fails({"--root", "1"}, "--root: only with -C broadcast or reduce") == "");
   CHECK(fails({"-C", "reduce", "--root", "4", "-t", "4"}, "expected a rank below -t 4") == "");
   // Every collective reads the peers' windows.

@@ -211,18 +211,26 @@ inline std::vector<std::string> tune_candidates(ccoll::plan::Collective c, int n
   return out;
 }
 
-// Whether the comma-separated `list` names `item`.
-inline bool has_list_item(std::string_view list, std::string_view item) {
-  for (bool more = true; more;) {
-    const std::size_t comma = list.find(',');
-    if (list.substr(0, comma) == item) return true;
-    more = comma != std::string_view::npos;
-    if (more) list = list.substr(comma + 1);
-  }
-  return false;
+// An -a entry's algorithm: the name without its -overlap/-phased schedule or +ll protocol.
+inline std::string algorithm_base(const std::string& entry) {
+  return entry.substr(0, entry.find_first_of("-+"));
 }
 
-inline std::vector<std::string> parse_algos(std::string_view s, bool with_topology = false) {
+// Whether the algorithm of -a entry `a` has plans of `c` (docs/collectives.md's table; allreduce:
+// every algorithm).
+inline bool has_plans_of(const std::string& a, ccoll::plan::Collective c, bool with_topology) {
+  if (c == ccoll::plan::Collective::allreduce) return true;
+  const std::string base = algorithm_base(a);
+  return base == "ring" || base == "direct" || base == "auto" ||
+         (ccoll::plan::has_root(c) && (base == "tree" || base == "dbtree")) ||
+         (base == "forest" && with_topology);
+}
+
+// -a's list; `all` expands to every algorithm that can run: without --topology those planned on
+// abstract ranks, and only those with plans of `collective`.
+inline std::vector<std::string> parse_algos(
+    std::string_view s, bool with_topology = false,
+    ccoll::plan::Collective collective = ccoll::plan::Collective::allreduce) {
   std::vector<std::string> out;
   auto add = [&](const ccoll::algo::AlgorithmSpec& spec) {
     const std::string name = spec.name();
@@ -240,7 +248,9 @@ inline std::vector<std::string> parse_algos(std::string_view s, bool with_topolo
       for (const auto& a : ccoll::algo::algorithms())
         specs.push_back(ccoll::algo::AlgorithmSpec{a, a.default_overlap});
       for (const auto& spec : specs)
-        if (with_topology || !spec.algorithm.needs_topology) add(spec);
+        if ((with_topology || !spec.algorithm.needs_topology) &&
+            has_plans_of(spec.name(), collective, with_topology))
+          add(spec);
       continue;
     }
     // NAME+ll: the algorithm's plans in the LowLatency protocol (a one-rule tuning table, so
@@ -664,7 +674,7 @@ inline Options parse_args(const std::vector<std::string>& args) {
   if (o.help || o.list_algos) return o;
   const bool allreduce = o.collective == ccoll::plan::Collective::allreduce;
   if (!allreduce && !algo_list) o.algos = collective_algorithms(o.collective);
-  if (algo_list) o.algos = parse_algos(*algo_list, !o.topology.empty());
+  if (algo_list) o.algos = parse_algos(*algo_list, !o.topology.empty(), o.collective);
   if (!o.tune_path.empty()) {
     if (!algo_list) {
       o.algos = tune_candidates(o.collective, o.nranks);
@@ -705,17 +715,8 @@ inline Options parse_args(const std::vector<std::string>& args) {
   if (!allreduce) {
     const std::string c(ccoll::plan::collective_name(o.collective));
     const bool rooted = ccoll::plan::has_root(o.collective);
-    const auto planned = [&](const std::string& a) {
-      const std::string base = a.substr(0, a.find_first_of("-+"));
-      return base == "ring" || base == "direct" || base == "auto" ||
-             (rooted && (base == "tree" || base == "dbtree")) ||
-             (base == "forest" && !o.topology.empty());
-    };
-    // -a all: every algorithm that plans the collective.
-    if (algo_list && has_list_item(*algo_list, "all"))
-      std::erase_if(o.algos, [&](const std::string& a) { return !planned(a); });
     for (const std::string& a : o.algos) {
-      if (!planned(a)) {
+      if (!has_plans_of(a, o.collective, !o.topology.empty())) {
         std::string message = "-C " + c;
         message.append(": -a ").append(a).append(" has no ").append(c).append(" plans; ");
         message.append(c).append(" has ").append(rooted ? "ring (chains), direct, tree, dbtree, "
@@ -731,9 +732,8 @@ inline Options parse_args(const std::vector<std::string>& args) {
   if (!ccoll::plan::has_root(o.collective) && o.root != 0)
     throw UsageError("--root: only with -C broadcast or reduce");
   if (!o.tuning_path.empty() &&
-      std::none_of(o.algos.begin(), o.algos.end(), [](const std::string& a) {
-        return a.substr(0, a.find_first_of("-+")) == "auto";
-      }))
+      std::none_of(o.algos.begin(), o.algos.end(),
+                   [](const std::string& a) { return algorithm_base(a) == "auto"; }))
     throw UsageError("--tuning: only with -a auto (the table chooses auto's plans)");
   // Every rank holds a send and a receive buffer of -e bytes (and a reference to check against):
   // a size beyond a quarter of the machine's memory cannot run, so it is refused before anything

@@ -57,19 +57,23 @@ inline double parse_bounded(const std::string& flag, const std::string& s, doubl
   return v;
 }
 
-// "a,b,,c" -> {"a", "b", "c"}.
-inline std::vector<std::string> split_list(const std::string& s) {
+// "a,b,c" -> {"a", "b", "c"}; an empty entry ("a,,b", a trailing comma) is a usage error naming
+// `flag`, as a typo rather than a list to shorten silently.
+inline std::vector<std::string> split_list(const std::string& s, const std::string& flag) {
   std::vector<std::string> out;
   std::string cur;
+  const auto take = [&] {
+    if (cur.empty()) throw UsageError(flag + ": an empty entry in \"" + s + "\"");
+    out.push_back(cur);
+    cur.clear();
+  };
   for (char c : s) {
-    if (c == ',') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else {
+    if (c == ',')
+      take();
+    else
       cur += c;
-    }
   }
-  if (!cur.empty()) out.push_back(cur);
+  take();
   return out;
 }
 

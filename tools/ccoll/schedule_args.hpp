@@ -112,7 +112,7 @@ inline ScheduleOptions parse_schedule_options(const std::vector<std::string>& ar
     if (f == "--profile") {
       o.profile = value();
     } else if (f == "--policy") {
-      for (const auto& name : split_list(value())) {
+      for (const auto& name : split_list(value(), f)) {
         if (name == "all") {
           o.policies.insert(o.policies.end(), kPolicyNames.begin(), kPolicyNames.end());
         } else if (std::find(kPolicyNames.begin(), kPolicyNames.end(), name) !=

@@ -125,11 +125,11 @@ inline Options parse_options(const std::vector<std::string>& args) {
     if (a == "--topology") {
       o.topology = value(i);
     } else if (a == "--algo") {
-      o.algos = split_list(value(i));
+      o.algos = split_list(value(i), a);
       for (const auto& al : o.algos) find_algo(al);
       if (o.algos.empty()) throw UsageError("--algo: expected one of " + algo::algorithm_names());
     } else if (a == "--active") {
-      o.active = split_list(value(i));
+      o.active = split_list(value(i), a);
     } else if (a == "--collective") {
       const std::string& v = value(i);
       bool known = false;
@@ -151,7 +151,7 @@ inline Options parse_options(const std::vector<std::string>& args) {
       o.overlap = true;
     } else if (a == "--bytes") {
       o.bytes.clear();
-      for (const auto& b : split_list(value(i)))
+      for (const auto& b : split_list(value(i), a))
         o.bytes.push_back(parse_bytes(b, a, static_cast<double>(o.elem_size)));
       if (o.bytes.empty()) throw UsageError("--bytes: expected at least one size");
     } else if (a == "--json") {

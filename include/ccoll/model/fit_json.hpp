@@ -2,7 +2,8 @@
 //
 // Kept apart from fit.hpp because it needs nlohmann-json. ccoll_perf writes
 // {"results": [{"transport", "algo", "nranks", "size" (bytes), "time_us", ...}, ...]}
-// (benchmarks/ccoll_perf/perf_report.hpp); rows can be filtered by algorithm and rank count.
+// (benchmarks/ccoll_perf/perf_report.hpp); rows can be filtered by algorithm and rank count. The
+// model is an allreduce's: rows of the other collectives (their "collective") are left out.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -21,6 +22,7 @@ inline std::vector<Sample> parse_ccoll_perf_json(const std::string& text,
     throw std::invalid_argument("ccoll_perf JSON: expected an object with a \"results\" array");
   std::vector<Sample> rows;
   std::string other;  // a collective other than allreduce that rows time
+  bool any_allreduce = false;
   for (const auto& r : doc["results"]) {
     if (!r.contains("size") || !r.contains("time_us"))
       throw std::invalid_argument("ccoll_perf JSON: a result lacks \"size\" or \"time_us\"");
@@ -29,12 +31,13 @@ inline std::vector<Sample> parse_ccoll_perf_json(const std::string& text,
       other = c;
       continue;
     }
+    any_allreduce = true;
     if (!algo.empty() && r.value("algo", std::string{}) != algo) continue;
     if (nranks > 0 && r.value("nranks", 0) != nranks) continue;
     rows.push_back(Sample{r["size"].get<double>(), r["time_us"].get<double>() * 1e-6,
                           r.value("concurrent", 1)});
   }
-  if (rows.empty() && !other.empty())
+  if (!any_allreduce && !other.empty())
     throw std::invalid_argument("ccoll_perf JSON: its rows time " + other +
                                 "; the fit models allreduce (ccoll_perf -C allreduce)");
   return rows;

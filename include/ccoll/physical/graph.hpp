@@ -189,6 +189,8 @@ struct PhysicalTopology {
     }
     active = std::move(a);
   }
+  // By index, for graphs the library builds (a hierarchy's machines, measured hosts), whose
+  // active nodes are workers by construction.
   void set_active(const std::vector<int>& node_indices) {
     std::vector<bool> a(nodes.size(), false);
     for (int n : node_indices) {

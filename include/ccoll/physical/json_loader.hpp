@@ -134,12 +134,15 @@ inline long long integer_field(const nlohmann::json& obj, const char* field, std
 
 }  // namespace json_detail
 
-inline PhysicalTopology topology_from_json(const nlohmann::json& j) {
+// `unnamed`: the name of a topology without "name" (a file's loader passes the file's), which
+// the errors of its validation quote.
+inline PhysicalTopology topology_from_json(const nlohmann::json& j,
+                                           const std::string& unnamed = "topology") {
   using namespace json_detail;
   if (!j.is_object())
     throw TopologyError("topology JSON: expected an object at the top level, got " + describe(j));
   PhysicalTopology t;
-  t.name = string_field(j, "name", "", "topology");
+  t.name = string_field(j, "name", "", unnamed);
   if (!j.contains("nodes") || !j["nodes"].is_array())
     throw TopologyError("topology JSON: \"nodes\" must be an array");
   for (const auto& n : j["nodes"]) {

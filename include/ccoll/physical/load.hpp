@@ -27,7 +27,7 @@ inline PhysicalTopology topology_from_file_text(const std::string& text, const s
   const auto first = text.find_first_not_of(" \t\r\n");
   const char c = first == std::string::npos ? '\0' : text[first];
   PhysicalTopology t;
-  if (c == '\0')
+  if (first == std::string::npos)
     throw TopologyError(where +
                         ": empty (expected topology JSON, NCCL topology XML or the text of "
                         "nvidia-smi topo -m)");
@@ -42,7 +42,7 @@ inline PhysicalTopology topology_from_file_text(const std::string& text, const s
       throw TopologyError(where + ": not valid JSON: " + json_detail::bounded(e.what()));
     }
     try {
-      t = topology_from_json(j);
+      t = topology_from_json(j, topology_name_of_file(where));
     } catch (const TopologyError& e) {
       throw TopologyError(where + ": " + e.what());
     }

@@ -151,7 +151,7 @@ class PlanCache {
             }
             if (e.code() != ErrorCode::InvalidArgument) throw;
             if (!countless_error &&
-                std::string_view(e.what()).find(std::to_string(count)) == std::string_view::npos)
+                std::string_view(e.what()).find("argument 'count'") == std::string_view::npos)
               countless_error = std::current_exception();
             if (m <= 1) std::rethrow_exception(countless_error ? countless_error : full_error);
           }

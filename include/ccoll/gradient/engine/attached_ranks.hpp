@@ -47,7 +47,7 @@ class AttachedRanks {
     return local[0];
   }
 
-  // An attached rank.
+  // An attached rank; a rank not attached yet is misuse (its engine has no buffers), not null.
   Rank& at(int r) {
     std::lock_guard lock(mu_);
     if (r < 0 || static_cast<std::size_t>(r) >= ranks_.size() ||
