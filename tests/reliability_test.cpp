@@ -113,6 +113,37 @@ TEST_CASE("an exception that is not ccoll's, in one rank's call, stops the other
   CHECK(foreign == 1);
 }
 
+TEST_CASE("building a plan is not a wait: a build longer than Config::timeout still completes") {
+  // A plan is built and verified on a call's first use of its count (seconds for a large forest,
+  // or in an unoptimised build); the rank building it holds the cache's lock while its peers wait
+  // for it. Config::timeout bounds the waits for peers, which count from when the plan is ready.
+  Config c;
+  c.nranks = 3;
+  c.timeout = 100ms;
+  std::atomic<int> slow_builds{0};
+  const algo::Registered slow("ring-slow-to-plan", [&](const plan::PlanRequest& r) {
+    if (r.count == 300 || r.count == 60000) {
+      ++slow_builds;
+      std::this_thread::sleep_for(3 * c.timeout);
+    }
+    return plan::build_ring(r);
+  });
+  Allreduce<transport::HostThreads, algo::Registered> ar(c, slow);
+  // 300 elements agree in band, after the steps; 60,000 agree first.
+  auto out = on_threads(3, [&](int r) {
+    for (const std::size_t n : {std::size_t{300}, std::size_t{60000}}) {
+      std::vector<float> v(n, 1.0f);
+      ar.rank(r).run(v.data(), v.data(), v.size(), DataType::f32, ReduceOp::sum);
+      if (v.front() != 3.0f || v.back() != 3.0f) throw Error(ErrorCode::Parse, r, "wrong result");
+    }
+  });
+  CHECK(slow_builds == 2);
+  for (const auto& o : out) {
+    INFO(o.what);
+    CHECK(o.ok);
+  }
+}
+
 TEST_CASE("a timeout of milliseconds::max() never expires instead of wrapping into the past") {
   Config c;
   c.nranks = 2;

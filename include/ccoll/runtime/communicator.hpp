@@ -206,6 +206,7 @@ class Communicator {
     o.start_ns = config_.timeout >= kCoarseStartTimeout ? sync::coarse_now_ns() : sync::now_ns();
     o.timeout_ms = static_cast<long>(config_.timeout.count());
     o.deadline_ns = sync::deadline_after(o.start_ns, config_.timeout);
+    st.call_start_ns = o.start_ns;
     FailurePoint here{rank, -1, -1, -1, FailurePoint::Waiting::nothing};
     if (plane_.aborted()) {
       const Error stopped = plane_.stopped_error(here, st.seq + 1);
@@ -331,6 +332,12 @@ class Communicator {
       st.last_count = layout.plan_count;
       st.last_elem_size = size_of(dtype);
       st.last_root = shape.root;
+      // Building and verifying a plan is this rank's own work, not a wait for its peers (seconds
+      // for a large forest or in an unoptimised build, and a peer of the same process waits for
+      // the cache's lock meanwhile): the call's waits count from when its plan is ready.
+      o.start_ns = config_.timeout >= kCoarseStartTimeout ? sync::coarse_now_ns() : sync::now_ns();
+      o.deadline_ns = sync::deadline_after(o.start_ns, config_.timeout);
+      st.call_start_ns = o.start_ns;
     }
     const PreparedPlan<C>* pp = st.last_plan.get();
     const plan::Plan& p = pp->plan;

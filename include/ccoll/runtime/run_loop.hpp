@@ -41,6 +41,9 @@ inline std::size_t slot_store_bucket(std::uint64_t bytes) {
 template <Connection C>
 struct alignas(128) RankState {
   std::uint64_t seq = 0;  // calls attempted
+  // When the last call's waits began to count toward Config::timeout: its start, or the moment
+  // its plan was ready (runtime/communicator.hpp).
+  std::uint64_t call_start_ns = 0;
   // A call of this rank failed with the communicator aborted: its later calls report a refused
   // call's code as Aborted (runtime/communicator.hpp).
   bool reported_stop = false;

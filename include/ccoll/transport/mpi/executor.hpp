@@ -182,12 +182,9 @@ class Executor {
       std::atomic<bool>& flag;
       ~Release() { flag.store(false, std::memory_order_release); }
     } release{busy_};
-    // The call's deadline, as the communicator starts it.
-    const std::uint64_t start_ns = comm_->config().timeout >= runtime::kCoarseStartTimeout
-                                       ? sync::coarse_now_ns()
-                                       : sync::now_ns();
     comm_->run(state_, rank, send, recv, count, dtype, op, shape);
-    finish_sends(start_ns);
+    // The call's deadline, as the communicator counted it.
+    finish_sends(state_.call_start_ns);
   }
   int nranks() const { return comm_->nranks(); }
   std::span<const int> local_ranks() const { return {local_.data(), local_.size()}; }
