@@ -75,6 +75,18 @@ TEST_CASE("usage errors name the option") {
   CHECK(r.rc == 1);
   CHECK(r.err.find("nosuchpreset") != std::string::npos);
   CHECK(plan({"--help"}).rc == 0);
+  // Every option has a line of its own in the help (its name at the start of the line).
+  const std::string plan_help = plan({"--help"}).out, simulate_help = simulate({"--help"}).out;
+  for (const std::string o : {"--active", "--overlap", "--bytes", "--chunks", "--slot-bytes",
+                              "--nslots", "--alpha-us", "--split", "--collective", "--root"}) {
+    CAPTURE(o);
+    CHECK(plan_help.find("\n  " + o + " ") != std::string::npos);
+    CHECK(simulate_help.find("\n  " + o + " ") != std::string::npos);
+  }
+  for (const std::string o : {"--reduce-GBps", "--step-overhead-us", "--links", "--csv"}) {
+    CAPTURE(o);
+    CHECK(simulate_help.find("\n  " + o + " ") != std::string::npos);
+  }
   CHECK(ccoll::cli::parse_bytes("16K") == 16384);
   CHECK(ccoll::cli::parse_bytes("1.33e9") == 1.33e9);
 }
@@ -169,6 +181,32 @@ TEST_CASE("plan --json: the documented format (docs/formats.md) for every algori
       CHECK(reduce_share == doctest::Approx(1.0));
     }
   std::filesystem::remove(file);
+}
+
+TEST_CASE("forest on one GPU: nothing to move, said so, and no inf or -1 in the JSON") {
+  const auto file = write_temp("one.json", R"({"name": "one", "nodes": ["g0"], "links": []})");
+  const auto text = plan({"--topology", file, "--algo", "forest"});
+  CAPTURE(text.err);
+  REQUIRE(text.rc == 0);
+  CHECK(text.out.find("one active rank, nothing to move") != std::string::npos);
+  CHECK(text.out.find("inf") == std::string::npos);
+  CHECK(text.out.find("bound -1") == std::string::npos);
+  const auto json = plan({"--topology", file, "--algo", "forest", "--json"});
+  REQUIRE(json.rc == 0);
+  const auto j = nlohmann::json::parse(json.out);
+  for (const char* key : {"total_GBps", "optimum_found_GBps", "upper_bound_GBps"}) {
+    CAPTURE(key);
+    CHECK(j["forest"][key].is_null());
+  }
+  // Two GPUs move data: real rates.
+  const auto two = write_temp("two.json", R"({"name": "two", "nodes": ["g0", "g1"],
+    "links": [{"a": "g0", "b": "g1", "bandwidth_GBps": 10}]})");
+  const auto j2 =
+      nlohmann::json::parse(plan({"--topology", two, "--algo", "forest", "--json"}).out);
+  CHECK(j2["forest"]["total_GBps"].get<double>() > 0);
+  CHECK(j2["forest"]["upper_bound_GBps"].get<double>() >= j2["forest"]["total_GBps"].get<double>());
+  std::filesystem::remove(file);
+  std::filesystem::remove(two);
 }
 
 TEST_CASE("forest on the square: the solver's weights and a correct prediction") {

@@ -753,12 +753,17 @@ inline nlohmann::json plan_json(const Built& b, const Prediction& p) {
   }
   if (!b.rings.empty()) j["rings"] = b.rings;
   if (b.forest) {
+    // One active rank moves nothing: no rate, no bound (null rather than inf and -1).
+    const bool moves = b.forest->active.size() > 1;
+    const auto rate = [moves](double GBps) {
+      return moves && std::isfinite(GBps) && GBps >= 0 ? nlohmann::json(GBps) : nlohmann::json();
+    };
     j["forest"] = {{"schedule", forest::to_string(b.forest->schedule)},
                    {"method", forest::to_string(b.forest->method)},
-                   {"total_GBps", b.forest->total_GBps},
-                   {"optimum_found_GBps", b.forest->optimum_found_GBps},
+                   {"total_GBps", rate(b.forest->total_GBps)},
+                   {"optimum_found_GBps", rate(b.forest->optimum_found_GBps)},
                    {"prune_loss", b.forest->prune_loss()},
-                   {"upper_bound_GBps", b.forest->upper_bound_GBps},
+                   {"upper_bound_GBps", rate(b.forest->upper_bound_GBps)},
                    {"exact_oracle", b.forest->exact_oracle},
                    {"pairs", b.forest->pairs.size()},
                    {"planning_s", b.forest->seconds},
@@ -846,7 +851,13 @@ inline void print_text(std::ostream& os, const Setup& s, const Built& b, const P
                   b.hosted_relays);
     os << buf;
   }
-  if (b.forest && plan::has_root(b.plan.collective)) {
+  if (b.forest && b.forest->active.size() <= 1) {
+    std::snprintf(buf, sizeof buf,
+                  "  forest: one active rank, nothing to move (no trees to weigh), planned in "
+                  "%.3g s\n",
+                  b.forest->seconds);
+    os << buf;
+  } else if (b.forest && plan::has_root(b.plan.collective)) {
     std::snprintf(buf, sizeof buf,
                   "  forest: %zu trees of the root, %.4g GB/s (%.4g before keeping the heaviest "
                   "trees, bound %.4g), planned in %.3g s\n",
@@ -938,7 +949,7 @@ inline const char* kPlanHelp =
     "and the simulator's prediction (JSON with --json, Graphviz with --dot).\n"
     "Presets: dgx1p dgx1v dgx2 dgx-a100 dgx-h100 mi300x pcie4 pcie8 full<N> ring:<N>\n"
     "         torus:<A>x<B>[x<C>] cluster:<M>x<G>[:pcie|:nvlink|:mesh|:nvswitch][:<Gbps>]\n"
-    "         [:pairwise]  uniform:<P>[:GBps[:us]]\n"
+    "         [:pairwise] (pairwise: pcie and nvlink machines) uniform:<P>[:GBps[:us]]\n"
     "On graphs of GPUs wired to each other, pairs without a route are relayed through GPUs.\n";
 
 inline const char* kSimulateHelp =
@@ -951,10 +962,35 @@ inline const char* kSimulateHelp =
     "utilisation with the discrete-event simulator; --trace writes a Chrome trace of the last "
     "run.\n";
 
+inline const char* kPlanOptionsHelp =
+    "Options:\n"
+    "  --active ids       the nodes that compute (the others relay); default: the file's\n"
+    "                     active set, else every GPU\n"
+    "  --overlap          overlap each tree's reduce and broadcast ([C-Cube] C1)\n"
+    "  --bytes N          the message (K/M/G suffixes; whole buffer), default 64M\n"
+    "  --chunks K         chunks per channel, 0..65536; 0 (default): the chunk model's optimum\n"
+    "  --slot-bytes N     a FIFO slot; default: large enough that only the model chunks\n"
+    "  --nslots N         FIFO depth, 1..4096, default 4\n"
+    "  --alpha-us A       the chunk model's per-message latency in us, at most 1e9; < 0\n"
+    "                     (default): twice the topology's largest link latency\n"
+    "  --split N          forest, blink, hdbtree: about N equal-rate channels, 0..4096;\n"
+    "                     0: one channel per tree; default: the planner chooses channels\n"
+    "                     and chunks\n"
+    "  --collective C     allreduce (default), reduce_scatter, all_gather, broadcast, reduce\n"
+    "  --root R           the root of a broadcast or reduce, default 0\n";
+
+inline const char* kSimulateOptionsHelp =
+    "  --bytes N[,N...]   several sizes, a row each\n"
+    "  --reduce-GBps R    reduction throughput per rank, 0..1e9; 0 (default): free\n"
+    "  --step-overhead-us S  a fixed cost per step, 0..1e9, default 0\n"
+    "  --links N          links listed, by utilisation, default 12\n"
+    "  --csv              a CSV row per algorithm and size (--json: JSON)\n"
+    "  --trace FILE       a Chrome trace of the last run\n";
+
 // `ccoll plan`: returns the exit status; output to `out`, errors to `err`.
 inline int run_plan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (wants_help(args)) {
-    out << kPlanHelp << algo_help();
+    out << kPlanHelp << kPlanOptionsHelp << algo_help();
     return 0;
   }
   return run_reporting("plan", err, [&] {
@@ -988,7 +1024,7 @@ inline int run_plan(const std::vector<std::string>& args, std::ostream& out, std
 inline int run_simulate(const std::vector<std::string>& args, std::ostream& out,
                         std::ostream& err) {
   if (wants_help(args)) {
-    out << kSimulateHelp << algo_help();
+    out << kSimulateHelp << kPlanOptionsHelp << kSimulateOptionsHelp << algo_help();
     return 0;
   }
   return run_reporting("simulate", err, [&] {
