@@ -44,7 +44,6 @@
 #include "ccoll/transport/cuda/failure_record.hpp"
 #include "ccoll/transport/cuda/p2p_options.hpp"
 #include "ccoll/transport/cuda/session_protocol.hpp"
-#include "plans_collective.hpp"
 #include "sweep.hpp"
 
 namespace cuda_protocol_test {
@@ -1219,7 +1218,7 @@ TEST_CASE("cuda-p2p: every plan of a communicator uses each connection from the 
             CAPTURE(name);
             CAPTURE(plan::collective_name(collective));
             CAPTURE(nchannels);
-            if (!ccoll::testing::plans_collective(reg, collective)) continue;
+            if (!algo::plans_collective(reg, collective)) continue;
             ConnectionSet set;
             ConnectionBlocks blocks;
             const int roots = plan::has_root(collective) ? reg.nranks() : 1;
@@ -1363,7 +1362,7 @@ TEST_CASE("an executor's channels are its plans' channels, which every plan fits
            {plan::Collective::allreduce, plan::Collective::reduce_scatter,
             plan::Collective::all_gather, plan::Collective::broadcast, plan::Collective::reduce})
         for (const std::uint32_t nch : {1u, 2u}) {
-          if (!ccoll::testing::plans_collective(reg, c)) continue;
+          if (!algo::plans_collective(reg, c)) continue;
           std::string what = name;
           what += " on ";
           what += preset;

@@ -1124,7 +1124,8 @@ TEST_CASE("-C: the collectives beside allreduce, their default algorithms and us
     }
   };
   CHECK(fails({"-C", "gather"}, "-C: expected allreduce") == "");
-  CHECK(fails({"-C", "reduce_scatter", "-a", "dbtree"}, "has ring, direct, auto") == "");
+  CHECK(fails({"-C", "reduce_scatter", "-a", "dbtree"},
+              "these have: auto, direct, forest (with --topology), ring") == "");
   CHECK(fails({"-C", "all_gather", "-a", "forest"}, "needs --topology") == "");
   CHECK(parse({"-C", "broadcast", "-a", "forest", "--topology", "dgx1v"}).algos ==
         std::vector<std::string>{"forest"});

@@ -21,7 +21,6 @@
 #include "ccoll/sim/from_physical.hpp"
 #include "ccoll/sim/simulator.hpp"
 #include "collective_reference.hpp"
-#include "plans_collective.hpp"
 #include "rank_threads.hpp"
 
 namespace placement_test {
@@ -265,9 +264,7 @@ TEST_CASE("every collective on GPU-only graphs, one rank per GPU, relays inside 
       // The trees plan broadcast and reduce besides allreduce (dbtree on the graph: rooted trees on
       // its ring's positions), the others every collective (the embedded ring: its ring forms and
       // chains along its rings).
-      const auto plans = [&](plan::Collective c) {
-        return ccoll::testing::plans_collective(reg, c);
-      };
+      const auto plans = [&](plan::Collective c) { return algo::plans_collective(reg, c); };
       const bool rooted_only = name == "tree" || name == "dbtree";
       for (plan::Collective c : {plan::Collective::reduce_scatter, plan::Collective::all_gather,
                                  plan::Collective::broadcast, plan::Collective::reduce})

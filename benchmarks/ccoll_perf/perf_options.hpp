@@ -29,6 +29,7 @@
 #include "ccoll/algo/registry.hpp"
 #include "ccoll/core/dtype.hpp"
 #include "ccoll/core/op.hpp"
+#include "ccoll/physical/presets.hpp"
 #include "ccoll/plan/collective.hpp"
 #include "cli_args.hpp"
 #include "transport_registry.hpp"
@@ -216,14 +217,36 @@ inline std::string algorithm_base(const std::string& entry) {
   return entry.substr(0, entry.find_first_of("-+"));
 }
 
-// Whether the algorithm of -a entry `a` has plans of `c` (docs/collectives.md's table; allreduce:
-// every algorithm).
+// Whether the algorithm of -a entry `a` has plans of `c`, asked of the algorithm itself
+// (algo::plans_collective): on 4 abstract ranks, or for one planned on a graph (with --topology
+// only) on the full4 preset, since the run's topology is read after the options.
 inline bool has_plans_of(const std::string& a, ccoll::plan::Collective c, bool with_topology) {
   if (c == ccoll::plan::Collective::allreduce) return true;
-  const std::string base = algorithm_base(a);
-  return base == "ring" || base == "direct" || base == "auto" ||
-         (ccoll::plan::has_root(c) && (base == "tree" || base == "dbtree")) ||
-         (base == "forest" && with_topology);
+  try {
+    const ccoll::algo::AlgorithmSpec spec = ccoll::algo::find_algorithm(algorithm_base(a));
+    ccoll::algo::AlgorithmRequest req;
+    req.nranks = 4;
+    static const ccoll::physical::PhysicalTopology kProbeGraph = ccoll::physical::preset("full4");
+    if (spec.algorithm.needs_topology) {
+      if (!with_topology) return false;
+      req.topology = &kProbeGraph;
+    }
+    return ccoll::algo::plans_collective(ccoll::algo::make_algorithm(spec.algorithm, req), c);
+  } catch (const ccoll::Error&) {
+    return false;
+  }
+}
+
+// The algorithms with plans of `c`, for a refusal to name: "ring, direct, ..." (those planned on
+// a graph marked as needing --topology).
+inline std::string algorithms_with_plans_of(ccoll::plan::Collective c) {
+  std::string names;
+  for (const auto& a : ccoll::algo::algorithms())
+    if (has_plans_of(a.name, c, true))
+      names.append(names.empty() ? "" : ", ")
+          .append(a.name)
+          .append(a.needs_topology ? " (with --topology)" : "");
+  return names;
 }
 
 // -a's list; `all` expands to every algorithm that can run: without --topology those planned on
@@ -714,17 +737,11 @@ inline Options parse_args(const std::vector<std::string>& args) {
   }
   if (!allreduce) {
     const std::string c(ccoll::plan::collective_name(o.collective));
-    const bool rooted = ccoll::plan::has_root(o.collective);
     for (const std::string& a : o.algos) {
       if (!has_plans_of(a, o.collective, !o.topology.empty())) {
         std::string message = "-C " + c;
         message.append(": -a ").append(a).append(" has no ").append(c).append(" plans; ");
-        message.append(c).append(" has ").append(rooted ? "ring (chains), direct, tree, dbtree, "
-                                                          "auto (per size among them) and, with "
-                                                          "--topology, forest plans"
-                                                        : "ring, direct, auto (per size between "
-                                                          "them) and, with --topology, forest "
-                                                          "plans");
+        message.append("these have: ").append(algorithms_with_plans_of(o.collective));
         throw UsageError(message);
       }
     }

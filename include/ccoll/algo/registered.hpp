@@ -81,6 +81,23 @@ class Registered {
 
 static_assert(FixedRankTopology<Registered>);
 
+// Whether `reg` plans collective `c`: a probe of 64 elements a rank, on the ranks it was planned
+// for, or on `nranks` abstract ones when any number will do, builds a plan of `c` (an algorithm
+// without such plans throws, or builds its allreduce). What runs a list of algorithms for one
+// collective (ccoll_perf's `-a all`, the tests' sweeps) asks the algorithms themselves, so a new
+// algorithm needs no entry in a table.
+inline bool plans_collective(const Registered& reg, plan::Collective c, int nranks = 4) {
+  plan::PlanRequest probe;
+  probe.nranks = reg.nranks() > 0 ? reg.nranks() : nranks;
+  probe.count = static_cast<std::uint64_t>(probe.nranks) * 64;
+  probe.collective = c;
+  try {
+    return reg.build(probe).collective == c;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 struct Algorithm {
   std::string name;
   std::string description;
