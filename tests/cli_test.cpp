@@ -77,16 +77,23 @@ TEST_CASE("usage errors name the option") {
   CHECK(plan({"--help"}).rc == 0);
   // Every option has a line of its own in the help (its name at the start of the line).
   const std::string plan_help = plan({"--help"}).out, simulate_help = simulate({"--help"}).out;
-  for (const std::string o : {"--active", "--overlap", "--bytes", "--chunks", "--slot-bytes",
-                              "--nslots", "--alpha-us", "--split", "--collective", "--root"}) {
+  for (const std::string o :
+       {"--topology", "--algo", "--active", "--overlap", "--bytes", "--chunks", "--slot-bytes",
+        "--nslots", "--alpha-us", "--split", "--collective", "--root", "--reduce-GBps",
+        "--step-overhead-us", "--links", "--json"}) {
     CAPTURE(o);
     CHECK(plan_help.find("\n  " + o + " ") != std::string::npos);
     CHECK(simulate_help.find("\n  " + o + " ") != std::string::npos);
   }
-  for (const std::string o : {"--reduce-GBps", "--step-overhead-us", "--links", "--csv"}) {
+  CHECK(plan_help.find("\n  --dot ") != std::string::npos);
+  for (const std::string o : {"--csv", "--trace"}) {
     CAPTURE(o);
     CHECK(simulate_help.find("\n  " + o + " ") != std::string::npos);
   }
+  // plan predicts one size; a list is for simulate.
+  r = plan({"--topology", "full4", "--algo", "ring", "--bytes", "1M,2M"});
+  CHECK(r.rc == 2);
+  CHECK(r.err.find("`plan` takes one size") != std::string::npos);
   CHECK(ccoll::cli::parse_bytes("16K") == 16384);
   CHECK(ccoll::cli::parse_bytes("1.33e9") == 1.33e9);
 }
@@ -198,6 +205,7 @@ TEST_CASE("forest on one GPU: nothing to move, said so, and no inf or -1 in the 
     CAPTURE(key);
     CHECK(j["forest"][key].is_null());
   }
+  CHECK(j["forest"]["prune_loss"].get<double>() == 0.0);
   // Two GPUs move data: real rates.
   const auto two = write_temp("two.json", R"({"name": "two", "nodes": ["g0", "g1"],
     "links": [{"a": "g0", "b": "g1", "bandwidth_GBps": 10}]})");

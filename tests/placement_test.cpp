@@ -271,9 +271,8 @@ TEST_CASE("every collective on GPU-only graphs, one rank per GPU, relays inside 
         if (!rooted_only || plan::has_root(c)) CHECK(plans(c));
       // auto's relay programs are numbered by the union of its size classes' plans at every root
       // (algo::host_relays), built on the first call of each element size: with 256-byte slots
-      // its largest classes are plans of a million steps (7 s of this case's 7.5 s at -O2, minutes
-      // under ASan). Its size classes are what this case covers, not full FIFOs: the others fill
-      // theirs.
+      // its largest classes are plans of a million steps. 4 KiB slots keep them small; the other
+      // algorithms fill their FIFOs.
       Config config = small_config(p);
       if (name == "auto") config.slot_bytes = 4096;
       if (plans(plan::Collective::reduce_scatter)) {

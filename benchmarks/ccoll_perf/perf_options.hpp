@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -226,13 +227,13 @@ inline bool has_plans_of(const std::string& a, ccoll::plan::Collective c, bool w
     const ccoll::algo::AlgorithmSpec spec = ccoll::algo::find_algorithm(algorithm_base(a));
     ccoll::algo::AlgorithmRequest req;
     req.nranks = 4;
-    static const ccoll::physical::PhysicalTopology kProbeGraph = ccoll::physical::preset("full4");
+    const ccoll::physical::PhysicalTopology probe_graph = ccoll::physical::preset("full4");
     if (spec.algorithm.needs_topology) {
       if (!with_topology) return false;
-      req.topology = &kProbeGraph;
+      req.topology = &probe_graph;
     }
     return ccoll::algo::plans_collective(ccoll::algo::make_algorithm(spec.algorithm, req), c);
-  } catch (const ccoll::Error&) {
+  } catch (const std::exception&) {  // ccoll::Error, or a planner's refusal of the probe graph
     return false;
   }
 }

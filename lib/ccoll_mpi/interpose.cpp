@@ -186,7 +186,7 @@ CommState::Entry& entry(CommState& state, std::string_view name, const Call& c, 
       p.settings.algorithm ? *p.settings.algorithm : ccoll::algo::find_algorithm(base);
   try {
     logical.emplace(plan_algorithm(spec, state.size));
-    if (!plans_collective(*logical, c.collective, state.size))
+    if (!ccoll::algo::plans_collective(*logical, c.collective, state.size))
       throw ccoll::Error(
           ccoll::ErrorCode::Unsupported, -1,
           "it has no " + std::string(ccoll::plan::collective_name(c.collective)) + " plans");

@@ -83,20 +83,6 @@ inline ccoll::algo::Registered plan_algorithm(const ccoll::algo::AlgorithmSpec& 
                                      ccoll::algo::AlgorithmRequest{nullptr, nranks, 0});
 }
 
-// Whether `logical` plans collective `c` for nranks ranks (local, the same on every rank).
-inline bool plans_collective(const ccoll::algo::Registered& logical, ccoll::plan::Collective c,
-                             int nranks) {
-  ccoll::plan::PlanRequest req;
-  req.nranks = nranks;
-  req.count = static_cast<std::uint64_t>(nranks);
-  req.collective = c;
-  try {
-    return logical.build(req).collective == c;
-  } catch (const ccoll::Error&) {
-    return false;
-  }
-}
-
 // The collective `c` of `logical` over comm: collective over comm (the transport duplicates it).
 template <class T>
 std::unique_ptr<Runner> make_runner(const ccoll::algo::AlgorithmSpec& spec,

@@ -753,16 +753,17 @@ inline nlohmann::json plan_json(const Built& b, const Prediction& p) {
   }
   if (!b.rings.empty()) j["rings"] = b.rings;
   if (b.forest) {
-    // One active rank moves nothing: no rate, no bound (null rather than inf and -1).
+    // One active rank moves nothing: its rates and bound are null (not inf and -1), and pruning
+    // gave up nothing.
     const bool moves = b.forest->active.size() > 1;
     const auto rate = [moves](double GBps) {
-      return moves && std::isfinite(GBps) && GBps >= 0 ? nlohmann::json(GBps) : nlohmann::json();
+      return moves ? nlohmann::json(GBps) : nlohmann::json();
     };
     j["forest"] = {{"schedule", forest::to_string(b.forest->schedule)},
                    {"method", forest::to_string(b.forest->method)},
                    {"total_GBps", rate(b.forest->total_GBps)},
                    {"optimum_found_GBps", rate(b.forest->optimum_found_GBps)},
-                   {"prune_loss", b.forest->prune_loss()},
+                   {"prune_loss", moves ? b.forest->prune_loss() : 0.0},
                    {"upper_bound_GBps", rate(b.forest->upper_bound_GBps)},
                    {"exact_oracle", b.forest->exact_oracle},
                    {"pairs", b.forest->pairs.size()},
@@ -962,40 +963,53 @@ inline const char* kSimulateHelp =
     "utilisation with the discrete-event simulator; --trace writes a Chrome trace of the last "
     "run.\n";
 
-inline const char* kPlanOptionsHelp =
+// The options `plan` and `simulate` share (parse_options), then each one's own.
+inline const char* kTopologyOptionsHelp =
     "Options:\n"
+    "  --topology T       a topology file (JSON, NCCL XML, nvidia-smi topo -m), a preset, or\n"
+    "                     uniform:P[:GBps[:us]] (P ranks, a link per pair, no graph)\n"
+    "  --algo A           the algorithm (below), default forest\n"
     "  --active ids       the nodes that compute (the others relay); default: the file's\n"
-    "                     active set, else every GPU\n"
+    "                     active set, else every GPU; not with uniform:P\n"
     "  --overlap          overlap each tree's reduce and broadcast ([C-Cube] C1)\n"
-    "  --bytes N          the message (K/M/G suffixes; whole buffer), default 64M\n"
     "  --chunks K         chunks per channel, 0..65536; 0 (default): the chunk model's optimum\n"
     "  --slot-bytes N     a FIFO slot; default: large enough that only the model chunks\n"
     "  --nslots N         FIFO depth, 1..4096, default 4\n"
-    "  --alpha-us A       the chunk model's per-message latency in us, at most 1e9; < 0\n"
-    "                     (default): twice the topology's largest link latency\n"
+    "  --alpha-us A       the chunk model's per-message latency in us (at least 0.001, at most\n"
+    "                     1e9); < 0 (default): twice the graph's largest link latency, or\n"
+    "                     uniform:P's latency\n"
     "  --split N          forest, blink, hdbtree: about N equal-rate channels, 0..4096;\n"
     "                     0: one channel per tree; default: the planner chooses channels\n"
     "                     and chunks\n"
     "  --collective C     allreduce (default), reduce_scatter, all_gather, broadcast, reduce\n"
-    "  --root R           the root of a broadcast or reduce, default 0\n";
+    "  --root R           the root of a broadcast or reduce, default 0\n"
+    "  --reduce-GBps R    the prediction's reduction throughput per rank, 0..1e9; 0 (default):\n"
+    "                     free\n"
+    "  --step-overhead-us S  the prediction's fixed cost per step, 0..1e9, default 0\n"
+    "  --links N          links listed, by utilisation, 0..1000000, default 12\n";
+
+inline const char* kPlanOptionsHelp =
+    "  --bytes N          the message (K/M/G suffixes; the whole buffer), default 64M\n"
+    "  --json             the plan and its prediction as JSON (docs/formats.md)\n"
+    "  --dot              the trees as Graphviz\n";
 
 inline const char* kSimulateOptionsHelp =
-    "  --bytes N[,N...]   several sizes, a row each\n"
-    "  --reduce-GBps R    reduction throughput per rank, 0..1e9; 0 (default): free\n"
-    "  --step-overhead-us S  a fixed cost per step, 0..1e9, default 0\n"
-    "  --links N          links listed, by utilisation, default 12\n"
-    "  --csv              a CSV row per algorithm and size (--json: JSON)\n"
+    "  --bytes N[,N...]   the messages, a row each (K/M/G suffixes), default 64M\n"
+    "  --csv              a CSV row per algorithm and size\n"
+    "  --json             the rows as JSON\n"
     "  --trace FILE       a Chrome trace of the last run\n";
 
 // `ccoll plan`: returns the exit status; output to `out`, errors to `err`.
 inline int run_plan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (wants_help(args)) {
-    out << kPlanHelp << kPlanOptionsHelp << algo_help();
+    out << kPlanHelp << kTopologyOptionsHelp << kPlanOptionsHelp << algo_help();
     return 0;
   }
   return run_reporting("plan", err, [&] {
     const Options o = parse_options(args);
     if (o.algos.size() != 1) throw UsageError("--algo: `plan` takes one algorithm");
+    if (o.bytes.size() != 1)
+      throw UsageError("--bytes: `plan` takes one size (`simulate` takes a list)");
     if (o.csv) throw UsageError("--csv is an output of `simulate`, not of `plan`");
     if (!o.trace.empty()) throw UsageError("--trace is an output of `simulate`, not of `plan`");
     const Setup s = load_setup(o);
@@ -1024,7 +1038,7 @@ inline int run_plan(const std::vector<std::string>& args, std::ostream& out, std
 inline int run_simulate(const std::vector<std::string>& args, std::ostream& out,
                         std::ostream& err) {
   if (wants_help(args)) {
-    out << kSimulateHelp << kPlanOptionsHelp << kSimulateOptionsHelp << algo_help();
+    out << kSimulateHelp << kTopologyOptionsHelp << kSimulateOptionsHelp << algo_help();
     return 0;
   }
   return run_reporting("simulate", err, [&] {

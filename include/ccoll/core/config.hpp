@@ -22,8 +22,9 @@ struct Config {
   std::string session;  // SharedMemory: the job's name for its segment ("" = env
                         // CCOLL_SESSION, else the launcher's job id: PMIX_NAMESPACE,
                         // OMPI_MCA_ess_base_jobid, SLURM_JOB_ID; else the parent process)
-  // Deadline of every wait of one call, counted from the call's start, or from when its plan is
-  // ready where the call had to look it up (built and verified on a count's first call).
+  // Deadline of every wait of one call. The waits before its plan (the agreement) count from the
+  // call's start; those after it, from when the plan is ready where the rank looked one up (a
+  // count, element size or root other than its previous call's; built and verified on first use).
   std::chrono::milliseconds timeout{60000};
   // Capacity of one FIFO slot of a connection; 0 = the transport's choice: kDefaultSlotBytes
   // (1 MiB) on the host transports and MPI; cuda-virtual and cuda-p2p choose their own

@@ -201,12 +201,8 @@ class Communicator {
            DataType dtype, ReduceOp op, const WindowPlacement& placement, Direct&& direct,
            CallShape shape = CallShape{}) {
     StepOptions o;
-    // A long timeout starts from the coarse clock: at most a tick early, and the fine clock's read
-    // is a noticeable share of a small call (sync/backoff.hpp).
-    o.start_ns = config_.timeout >= kCoarseStartTimeout ? sync::coarse_now_ns() : sync::now_ns();
     o.timeout_ms = static_cast<long>(config_.timeout.count());
-    o.deadline_ns = sync::deadline_after(o.start_ns, config_.timeout);
-    st.call_start_ns = o.start_ns;
+    start_clock(st, o);
     FailurePoint here{rank, -1, -1, -1, FailurePoint::Waiting::nothing};
     if (plane_.aborted()) {
       const Error stopped = plane_.stopped_error(here, st.seq + 1);
@@ -335,9 +331,7 @@ class Communicator {
       // Building and verifying a plan is this rank's own work, not a wait for its peers (seconds
       // for a large forest or in an unoptimised build, and a peer of the same process waits for
       // the cache's lock meanwhile): the call's waits count from when its plan is ready.
-      o.start_ns = config_.timeout >= kCoarseStartTimeout ? sync::coarse_now_ns() : sync::now_ns();
-      o.deadline_ns = sync::deadline_after(o.start_ns, config_.timeout);
-      st.call_start_ns = o.start_ns;
+      start_clock(st, o);
     }
     const PreparedPlan<C>* pp = st.last_plan.get();
     const plan::Plan& p = pp->plan;
@@ -441,6 +435,15 @@ class Communicator {
   }
 
  private:
+  // Starts the call's waits' clock: its deadline Config::timeout from now. A long timeout starts
+  // from the coarse clock: at most a tick early, and the fine clock's read is a noticeable share
+  // of a small call (sync/backoff.hpp).
+  void start_clock(rank_state& st, StepOptions& o) const {
+    o.start_ns = config_.timeout >= kCoarseStartTimeout ? sync::coarse_now_ns() : sync::now_ns();
+    o.deadline_ns = sync::deadline_after(o.start_ns, config_.timeout);
+    st.call_start_ns = o.start_ns;
+  }
+
   // An exception that is not ccoll's (std::bad_alloc, say) leaving a call after its agreement
   // stops every rank at once, as a failure of this rank's system: its peers would otherwise wait
   // for its messages until their deadline and report a timeout. ccoll's own errors raise their
