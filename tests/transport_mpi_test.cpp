@@ -339,6 +339,44 @@ TEST_CASE("mpi: a call completes its sends before it returns (a rank that comput
   }
 }
 
+TEST_CASE(
+    "mpi: building a plan is not a wait: sends finished after a build longer than the "
+    "timeout") {
+  // The call's sends are completed before it returns (finish_sends), bounded by the call's
+  // deadline, which counts from when the plan is ready: a build of 3 timeouts must not have
+  // spent it. The tree's root ends its call with sends of 1 MiB messages (above Open MPI's eager
+  // limits), which its children take only after they finish building their own plans.
+  ensure_mpi();
+  const int p = world_size(), rank = world_rank();
+  if (p < 2) return;
+  Config c;
+  c.timeout = 300ms;
+  const algo::Registered tree =
+      algo::make_algorithm(algo::find_algorithm("tree").algorithm, {nullptr, p, 0});
+  int builds = 0;
+  const algo::Registered slow("tree-slow-to-plan", [&](const plan::PlanRequest& r) {
+    ++builds;
+    // The root is ready first; every rank's build outlasts the timeout.
+    std::this_thread::sleep_for(3 * c.timeout + (rank == 0 ? 0ms : 100ms));
+    return tree.build(r);
+  });
+  MpiAllreduce<schedule::Phased> ar(c, slow, MPI_COMM_WORLD);
+  const std::size_t n = std::size_t{1} << 20;  // 4 MiB of floats
+  std::vector<float> in(n, 1.0f), out(n);
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::string what;
+  try {
+    ar.run(in.data(), out.data(), n, DataType::f32, ReduceOp::sum);
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  INFO(what);
+  CHECK(builds >= 1);
+  CHECK(what.empty());
+  CHECK(out[n - 1] == static_cast<float>(p));
+  CHECK(all_ranks(what.empty()));
+}
+
 TEST_CASE("mpi: a gather abandoned at a timeout never writes memory freed after it") {
   ensure_mpi();
   const int p = world_size(), rank = world_rank();

@@ -227,11 +227,11 @@ inline bool has_plans_of(const std::string& a, ccoll::plan::Collective c, bool w
     const ccoll::algo::AlgorithmSpec spec = ccoll::algo::find_algorithm(algorithm_base(a));
     ccoll::algo::AlgorithmRequest req;
     req.nranks = 4;
+    if (!spec.algorithm.needs_topology)
+      return ccoll::algo::plans_collective(ccoll::algo::make_algorithm(spec.algorithm, req), c);
+    if (!with_topology) return false;
     const ccoll::physical::PhysicalTopology probe_graph = ccoll::physical::preset("full4");
-    if (spec.algorithm.needs_topology) {
-      if (!with_topology) return false;
-      req.topology = &probe_graph;
-    }
+    req.topology = &probe_graph;
     return ccoll::algo::plans_collective(ccoll::algo::make_algorithm(spec.algorithm, req), c);
   } catch (const std::exception&) {  // ccoll::Error, or a planner's refusal of the probe graph
     return false;
